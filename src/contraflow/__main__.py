@@ -1,0 +1,5 @@
+"""`python -m contraflow` is the `contraflow` command."""
+
+from contraflow.cli import main
+
+main()
