@@ -1,0 +1,1 @@
+"""The languages: Troy (deployment), Trickle (pipelines) and tremor-script (expressions)."""
