@@ -48,6 +48,8 @@ STATEFUL_OPERATORS = frozenset(
 
 def to_jsonable(value: Any) -> Any:
     """Recursively turn graph dataclasses into dicts/lists of JSON values, dropping AST fields."""
+    if isinstance(value, Position):
+        return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
@@ -62,8 +64,6 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, Position):
-        return str(value)
     return value
 
 

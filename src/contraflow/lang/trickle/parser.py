@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import VisitError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.tree import Meta
 from lark.visitors import merge_transformers
 
@@ -283,7 +283,12 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
         raise syntax_error(source, err) from None
-    return transformer.transform(tree)
+    try:
+        return transformer.transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, LangError):
+            raise err.orig_exc from None
+        raise
 
 
 def parse_trickle(source: SourceText) -> ast.Query:

@@ -9,12 +9,14 @@ aggregate functions exist.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from lark import Transformer
 
 from contraflow.lang.errors import Position, SourceText
 from contraflow.lang.script.parser import ScriptTransformer
+from contraflow.lang.trickle.diagnostics import did_you_mean
 
 
 def script_transformer(source: SourceText) -> Transformer:
@@ -44,15 +46,44 @@ def evaluate(ast: Any, env: dict[str, Any]) -> Any:
     raise ValueError(f"not a constant expression: {kind}")
 
 
-def calls(ast: Any) -> Iterator[tuple[str, int, tuple[int, int]]]:
+@dataclass
+class CallProblem:
+    """A function call worth reporting: an aggregate (`aggregate` set) and/or an error `message`."""
+
+    position: Position | None
+    aggregate: str | None = None
+    message: str = ""
+    hint: str = ""
+
+
+def check_calls(ast: Any, function_modules: dict[str, str]) -> Iterator[CallProblem]:
+    for name, nargs, (line, col) in _calls(ast):
+        pos = None
+        if name in AGGREGATES:
+            lo, hi = AGGREGATES[name]
+            msg = "" if lo <= nargs <= hi else f"wrong number of arguments for '{name}': expected {lo}, got {nargs}"
+            yield CallProblem(pos, name, msg)
+        elif name.startswith("aggr::"):
+            yield CallProblem(pos, None, f"unknown aggregate function '{name}'", did_you_mean(name, AGGREGATES))
+
+
+def _calls(ast: Any) -> Iterator[tuple[str, int, tuple[int, int]]]:
     if isinstance(ast, tuple):
         if ast and ast[0] == "call":
             yield ast[1], len(ast[2]), ast[3]
         for child in ast[1:]:
-            yield from calls(child)
+            yield from _calls(child)
     elif isinstance(ast, list):
         for child in ast:
-            yield from calls(child)
+            yield from _calls(child)
+
+
+def emit_ports(ast: Any) -> list[str]:
+    return []
+
+
+def const_expr(node: Any) -> Any:
+    return node[2]
 
 
 def uses_state(ast: Any) -> bool:
@@ -71,4 +102,3 @@ AGGREGATES: dict[str, tuple[int, int]] = {
     "aggr::win::last": (1, 1),
 }
 
-_ = Position
