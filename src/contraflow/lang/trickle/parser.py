@@ -112,6 +112,13 @@ class TrickleTransformer(Transformer):
     def __init__(self, source: SourceText) -> None:
         super().__init__()
         self.source = source
+        self.script: Transformer | None = None
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        """Rules of the imported script grammar that it handles generically (operators...)."""
+        if self.script is not None and "script__" in str(data):
+            return self.script.__default__(data, children, meta)
+        return super().__default__(data, children, meta)
 
     # --- helpers -----------------------------------------------------------------------------
 
@@ -273,6 +280,8 @@ def combined_transformer(base: Transformer, source: SourceText, prefix: str = ""
     """`base` plus the script transformer, answering both for `script__*` rules and exported names."""
     script = script_transformer(source)
     merge_transformers(base, script=script)
+    if isinstance(base, TrickleTransformer):
+        base.script = script
     delegate(base, script, SCRIPT_EXPORTS)
     return base
 
