@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import VisitError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
 from lark.tree import Meta
 from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import SourceExpr
 from contraflow.lang.trickle import ast
-from contraflow.lang.trickle.script_api import item_name, script_transformer
+from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
 
 GRAMMAR_DIR = Path(__file__).resolve().parent.parent / "grammar"
 
@@ -58,52 +58,65 @@ def meta_pos(source: SourceText, meta: Meta) -> Position:
     return source.position(meta.line, meta.column, length)
 
 
-def syntax_error(source: SourceText, err: UnexpectedInput) -> LangError:
-    """A lark error as a LangError: what was found, and what was expected as the hint."""
-    line, column = max(1, err.line), max(1, err.column)
-    if isinstance(err, UnexpectedToken):
-        tok = err.token
-        found = "end of input" if tok.type == "$END" else f"'{tok.value}'"
-        expected = _expected(err.accepts or err.expected)
-        return LangError(
-            f"syntax error: unexpected {found}",
-            source.position(line, column, max(1, len(tok.value or " "))),
-            source,
-            f"expected {expected}" if expected else "",
-        )
+# Keywords whose construct is closed by `end`; the innermost still open names the missing `end`.
+_END_OPENERS = frozenset({"match", "for", "patch", "merge", "fn", "flow", "pipeline", "script", "with"})
+_BRACKETS = {"(": "')'", "[": "']'", "{": "'}'", "%{": "'}'", "%[": "']'", "%(": "')'"}
+
+
+def syntax_error(source: SourceText, err: UnexpectedInput, parser: Lark) -> LangError:
+    """A lark error as a LangError: what was found, and what was expected (or left open) as the hint."""
+    line, column = max(1, err.line or 1), max(1, err.column or 1)
     if isinstance(err, UnexpectedCharacters):
         char = source.line(line)[column - 1 : column] or "?"
-        return LangError(f"syntax error: unexpected character '{char}'", source.position(line, column), source)
-    if isinstance(err, UnexpectedEOF):
-        expected = _expected(err.expected)
-        last = max(1, len(source.text.splitlines()) or 1)
+        return LangError(
+            f"syntax error: unexpected character '{char}'",
+            source.position(line, column),
+            source,
+            "check for a stray character or an unclosed string",
+        )
+    expected = set(getattr(err, "accepts", None) or getattr(err, "expected", None) or ())
+    hint = _open_construct_hint(err, expected) or _expected_hint(expected, parser)
+    token = getattr(err, "token", None)
+    if isinstance(err, UnexpectedEOF) or (token is not None and token.type == "$END"):
+        last = max(1, len(source.text.rstrip().splitlines()))
         return LangError(
             "syntax error: unexpected end of input",
             source.position(last, len(source.line(last)) + 1),
             source,
-            f"expected {expected}" if expected else "",
+            hint,
         )
-    return LangError(f"syntax error: {err}", source.position(line, column), source)
+    assert token is not None
+    return LangError(
+        f"syntax error: unexpected '{token.value}'",
+        source.position(line, column, max(1, len(str(token.value)))),
+        source,
+        hint,
+    )
 
 
-def _expected(terminals: Iterable[str]) -> str:
-    names = sorted({_terminal_text(t) for t in terminals if not t.startswith("__")})
-    if len(names) > 8:
-        names = names[:8] + ["..."]
-    return ", ".join(names)
+def _open_construct_hint(err: UnexpectedInput, expected: set[str]) -> str:
+    """'expected 'end' to close the 'script' started at 3:5' when that is what is missing."""
+    parser_state = getattr(getattr(err, "interactive_parser", None), "parser_state", None)
+    stack = getattr(parser_state, "value_stack", [])
+    short = {name.rsplit("__", 1)[-1] for name in expected}
+    for item in reversed(stack):
+        if not isinstance(item, Token):
+            continue
+        if item.value in _END_OPENERS and "END" in short:
+            return f"expected 'end' to close the '{item.value}' started at {item.line}:{item.column}"
+        if item.value in _BRACKETS:
+            closer = _BRACKETS[item.value]
+            return f"expected {closer} to close the '{item.value}' started at {item.line}:{item.column}"
+    return ""
 
 
-def _terminal_text(name: str) -> str:
-    bare = name.rsplit("__", 1)[-1]
-    symbols = {
-        "SEMICOLON": "';'", "COMMA": "','", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['",
-        "RSQB": "']'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "SLASH": "'/'",
-        "COLON": "':'", "DOT": "'.'", "IDENT": "a name", "STRING": "a string",
-        "INT": "an integer", "FLOAT": "a float", "$END": "end of input",
-    }
-    if bare in symbols:
-        return symbols[bare]
-    return f"'{bare.lower()}'" if bare.isupper() and bare.isalpha() else bare
+def _expected_hint(expected: set[str], parser: Lark) -> str:
+    words = sorted({describe_token(name, parser) for name in expected if not name.startswith("__")})
+    if not words:
+        return ""
+    if len(words) > 8:
+        words = words[:8] + ["..."]
+    return "expected " + ", ".join(words)
 
 
 class TrickleTransformer(Transformer):
@@ -291,7 +304,7 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     try:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
-        raise syntax_error(source, err) from None
+        raise syntax_error(source, err, grammar(name)) from None
     try:
         return transformer.transform(tree)
     except VisitError as err:

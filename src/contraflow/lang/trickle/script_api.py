@@ -19,6 +19,7 @@ from lark import Transformer
 from contraflow.lang.errors import Position, SourceText
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.parser import ScriptTransformer
+from contraflow.lang.script.parser import describe_token as describe_token
 from contraflow.lang.trickle.diagnostics import did_you_mean
 
 
