@@ -168,7 +168,14 @@ class CreateStmt:
 
 
 Statement = (
-    SelectStmt | DefineWindow | DefineOperator | DefineScript | DefinePipeline | CreateStmt | UseStmt | ScriptItem
+    SelectStmt
+    | DefineWindow
+    | DefineOperator
+    | DefineScript
+    | DefinePipeline
+    | CreateStmt
+    | UseStmt
+    | ScriptItem
 )
 
 

@@ -70,12 +70,12 @@ def bind_args(
 
 def evaluate_params(
     diag: Diagnostics, params: Sequence[Assignment], env: dict[str, Any]
-) -> dict[str, tuple[Name, Any]]:
+) -> dict[str, tuple[Assignment, Any]]:
     """`with` assignments evaluated in `env`, keyed by name (duplicates reported)."""
-    out: dict[str, tuple[Name, Any]] = {}
+    out: dict[str, tuple[Assignment, Any]] = {}
     for assign in params:
         if assign.name.value in out:
             diag.error(f"'{assign.name.value}' is set twice", assign.name.pos)
             continue
-        out[assign.name.value] = (assign.name, evaluate_expr(diag, assign.value, env))
+        out[assign.name.value] = (assign, evaluate_expr(diag, assign.value, env))
     return out

@@ -147,7 +147,9 @@ class PipelineBuilder:
             ctx.graph.nodes[port] = Node(port, "input", inputs=[], outputs=["out"])
         for name in outputs or []:
             if name.value in ctx.graph.nodes:
-                self.diag.error(f"duplicate port '{name.value}'", name.pos, "a port is either an input or an output")
+                self.diag.error(
+                    f"duplicate port '{name.value}'", name.pos, "a port is either an input or an output"
+                )
         for port in ctx.graph.outputs:
             ctx.graph.nodes.setdefault(port, Node(port, "output", inputs=["in"], outputs=[]))
 
@@ -158,21 +160,27 @@ class PipelineBuilder:
             use_module(self.diag, ctx.scope, stmt, self.loader)
         elif isinstance(stmt, ast.ScriptItem):
             add_constant(self.diag, ctx.scope, stmt, {"args": ctx.args})
-        elif type(stmt) in _DEFINE_KINDS:
-            if declare(self.diag, ctx.scope, stmt, _DEFINE_KINDS[type(stmt)]):
-                self._validate_definition(ctx, stmt)
+        elif type(stmt) in _DEFINE_KINDS and declare(self.diag, ctx.scope, stmt, _DEFINE_KINDS[type(stmt)]):
+            self._validate_definition(ctx, stmt)
 
     def _validate_definition(self, ctx: _Pipeline, stmt: Any) -> None:
-        """Check what a definition alone can tell, so unused definitions are checked too."""
+        spec = self.validate_definition(stmt, ctx.scope, ctx.env())
+        if spec is not None:
+            ctx.window_defs[spec.name] = spec
+            ctx.graph.windows[spec.name] = spec
+
+    def validate_definition(self, stmt: Any, scope: Scope, env: dict[str, Any]) -> WindowSpec | None:
+        """Check what a definition alone can tell, so unused definitions are checked too.
+
+        Returns the window's spec for `define window`, which selects then reuse.
+        """
         if isinstance(stmt, ast.DefineOperator) and stmt.kind.text not in OPERATORS:
             self.diag.unknown("operator", stmt.kind.text, stmt.kind.pos, OPERATORS)
         elif isinstance(stmt, ast.DefineWindow):
-            spec = self.window_spec(stmt, ctx.env())
-            if spec is not None:
-                ctx.window_defs[stmt.name.value] = spec
-                ctx.graph.windows[stmt.name.value] = spec
+            return self.window_spec(stmt, env)
         elif isinstance(stmt, ast.DefineScript):
-            self._check_expr(ctx, stmt.body, allow_aggregates=False)
+            self._check_expr(scope, stmt.body, allow_aggregates=False)
+        return None
 
     def window_spec(self, stmt: ast.DefineWindow, env: dict[str, Any]) -> WindowSpec | None:
         """A window's parameters, checked: a known kind and exactly one of `size`/`interval`."""
@@ -186,7 +194,7 @@ class PipelineBuilder:
         for key in unknown:
             self.diag.error(
                 f"unknown parameter '{key}' for {kind.name} window",
-                params[key][0].pos,
+                params[key][0].name.pos,
                 did_you_mean(key, kind.params),
             )
         spec = WindowSpec(stmt.name.value, kind.name, script=stmt.script)
@@ -204,18 +212,20 @@ class PipelineBuilder:
         elif "size" in params and "interval" in params:
             self.diag.error(
                 f"window '{stmt.name.value}' sets both `size` and `interval`",
-                params["interval"][0].pos,
+                params["interval"][0].name.pos,
                 "a tumbling window closes by event count or by time, not both",
             )
         return spec
 
-    def _window_int(self, params: dict[str, tuple[ast.Name, Any]], key: str) -> int | None:
+    def _window_int(self, params: dict[str, tuple[ast.Assignment, Any]], key: str) -> int | None:
         if key not in params:
             return None
-        name, value = params[key]
+        assign, value = params[key]
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             if value is not None:
-                self.diag.error(f"window `{key}` must be a positive integer, got {value!r}", name.pos)
+                self.diag.error(
+                    f"window `{key}` must be a positive integer, got {value!r}", _value_pos(assign)
+                )
             return None
         return value
 
@@ -272,9 +282,12 @@ class PipelineBuilder:
         if kind is None:
             return None  # reported at the definition
         env = {**found.scope.all_constants(), "args": ctx.args}
-        args = bind_args(self.diag, f"operator '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias)
+        args = bind_args(
+            self.diag, f"operator '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
+        )
         params = evaluate_params(self.diag, defn.params, {**env, "args": args})
-        for key, (name, _) in params.items():
+        for key, (assign, _) in params.items():
+            name = assign.name
             if key not in kind.params:
                 hint = did_you_mean(key, kind.params) if kind.params else f"{kind.name} takes no parameters"
                 self.diag.error(f"unknown parameter '{key}' for operator {kind.name}", name.pos, hint)
@@ -299,7 +312,9 @@ class PipelineBuilder:
 
     def _script(self, ctx: _Pipeline, stmt: ast.CreateStmt, found: Definition) -> Node:
         defn: ast.DefineScript = found.stmt
-        args = bind_args(self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias)
+        args = bind_args(
+            self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
+        )
         stateful_body = uses_state(defn.body.ast)
         spec = ScriptSpec(defn.name.value, defn.body, args, defn.state, stateful_body)
         outputs = _unique([*DEFAULT_OUTPUTS, *emit_ports(defn.body.ast)])
@@ -336,10 +351,12 @@ class PipelineBuilder:
         source = self._endpoint(ctx, stmt.source, reading=True)
         target = self._endpoint(ctx, stmt.into, reading=False)
         windows = self._windows(ctx, stmt.windows)
-        aggregates = self._check_expr(ctx, stmt.target, allow_aggregates=True, windowed=bool(stmt.windows))
+        aggregates = self._check_expr(
+            ctx.scope, stmt.target, allow_aggregates=True, windowed=bool(stmt.windows)
+        )
         for clause in (stmt.where, stmt.having):
             if clause is not None:
-                self._check_expr(ctx, clause, allow_aggregates=False)
+                self._check_expr(ctx.scope, clause, allow_aggregates=False)
         group = self._group(ctx, stmt.group_by) if stmt.group_by else None
         spec = SelectSpec(stmt.target, stmt.where, stmt.having, group, windows, aggregates)
         ctx.graph.nodes[name] = Node(
@@ -416,15 +433,15 @@ class PipelineBuilder:
 
     def _group(self, ctx: _Pipeline, clause: ast.GroupClause) -> GroupBy:
         if clause.expr is not None:
-            self._check_expr(ctx, clause.expr, allow_aggregates=False)
+            self._check_expr(ctx.scope, clause.expr, allow_aggregates=False)
         return GroupBy(clause.mode, clause.expr, [self._group(ctx, c) for c in clause.items])
 
     def _check_expr(
-        self, ctx: _Pipeline, expr: SourceExpr, allow_aggregates: bool, windowed: bool = False
+        self, scope: Scope, expr: SourceExpr, allow_aggregates: bool, windowed: bool = False
     ) -> list[str]:
         """Report unknown functions, wrong arity, and aggregates outside a windowed select target."""
         aggregates: list[str] = []
-        for problem in check_calls(expr.ast, ctx.scope.function_modules):
+        for problem in check_calls(expr.ast, _function_modules(scope)):
             position = problem.position or expr.position
             if problem.aggregate is not None:
                 if not allow_aggregates:
@@ -444,6 +461,19 @@ class PipelineBuilder:
             if problem.message:
                 self.diag.error(problem.message, position or _nowhere(), problem.hint)
         return _unique(aggregates)
+
+
+def _value_pos(assign: ast.Assignment) -> Position:
+    return assign.value.position or assign.name.pos
+
+
+def _function_modules(scope: Scope) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    current: Scope | None = scope
+    while current is not None:
+        merged = {**current.function_modules, **merged}
+        current = current.parent
+    return merged
 
 
 def _unique(items: Iterable[str]) -> list[str]:

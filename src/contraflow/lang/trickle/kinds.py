@@ -28,9 +28,7 @@ OPERATORS: dict[str, OperatorKind] = {
     for op in (
         OperatorKind("passthrough"),
         OperatorKind("generic::counter", stateful=True),
-        OperatorKind(
-            "generic::batch", frozenset({"count", "timeout"}), frozenset({"count"}), stateful=True
-        ),
+        OperatorKind("generic::batch", frozenset({"count", "timeout"}), frozenset({"count"}), stateful=True),
         OperatorKind("grouper::bucket", outputs=("out", "err", "overflow"), stateful=True),
         OperatorKind("qos::roundrobin", frozenset({"outputs"}), stateful=True, port_param="outputs"),
         OperatorKind(

@@ -196,12 +196,12 @@ class TrickleTransformer(Transformer):
         return [self._name(t) for t in children]
 
     def where_clause(self, children: list[Any]) -> SourceExpr:
-        return children[0]  # type: ignore[no-any-return]
+        return children[0]
 
     having_clause = where_clause
 
     def group_clause(self, children: list[Any]) -> ast.GroupClause:
-        return children[0]  # type: ignore[no-any-return]
+        return children[0]
 
     def group_set(self, children: list[Any]) -> ast.GroupClause:
         return ast.GroupClause("set", items=list(children))
@@ -224,7 +224,7 @@ class TrickleTransformer(Transformer):
     @v_args(meta=True)
     def define_window_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
         kind, name, *rest = children
-        return self.define_window(meta, [name, kind, *rest])  # type: ignore[no-any-return]
+        return self.define_window(meta, [name, kind, *rest])
 
     @v_args(meta=True)
     def define_operator(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
@@ -235,7 +235,7 @@ class TrickleTransformer(Transformer):
     @v_args(meta=True)
     def define_operator_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
         kind, name, args_with = children
-        return self.define_operator(meta, [name, kind, args_with])  # type: ignore[no-any-return]
+        return self.define_operator(meta, [name, kind, args_with])
 
     @v_args(meta=True)
     def define_script(self, meta: Meta, children: list[Any]) -> ast.DefineScript:
@@ -248,7 +248,7 @@ class TrickleTransformer(Transformer):
         return ast.DefinePipeline(self._name(name), inputs, outputs, args or [], body, self._pos(meta))
 
     def from_ports(self, children: list[Any]) -> list[ast.Name]:
-        return children[0]  # type: ignore[no-any-return]
+        return children[0]
 
     into_ports = from_ports
 
@@ -256,7 +256,7 @@ class TrickleTransformer(Transformer):
         return [self._name(t) for t in children]
 
     def state_clause(self, children: list[Any]) -> SourceExpr:
-        return children[0]  # type: ignore[no-any-return]
+        return children[0]
 
     script_clause = state_clause
 
@@ -267,7 +267,7 @@ class TrickleTransformer(Transformer):
         return ast.ArgDecl(self._name(children[0]), children[1])
 
     def with_clause(self, children: list[Any]) -> list[ast.Assignment]:
-        return children[0]  # type: ignore[no-any-return]
+        return children[0]
 
     with_end = with_clause
 

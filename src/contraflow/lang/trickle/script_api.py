@@ -49,7 +49,7 @@ def walk(node: Any) -> Iterator[Any]:
     if not isinstance(node, sast.Node):
         return
     yield node
-    for f in dataclasses.fields(node):  # type: ignore[arg-type]
+    for f in dataclasses.fields(node):
         if f.name != "pos":
             yield from walk(getattr(node, f.name))
 
@@ -112,7 +112,9 @@ def check_calls(node: Any, function_modules: dict[str, str]) -> Iterator[CallPro
                 message = f"wrong number of arguments for '{name}': expected {want}, got {len(n.args)}"
             yield CallProblem(n.pos, name, message)
         elif name.startswith("aggr::"):
-            yield CallProblem(n.pos, None, f"unknown aggregate function '{name}'", did_you_mean(name, AGGREGATES))
+            yield CallProblem(
+                n.pos, None, f"unknown aggregate function '{name}'", did_you_mean(name, AGGREGATES)
+            )
 
 
 def _qualified(name: str, function_modules: dict[str, str]) -> str:
@@ -154,8 +156,8 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
     if isinstance(node, sast.Path):
         return _path_value(node, env)
     if isinstance(node, sast.Unary) and node.op in ("-", "+", "not"):
-        value = evaluate(node.operand, env)
-        return {"-": operator.neg, "+": operator.pos, "not": operator.not_}[node.op](value)
+        unary: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_}
+        return unary[node.op](evaluate(node.operand, env))
     if isinstance(node, sast.Binary) and (node.op in _BINARY or node.op == "/"):
         left, right = evaluate(node.left, env), evaluate(node.right, env)
         if node.op == "/":

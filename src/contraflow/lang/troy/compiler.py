@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contraflow.lang.errors import LangError, SourceText
+from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import Connection, ConnectorSpec, Deployment, FlowGraph, PipelineGraph, PluginRef
 from contraflow.lang.trickle import ast as tast
 from contraflow.lang.trickle.binding import bind_args, evaluate_params
 from contraflow.lang.trickle.builder import PipelineBuilder, add_constant, declare, use_module
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
-from contraflow.lang.trickle.kinds import OPERATORS
+from contraflow.lang.trickle.parser import parse_trickle
 from contraflow.lang.trickle.scope import Definition, ModuleLoader, Scope
 from contraflow.lang.troy import ast
 from contraflow.lang.troy.kinds import (
@@ -27,7 +27,6 @@ from contraflow.lang.troy.kinds import (
     PREPROCESSORS,
 )
 from contraflow.lang.troy.modules import Modules, search_path_from_env
-from contraflow.lang.trickle.parser import parse_trickle
 from contraflow.lang.troy.parser import parse_troy
 
 _TOP_DEFINITIONS: dict[type, Any] = {
@@ -113,7 +112,9 @@ class TroyCompiler:
                 use_module(self.diag, scope, stmt, loader)
             elif isinstance(stmt, tast.ScriptItem):
                 add_constant(self.diag, scope, stmt, {"args": {}})
-            elif type(stmt) in _TOP_DEFINITIONS and declare(self.diag, scope, stmt, _TOP_DEFINITIONS[type(stmt)]):
+            elif type(stmt) in _TOP_DEFINITIONS and declare(
+                self.diag, scope, stmt, _TOP_DEFINITIONS[type(stmt)]
+            ):
                 self._validate(stmt, scope, builder)
         return scope
 
@@ -121,11 +122,8 @@ class TroyCompiler:
         """Checks a definition supports on its own, so unused definitions are checked too."""
         if isinstance(stmt, ast.DefineConnector):
             self.check_connector_definition(stmt)
-        elif isinstance(stmt, tast.DefineWindow):
-            builder.window_spec(stmt, {**scope.all_constants(), "args": {}})
-        elif isinstance(stmt, tast.DefineOperator):
-            if stmt.kind.text not in OPERATORS:
-                self.diag.unknown("operator", stmt.kind.text, stmt.kind.pos, OPERATORS)
+        else:
+            builder.validate_definition(stmt, scope, {**scope.all_constants(), "args": {}})
 
     def check_connector_definition(self, stmt: ast.DefineConnector) -> None:
         if stmt.kind.text not in CONNECTORS:
@@ -136,7 +134,9 @@ class TroyCompiler:
 
     # --- deploy --------------------------------------------------------------------------------
 
-    def _deploy(self, deployment: Deployment, stmt: ast.DeployStmt, scope: Scope, loader: ModuleLoader) -> None:
+    def _deploy(
+        self, deployment: Deployment, stmt: ast.DeployStmt, scope: Scope, loader: ModuleLoader
+    ) -> None:
         alias = stmt.alias
         if alias.value in deployment.flows:
             self.diag.error(
@@ -223,7 +223,9 @@ class FlowBuilder:
 
     def _pipeline(self, stmt: tast.CreateStmt, found: Definition) -> PipelineGraph:
         defn: tast.DefinePipeline = found.stmt
-        args = bind_args(self.diag, f"pipeline '{defn.name.value}'", defn.args, stmt.params, self.env(), stmt.alias)
+        args = bind_args(
+            self.diag, f"pipeline '{defn.name.value}'", defn.args, stmt.params, self.env(), stmt.alias
+        )
         return self.pipelines.build(defn.name.value, defn.inputs, defn.outputs, defn.body, found.scope, args)
 
     def _connector(self, stmt: tast.CreateStmt, found: Definition) -> ConnectorSpec | None:
@@ -236,8 +238,8 @@ class FlowBuilder:
         # its settings are still checked and connects to it do not cascade into errors.
         spec = ConnectorSpec(stmt.alias.value, defn.name.value, defn.kind.text)
         settings = ConnectorSettings(self.diag)
-        for key, (name, value) in params.items():
-            settings.apply(spec, key, name, value)
+        for key, (assign, value) in params.items():
+            settings.apply(spec, key, assign, value)
         return spec
 
     # --- connect -------------------------------------------------------------------------------
@@ -255,7 +257,9 @@ class FlowBuilder:
         to_port = self._port(flow, target, outgoing=False)
         if from_port is None or to_port is None:
             return None
-        return Connection(source.kind, source.alias.value, from_port, target.kind, target.alias.value, to_port)
+        return Connection(
+            source.kind, source.alias.value, from_port, target.kind, target.alias.value, to_port
+        )
 
     def _port(self, flow: FlowGraph, end: ast.Endpoint, outgoing: bool) -> str | None:
         """The endpoint's port (defaulting to out/in), checked against the connector or pipeline."""
@@ -300,35 +304,37 @@ class ConnectorSettings:
     def __init__(self, diag: Diagnostics) -> None:
         self.diag = diag
 
-    def apply(self, spec: ConnectorSpec, key: str, name: tast.Name, value: Any) -> None:
+    def apply(self, spec: ConnectorSpec, key: str, assign: tast.Assignment, value: Any) -> None:
+        name = assign.name
+        at = assign.value.position or name.pos  # problems with a value point at the value
         if key not in CONNECTOR_PARAMS:
             self.diag.error(
                 f"unknown connector setting '{key}'", name.pos, did_you_mean(key, CONNECTOR_PARAMS)
             )
         elif key == "codec":
-            spec.codec = self._plugin(value, CODECS, "codec", name)
+            spec.codec = self._plugin(value, CODECS, "codec", at)
         elif key in ("preprocessors", "postprocessors"):
             known = PREPROCESSORS if key == "preprocessors" else POSTPROCESSORS
             items = value if isinstance(value, list) else None
             if items is None:
-                self.diag.error(f"`{key}` must be an array, got {_type(value)}", name.pos)
+                self.diag.error(f"`{key}` must be an array, got {_type(value)}", at)
                 return
-            refs = [self._plugin(item, known, key[:-1], name) for item in items]
+            refs = [self._plugin(item, known, key[:-1], at) for item in items]
             setattr(spec, key, [r for r in refs if r is not None])
         elif key == "config":
             if isinstance(value, dict):
                 spec.config = value
             elif value is not None:
-                self.diag.error(f"`config` must be a record, got {_type(value)}", name.pos)
+                self.diag.error(f"`config` must be a record, got {_type(value)}", at)
         elif key == "reconnect":
-            self._reconnect(spec, value, name)
+            self._reconnect(spec, value, at)
         elif key == "metrics_interval_s":
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                self.diag.error("`metrics_interval_s` must be a positive number of seconds", name.pos)
+                self.diag.error("`metrics_interval_s` must be a positive number of seconds", at)
             else:
                 spec.metrics_interval_s = float(value)
 
-    def _plugin(self, value: Any, known: frozenset[str], what: str, name: tast.Name) -> PluginRef | None:
+    def _plugin(self, value: Any, known: frozenset[str], what: str, at: Position) -> PluginRef | None:
         """`"json"` or `{"name": "json", "config": {...}}`, with the name checked."""
         config: Any = {}
         if isinstance(value, dict):
@@ -338,16 +344,16 @@ class ConnectorSettings:
         if not isinstance(plugin_name, str) or not isinstance(config, dict):
             self.diag.error(
                 f"invalid {what}: {value!r}",
-                name.pos,
+                at,
                 f'write "{sorted(known)[0]}" or {{"name": "{sorted(known)[0]}", "config": {{...}}}}',
             )
             return None
         if plugin_name not in known:
-            self.diag.unknown(what, plugin_name, name.pos, known)
+            self.diag.unknown(what, plugin_name, at, known)
             return None
         return PluginRef(plugin_name, config)
 
-    def _reconnect(self, spec: ConnectorSpec, value: Any, name: tast.Name) -> None:
+    def _reconnect(self, spec: ConnectorSpec, value: Any, at: Position) -> None:
         if value == "none" or value is None:
             spec.reconnect = None
         elif isinstance(value, dict) and set(value) <= {"retry", "none"}:
@@ -355,10 +361,12 @@ class ConnectorSettings:
         else:
             self.diag.error(
                 "invalid `reconnect`",
-                name.pos,
+                at,
                 '`"none"` or {"retry": {"interval_ms": 1000, "growth_rate": 2, "max_retries": 3}}',
             )
 
 
 def _type(value: Any) -> str:
-    return {dict: "a record", list: "an array", str: "a string", bool: "a boolean"}.get(type(value), type(value).__name__)
+    return {dict: "a record", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

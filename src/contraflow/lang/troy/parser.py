@@ -34,7 +34,7 @@ TRICKLE_EXPORTS = (
 class TroyTransformer(TrickleTransformer):
     """Troy statements; everything Trickle is inherited, expressions come from the script transformer."""
 
-    def start(self, children: list[Any]) -> list[ast.TopStatement]:
+    def start(self, children: list[Any]) -> list[Any]:  # Troy statements, not Trickle's
         return list(children)
 
     @v_args(meta=True)
@@ -70,5 +70,7 @@ def parse_troy(source: SourceText) -> ast.TroyFile:
     """Parse a Troy file; raises LangError (with caret and hint) on a syntax error."""
     trickle = combined_transformer(TrickleTransformer(source), source)
     troy = merge_transformers(TroyTransformer(source), trickle=trickle)
-    delegate(troy, trickle, ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "STRING", "INT", "FLOAT"))
+    delegate(
+        troy, trickle, ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "STRING", "INT", "FLOAT")
+    )
     return ast.TroyFile(parse_with("troy", source, troy), source.name)
