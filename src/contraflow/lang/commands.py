@@ -87,15 +87,19 @@ def _pipeline_lines(alias: str, graph: PipelineGraph, indent: str) -> list[str]:
     for node in graph.nodes.values():
         if node.kind in ("input", "output"):
             continue
-        lines.append(f"{indent}  {_node(node)}")
+        lines.append(f"{indent}  {_node(node, graph)}")
         if isinstance(node.spec, PipelineGraph):
             lines += _pipeline_lines(node.name, node.spec, indent + "    ")
     lines += [f"{indent}  edge {edge}" for edge in graph.edges]
     return lines
 
 
-def _node(node: Node) -> str:
+def _node(node: Node, graph: PipelineGraph) -> str:
     text = f"{node.kind} {node.name}"
+    if node.kind == "select":
+        sources = [f"{e.from_node}/{e.from_port}" for e in graph.predecessors(node.name)]
+        targets = [f"{e.to_node}/{e.to_port}" for e in graph.successors(node.name)]
+        text += f" {','.join(sources) or '?'} -> {','.join(targets) or '?'}"
     if node.stateful:
         text += " [stateful]"
     spec = node.spec
@@ -107,9 +111,9 @@ def _node(node: Node) -> str:
         if spec.aggregates:
             text += " aggregates=" + ",".join(spec.aggregates)
         if spec.where:
-            text += " where"
+            text += f" where {_one_line(spec.where.source)}"
         if spec.having:
-            text += " having"
+            text += f" having {_one_line(spec.having.source)}"
     elif isinstance(spec, OperatorSpec):
         text += f" {spec.kind}" + (f" {_json(spec.config)}" if spec.config else "")
     elif isinstance(spec, ScriptSpec):
@@ -120,6 +124,10 @@ def _node(node: Node) -> str:
     if node.kind in ("script", "operator", "pipeline"):
         text += f" ports {','.join(node.inputs)} -> {','.join(node.outputs)}"
     return text
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _window(window: Any) -> str:

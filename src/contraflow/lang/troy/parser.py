@@ -68,8 +68,11 @@ class TroyTransformer(TrickleTransformer):
 
 def parse_troy(source: SourceText) -> ast.TroyFile:
     """Parse a Troy file; raises LangError (with caret and hint) on a syntax error."""
-    trickle = combined_transformer(TrickleTransformer(source), source)
-    troy = merge_transformers(TroyTransformer(source), trickle=trickle)
+    trickle = TrickleTransformer(source)
+    combined_transformer(trickle, source)
+    troy = TroyTransformer(source)
+    merge_transformers(troy, trickle=trickle)
+    troy.script = trickle.script
     delegate(
         troy, trickle, ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "STRING", "INT", "FLOAT")
     )
