@@ -78,18 +78,19 @@ def _connector(spec: ConnectorSpec) -> str:
     return " ".join(parts)
 
 
-def _pipeline_lines(alias: str, graph: PipelineGraph, indent: str) -> list[str]:
+def _pipeline_lines(alias: str, graph: PipelineGraph, indent: str, prefix: str = "") -> list[str]:
     state = "stateful" if graph.stateful else "stateless"
-    head = f"{indent}{alias}" + (f" (from {graph.name})" if graph.name != alias else "")
+    head = f"{indent}{prefix}{alias}" + (f" (from {graph.name})" if graph.name != alias else "")
     lines = [f"{head}: {state}, {', '.join(graph.inputs)} -> {', '.join(graph.outputs)}"]
     if graph.args:
         lines.append(f"{indent}  args: {_values(graph.args)}")
     for node in graph.nodes.values():
         if node.kind in ("input", "output"):
             continue
-        lines.append(f"{indent}  {_node(node, graph)}")
         if isinstance(node.spec, PipelineGraph):
-            lines += _pipeline_lines(node.name, node.spec, indent + "    ")
+            lines += _pipeline_lines(node.name, node.spec, indent + "  ", prefix="pipeline ")
+        else:
+            lines.append(f"{indent}  {_node(node, graph)}")
     lines += [f"{indent}  edge {edge}" for edge in graph.edges]
     return lines
 
@@ -121,7 +122,7 @@ def _node(node: Node, graph: PipelineGraph) -> str:
             text += f" (from {spec.definition})"
         if spec.args:
             text += f" args: {_values(spec.args)}"
-    if node.kind in ("script", "operator", "pipeline"):
+    if node.kind in ("script", "operator"):
         text += f" ports {','.join(node.inputs)} -> {','.join(node.outputs)}"
     return text
 
