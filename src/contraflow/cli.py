@@ -18,6 +18,7 @@ from contraflow.errors import UserError
 
 COMMANDS: dict[str, str] = {
     "check": "contraflow.lang.commands:check",
+    "script": "contraflow.lang.script.commands:script_command",
 }
 
 

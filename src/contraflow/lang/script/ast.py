@@ -7,10 +7,10 @@ point at it. The compiler and the reference interpreter both consume this tree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from contraflow.lang.errors import Position
+from contraflow.lang.errors import Position, SourceText
 
 
 @dataclass(frozen=True)
@@ -297,3 +297,4 @@ class Script(Node):
     exprs: tuple[Expr, ...]
     fns: tuple[FnDefn, ...]
     consts: tuple[ConstDefn, ...]
+    source: SourceText | None = field(default=None, compare=False, repr=False)

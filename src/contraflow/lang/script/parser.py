@@ -54,42 +54,6 @@ _ESCAPES = {
     "}": "}",
 }
 
-_BINARY_RULES = {
-    "or_op": "or",
-    "xor_op": "xor",
-    "and_op": "and",
-    "bor_op": "|",
-    "bxor_op": "^",
-    "band_op": "&",
-    "eq_op": "==",
-    "ne_op": "!=",
-    "ge_op": ">=",
-    "gt_op": ">",
-    "le_op": "<=",
-    "lt_op": "<",
-    "shr_op": ">>",
-    "ushr_op": ">>>",
-    "shl_op": "<<",
-    "add_op": "+",
-    "sub_op": "-",
-    "mul_op": "*",
-    "div_op": "/",
-    "mod_op": "%",
-}
-_UNARY_RULES = {"neg_op": "-", "pos_op": "+", "not_op": "not", "bnot_op": "!"}
-_FIELD_CMP_RULES = {"fp_eq": "==", "fp_ne": "!=", "fp_ge": ">=", "fp_gt": ">", "fp_le": "<=", "fp_lt": "<"}
-_PATCH_RULES = {
-    "po_insert": "insert",
-    "po_upsert": "upsert",
-    "po_update": "update",
-    "po_erase": "erase",
-    "po_merge_key": "merge",
-    "po_merge": "merge",
-    "po_default_key": "default",
-    "po_default": "default",
-    "po_copy": "copy",
-    "po_move": "move",
-}
 
 
 def _ident(tok: Token) -> str:
@@ -143,7 +107,7 @@ class ScriptTransformer(Transformer[Token, Any]):
         exprs = tuple(i for i in items if isinstance(i, ast.Expr))
         fns = tuple(i for i in items if isinstance(i, ast.FnDefn))
         consts = tuple(i for i in items if isinstance(i, ast.ConstDefn))
-        return ast.Script(self._b.pos(meta), exprs, fns, consts)
+        return ast.Script(self._b.pos(meta), exprs, fns, consts, self.source)
 
     def block(self, meta: Any, items: list[Any]) -> tuple[ast.Expr, ...]:
         return tuple(items)
@@ -204,19 +168,78 @@ class ScriptTransformer(Transformer[Token, Any]):
         return ast.Drop(self._b.pos(meta))
 
     # ------------------------------------------------------------ operators
-    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
-        name = str(data)
-        # Imported into another grammar, rule names carry a namespace prefix.
-        short = name.rsplit("__", 1)[-1]
-        if short in _BINARY_RULES:
-            return ast.Binary(self._b.pos(meta), _BINARY_RULES[short], children[0], children[1])
-        if short in _UNARY_RULES:
-            return ast.Unary(self._b.pos(meta), _UNARY_RULES[short], children[0])
-        if short in _FIELD_CMP_RULES:
-            return ast.FieldPred(self._b.pos(meta), _field_key(children[0]), _FIELD_CMP_RULES[short], children[1])
-        if short in _PATCH_RULES:
-            return self._patch_op(meta, short, children)
-        return super().__default__(data, children, meta)
+    def _binary(op: str) -> Callable[..., ast.Binary]:  # noqa: N805 - builds methods in the class body
+        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.Binary:
+            return ast.Binary(self._b.pos(meta), op, items[0], items[1])
+
+        return rule
+
+    def _unary(op: str) -> Callable[..., ast.Unary]:  # noqa: N805
+        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.Unary:
+            return ast.Unary(self._b.pos(meta), op, items[0])
+
+        return rule
+
+    def _field_cmp(op: str) -> Callable[..., ast.FieldPred]:  # noqa: N805
+        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.FieldPred:
+            return ast.FieldPred(self._b.pos(meta), _field_key(items[0]), op, items[1])
+
+        return rule
+
+    def _patch(op: str, shape: str) -> Callable[..., ast.PatchOp]:  # noqa: N805
+        """`shape`: "kv" (key => value), "k" (key only), "v" (=> value for the whole record)."""
+
+        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.PatchOp:
+            pos = self._b.pos(meta)
+            if shape == "k":
+                return ast.PatchOp(pos, op, items[0], None)
+            if shape == "v":
+                return ast.PatchOp(pos, op, None, items[0])
+            return ast.PatchOp(pos, op, items[0], items[1])
+
+        return rule
+
+    or_op = _binary("or")
+    xor_op = _binary("xor")
+    and_op = _binary("and")
+    bor_op = _binary("|")
+    bxor_op = _binary("^")
+    band_op = _binary("&")
+    eq_op = _binary("==")
+    ne_op = _binary("!=")
+    ge_op = _binary(">=")
+    gt_op = _binary(">")
+    le_op = _binary("<=")
+    lt_op = _binary("<")
+    shr_op = _binary(">>")
+    ushr_op = _binary(">>>")
+    shl_op = _binary("<<")
+    add_op = _binary("+")
+    sub_op = _binary("-")
+    mul_op = _binary("*")
+    div_op = _binary("/")
+    mod_op = _binary("%")
+    neg_op = _unary("-")
+    pos_op = _unary("+")
+    not_op = _unary("not")
+    bnot_op = _unary("!")
+    fp_eq = _field_cmp("==")
+    fp_ne = _field_cmp("!=")
+    fp_ge = _field_cmp(">=")
+    fp_gt = _field_cmp(">")
+    fp_le = _field_cmp("<=")
+    fp_lt = _field_cmp("<")
+    po_insert = _patch("insert", "kv")
+    po_upsert = _patch("upsert", "kv")
+    po_update = _patch("update", "kv")
+    po_erase = _patch("erase", "k")
+    po_merge_key = _patch("merge", "kv")
+    po_merge = _patch("merge", "v")
+    po_default_key = _patch("default", "kv")
+    po_default = _patch("default", "v")
+    po_copy = _patch("copy", "kv")
+    po_move = _patch("move", "kv")
+    del _binary, _unary, _field_cmp, _patch
 
     def present_expr(self, meta: Any, items: list[Any]) -> ast.Present:
         return ast.Present(self._b.pos(meta), items[0], False)
@@ -376,15 +399,6 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     def patch_expr(self, meta: Any, items: list[Any]) -> ast.Patch:
         return ast.Patch(self._b.pos(meta), items[0], tuple(items[1:]))
-
-    def _patch_op(self, meta: Any, rule: str, items: list[Any]) -> ast.PatchOp:
-        op = _PATCH_RULES[rule]
-        pos = self._b.pos(meta)
-        if rule == "po_erase":
-            return ast.PatchOp(pos, op, items[0], None)
-        if rule in ("po_merge", "po_default"):
-            return ast.PatchOp(pos, op, None, items[0])
-        return ast.PatchOp(pos, op, items[0], items[1])
 
     def merge_expr(self, meta: Any, items: list[Any]) -> ast.Merge:
         return ast.Merge(self._b.pos(meta), items[0], items[1])
