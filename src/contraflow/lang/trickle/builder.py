@@ -32,7 +32,7 @@ from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_p
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, WINDOW_KINDS
 from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Scope
-from contraflow.lang.trickle.script_api import check_calls, emit_ports, uses_state
+from contraflow.lang.trickle.script_api import check_calls, check_script, emit_ports, uses_state
 
 _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineWindow: "window",
@@ -179,7 +179,10 @@ class PipelineBuilder:
         elif isinstance(stmt, ast.DefineWindow):
             return self.window_spec(stmt, env)
         elif isinstance(stmt, ast.DefineScript):
-            self._check_expr(scope, stmt.body, allow_aggregates=False)
+            fns = {item.name: item.ast for item in scope.all_items() if item.kind == "fn"}
+            err = check_script(stmt.body.ast, stmt.name.value, scope.all_constants(), fns)
+            if err is not None:
+                self.diag.error(err.message, err.position, err.hint)
         return None
 
     def window_spec(self, stmt: ast.DefineWindow, env: dict[str, Any]) -> WindowSpec | None:
@@ -441,7 +444,8 @@ class PipelineBuilder:
     ) -> list[str]:
         """Report unknown functions, wrong arity, and aggregates outside a windowed select target."""
         aggregates: list[str] = []
-        for problem in check_calls(expr.ast, _function_modules(scope)):
+        fns = [item.name for item in scope.all_items() if item.kind == "fn"]
+        for problem in check_calls(expr.ast, _function_modules(scope), fns):
             position = problem.position or expr.position
             if problem.aggregate is not None:
                 if not allow_aggregates:

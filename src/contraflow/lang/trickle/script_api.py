@@ -9,15 +9,17 @@ emitted ports, and know which aggregate functions exist.
 from __future__ import annotations
 
 import dataclasses
-import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from lark import Transformer
 
-from contraflow.lang.errors import Position, SourceText
+from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast as sast
+from contraflow.lang.script import stdlib
+from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
+from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.lang.script.parser import ScriptTransformer
 from contraflow.lang.script.parser import describe_token as describe_token
 from contraflow.lang.trickle.diagnostics import did_you_mean
@@ -81,111 +83,86 @@ class CallProblem:
     hint: str = ""
 
 
-# Aggregate functions and their (min, max) argument counts, as Tremor defines them.
-AGGREGATES: dict[str, tuple[int, int]] = {
-    "aggr::stats::count": (0, 1),
-    "aggr::stats::sum": (1, 1),
-    "aggr::stats::min": (1, 1),
-    "aggr::stats::max": (1, 1),
-    "aggr::stats::mean": (1, 1),
-    "aggr::stats::var": (1, 1),
-    "aggr::stats::stdev": (1, 1),
-    "aggr::stats::hdr": (1, 2),
-    "aggr::win::first": (1, 1),
-    "aggr::win::last": (1, 1),
-    "aggr::win::collect_flattened": (1, 1),
-    "aggr::win::collect_nested": (1, 1),
-}
+def aggregate_names() -> list[str]:
+    return sorted(AGGREGATES)
 
 
-def check_calls(node: Any, function_modules: dict[str, str]) -> Iterator[CallProblem]:
-    """Aggregate calls (with arity checked) and unknown `aggr::` functions in `node`."""
+def check_calls(
+    node: Any, function_modules: dict[str, str], fns: Iterable[str] = ()
+) -> Iterator[CallProblem]:
+    """Every aggregate call in `node`, plus unknown functions and wrong arities (library and `fn`s)."""
+    user_fns = set(fns)
     for n in walk(node):
         if not isinstance(n, sast.Call):
             continue
         name = _qualified(n.name, function_modules)
-        if name in AGGREGATES:
-            lo, hi = AGGREGATES[name]
-            message = ""
-            if not lo <= len(n.args) <= hi:
-                want = str(lo) if lo == hi else f"{lo} to {hi}"
-                message = f"wrong number of arguments for '{name}': expected {want}, got {len(n.args)}"
-            yield CallProblem(n.pos, name, message)
-        elif name.startswith("aggr::"):
+        if name in user_fns:
+            continue
+        if name.startswith("aggr::"):
+            yield _aggregate_call(n, name)
+            continue
+        fn = stdlib.lookup(name)
+        if fn is None:
+            hint = did_you_mean(name, [*user_fns, *stdlib.all_names(), *AGGREGATES])
+            yield CallProblem(n.pos, None, f"unknown function '{name}'", hint)
+        elif len(n.args) < fn.min_args or (fn.max_args is not None and len(n.args) > fn.max_args):
             yield CallProblem(
-                n.pos, None, f"unknown aggregate function '{name}'", did_you_mean(name, AGGREGATES)
+                n.pos,
+                None,
+                f"wrong number of arguments for '{name}': expected {fn.arity_text()}, got {len(n.args)}",
             )
 
 
+def _aggregate_call(call: sast.Call, name: str) -> CallProblem:
+    cls = lookup_aggregate(name)
+    if cls is None:
+        return CallProblem(
+            call.pos, None, f"unknown aggregate function '{name}'", did_you_mean(name, AGGREGATES)
+        )
+    lo, hi = cls.min_args, cls.max_args
+    message = ""
+    if not lo <= len(call.args) <= hi:
+        want = str(lo) if lo == hi else f"{lo} to {hi}"
+        message = f"wrong number of arguments for '{name}': expected {want}, got {len(call.args)}"
+    return CallProblem(call.pos, cls.name, message)
+
+
 def _qualified(name: str, function_modules: dict[str, str]) -> str:
-    """`stats::count` after `use aggr::stats;` is `aggr::stats::count`."""
+    """`nanos::from_seconds` after `use std::time::nanos;` is `std::time::nanos::from_seconds`."""
     head, _, rest = name.partition("::")
     if rest and head in function_modules:
         return f"{function_modules[head]}::{rest}"
     return name
 
 
+def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, Any]) -> LangError | None:
+    """Compile a script body once to surface unknown names/functions and arity errors."""
+    try:
+        compile_script(body, name=name, consts=consts, fns=fns)
+    except LangError as err:
+        return err
+    return None
+
+
 # --- constant evaluation --------------------------------------------------------------------
 
-_BINARY: dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "%": operator.mod,
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-    "and": lambda a, b: a and b,
-    "or": lambda a, b: a or b,
-}
+_EVENT_ROOTS = frozenset({"event", "meta", "state", "group", "window"})
 
 
 def evaluate(node: Any, env: dict[str, Any]) -> Any:
-    """The value of a constant expression: literals, records, arrays, `args`, constants, arithmetic."""
-    if isinstance(node, sast.Literal):
-        return node.value
-    if isinstance(node, sast.RecordLit):
-        return {str(evaluate(k, env)): evaluate(v, env) for k, v in node.fields}
-    if isinstance(node, sast.ArrayLit):
-        return [evaluate(item, env) for item in node.items]
-    if isinstance(node, sast.Interpolated):
-        return "".join(p if isinstance(p, str) else _text(evaluate(p, env)) for p in node.parts)
-    if isinstance(node, sast.Path):
-        return _path_value(node, env)
-    if isinstance(node, sast.Unary) and node.op in ("-", "+", "not"):
-        unary: dict[str, Callable[[Any], Any]] = {"-": operator.neg, "+": operator.pos, "not": operator.not_}
-        return unary[node.op](evaluate(node.operand, env))
-    if isinstance(node, sast.Binary) and (node.op in _BINARY or node.op == "/"):
-        left, right = evaluate(node.left, env), evaluate(node.right, env)
-        if node.op == "/":
-            return left / right
-        return _BINARY[node.op](left, right)
-    raise ValueError("only literals, records, arrays, `args`, constants and arithmetic are allowed here")
+    """The value of a constant expression (`with` values, `args` defaults, `const`s).
 
-
-def _path_value(node: sast.Path, env: dict[str, Any]) -> Any:
-    if node.root == "args":
-        value = env.get("args", {})
-    elif node.root == "local" and node.name in env:
-        value = env[node.name]
-    else:
-        raise ValueError(f"'{node.text()}' is not known when the flow is compiled")
-    for seg in node.segments:
-        if isinstance(seg, sast.KeySeg):
-            if not isinstance(value, dict) or seg.key not in value:
-                raise ValueError(f"'{node.text()}' has no field '{seg.key}'")
-            value = value[seg.key]
-        elif isinstance(seg, sast.IndexSeg):
-            value = value[evaluate(seg.index, env)]
-        else:
-            raise ValueError("ranges are not allowed here")
-    return value
-
-
-def _text(value: Any) -> str:
-    import json
-
-    return value if isinstance(value, str) else json.dumps(value)
+    It may use literals, operators, library functions, `args` and constants,
+    but nothing that only exists once events flow (`event`, `$`, `state`...).
+    """
+    for n in walk(node):
+        if isinstance(n, sast.Path) and n.root in _EVENT_ROOTS:
+            raise ValueError(f"'{n.text()}' is not known when the flow is compiled")
+    consts = {k: v for k, v in env.items() if k != "args"}
+    try:
+        compiled = compile_expr(node, name="<with>", consts=consts)
+        return compiled.call(None, {}, None, env.get("args", {}))
+    except LangError as err:
+        raise ValueError(err.message) from None
+    except ScriptRuntimeError as err:
+        raise ValueError(err.message) from None
