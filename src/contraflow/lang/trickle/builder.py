@@ -49,6 +49,7 @@ def use_module(diag: Diagnostics, scope: Scope, stmt: ast.UseStmt, loader: Modul
     try:
         module = loader(stmt.path)
     except LangError as err:  # a cyclic `use`, reported where the cycle closes
+        scope.modules[stmt.local_name] = Scope(broken=True)
         diag.error(err.message, err.position, err.hint)
         return
     if module is not None:
@@ -56,6 +57,7 @@ def use_module(diag: Diagnostics, scope: Scope, stmt: ast.UseStmt, loader: Modul
     elif stmt.path.parts[0].value in ("std", "tremor"):
         scope.function_modules[stmt.local_name] = stmt.path.text
     else:
+        scope.modules[stmt.local_name] = Scope(broken=True)
         diag.error(
             f"unknown module '{stmt.path.text}'",
             stmt.path.pos,
@@ -264,7 +266,7 @@ class PipelineBuilder:
     def _definition(self, ctx: _Pipeline, stmt: ast.CreateStmt, kind: DefKind) -> Definition | None:
         path = stmt.target or ast.ModPath((stmt.alias,), stmt.alias.pos)
         found = ctx.scope.lookup(kind, path)
-        if found is None:
+        if found is None and not ctx.scope.in_broken_module(path):
             self.diag.unknown(f"{kind} definition", path.text, path.pos, ctx.scope.names(kind))
         return found
 

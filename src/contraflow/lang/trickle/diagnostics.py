@@ -31,6 +31,9 @@ class Diagnostics:
         self._sources[source.name] = source
 
     def error(self, message: str, position: Position, hint: str = "") -> None:
+        """Record an error; the same error at the same place (a flow deployed twice) is kept once."""
+        if any(e.message == message and e.position == position for e in self.errors):
+            return
         self.errors.append(LangError(message, position, self._sources.get(position.file), hint))
 
     def unknown(self, what: str, name: str, position: Position, candidates: Iterable[str]) -> None:

@@ -39,6 +39,8 @@ class Scope:
     # Names imported with `use` that are not Troy modules (e.g. `use std::time::nanos;`):
     # they are function modules for tremor-script, recorded so the compiler can resolve them.
     function_modules: dict[str, str] = field(default_factory=dict)
+    # A module whose `use` failed (already reported): lookups into it stay silent.
+    broken: bool = False
 
     def child(self) -> Scope:
         return Scope(parent=self)
@@ -70,6 +72,18 @@ class Scope:
                 return None
         assert target is not None
         return target.definitions.get(kind, {}).get(path.last)
+
+    def in_broken_module(self, path: ModPath) -> bool:
+        """True when `path` goes through a module that failed to load (avoids cascading errors)."""
+        if len(path.parts) < 2:
+            return False
+        scope: Scope | None = self
+        while scope is not None:
+            module = scope.modules.get(path.parts[0].value)
+            if module is not None:
+                return module.broken
+            scope = scope.parent
+        return False
 
     def names(self, kind: DefKind) -> list[str]:
         """Every name of `kind` visible from here (for did-you-mean hints), module paths included."""

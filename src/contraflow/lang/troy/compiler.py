@@ -148,6 +148,8 @@ class TroyCompiler:
         path = stmt.target or tast.ModPath((alias,), alias.pos)
         found = scope.lookup("flow", path)
         if found is None:
+            if scope.in_broken_module(path):
+                return
             self.diag.unknown("flow", path.text, path.pos, scope.names("flow"))
             return
         defn: ast.DefineFlow = found.stmt
@@ -212,6 +214,8 @@ class FlowBuilder:
         path = stmt.target or tast.ModPath((stmt.alias,), stmt.alias.pos)
         found = self.scope.lookup(stmt.kind, path)
         if found is None:
+            if self.scope.in_broken_module(path):
+                return
             self.diag.unknown(f"{stmt.kind} definition", path.text, path.pos, self.scope.names(stmt.kind))
             return
         if stmt.kind == "connector":
