@@ -9,6 +9,7 @@ emitted ports, and know which aggregate functions exist.
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script import stdlib
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.compiler import compile_expr, compile_script
-from contraflow.lang.script.parser import ScriptTransformer
+from contraflow.lang.script.parser import ScriptTransformer, parse_script
 from contraflow.lang.script.parser import describe_token as describe_token
 from contraflow.lang.trickle.diagnostics import did_you_mean
 
@@ -70,6 +71,41 @@ def emit_ports(node: Any) -> list[str]:
     return ports
 
 
+# --- Troy's time helpers -------------------------------------------------------------------
+
+# Tremor flows write durations as `nanos::from_seconds(5)` (after `use std::time::nanos;`)
+# or `core::datetime::with_seconds(5)` (0.11). They are defined here in tremor-script and
+# handed to the compiler as functions, so `with` values and scripts can use them.
+_NANOS = """
+fn from_nanos(n) with n end;
+fn from_micros(n) with n * 1000 end;
+fn from_millis(n) with n * 1000000 end;
+fn from_seconds(n) with n * 1000000000 end;
+fn from_minutes(n) with n * 60000000000 end;
+fn from_hours(n) with n * 3600000000000 end;
+fn from_days(n) with n * 86400000000000 end;
+"""
+_NANOS_PREFIXES = ("nanos", "std::time::nanos")
+_CORE_DATETIME = {
+    "with_nanoseconds": "from_nanos",
+    "with_microseconds": "from_micros",
+    "with_milliseconds": "from_millis",
+    "with_seconds": "from_seconds",
+    "with_minutes": "from_minutes",
+    "with_hours": "from_hours",
+    "with_days": "from_days",
+}
+
+
+@cache
+def time_functions() -> dict[str, sast.FnDefn]:
+    """`nanos::from_seconds`, `std::time::nanos::from_seconds`, `core::datetime::with_seconds`..."""
+    defs = {fn.name: fn for fn in parse_script(_NANOS, "<std::time::nanos>").fns}
+    names = {f"{prefix}::{name}": name for prefix in _NANOS_PREFIXES for name in defs}
+    names.update({f"core::datetime::{old}": new for old, new in _CORE_DATETIME.items()})
+    return {full: dataclasses.replace(defs[short], name=full) for full, short in names.items()}
+
+
 # --- function calls -------------------------------------------------------------------------
 
 
@@ -91,7 +127,7 @@ def check_calls(
     node: Any, function_modules: dict[str, str], fns: Iterable[str] = ()
 ) -> Iterator[CallProblem]:
     """Every aggregate call in `node`, plus unknown functions and wrong arities (library and `fn`s)."""
-    user_fns = set(fns)
+    user_fns = {*fns, *time_functions()}
     for n in walk(node):
         if not isinstance(n, sast.Call):
             continue
@@ -138,7 +174,7 @@ def _qualified(name: str, function_modules: dict[str, str]) -> str:
 def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, Any]) -> LangError | None:
     """Compile a script body once to surface unknown names/functions and arity errors."""
     try:
-        compile_script(body, name=name, consts=consts, fns=fns)
+        compile_script(body, name=name, consts=consts, fns={**time_functions(), **fns})
     except LangError as err:
         return err
     return None
@@ -160,7 +196,7 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
             raise ValueError(f"'{n.text()}' is not known when the flow is compiled")
     consts = {k: v for k, v in env.items() if k != "args"}
     try:
-        compiled = compile_expr(node, name="<with>", consts=consts)
+        compiled = compile_expr(node, name="<with>", consts=consts, fns=time_functions())
         return compiled.call(None, {}, None, env.get("args", {}))
     except LangError as err:
         raise ValueError(err.message) from None
