@@ -9,9 +9,9 @@ emitted ports, and know which aggregate functions exist.
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from lark import Transformer
