@@ -33,7 +33,9 @@ SCRIPT_EXPORTS = ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "ST
 def grammar(name: str) -> Lark:
     """The LALR parser for `grammar/<name>.lark`, built once per process."""
     path = GRAMMAR_DIR / f"{name}.lark"
-    return Lark.open(str(path), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    # `cache=True` keeps the parse tables in the temp dir (lark re-validates imported grammars),
+    # so a `contraflow check` does not rebuild them on every run.
+    return Lark.open(str(path), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
 def delegate(target: Transformer, source: Transformer, names: Iterable[str]) -> None:

@@ -9,6 +9,7 @@ emitted ports, and know which aggregate functions exist.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -97,6 +98,20 @@ _CORE_DATETIME = {
 }
 
 
+_NANOS_NAMES = tuple(re.findall(r"^fn (\w+)", _NANOS, re.MULTILINE))
+TIME_FUNCTION_NAMES = frozenset(
+    [f"{prefix}::{name}" for prefix in _NANOS_PREFIXES for name in _NANOS_NAMES]
+    + [f"core::datetime::{old}" for old in _CORE_DATETIME]
+)
+
+
+def time_functions_for(node: Any) -> dict[str, sast.FnDefn]:
+    """The time helpers, only when `node` calls one (parsing them costs a grammar build)."""
+    if any(isinstance(n, sast.Call) and n.name in TIME_FUNCTION_NAMES for n in walk(node)):
+        return time_functions()
+    return {}
+
+
 @cache
 def time_functions() -> dict[str, sast.FnDefn]:
     """`nanos::from_seconds`, `std::time::nanos::from_seconds`, `core::datetime::with_seconds`..."""
@@ -127,7 +142,7 @@ def check_calls(
     node: Any, function_modules: dict[str, str], fns: Iterable[str] = ()
 ) -> Iterator[CallProblem]:
     """Every aggregate call in `node`, plus unknown functions and wrong arities (library and `fn`s)."""
-    user_fns = {*fns, *time_functions()}
+    user_fns = {*fns, *TIME_FUNCTION_NAMES}
     for n in walk(node):
         if not isinstance(n, sast.Call):
             continue
@@ -174,7 +189,7 @@ def _qualified(name: str, function_modules: dict[str, str]) -> str:
 def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, Any]) -> LangError | None:
     """Compile a script body once to surface unknown names/functions and arity errors."""
     try:
-        compile_script(body, name=name, consts=consts, fns={**time_functions(), **fns})
+        compile_script(body, name=name, consts=consts, fns={**time_functions_for(body), **fns})
     except LangError as err:
         return err
     return None
@@ -196,7 +211,7 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
             raise ValueError(f"'{n.text()}' is not known when the flow is compiled")
     consts = {k: v for k, v in env.items() if k != "args"}
     try:
-        compiled = compile_expr(node, name="<with>", consts=consts, fns=time_functions())
+        compiled = compile_expr(node, name="<with>", consts=consts, fns=time_functions_for(node))
         return compiled.call(None, {}, None, env.get("args", {}))
     except LangError as err:
         raise ValueError(err.message) from None
