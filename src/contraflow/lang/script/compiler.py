@@ -18,7 +18,7 @@ import itertools
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
@@ -36,7 +36,7 @@ _HELPERS: dict[str, Any] = {
     "_M": values.MISSING,
     "_eq": values.eq,
     "_ne": values.ne,
-    "_bool": None,  # set below
+    "_bool": values.bool_operand,
     "_xor": values.xor,
     "_get_index": values.get_index,
     "_get_range": values.get_range,
@@ -77,12 +77,6 @@ for _op, _name in _UNARY_HELPERS.items():
     _HELPERS[_name] = values.UNARY[_op]
 
 
-def _bool_operand(value: Any) -> bool:
-    if type(value) is bool:
-        return value
-    values.fail(f"'and'/'or' expect bool operands, got {values.type_name(value)}")
-
-
 def _pattern_cmp(op: str) -> Callable[[Any, Any], bool]:
     """Comparison inside a record pattern: incomparable values simply do not match."""
     fn = values.BINARY[op]
@@ -103,7 +97,6 @@ def _array_match(arr: list[Any], preds: tuple[Callable[[Any], bool], ...]) -> bo
     return all(any(p(e) for e in arr) for p in preds)
 
 
-_HELPERS["_bool"] = _bool_operand
 _HELPERS["_arr"] = _array_match
 for _op in ("<", "<=", ">", ">=", "!="):
     _HELPERS[f"_p{_BINARY_HELPERS[_op]}"] = _pattern_cmp(_op)
@@ -151,6 +144,7 @@ class Env:
 class _LineInfo:
     pos: Position
     what: str
+    path: ast.Path | None = None
 
 
 class _Located:
@@ -162,17 +156,47 @@ class _Located:
         self.node = node
 
     def error(self, exc: BaseException) -> ScriptRuntimeError:
-        info = self._line_of(exc.__traceback__)
-        message = _message_for(exc, info)
-        return ScriptRuntimeError(message, info.pos if info else None, self.node)
+        outermost = isinstance(exc, RecursionError)
+        info, frame = self._line_of(exc.__traceback__, outermost)
+        message = None
+        if info is not None and info.path is not None and frame is not None and not isinstance(exc, ScriptRuntimeError):
+            message = _explain_path(info.path, frame)
+        return ScriptRuntimeError(message or _message_for(exc, info), info.pos if info else None, self.node)
 
-    def _line_of(self, tb: TracebackType | None) -> _LineInfo | None:
-        found: _LineInfo | None = None
+    def _line_of(self, tb: TracebackType | None, outermost: bool) -> tuple[_LineInfo | None, FrameType | None]:
+        """The mapped line (and its frame) where the exception left generated code."""
+        found: tuple[_LineInfo | None, FrameType | None] = (None, None)
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.filename:
-                found = self.lines.get(tb.tb_lineno, found)
+            if tb.tb_frame.f_code.co_filename == self.filename and tb.tb_lineno in self.lines:
+                found = (self.lines[tb.tb_lineno], tb.tb_frame)
+                if outermost:
+                    return found
             tb = tb.tb_next
         return found
+
+
+def _explain_path(path: ast.Path, frame: FrameType) -> str | None:
+    """Re-walk an inlined path read with the checked accessors to say exactly which step failed."""
+    root = "l_" + (path.name or "") if path.root == "local" else path.root
+    if root in frame.f_locals:
+        value = frame.f_locals[root]
+    elif path.root == "local" and f"_c_{path.name}" in frame.f_globals:
+        value = frame.f_globals[f"_c_{path.name}"]
+    else:
+        return None
+    for seg in path.segments:
+        if isinstance(seg, ast.KeySeg):
+            key: Any = seg.key
+        elif isinstance(seg, ast.IndexSeg) and _is_plain_str(seg.index):
+            assert isinstance(seg.index, ast.Literal)
+            key = seg.index.value
+        else:
+            return None
+        try:
+            value = values.get_key(value, key)
+        except ScriptRuntimeError as err:
+            return err.message
+    return None
 
 
 def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
@@ -479,7 +503,10 @@ class _Codegen:
                 code = f"_get_range({code}, {self.expr(seg.start, inline)}, {self.expr(seg.end, inline)})"
         if inline or not node.segments:
             return code
-        return self.hoist(code, node, node.text())
+        name = self.tmp()
+        self.lines.append("    " * self.indent + f"{name} = {code}")
+        self.linemap[len(self.lines)] = _LineInfo(node.pos, node.text(), node)
+        return name
 
     def segment_key(self, seg: ast.Segment, inline: bool) -> str:
         if isinstance(seg, ast.KeySeg):
@@ -888,16 +915,24 @@ def _prepare(
     source: SourceText | None, name: str, consts: Mapping[str, Any] | None,
     fns: Mapping[str, ast.FnDefn] | None, script: ast.Script | None,
 ) -> _Codegen:
+    """A code generator holding the functions and constants the script can use.
+
+    Constant names are known before functions are generated (a function may
+    read a constant); constant values are computed afterwards, in order, so a
+    constant may call a function.
+    """
     gen = _Codegen(source, _counter_filename(name), consts or {}, fns or {})
     all_fns = list((fns or {}).items()) + [(f.name, f) for f in (script.fns if script else ())]
     for fn_name, defn in all_fns:
         gen.fns[fn_name] = defn
         gen.fn_names[fn_name] = _pyname("_u_", fn_name.replace("::", "__"))
+    script_consts = script.consts if script else ()
+    for const in script_consts:
+        gen.consts[const.name] = _pyname("_c_", const.name)
     for _fn_name, defn in all_fns:
         _FnCodegen(gen).define(defn)
-    if script is not None:
-        for const in script.consts:
-            gen.add_const(const.name, _const_value(gen, const))
+    for const in script_consts:
+        gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
 
 
@@ -907,9 +942,10 @@ def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
             raise gen.error(f"constant `{const.name}` cannot depend on `{node.text()}`", node.pos,
                             "a constant is computed once, before any event")
     sub = _Codegen(gen.source, _counter_filename(const.name), {}, {})
-    sub.globals.update({k: v for k, v in gen.globals.items()})
-    sub.consts = dict(gen.consts)
-    sub.fns, sub.fn_names = gen.fns, gen.fn_names
+    sub.counter = gen.counter
+    sub.globals = dict(gen.globals)
+    sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
+    sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
     sub.function("_const", ["event", "meta", "state", "args", "group", "window"], (const.value,),
                  _Scope(allow_emit=False), const, "expr")
     fn = _exec(sub, "_const")
