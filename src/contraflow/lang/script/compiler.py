@@ -13,6 +13,7 @@ code its line number is turned back into a tremor position.
 
 from __future__ import annotations
 
+import ast as pyast
 import difflib
 import itertools
 import keyword
@@ -319,6 +320,14 @@ def _did_you_mean(name: str, options: list[str]) -> str:
 
 
 @dataclass
+class _FieldCache:
+    """Variables holding a match subject's dict-ness and its prefetched fields (MISSING if absent)."""
+
+    is_dict: str
+    fields: dict[str, str]
+
+
+@dataclass
 class _Scope:
     """Names visible in the function being generated."""
 
@@ -348,6 +357,7 @@ class _Codegen:
         self.fn_names: dict[str, str] = {}
         self.scope = _Scope()
         self.copy_on_let = False
+        self.field_cache: dict[str, _FieldCache] = {}
         for name, value in consts.items():
             self.add_const(name, value)
 
@@ -401,7 +411,7 @@ class _Codegen:
             value = self.expr(expr)
             if i == len(body) - 1:
                 result = value
-            elif not _is_trivial(value):
+            elif not (_is_trivial(value) or _is_literal_code(value)):
                 self.line(f"_ = {value}", expr, "")
         return result
 
@@ -599,8 +609,11 @@ class _Codegen:
             root = _pyname("l_", name)
         else:
             root = target.root
-        result = self.tmp()
-        self.line(f"{result} = {value}", node.value, "")
+        if _is_trivial(value) or _is_literal_code(value):
+            result = value
+        else:
+            result = self.tmp()
+            self.line(f"{result} = {value}", node.value, "")
         if not target.segments:
             self.line(f"{root} = {result}", node, target.text())
         elif len(target.segments) == 1 and isinstance(target.segments[0], ast.KeySeg) and target.root in ("event", "meta"):
@@ -672,8 +685,49 @@ class _Codegen:
 
     def _x_Match(self, node: ast.Match, inline: bool) -> str:
         self._statement_only(node, inline)
-        subject = self.hoist(self.expr(node.target), node.target)
-        result, done = self.tmp(), self.tmp()
+        subject = self.expr(node.target)
+        if not subject.isidentifier():
+            subject = self.hoist(subject, node.target)
+        result = self.tmp()
+        if any(case.guard is not None for case in node.cases):
+            self.guarded_cases(node, subject, result)
+        else:
+            self.plain_cases(node, subject, result)
+        return result
+
+    def plain_cases(self, node: ast.Match, subject: str, result: str) -> None:
+        """Cases without guards: one if/elif/else chain, the first matching pattern wins."""
+        self.prefetch_fields(node.cases, subject)
+        try:
+            self._plain_chain(node, subject, result)
+        finally:
+            self.field_cache.pop(subject, None)
+
+    def _plain_chain(self, node: ast.Match, subject: str, result: str) -> None:
+        keyword = "if"
+        for case in node.cases:
+            cond, binds = self.pattern(case.pattern, subject)
+            if cond == "True":
+                self.line("else:" if keyword == "elif" else "if True:", case, "case")
+            else:
+                self.line(f"{keyword} {cond}:", case, "case")
+            self.indent += 1
+            for name, value in binds:
+                self.scope.locals.add(name)
+                self.line(f"{_pyname('l_', name)} = {value}", case)
+            self.line(f"{result} = {self.block(case.body)}", case)
+            self.indent -= 1
+            if cond == "True":
+                return
+            keyword = "elif"
+        self.line("else:")
+        self.indent += 1
+        self.line("_fail('no case matched and the match has no default case')", node, "match")
+        self.indent -= 1
+
+    def guarded_cases(self, node: ast.Match, subject: str, result: str) -> None:
+        """Cases with `when` guards: a failed guard falls through to the next case."""
+        done = self.tmp()
         self.line(f"{result} = None")
         self.line(f"{done} = False")
         self.match_cases(node.cases, subject, result, done)
@@ -681,7 +735,6 @@ class _Codegen:
         self.indent += 1
         self.line("_fail('no case matched and the match has no default case')", node, "match")
         self.indent -= 1
-        return result
 
     def match_cases(self, cases: tuple[ast.Case, ...], subject: str, result: str, done: str) -> None:
         for i, case in enumerate(cases):
@@ -743,16 +796,19 @@ class _Codegen:
         raise self.error(f"unsupported pattern {type(pat).__name__}", pat.pos)
 
     def record_test(self, pat: ast.RecordPattern, s: str) -> str:
-        parts = [f"type({s}) is dict"]
+        cache = self.field_cache.get(s)
+        parts = [cache.is_dict if cache else f"type({s}) is dict"]
         for fp in pat.fields:
             key = repr(fp.key)
+            field = cache.fields.get(fp.key) if cache else None
+            got = field or f"{s}.get({key}, _M)"
             if fp.op == "present":
-                parts.append(f"{key} in {s}")
+                parts.append(f"{field} is not _M" if field else f"{key} in {s}")
             elif fp.op == "absent":
-                parts.append(f"{key} not in {s}")
+                parts.append(f"{field} is _M" if field else f"{key} not in {s}")
             elif fp.op == "~":
                 assert isinstance(fp.value, ast.ExtractorPattern)
-                parts.append(self.test(fp.value, f"{s}.get({key}, _M)"))
+                parts.append(self.test(fp.value, got))
             elif fp.op == "~=":
                 assert isinstance(fp.value, ast.Pattern)
                 sub = self.field_var(fp)
@@ -760,14 +816,40 @@ class _Codegen:
             else:
                 assert isinstance(fp.value, ast.Expr)
                 value = self.pattern_value(fp.value)
-                if fp.op in ("==", "!=") and _is_plain_str(fp.value):
-                    parts.append(f"{s}.get({key}, _M) {fp.op} {value}" if fp.op == "==" else
-                                 f"{key} in {s} and {s}[{key}] != {value}")
+                if fp.op == "==" and _is_plain_str(fp.value):
+                    parts.append(f"{got} == {value}")
                 elif fp.op == "==":
-                    parts.append(f"{key} in {s} and _eq({s}[{key}], {value})")
+                    parts.append(f"{field} is not _M and _eq({field}, {value})" if field
+                                 else f"{key} in {s} and _eq({s}[{key}], {value})")
+                elif fp.op == "!=" and _is_plain_str(fp.value):
+                    parts.append(f"{field} is not _M and {field} != {value}" if field
+                                 else f"{key} in {s} and {s}[{key}] != {value}")
                 else:
-                    parts.append(f"_p{_BINARY_HELPERS[fp.op]}({s}.get({key}, _M), {value})")
+                    parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
         return "(" + " and ".join(parts) + ")"
+
+    def prefetch_fields(self, cases: tuple[ast.Case, ...], subject: str) -> None:
+        """Look up, once, every field the cases' record patterns test (a match over a few fields
+        then costs one dict lookup per field, however many cases mention it)."""
+        records = [c.pattern.pattern if isinstance(c.pattern, ast.BindPattern) else c.pattern for c in cases]
+        records = [r for r in records if isinstance(r, ast.RecordPattern)]
+        if len(records) < 2:
+            return
+        keys = list(dict.fromkeys(fp.key for r in records for fp in r.fields if fp.op != "~="))
+        is_dict = self.tmp()
+        cache = _FieldCache(is_dict, {k: self.tmp() for k in keys})
+        self.line(f"{is_dict} = type({subject}) is dict")
+        if keys:
+            self.line(f"if {is_dict}:")
+            self.indent += 1
+            for key, var in cache.fields.items():
+                self.line(f"{var} = {subject}.get({key!r}, _M)")
+            self.indent -= 1
+            self.line("else:")
+            self.indent += 1
+            self.line(" = ".join(cache.fields.values()) + " = _M")
+            self.indent -= 1
+        self.field_cache[subject] = cache
 
     def pattern_value(self, expr: ast.Expr) -> str:
         if _needs_statements(expr):
@@ -809,6 +891,15 @@ class _Codegen:
 
 def _is_trivial(code: str) -> bool:
     return code.isidentifier() or code in ("None", "True", "False")
+
+
+def _is_literal_code(code: str) -> bool:
+    """Whether generated code is a Python literal (safe to repeat, no side effects)."""
+    try:
+        pyast.literal_eval(code)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _is_plain_str(node: ast.Expr) -> bool:
