@@ -74,5 +74,7 @@ def test_case(case: Path) -> None:
             assert want["$error"] in got["$error"]
         else:
             assert _canonical(got) == _canonical(want)
-    reference = _run_all(Interpreter(parse_script(text, "script.tremor"), name=case.name), _load_jsonl(case / "in.jsonl"))
+    reference = _run_all(
+        Interpreter(parse_script(text, "script.tremor"), name=case.name), _load_jsonl(case / "in.jsonl")
+    )
     assert [_canonical(r) for r in reference] == [_canonical(a) for a in actual]

@@ -160,11 +160,18 @@ class _Located:
         outermost = isinstance(exc, RecursionError)
         info, frame = self._line_of(exc.__traceback__, outermost)
         message = None
-        if info is not None and info.path is not None and frame is not None and not isinstance(exc, ScriptRuntimeError):
+        if (
+            info is not None
+            and info.path is not None
+            and frame is not None
+            and not isinstance(exc, ScriptRuntimeError)
+        ):
             message = _explain_path(info.path, frame)
         return ScriptRuntimeError(message or _message_for(exc, info), info.pos if info else None, self.node)
 
-    def _line_of(self, tb: TracebackType | None, outermost: bool) -> tuple[_LineInfo | None, FrameType | None]:
+    def _line_of(
+        self, tb: TracebackType | None, outermost: bool
+    ) -> tuple[_LineInfo | None, FrameType | None]:
         """The mapped line (and its frame) where the exception left generated code."""
         found: tuple[_LineInfo | None, FrameType | None] = (None, None)
         while tb is not None:
@@ -207,7 +214,9 @@ def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
     if isinstance(exc, KeyError):
         return f"trying to access a non-existing key `{exc.args[0]}`{where}"
     if isinstance(exc, NameError):
-        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace("`l_", "`")
+        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace(
+            "`l_", "`"
+        )
     if isinstance(exc, RecursionError):
         return "maximum recursion depth exceeded"
     if isinstance(exc, (TypeError, IndexError, AttributeError)):
@@ -268,7 +277,9 @@ class CompiledExpr:
         window: Any = None,
     ) -> Any:
         try:
-            return self.fn(event, {} if meta is None else meta, state, {} if args is None else args, group, window)
+            return self.fn(
+                event, {} if meta is None else meta, state, {} if args is None else args, group, window
+            )
         except Exception as exc:  # noqa: BLE001
             raise self.locator.error(exc) from exc
 
@@ -390,7 +401,13 @@ class _Codegen:
 
     # ------------------------------------------------------------ functions
     def function(
-        self, pyname: str, params: list[str], body: tuple[ast.Expr, ...], scope: _Scope, node: ast.Node, kind: str
+        self,
+        pyname: str,
+        params: list[str],
+        body: tuple[ast.Expr, ...],
+        scope: _Scope,
+        node: ast.Node,
+        kind: str,
     ) -> None:
         """Emit `def pyname(params): body` returning per `kind` ('script', 'expr', 'fn')."""
         saved, self.scope = self.scope, scope
@@ -448,7 +465,11 @@ class _Codegen:
         return "[" + ", ".join(self.expr(i, inline) for i in node.items) + "]"
 
     def _x_Unary(self, node: ast.Unary, inline: bool) -> str:
-        if node.op == "-" and isinstance(node.operand, ast.Literal) and type(node.operand.value) in (int, float):
+        if (
+            node.op == "-"
+            and isinstance(node.operand, ast.Literal)
+            and type(node.operand.value) in (int, float)
+        ):
             return self.literal(values.neg(node.operand.value))
         code = f"{_UNARY_HELPERS[node.op]}({self.expr(node.operand, inline)})"
         return code if inline else self.hoist(code, node, node.op)
@@ -529,8 +550,11 @@ class _Codegen:
         """Python code for the path's root, or None for an unknown local name."""
         if node.root != "local":
             if self.scope.in_fn is not None and node.root != "args":
-                raise self.error(f"functions cannot access `{node.text()}`", node.pos,
-                                 "pass the value as an argument instead")
+                raise self.error(
+                    f"functions cannot access `{node.text()}`",
+                    node.pos,
+                    "pass the value as an argument instead",
+                )
             return node.root
         name = node.name or ""
         if name in self.scope.locals:
@@ -542,7 +566,9 @@ class _Codegen:
     def unknown_name(self, node: ast.Path) -> LangError:
         name = node.name or ""
         options = sorted(self.scope.locals | set(self.consts))
-        hint = _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
+        hint = (
+            _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
+        )
         return self.error(f"unknown name `{name}`", node.pos, hint)
 
     def _x_Call(self, node: ast.Call, inline: bool) -> str:
@@ -580,20 +606,26 @@ class _Codegen:
 
     def arity_error(self, node: ast.Call, expected: int) -> LangError:
         return self.error(
-            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}", node.pos
+            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}",
+            node.pos,
         )
 
     # ------------------------------------------------------------ statements
     def _statement_only(self, node: ast.Node, inline: bool) -> None:
         if inline:
-            raise self.error(f"`{_keyword(node)}` cannot be used inside this expression", node.pos,
-                             "compute it with `let` first and use the variable here")
+            raise self.error(
+                f"`{_keyword(node)}` cannot be used inside this expression",
+                node.pos,
+                "compute it with `let` first and use the variable here",
+            )
 
     def _x_Let(self, node: ast.Let, inline: bool) -> str:
         self._statement_only(node, inline)
         target = node.target
         value = self.expr(node.value)
-        if self.copy_on_let and not isinstance(node.value, (ast.Literal, ast.Interpolated, ast.Binary, ast.Unary)):
+        if self.copy_on_let and not isinstance(
+            node.value, (ast.Literal, ast.Interpolated, ast.Binary, ast.Unary)
+        ):
             value = f"_own({value})"
         if target.root in _RO_ROOTS:
             raise self.error(f"cannot assign to `{target.root}`: it is read-only", target.pos)
@@ -616,7 +648,11 @@ class _Codegen:
             self.line(f"{result} = {value}", node.value, "")
         if not target.segments:
             self.line(f"{root} = {result}", node, target.text())
-        elif len(target.segments) == 1 and isinstance(target.segments[0], ast.KeySeg) and target.root in ("event", "meta"):
+        elif (
+            len(target.segments) == 1
+            and isinstance(target.segments[0], ast.KeySeg)
+            and target.root in ("event", "meta")
+        ):
             self.line(f"{root}[{target.segments[0].key!r}] = {result}", node, target.text())
         else:
             keys = ", ".join(self.segment_key(s, False) for s in target.segments)
@@ -819,11 +855,17 @@ class _Codegen:
                 if fp.op == "==" and _is_plain_str(fp.value):
                     parts.append(f"{got} == {value}")
                 elif fp.op == "==":
-                    parts.append(f"{field} is not _M and _eq({field}, {value})" if field
-                                 else f"{key} in {s} and _eq({s}[{key}], {value})")
+                    parts.append(
+                        f"{field} is not _M and _eq({field}, {value})"
+                        if field
+                        else f"{key} in {s} and _eq({s}[{key}], {value})"
+                    )
                 elif fp.op == "!=" and _is_plain_str(fp.value):
-                    parts.append(f"{field} is not _M and {field} != {value}" if field
-                                 else f"{key} in {s} and {s}[{key}] != {value}")
+                    parts.append(
+                        f"{field} is not _M and {field} != {value}"
+                        if field
+                        else f"{key} in {s} and {s}[{key}] != {value}"
+                    )
                 else:
                     parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
         return "(" + " and ".join(parts) + ")"
@@ -831,8 +873,8 @@ class _Codegen:
     def prefetch_fields(self, cases: tuple[ast.Case, ...], subject: str) -> None:
         """Look up, once, every field the cases' record patterns test (a match over a few fields
         then costs one dict lookup per field, however many cases mention it)."""
-        records = [c.pattern.pattern if isinstance(c.pattern, ast.BindPattern) else c.pattern for c in cases]
-        records = [r for r in records if isinstance(r, ast.RecordPattern)]
+        patterns = [c.pattern.pattern if isinstance(c.pattern, ast.BindPattern) else c.pattern for c in cases]
+        records = [r for r in patterns if isinstance(r, ast.RecordPattern)]
         if len(records) < 2:
             return
         keys = list(dict.fromkeys(fp.key for r in records for fp in r.fields if fp.op != "~="))
@@ -853,14 +895,18 @@ class _Codegen:
 
     def pattern_value(self, expr: ast.Expr) -> str:
         if _needs_statements(expr):
-            raise self.error("patterns can only compare with plain expressions", expr.pos,
-                             "compute the value with `let` before the match")
+            raise self.error(
+                "patterns can only compare with plain expressions",
+                expr.pos,
+                "compute the value with `let` before the match",
+            )
         return self.expr(expr, inline=True)
 
     def extractor(self, pat: ast.ExtractorPattern) -> str:
         if pat.kind not in EXTRACTORS:
-            raise self.error(f"unknown extractor `{pat.kind}`", pat.pos,
-                             "supported: " + ", ".join(sorted(EXTRACTORS)))
+            raise self.error(
+                f"unknown extractor `{pat.kind}`", pat.pos, "supported: " + ", ".join(sorted(EXTRACTORS))
+            )
         try:
             fn = build_extractor(pat.kind, pat.text)
         except Exception as exc:  # noqa: BLE001 - a bad regex or format is the user's error
@@ -907,8 +953,14 @@ def _is_plain_str(node: ast.Expr) -> bool:
 
 
 def _keyword(node: ast.Node) -> str:
-    return {ast.Match: "match", ast.For: "for", ast.Patch: "patch", ast.Let: "let",
-            ast.Emit: "emit", ast.Drop: "drop"}.get(type(node), type(node).__name__.lower())
+    return {
+        ast.Match: "match",
+        ast.For: "for",
+        ast.Patch: "patch",
+        ast.Let: "let",
+        ast.Emit: "emit",
+        ast.Drop: "drop",
+    }.get(type(node), type(node).__name__.lower())
 
 
 # ---------------------------------------------------------------- entry points
@@ -922,7 +974,9 @@ def _fn_of_cases(defn: ast.FnDefn) -> tuple[ast.Case, ...]:
         if isinstance(pat, ast.TuplePattern):
             elems = tuple(
                 ast.BindPattern(e.pos, e.expr.name or "", ast.AnyPattern(e.pos))
-                if isinstance(e, ast.ExprPattern) and isinstance(e.expr, ast.Path) and e.expr.root == "local"
+                if isinstance(e, ast.ExprPattern)
+                and isinstance(e.expr, ast.Path)
+                and e.expr.root == "local"
                 and not e.expr.segments
                 else e
                 for e in pat.elems
@@ -957,12 +1011,21 @@ class _FnCodegen:
         flat = []
         for case in cases:
             if isinstance(case.pattern, ast.TuplePattern):
-                binds = [
-                    (i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)
-                ]
-                elems = tuple(ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems)
-                flat.append((ast.Case(case.pos, ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
-                                      case.guard, case.body), binds))
+                binds = [(i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)]
+                elems = tuple(
+                    ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems
+                )
+                flat.append(
+                    (
+                        ast.Case(
+                            case.pos,
+                            ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
+                            case.guard,
+                            case.body,
+                        ),
+                        binds,
+                    )
+                )
             else:
                 flat.append((case, []))
         for i, (case, binds) in enumerate(flat):
@@ -1003,8 +1066,11 @@ _FILE_IDS = itertools.count()
 
 
 def _prepare(
-    source: SourceText | None, name: str, consts: Mapping[str, Any] | None,
-    fns: Mapping[str, ast.FnDefn] | None, script: ast.Script | None,
+    source: SourceText | None,
+    name: str,
+    consts: Mapping[str, Any] | None,
+    fns: Mapping[str, ast.FnDefn] | None,
+    script: ast.Script | None,
 ) -> _Codegen:
     """A code generator holding the functions and constants the script can use.
 
@@ -1030,15 +1096,24 @@ def _prepare(
 def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
     for node in walk(const.value):
         if isinstance(node, ast.Path) and node.root != "local":
-            raise gen.error(f"constant `{const.name}` cannot depend on `{node.text()}`", node.pos,
-                            "a constant is computed once, before any event")
+            raise gen.error(
+                f"constant `{const.name}` cannot depend on `{node.text()}`",
+                node.pos,
+                "a constant is computed once, before any event",
+            )
     sub = _Codegen(gen.source, _counter_filename(const.name), {}, {})
     sub.counter = gen.counter
     sub.globals = dict(gen.globals)
     sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
     sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
-    sub.function("_const", ["event", "meta", "state", "args", "group", "window"], (const.value,),
-                 _Scope(allow_emit=False), const, "expr")
+    sub.function(
+        "_const",
+        ["event", "meta", "state", "args", "group", "window"],
+        (const.value,),
+        _Scope(allow_emit=False),
+        const,
+        "expr",
+    )
     fn = _exec(sub, "_const")
     try:
         return fn(None, {}, None, {}, None, None)
@@ -1074,8 +1149,14 @@ def compile_script(
     """
     gen = _prepare(source or script_ast.source, name, consts, fns, script_ast)
     gen.copy_on_let = _uses_nested_assignment(script_ast)
-    gen.function("_script", ["event", "meta", "state", "args", "group", "window"], script_ast.exprs,
-                 _Scope(), script_ast, "script")
+    gen.function(
+        "_script",
+        ["event", "meta", "state", "args", "group", "window"],
+        script_ast.exprs,
+        _Scope(),
+        script_ast,
+        "script",
+    )
     fn = _exec(gen, "_script")
     return CompiledScript(name, "\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
 
@@ -1090,8 +1171,14 @@ def compile_expr(
 ) -> CompiledExpr:
     """Compile one expression to `CompiledExpr` (call it with an `Env`, or `.call(event, meta, ...)`)."""
     gen = _prepare(source, name, consts, fns, None)
-    gen.function("_expr", ["event", "meta", "state", "args", "group", "window"], (expr_ast,),
-                 _Scope(allow_emit=False), expr_ast, "expr")
+    gen.function(
+        "_expr",
+        ["event", "meta", "state", "args", "group", "window"],
+        (expr_ast,),
+        _Scope(allow_emit=False),
+        expr_ast,
+        "expr",
+    )
     fn = _exec(gen, "_expr")
     return CompiledExpr("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
 

@@ -72,7 +72,9 @@ class Interpreter:
         group: Any = None,
         window: Any = None,
     ) -> ScriptResult:
-        frame = _Frame(event, {} if meta is None else meta, state, {} if args is None else args, group, window)
+        frame = _Frame(
+            event, {} if meta is None else meta, state, {} if args is None else args, group, window
+        )
         expr: ast.Expr | None = None
         try:
             value: Any = None
@@ -173,20 +175,25 @@ class Interpreter:
             return self.block(defn.body, frame)
         for case in defn.cases:
             pat = case.pattern
-            if isinstance(pat, ast.TuplePattern):
-                if not self.fn_args_match(pat, args, frame):
-                    continue
+            if isinstance(pat, ast.TuplePattern) and not self.fn_args_match(pat, args, frame):
+                continue
             if case.guard is not None and not self.truth(case.guard, frame):
                 continue
             return self.block(case.body, frame)
-        raise ScriptRuntimeError(f"no case of function `{defn.name}` matched its arguments", defn.pos, self.name)
+        raise ScriptRuntimeError(
+            f"no case of function `{defn.name}` matched its arguments", defn.pos, self.name
+        )
 
     def fn_args_match(self, pat: ast.TuplePattern, args: list[Any], frame: _Frame) -> bool:
         if len(args) < len(pat.elems) or (not pat.open and len(args) != len(pat.elems)):
             return False
         for elem, arg in zip(pat.elems, args, strict=False):
-            if isinstance(elem, ast.ExprPattern) and isinstance(elem.expr, ast.Path) \
-                    and elem.expr.root == "local" and not elem.expr.segments:
+            if (
+                isinstance(elem, ast.ExprPattern)
+                and isinstance(elem.expr, ast.Path)
+                and elem.expr.root == "local"
+                and not elem.expr.segments
+            ):
                 frame.locals[elem.expr.name or ""] = arg
             elif not self.matches(elem, arg, frame)[0]:
                 return False
@@ -209,8 +216,10 @@ class Interpreter:
     def _e_Let(self, node: ast.Let, frame: _Frame) -> Any:
         value = values.copy_value(self.eval(node.value, frame))
         target = node.target
-        keys = [seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
-                for seg in target.segments]
+        keys = [
+            seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
+            for seg in target.segments
+        ]
         if target.root == "local":
             name = target.name or ""
             if keys:
