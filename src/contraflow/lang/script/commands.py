@@ -81,7 +81,9 @@ _Skipped: Any = _SkippedLine()
 
 @click.command("script")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--state", "keep_state", is_flag=True, help="Carry `state` across events and print it at the end.")
+@click.option(
+    "--state", "keep_state", is_flag=True, help="Carry `state` across events and print it at the end."
+)
 def script_command(file: Path, keep_state: bool) -> None:
     """Run a tremor-script FILE over JSON lines on stdin; print one JSON result per event."""
     try:

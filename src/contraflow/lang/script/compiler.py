@@ -13,12 +13,13 @@ code its line number is turned back into a tremor position.
 
 from __future__ import annotations
 
+import ast as pyast
 import difflib
 import itertools
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
@@ -36,7 +37,7 @@ _HELPERS: dict[str, Any] = {
     "_M": values.MISSING,
     "_eq": values.eq,
     "_ne": values.ne,
-    "_bool": None,  # set below
+    "_bool": values.bool_operand,
     "_xor": values.xor,
     "_get_index": values.get_index,
     "_get_range": values.get_range,
@@ -77,12 +78,6 @@ for _op, _name in _UNARY_HELPERS.items():
     _HELPERS[_name] = values.UNARY[_op]
 
 
-def _bool_operand(value: Any) -> bool:
-    if type(value) is bool:
-        return value
-    values.fail(f"'and'/'or' expect bool operands, got {values.type_name(value)}")
-
-
 def _pattern_cmp(op: str) -> Callable[[Any, Any], bool]:
     """Comparison inside a record pattern: incomparable values simply do not match."""
     fn = values.BINARY[op]
@@ -103,7 +98,6 @@ def _array_match(arr: list[Any], preds: tuple[Callable[[Any], bool], ...]) -> bo
     return all(any(p(e) for e in arr) for p in preds)
 
 
-_HELPERS["_bool"] = _bool_operand
 _HELPERS["_arr"] = _array_match
 for _op in ("<", "<=", ">", ">=", "!="):
     _HELPERS[f"_p{_BINARY_HELPERS[_op]}"] = _pattern_cmp(_op)
@@ -151,6 +145,7 @@ class Env:
 class _LineInfo:
     pos: Position
     what: str
+    path: ast.Path | None = None
 
 
 class _Located:
@@ -162,17 +157,54 @@ class _Located:
         self.node = node
 
     def error(self, exc: BaseException) -> ScriptRuntimeError:
-        info = self._line_of(exc.__traceback__)
-        message = _message_for(exc, info)
-        return ScriptRuntimeError(message, info.pos if info else None, self.node)
+        outermost = isinstance(exc, RecursionError)
+        info, frame = self._line_of(exc.__traceback__, outermost)
+        message = None
+        if (
+            info is not None
+            and info.path is not None
+            and frame is not None
+            and not isinstance(exc, ScriptRuntimeError)
+        ):
+            message = _explain_path(info.path, frame)
+        return ScriptRuntimeError(message or _message_for(exc, info), info.pos if info else None, self.node)
 
-    def _line_of(self, tb: TracebackType | None) -> _LineInfo | None:
-        found: _LineInfo | None = None
+    def _line_of(
+        self, tb: TracebackType | None, outermost: bool
+    ) -> tuple[_LineInfo | None, FrameType | None]:
+        """The mapped line (and its frame) where the exception left generated code."""
+        found: tuple[_LineInfo | None, FrameType | None] = (None, None)
         while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.filename:
-                found = self.lines.get(tb.tb_lineno, found)
+            if tb.tb_frame.f_code.co_filename == self.filename and tb.tb_lineno in self.lines:
+                found = (self.lines[tb.tb_lineno], tb.tb_frame)
+                if outermost:
+                    return found
             tb = tb.tb_next
         return found
+
+
+def _explain_path(path: ast.Path, frame: FrameType) -> str | None:
+    """Re-walk an inlined path read with the checked accessors to say exactly which step failed."""
+    root = "l_" + (path.name or "") if path.root == "local" else path.root
+    if root in frame.f_locals:
+        value = frame.f_locals[root]
+    elif path.root == "local" and f"_c_{path.name}" in frame.f_globals:
+        value = frame.f_globals[f"_c_{path.name}"]
+    else:
+        return None
+    for seg in path.segments:
+        if isinstance(seg, ast.KeySeg):
+            key: Any = seg.key
+        elif isinstance(seg, ast.IndexSeg) and _is_plain_str(seg.index):
+            assert isinstance(seg.index, ast.Literal)
+            key = seg.index.value
+        else:
+            return None
+        try:
+            value = values.get_key(value, key)
+        except ScriptRuntimeError as err:
+            return err.message
+    return None
 
 
 def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
@@ -182,7 +214,9 @@ def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
     if isinstance(exc, KeyError):
         return f"trying to access a non-existing key `{exc.args[0]}`{where}"
     if isinstance(exc, NameError):
-        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace("`l_", "`")
+        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace(
+            "`l_", "`"
+        )
     if isinstance(exc, RecursionError):
         return "maximum recursion depth exceeded"
     if isinstance(exc, (TypeError, IndexError, AttributeError)):
@@ -243,7 +277,9 @@ class CompiledExpr:
         window: Any = None,
     ) -> Any:
         try:
-            return self.fn(event, {} if meta is None else meta, state, {} if args is None else args, group, window)
+            return self.fn(
+                event, {} if meta is None else meta, state, {} if args is None else args, group, window
+            )
         except Exception as exc:  # noqa: BLE001
             raise self.locator.error(exc) from exc
 
@@ -295,6 +331,14 @@ def _did_you_mean(name: str, options: list[str]) -> str:
 
 
 @dataclass
+class _FieldCache:
+    """Variables holding a match subject's dict-ness and its prefetched fields (MISSING if absent)."""
+
+    is_dict: str
+    fields: dict[str, str]
+
+
+@dataclass
 class _Scope:
     """Names visible in the function being generated."""
 
@@ -324,6 +368,7 @@ class _Codegen:
         self.fn_names: dict[str, str] = {}
         self.scope = _Scope()
         self.copy_on_let = False
+        self.field_cache: dict[str, _FieldCache] = {}
         for name, value in consts.items():
             self.add_const(name, value)
 
@@ -356,7 +401,13 @@ class _Codegen:
 
     # ------------------------------------------------------------ functions
     def function(
-        self, pyname: str, params: list[str], body: tuple[ast.Expr, ...], scope: _Scope, node: ast.Node, kind: str
+        self,
+        pyname: str,
+        params: list[str],
+        body: tuple[ast.Expr, ...],
+        scope: _Scope,
+        node: ast.Node,
+        kind: str,
     ) -> None:
         """Emit `def pyname(params): body` returning per `kind` ('script', 'expr', 'fn')."""
         saved, self.scope = self.scope, scope
@@ -377,7 +428,7 @@ class _Codegen:
             value = self.expr(expr)
             if i == len(body) - 1:
                 result = value
-            elif not _is_trivial(value):
+            elif not (_is_trivial(value) or _is_literal_code(value)):
                 self.line(f"_ = {value}", expr, "")
         return result
 
@@ -414,7 +465,11 @@ class _Codegen:
         return "[" + ", ".join(self.expr(i, inline) for i in node.items) + "]"
 
     def _x_Unary(self, node: ast.Unary, inline: bool) -> str:
-        if node.op == "-" and isinstance(node.operand, ast.Literal) and type(node.operand.value) in (int, float):
+        if (
+            node.op == "-"
+            and isinstance(node.operand, ast.Literal)
+            and type(node.operand.value) in (int, float)
+        ):
             return self.literal(values.neg(node.operand.value))
         code = f"{_UNARY_HELPERS[node.op]}({self.expr(node.operand, inline)})"
         return code if inline else self.hoist(code, node, node.op)
@@ -479,7 +534,10 @@ class _Codegen:
                 code = f"_get_range({code}, {self.expr(seg.start, inline)}, {self.expr(seg.end, inline)})"
         if inline or not node.segments:
             return code
-        return self.hoist(code, node, node.text())
+        name = self.tmp()
+        self.lines.append("    " * self.indent + f"{name} = {code}")
+        self.linemap[len(self.lines)] = _LineInfo(node.pos, node.text(), node)
+        return name
 
     def segment_key(self, seg: ast.Segment, inline: bool) -> str:
         if isinstance(seg, ast.KeySeg):
@@ -492,8 +550,11 @@ class _Codegen:
         """Python code for the path's root, or None for an unknown local name."""
         if node.root != "local":
             if self.scope.in_fn is not None and node.root != "args":
-                raise self.error(f"functions cannot access `{node.text()}`", node.pos,
-                                 "pass the value as an argument instead")
+                raise self.error(
+                    f"functions cannot access `{node.text()}`",
+                    node.pos,
+                    "pass the value as an argument instead",
+                )
             return node.root
         name = node.name or ""
         if name in self.scope.locals:
@@ -505,7 +566,9 @@ class _Codegen:
     def unknown_name(self, node: ast.Path) -> LangError:
         name = node.name or ""
         options = sorted(self.scope.locals | set(self.consts))
-        hint = _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
+        hint = (
+            _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
+        )
         return self.error(f"unknown name `{name}`", node.pos, hint)
 
     def _x_Call(self, node: ast.Call, inline: bool) -> str:
@@ -543,20 +606,26 @@ class _Codegen:
 
     def arity_error(self, node: ast.Call, expected: int) -> LangError:
         return self.error(
-            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}", node.pos
+            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}",
+            node.pos,
         )
 
     # ------------------------------------------------------------ statements
     def _statement_only(self, node: ast.Node, inline: bool) -> None:
         if inline:
-            raise self.error(f"`{_keyword(node)}` cannot be used inside this expression", node.pos,
-                             "compute it with `let` first and use the variable here")
+            raise self.error(
+                f"`{_keyword(node)}` cannot be used inside this expression",
+                node.pos,
+                "compute it with `let` first and use the variable here",
+            )
 
     def _x_Let(self, node: ast.Let, inline: bool) -> str:
         self._statement_only(node, inline)
         target = node.target
         value = self.expr(node.value)
-        if self.copy_on_let and not isinstance(node.value, (ast.Literal, ast.Interpolated, ast.Binary, ast.Unary)):
+        if self.copy_on_let and not isinstance(
+            node.value, (ast.Literal, ast.Interpolated, ast.Binary, ast.Unary)
+        ):
             value = f"_own({value})"
         if target.root in _RO_ROOTS:
             raise self.error(f"cannot assign to `{target.root}`: it is read-only", target.pos)
@@ -572,11 +641,18 @@ class _Codegen:
             root = _pyname("l_", name)
         else:
             root = target.root
-        result = self.tmp()
-        self.line(f"{result} = {value}", node.value, "")
+        if _is_trivial(value) or _is_literal_code(value):
+            result = value
+        else:
+            result = self.tmp()
+            self.line(f"{result} = {value}", node.value, "")
         if not target.segments:
             self.line(f"{root} = {result}", node, target.text())
-        elif len(target.segments) == 1 and isinstance(target.segments[0], ast.KeySeg) and target.root in ("event", "meta"):
+        elif (
+            len(target.segments) == 1
+            and isinstance(target.segments[0], ast.KeySeg)
+            and target.root in ("event", "meta")
+        ):
             self.line(f"{root}[{target.segments[0].key!r}] = {result}", node, target.text())
         else:
             keys = ", ".join(self.segment_key(s, False) for s in target.segments)
@@ -645,8 +721,49 @@ class _Codegen:
 
     def _x_Match(self, node: ast.Match, inline: bool) -> str:
         self._statement_only(node, inline)
-        subject = self.hoist(self.expr(node.target), node.target)
-        result, done = self.tmp(), self.tmp()
+        subject = self.expr(node.target)
+        if not subject.isidentifier():
+            subject = self.hoist(subject, node.target)
+        result = self.tmp()
+        if any(case.guard is not None for case in node.cases):
+            self.guarded_cases(node, subject, result)
+        else:
+            self.plain_cases(node, subject, result)
+        return result
+
+    def plain_cases(self, node: ast.Match, subject: str, result: str) -> None:
+        """Cases without guards: one if/elif/else chain, the first matching pattern wins."""
+        self.prefetch_fields(node.cases, subject)
+        try:
+            self._plain_chain(node, subject, result)
+        finally:
+            self.field_cache.pop(subject, None)
+
+    def _plain_chain(self, node: ast.Match, subject: str, result: str) -> None:
+        keyword = "if"
+        for case in node.cases:
+            cond, binds = self.pattern(case.pattern, subject)
+            if cond == "True":
+                self.line("else:" if keyword == "elif" else "if True:", case, "case")
+            else:
+                self.line(f"{keyword} {cond}:", case, "case")
+            self.indent += 1
+            for name, value in binds:
+                self.scope.locals.add(name)
+                self.line(f"{_pyname('l_', name)} = {value}", case)
+            self.line(f"{result} = {self.block(case.body)}", case)
+            self.indent -= 1
+            if cond == "True":
+                return
+            keyword = "elif"
+        self.line("else:")
+        self.indent += 1
+        self.line("_fail('no case matched and the match has no default case')", node, "match")
+        self.indent -= 1
+
+    def guarded_cases(self, node: ast.Match, subject: str, result: str) -> None:
+        """Cases with `when` guards: a failed guard falls through to the next case."""
+        done = self.tmp()
         self.line(f"{result} = None")
         self.line(f"{done} = False")
         self.match_cases(node.cases, subject, result, done)
@@ -654,7 +771,6 @@ class _Codegen:
         self.indent += 1
         self.line("_fail('no case matched and the match has no default case')", node, "match")
         self.indent -= 1
-        return result
 
     def match_cases(self, cases: tuple[ast.Case, ...], subject: str, result: str, done: str) -> None:
         for i, case in enumerate(cases):
@@ -716,16 +832,19 @@ class _Codegen:
         raise self.error(f"unsupported pattern {type(pat).__name__}", pat.pos)
 
     def record_test(self, pat: ast.RecordPattern, s: str) -> str:
-        parts = [f"type({s}) is dict"]
+        cache = self.field_cache.get(s)
+        parts = [cache.is_dict if cache else f"type({s}) is dict"]
         for fp in pat.fields:
             key = repr(fp.key)
+            field = cache.fields.get(fp.key) if cache else None
+            got = field or f"{s}.get({key}, _M)"
             if fp.op == "present":
-                parts.append(f"{key} in {s}")
+                parts.append(f"{field} is not _M" if field else f"{key} in {s}")
             elif fp.op == "absent":
-                parts.append(f"{key} not in {s}")
+                parts.append(f"{field} is _M" if field else f"{key} not in {s}")
             elif fp.op == "~":
                 assert isinstance(fp.value, ast.ExtractorPattern)
-                parts.append(self.test(fp.value, f"{s}.get({key}, _M)"))
+                parts.append(self.test(fp.value, got))
             elif fp.op == "~=":
                 assert isinstance(fp.value, ast.Pattern)
                 sub = self.field_var(fp)
@@ -733,25 +852,61 @@ class _Codegen:
             else:
                 assert isinstance(fp.value, ast.Expr)
                 value = self.pattern_value(fp.value)
-                if fp.op in ("==", "!=") and _is_plain_str(fp.value):
-                    parts.append(f"{s}.get({key}, _M) {fp.op} {value}" if fp.op == "==" else
-                                 f"{key} in {s} and {s}[{key}] != {value}")
+                if fp.op == "==" and _is_plain_str(fp.value):
+                    parts.append(f"{got} == {value}")
                 elif fp.op == "==":
-                    parts.append(f"{key} in {s} and _eq({s}[{key}], {value})")
+                    parts.append(
+                        f"{field} is not _M and _eq({field}, {value})"
+                        if field
+                        else f"{key} in {s} and _eq({s}[{key}], {value})"
+                    )
+                elif fp.op == "!=" and _is_plain_str(fp.value):
+                    parts.append(
+                        f"{field} is not _M and {field} != {value}"
+                        if field
+                        else f"{key} in {s} and {s}[{key}] != {value}"
+                    )
                 else:
-                    parts.append(f"_p{_BINARY_HELPERS[fp.op]}({s}.get({key}, _M), {value})")
+                    parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
         return "(" + " and ".join(parts) + ")"
+
+    def prefetch_fields(self, cases: tuple[ast.Case, ...], subject: str) -> None:
+        """Look up, once, every field the cases' record patterns test (a match over a few fields
+        then costs one dict lookup per field, however many cases mention it)."""
+        patterns = [c.pattern.pattern if isinstance(c.pattern, ast.BindPattern) else c.pattern for c in cases]
+        records = [r for r in patterns if isinstance(r, ast.RecordPattern)]
+        if len(records) < 2:
+            return
+        keys = list(dict.fromkeys(fp.key for r in records for fp in r.fields if fp.op != "~="))
+        is_dict = self.tmp()
+        cache = _FieldCache(is_dict, {k: self.tmp() for k in keys})
+        self.line(f"{is_dict} = type({subject}) is dict")
+        if keys:
+            self.line(f"if {is_dict}:")
+            self.indent += 1
+            for key, var in cache.fields.items():
+                self.line(f"{var} = {subject}.get({key!r}, _M)")
+            self.indent -= 1
+            self.line("else:")
+            self.indent += 1
+            self.line(" = ".join(cache.fields.values()) + " = _M")
+            self.indent -= 1
+        self.field_cache[subject] = cache
 
     def pattern_value(self, expr: ast.Expr) -> str:
         if _needs_statements(expr):
-            raise self.error("patterns can only compare with plain expressions", expr.pos,
-                             "compute the value with `let` before the match")
+            raise self.error(
+                "patterns can only compare with plain expressions",
+                expr.pos,
+                "compute the value with `let` before the match",
+            )
         return self.expr(expr, inline=True)
 
     def extractor(self, pat: ast.ExtractorPattern) -> str:
         if pat.kind not in EXTRACTORS:
-            raise self.error(f"unknown extractor `{pat.kind}`", pat.pos,
-                             "supported: " + ", ".join(sorted(EXTRACTORS)))
+            raise self.error(
+                f"unknown extractor `{pat.kind}`", pat.pos, "supported: " + ", ".join(sorted(EXTRACTORS))
+            )
         try:
             fn = build_extractor(pat.kind, pat.text)
         except Exception as exc:  # noqa: BLE001 - a bad regex or format is the user's error
@@ -784,13 +939,28 @@ def _is_trivial(code: str) -> bool:
     return code.isidentifier() or code in ("None", "True", "False")
 
 
+def _is_literal_code(code: str) -> bool:
+    """Whether generated code is a Python literal (safe to repeat, no side effects)."""
+    try:
+        pyast.literal_eval(code)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
 def _is_plain_str(node: ast.Expr) -> bool:
     return isinstance(node, ast.Literal) and type(node.value) is str
 
 
 def _keyword(node: ast.Node) -> str:
-    return {ast.Match: "match", ast.For: "for", ast.Patch: "patch", ast.Let: "let",
-            ast.Emit: "emit", ast.Drop: "drop"}.get(type(node), type(node).__name__.lower())
+    return {
+        ast.Match: "match",
+        ast.For: "for",
+        ast.Patch: "patch",
+        ast.Let: "let",
+        ast.Emit: "emit",
+        ast.Drop: "drop",
+    }.get(type(node), type(node).__name__.lower())
 
 
 # ---------------------------------------------------------------- entry points
@@ -804,7 +974,9 @@ def _fn_of_cases(defn: ast.FnDefn) -> tuple[ast.Case, ...]:
         if isinstance(pat, ast.TuplePattern):
             elems = tuple(
                 ast.BindPattern(e.pos, e.expr.name or "", ast.AnyPattern(e.pos))
-                if isinstance(e, ast.ExprPattern) and isinstance(e.expr, ast.Path) and e.expr.root == "local"
+                if isinstance(e, ast.ExprPattern)
+                and isinstance(e.expr, ast.Path)
+                and e.expr.root == "local"
                 and not e.expr.segments
                 else e
                 for e in pat.elems
@@ -839,12 +1011,21 @@ class _FnCodegen:
         flat = []
         for case in cases:
             if isinstance(case.pattern, ast.TuplePattern):
-                binds = [
-                    (i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)
-                ]
-                elems = tuple(ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems)
-                flat.append((ast.Case(case.pos, ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
-                                      case.guard, case.body), binds))
+                binds = [(i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)]
+                elems = tuple(
+                    ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems
+                )
+                flat.append(
+                    (
+                        ast.Case(
+                            case.pos,
+                            ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
+                            case.guard,
+                            case.body,
+                        ),
+                        binds,
+                    )
+                )
             else:
                 flat.append((case, []))
         for i, (case, binds) in enumerate(flat):
@@ -885,33 +1066,54 @@ _FILE_IDS = itertools.count()
 
 
 def _prepare(
-    source: SourceText | None, name: str, consts: Mapping[str, Any] | None,
-    fns: Mapping[str, ast.FnDefn] | None, script: ast.Script | None,
+    source: SourceText | None,
+    name: str,
+    consts: Mapping[str, Any] | None,
+    fns: Mapping[str, ast.FnDefn] | None,
+    script: ast.Script | None,
 ) -> _Codegen:
+    """A code generator holding the functions and constants the script can use.
+
+    Constant names are known before functions are generated (a function may
+    read a constant); constant values are computed afterwards, in order, so a
+    constant may call a function.
+    """
     gen = _Codegen(source, _counter_filename(name), consts or {}, fns or {})
     all_fns = list((fns or {}).items()) + [(f.name, f) for f in (script.fns if script else ())]
     for fn_name, defn in all_fns:
         gen.fns[fn_name] = defn
         gen.fn_names[fn_name] = _pyname("_u_", fn_name.replace("::", "__"))
+    script_consts = script.consts if script else ()
+    for const in script_consts:
+        gen.consts[const.name] = _pyname("_c_", const.name)
     for _fn_name, defn in all_fns:
         _FnCodegen(gen).define(defn)
-    if script is not None:
-        for const in script.consts:
-            gen.add_const(const.name, _const_value(gen, const))
+    for const in script_consts:
+        gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
 
 
 def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
     for node in walk(const.value):
         if isinstance(node, ast.Path) and node.root != "local":
-            raise gen.error(f"constant `{const.name}` cannot depend on `{node.text()}`", node.pos,
-                            "a constant is computed once, before any event")
+            raise gen.error(
+                f"constant `{const.name}` cannot depend on `{node.text()}`",
+                node.pos,
+                "a constant is computed once, before any event",
+            )
     sub = _Codegen(gen.source, _counter_filename(const.name), {}, {})
-    sub.globals.update({k: v for k, v in gen.globals.items()})
-    sub.consts = dict(gen.consts)
-    sub.fns, sub.fn_names = gen.fns, gen.fn_names
-    sub.function("_const", ["event", "meta", "state", "args", "group", "window"], (const.value,),
-                 _Scope(allow_emit=False), const, "expr")
+    sub.counter = gen.counter
+    sub.globals = dict(gen.globals)
+    sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
+    sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
+    sub.function(
+        "_const",
+        ["event", "meta", "state", "args", "group", "window"],
+        (const.value,),
+        _Scope(allow_emit=False),
+        const,
+        "expr",
+    )
     fn = _exec(sub, "_const")
     try:
         return fn(None, {}, None, {}, None, None)
@@ -947,8 +1149,14 @@ def compile_script(
     """
     gen = _prepare(source or script_ast.source, name, consts, fns, script_ast)
     gen.copy_on_let = _uses_nested_assignment(script_ast)
-    gen.function("_script", ["event", "meta", "state", "args", "group", "window"], script_ast.exprs,
-                 _Scope(), script_ast, "script")
+    gen.function(
+        "_script",
+        ["event", "meta", "state", "args", "group", "window"],
+        script_ast.exprs,
+        _Scope(),
+        script_ast,
+        "script",
+    )
     fn = _exec(gen, "_script")
     return CompiledScript(name, "\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
 
@@ -963,8 +1171,14 @@ def compile_expr(
 ) -> CompiledExpr:
     """Compile one expression to `CompiledExpr` (call it with an `Env`, or `.call(event, meta, ...)`)."""
     gen = _prepare(source, name, consts, fns, None)
-    gen.function("_expr", ["event", "meta", "state", "args", "group", "window"], (expr_ast,),
-                 _Scope(allow_emit=False), expr_ast, "expr")
+    gen.function(
+        "_expr",
+        ["event", "meta", "state", "args", "group", "window"],
+        (expr_ast,),
+        _Scope(allow_emit=False),
+        expr_ast,
+        "expr",
+    )
     fn = _exec(gen, "_expr")
     return CompiledExpr("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
 

@@ -72,7 +72,10 @@ class Interpreter:
         group: Any = None,
         window: Any = None,
     ) -> ScriptResult:
-        frame = _Frame(event, {} if meta is None else meta, state, {} if args is None else args, group, window)
+        frame = _Frame(
+            event, {} if meta is None else meta, state, {} if args is None else args, group, window
+        )
+        expr: ast.Expr | None = None
         try:
             value: Any = None
             for expr in self.script.exprs:
@@ -83,6 +86,9 @@ class Interpreter:
             return ScriptResult(None, None, True, frame.state, frame.meta)
         except ScriptRuntimeError as err:
             raise ScriptRuntimeError(err.message, err.position, self.name) from err
+        except RecursionError as err:
+            where = expr.pos if expr is not None else None
+            raise ScriptRuntimeError("maximum recursion depth exceeded", where, self.name) from err
         return ScriptResult(None, value, False, frame.state, frame.meta)
 
     # ------------------------------------------------------------ evaluation
@@ -112,10 +118,10 @@ class Interpreter:
 
     def _e_Binary(self, node: ast.Binary, frame: _Frame) -> Any:
         if node.op in ("and", "or"):
-            left = values.expect_bool(self.eval(node.left, frame), node.op)
+            left = values.bool_operand(self.eval(node.left, frame))
             if left == (node.op == "or"):
                 return left
-            return values.expect_bool(self.eval(node.right, frame), node.op)
+            return values.bool_operand(self.eval(node.right, frame))
         return values.BINARY[node.op](self.eval(node.left, frame), self.eval(node.right, frame))
 
     def _root(self, path: ast.Path, frame: _Frame) -> Any:
@@ -169,24 +175,37 @@ class Interpreter:
             return self.block(defn.body, frame)
         for case in defn.cases:
             pat = case.pattern
-            if isinstance(pat, ast.TuplePattern):
-                if not self.fn_args_match(pat, args, frame):
-                    continue
-            if case.guard is not None and not values.expect_bool(self.eval(case.guard, frame), "when"):
+            if isinstance(pat, ast.TuplePattern) and not self.fn_args_match(pat, args, frame):
+                continue
+            if case.guard is not None and not self.truth(case.guard, frame):
                 continue
             return self.block(case.body, frame)
-        values.fail(f"no case of function `{defn.name}` matched its arguments")
+        raise ScriptRuntimeError(
+            f"no case of function `{defn.name}` matched its arguments", defn.pos, self.name
+        )
 
     def fn_args_match(self, pat: ast.TuplePattern, args: list[Any], frame: _Frame) -> bool:
         if len(args) < len(pat.elems) or (not pat.open and len(args) != len(pat.elems)):
             return False
         for elem, arg in zip(pat.elems, args, strict=False):
-            if isinstance(elem, ast.ExprPattern) and isinstance(elem.expr, ast.Path) \
-                    and elem.expr.root == "local" and not elem.expr.segments:
+            if (
+                isinstance(elem, ast.ExprPattern)
+                and isinstance(elem.expr, ast.Path)
+                and elem.expr.root == "local"
+                and not elem.expr.segments
+            ):
                 frame.locals[elem.expr.name or ""] = arg
             elif not self.matches(elem, arg, frame)[0]:
                 return False
         return True
+
+    def truth(self, guard: ast.Expr, frame: _Frame) -> bool:
+        """A `when` guard's value, which must be a bool (errors point at the guard)."""
+        value = self.eval(guard, frame)
+        try:
+            return values.bool_operand(value)
+        except ScriptRuntimeError as err:
+            raise ScriptRuntimeError(err.message, guard.pos, self.name) from err
 
     def block(self, body: tuple[ast.Expr, ...], frame: _Frame) -> Any:
         value: Any = None
@@ -197,8 +216,10 @@ class Interpreter:
     def _e_Let(self, node: ast.Let, frame: _Frame) -> Any:
         value = values.copy_value(self.eval(node.value, frame))
         target = node.target
-        keys = [seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
-                for seg in target.segments]
+        keys = [
+            seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
+            for seg in target.segments
+        ]
         if target.root == "local":
             name = target.name or ""
             if keys:
@@ -237,7 +258,7 @@ class Interpreter:
             for case in node.cases:
                 frame.locals[case.key] = key
                 frame.locals[case.value] = value
-                if case.guard is None or values.expect_bool(self.eval(case.guard, frame), "when"):
+                if case.guard is None or self.truth(case.guard, frame):
                     out.append(self.block(case.body, frame))
                     break
         return out
@@ -249,7 +270,7 @@ class Interpreter:
             if not ok:
                 continue
             frame.locals.update(bound)
-            if case.guard is not None and not values.expect_bool(self.eval(case.guard, frame), "when"):
+            if case.guard is not None and not self.truth(case.guard, frame):
                 continue
             return self.block(case.body, frame)
         values.fail("no case matched and the match has no default case")

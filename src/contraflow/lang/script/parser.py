@@ -55,7 +55,6 @@ _ESCAPES = {
 }
 
 
-
 def _ident(tok: Token) -> str:
     """An identifier's name, without the backticks of an escaped one (`` `end` ``)."""
     text = str(tok)
@@ -87,6 +86,43 @@ class _Builder:
 
     def tok_pos(self, tok: Token) -> Position:
         return self.pos_at(tok.line or 1, tok.column or 1, len(str(tok)))
+
+
+def _binary(op: str) -> Callable[..., ast.Binary]:
+    """A transformer method for a binary-operator rule (the rule alias names the operator)."""
+
+    def rule(self: Any, meta: Any, items: list[Any]) -> ast.Binary:
+        return ast.Binary(self._b.pos(meta), op, items[0], items[1])
+
+    return rule
+
+
+def _unary(op: str) -> Callable[..., ast.Unary]:
+    def rule(self: Any, meta: Any, items: list[Any]) -> ast.Unary:
+        return ast.Unary(self._b.pos(meta), op, items[0])
+
+    return rule
+
+
+def _field_cmp(op: str) -> Callable[..., ast.FieldPred]:
+    def rule(self: Any, meta: Any, items: list[Any]) -> ast.FieldPred:
+        return ast.FieldPred(self._b.pos(meta), _field_key(items[0]), op, items[1])
+
+    return rule
+
+
+def _patch(op: str, shape: str) -> Callable[..., ast.PatchOp]:
+    """`shape`: "kv" (key => value), "k" (key only), "v" (=> value for the whole record)."""
+
+    def rule(self: Any, meta: Any, items: list[Any]) -> ast.PatchOp:
+        pos = self._b.pos(meta)
+        if shape == "k":
+            return ast.PatchOp(pos, op, items[0], None)
+        if shape == "v":
+            return ast.PatchOp(pos, op, None, items[0])
+        return ast.PatchOp(pos, op, items[0], items[1])
+
+    return rule
 
 
 @v_args(meta=True)
@@ -168,37 +204,6 @@ class ScriptTransformer(Transformer[Token, Any]):
         return ast.Drop(self._b.pos(meta))
 
     # ------------------------------------------------------------ operators
-    def _binary(op: str) -> Callable[..., ast.Binary]:  # noqa: N805 - builds methods in the class body
-        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.Binary:
-            return ast.Binary(self._b.pos(meta), op, items[0], items[1])
-
-        return rule
-
-    def _unary(op: str) -> Callable[..., ast.Unary]:  # noqa: N805
-        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.Unary:
-            return ast.Unary(self._b.pos(meta), op, items[0])
-
-        return rule
-
-    def _field_cmp(op: str) -> Callable[..., ast.FieldPred]:  # noqa: N805
-        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.FieldPred:
-            return ast.FieldPred(self._b.pos(meta), _field_key(items[0]), op, items[1])
-
-        return rule
-
-    def _patch(op: str, shape: str) -> Callable[..., ast.PatchOp]:  # noqa: N805
-        """`shape`: "kv" (key => value), "k" (key only), "v" (=> value for the whole record)."""
-
-        def rule(self: ScriptTransformer, meta: Any, items: list[Any]) -> ast.PatchOp:
-            pos = self._b.pos(meta)
-            if shape == "k":
-                return ast.PatchOp(pos, op, items[0], None)
-            if shape == "v":
-                return ast.PatchOp(pos, op, None, items[0])
-            return ast.PatchOp(pos, op, items[0], items[1])
-
-        return rule
-
     or_op = _binary("or")
     xor_op = _binary("xor")
     and_op = _binary("and")
@@ -239,7 +244,6 @@ class ScriptTransformer(Transformer[Token, Any]):
     po_default = _patch("default", "v")
     po_copy = _patch("copy", "kv")
     po_move = _patch("move", "kv")
-    del _binary, _unary, _field_cmp, _patch
 
     def present_expr(self, meta: Any, items: list[Any]) -> ast.Present:
         return ast.Present(self._b.pos(meta), items[0], False)
@@ -585,20 +589,26 @@ def _open_construct(err: UnexpectedInput) -> Token | None:
     return None
 
 
-def syntax_error(err: UnexpectedInput, source: SourceText, lark: Lark, line_offset: int = 0, col_offset: int = 0) -> LangError:
+def syntax_error(
+    err: UnexpectedInput, source: SourceText, lark: Lark, line_offset: int = 0, col_offset: int = 0
+) -> LangError:
     """A lark parse failure as a LangError with a caret and a hint in words."""
     line = (err.line if err.line and err.line > 0 else 1) + line_offset
     column = (err.column if err.column and err.column > 0 else 1) + (col_offset if err.line == 1 else 0)
     if isinstance(err, UnexpectedCharacters):
         bad = source.line(line)[column - 1 : column] or "?"
-        return LangError(f"unexpected character {bad!r}", source.position(line, column), source,
-                         hint="check for a stray character or an unclosed string")
+        return LangError(
+            f"unexpected character {bad!r}",
+            source.position(line, column),
+            source,
+            hint="check for a stray character or an unclosed string",
+        )
     expected = sorted(getattr(err, "expected", None) or getattr(err, "accepts", None) or [])
     words = sorted({describe_token(name, lark) for name in expected})
     opener = _open_construct(err)
     hint = ""
     if opener is not None:
-        want = "'end'" if opener.value not in _CLOSERS else _CLOSERS[opener.value]
+        want = _CLOSERS.get(opener.value, "'end'")
         if want in words:
             hint = f"expected {want} to close the '{opener.value}' started at {opener.line}:{opener.column}"
     short_names = {name.rsplit("__", 1)[-1] for name in expected}
@@ -618,8 +628,7 @@ def syntax_error(err: UnexpectedInput, source: SourceText, lark: Lark, line_offs
     tok = err.token
     word = describe_token(tok.type, lark)
     what = word if word.strip("'") == str(tok) else f"{word} {str(tok)!r}"
-    return LangError(f"unexpected {what}",
-                     source.position(line, column, len(str(tok))), source, hint=hint)
+    return LangError(f"unexpected {what}", source.position(line, column, len(str(tok))), source, hint=hint)
 
 
 def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_offset: int = 0) -> Any:
@@ -640,7 +649,12 @@ def parse_script(text: str, file: str = "<script>") -> ast.Script:
     """Parse a whole script body (expressions, `fn` and `const` definitions)."""
     source = SourceText(file, text)
     if not text.strip() or not _has_code(text):
-        raise LangError("empty script", source.position(1, 1), source, hint="a script needs at least one expression, e.g. `event`")
+        raise LangError(
+            "empty script",
+            source.position(1, 1),
+            source,
+            hint="a script needs at least one expression, e.g. `event`",
+        )
     result = _parse(text, source, "exprs")
     assert isinstance(result, ast.Script)
     return result

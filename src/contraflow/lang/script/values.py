@@ -59,6 +59,12 @@ def type_name(value: Any) -> str:
     return t.__name__
 
 
+def a_type(value: Any) -> str:
+    """The type name with its article: 'an array', 'a record'."""
+    name = type_name(value)
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def check_int(value: int) -> int:
     if INT_MIN <= value <= INT_MAX:
         return value
@@ -211,6 +217,13 @@ def expect_bool(value: Any, op: str) -> bool:
     fail(f"'{op}' expects bool operands, got {type_name(value)}")
 
 
+def bool_operand(value: Any) -> bool:
+    """An operand of `and`/`or` or a `when` guard: it must be a bool."""
+    if type(value) is bool:
+        return value
+    fail(f"expected a bool, got {type_name(value)}")
+
+
 def xor(a: Any, b: Any) -> bool:
     return expect_bool(a, "xor") != expect_bool(b, "xor")
 
@@ -298,7 +311,7 @@ def get_key(value: Any, key: Any) -> Any:
             return value[key]
         except KeyError:
             fail(f"trying to access a non-existing key `{key}`")
-    fail(f"trying to access key `{key}` of a {type_name(value)}, not a record")
+    fail(f"trying to access key `{key}` of {a_type(value)}, not a record")
 
 
 def get_index(value: Any, index: Any) -> Any:
@@ -311,7 +324,7 @@ def get_index(value: Any, index: Any) -> Any:
         if 0 <= index < len(value):
             return value[index]
         fail(f"array index {index} out of bounds (length {len(value)})")
-    fail(f"trying to index a {type_name(value)} with an integer, not an array")
+    fail(f"trying to index {a_type(value)} with an integer, not an array")
 
 
 def get_range(value: Any, start: Any, end: Any) -> Any:
@@ -319,7 +332,7 @@ def get_range(value: Any, start: Any, end: Any) -> Any:
     if type(start) is not int or type(end) is not int:
         fail("range bounds must be integers")
     if type(value) not in (list, str):
-        fail(f"trying to slice a {type_name(value)}, not an array")
+        fail(f"trying to slice {a_type(value)}, not an array")
     if not 0 <= start <= end <= len(value):
         fail(f"range {start}:{end} out of bounds (length {len(value)})")
     return value[start:end]
@@ -471,5 +484,5 @@ def set_path(container: Any, keys: list[Any], value: Any) -> Any:
             else:
                 node = node[key]
         else:
-            fail(f"cannot assign to key `{key}` of a {type_name(node)}")
+            fail(f"cannot assign to key `{key}` of {a_type(node)}")
     return container

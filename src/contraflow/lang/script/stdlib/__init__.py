@@ -14,7 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MODULES = ("string", "array", "record", "math", "type", "json", "base64", "integer", "float", "re", "datetime", "system")
+MODULES = (
+    "string",
+    "array",
+    "record",
+    "math",
+    "type",
+    "json",
+    "base64",
+    "integer",
+    "float",
+    "re",
+    "datetime",
+    "system",
+)
 
 
 @dataclass(frozen=True)

@@ -16,4 +16,11 @@ def want(value: Any, kind: type | tuple[type, ...], fn: str, what: str = "argume
     fail(f"{fn}: {what} must be {names}, got {type_name(value)}")
 
 
-_NAMES = {str: "a string", int: "an integer", float: "a float", list: "an array", dict: "a record", bool: "a bool"}
+_NAMES = {
+    str: "a string",
+    int: "an integer",
+    float: "a float",
+    list: "an array",
+    dict: "a record",
+    bool: "a bool",
+}

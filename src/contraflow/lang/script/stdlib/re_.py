@@ -33,12 +33,16 @@ def _template(to: str) -> str:
 @tremor_fn("re::replace")
 def replace(pattern: Any, s: Any, to: Any) -> str:
     """Replaces the first match."""
-    return _rx(pattern, "re::replace").sub(_template(want(to, str, "re::replace")), want(s, str, "re::replace"), count=1)
+    return _rx(pattern, "re::replace").sub(
+        _template(want(to, str, "re::replace")), want(s, str, "re::replace"), count=1
+    )
 
 
 @tremor_fn("re::replace_all")
 def replace_all(pattern: Any, s: Any, to: Any) -> str:
-    return _rx(pattern, "re::replace_all").sub(_template(want(to, str, "re::replace_all")), want(s, str, "re::replace_all"))
+    return _rx(pattern, "re::replace_all").sub(
+        _template(want(to, str, "re::replace_all")), want(s, str, "re::replace_all")
+    )
 
 
 @tremor_fn("re::is_match")

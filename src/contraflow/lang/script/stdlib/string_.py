@@ -27,7 +27,9 @@ def is_empty(s: Any) -> bool:
 
 @tremor_fn("string::replace")
 def replace(s: Any, old: Any, new: Any) -> str:
-    return want(s, str, "string::replace").replace(want(old, str, "string::replace"), want(new, str, "string::replace"))
+    return want(s, str, "string::replace").replace(
+        want(old, str, "string::replace"), want(new, str, "string::replace")
+    )
 
 
 @tremor_fn("string::trim")
