@@ -12,7 +12,9 @@ from contraflow.lang.graph import PipelineGraph, ScriptSpec, SelectSpec
 from contraflow.lang.troy.compiler import TroyCompiler, compile_file, compile_trickle_file
 
 CASES = Path(__file__).parent / "cases"
-VALID = sorted(p for p in CASES.iterdir() if p.is_dir() and not (p / "error.txt").exists())
+VALID = sorted(
+    p for p in CASES.iterdir() if p.name.startswith(("troy-", "trickle-")) and not (p / "error.txt").exists()
+)
 
 
 def pipelines_of(case: Path) -> list[PipelineGraph]:
