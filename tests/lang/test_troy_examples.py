@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contraflow.lang.script.compiler import compile_script
-from contraflow.lang.troy.compiler import compile_file
+from contraflow.lang.troy.compiler import compile_file, compile_trickle_file
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FLOWS = sorted(EXAMPLES.glob("*/flow.troy"))
@@ -53,3 +53,19 @@ def test_latency_example_deploys_one_definition_twice() -> None:
     assert limits == [50, 200]
     assert strict.connectors["stats_out"].config["path"].endswith("strict-stats.jsonl")
     assert relaxed.connectors["alerts_out"].config["path"].endswith("relaxed-alerts.jsonl")
+
+
+def test_the_examples_in_docs_compile(tmp_path: Path) -> None:
+    """The Troy and Trickle snippets of docs/languages.md are real, checked code."""
+    import re
+
+    doc = (EXAMPLES.parent / "docs" / "languages.md").read_text()
+    troy, trickle = re.findall(r"```tremor\n(.*?)```", doc, re.S)[:2]
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "sinks.troy").write_text("define connector jsonl from file;\n")
+    (tmp_path / "flow.troy").write_text(troy)
+    (tmp_path / "query.trickle").write_text(trickle)
+    deployment = compile_file(tmp_path / "flow.troy", search_path=[])
+    assert list(deployment.flows) == ["first", "second"]
+    graph = compile_trickle_file(tmp_path / "query.trickle", search_path=[])
+    assert graph.stateful
