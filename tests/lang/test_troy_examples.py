@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contraflow.lang.graph import ScriptSpec
 from contraflow.lang.script.compiler import compile_script
 from contraflow.lang.troy.compiler import compile_file, compile_trickle_file
 
@@ -49,8 +50,8 @@ def test_latency_example_deploys_one_definition_twice() -> None:
     deployment = compile_file(EXAMPLES / "latency" / "flow.troy", search_path=[])
     strict, relaxed = deployment.flows["strict"], deployment.flows["relaxed"]
     assert strict.definition == relaxed.definition == "latency"
-    limits = [f.pipelines["stats"].nodes["flag_slow"].spec.args["limit"] for f in (strict, relaxed)]  # type: ignore[union-attr]
-    assert limits == [50, 200]
+    specs = [f.pipelines["stats"].nodes["flag_slow"].spec for f in (strict, relaxed)]
+    assert [s.args["limit"] for s in specs if isinstance(s, ScriptSpec)] == [50, 200]
     assert strict.connectors["stats_out"].config["path"].endswith("strict-stats.jsonl")
     assert relaxed.connectors["alerts_out"].config["path"].endswith("relaxed-alerts.jsonl")
 
@@ -69,3 +70,21 @@ def test_the_examples_in_docs_compile(tmp_path: Path) -> None:
     assert list(deployment.flows) == ["first", "second"]
     graph = compile_trickle_file(tmp_path / "query.trickle", search_path=[])
     assert graph.stateful
+
+
+def test_fanout_example_dedups_with_bounded_state() -> None:
+    deployment = compile_file(EXAMPLES / "fanout" / "flow.troy", search_path=[])
+    ingest = deployment.flows["fanout"].pipelines["ingest"]
+    assert ingest.outputs == ["a", "b", "err"]
+    assert ingest.nodes["spread"].outputs == ["a", "b", "err"]
+    dedup = ingest.nodes["dedup"].spec
+    assert isinstance(dedup, ScriptSpec) and dedup.state is not None
+    script = compile_script(dedup.body.ast, name="dedup")
+    state: list[int] = []
+    dropped = []
+    for event_id in [1, 2, 1, 3, 3, 4, 1]:
+        result = script.run({"id": event_id}, {}, state, {"keep": 2})
+        state = result.state
+        dropped.append(result.dropped)
+    assert dropped == [False, False, True, False, True, False, False]
+    assert state == [4, 1]
