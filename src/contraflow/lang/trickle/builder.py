@@ -109,9 +109,42 @@ class _Pipeline:
 class PipelineBuilder:
     """Builds pipeline graphs; one instance per compilation (it shares the diagnostics)."""
 
-    def __init__(self, diag: Diagnostics, loader: ModuleLoader) -> None:
+    def __init__(self, diag: Diagnostics, loader: ModuleLoader, used: set[int] | None = None) -> None:
         self.diag = diag
         self.loader = loader
+        # ids of the pipeline definitions instantiated so far (the rest get a check build).
+        self.used = used if used is not None else set()
+        self._building: list[int] = []
+
+    def build_definition(self, found: Definition, args: dict[str, Any]) -> PipelineGraph:
+        """Instantiate a `define pipeline` with bound `args`."""
+        defn: ast.DefinePipeline = found.stmt
+        self.used.add(id(defn))
+        if id(defn) in self._building:
+            self.diag.error(
+                f"pipeline '{defn.name.value}' contains itself",
+                defn.name.pos,
+                "a pipeline cannot `create pipeline` its own definition, directly or not",
+            )
+            return PipelineGraph(defn.name.value)
+        self._building.append(id(defn))
+        try:
+            return self.build(defn.name.value, defn.inputs, defn.outputs, defn.body, found.scope, args)
+        finally:
+            self._building.pop()
+
+    def check_unused(self, scope: Scope) -> None:
+        """Build, to check them, the pipelines defined in `scope` that nothing instantiated.
+
+        Only pipelines whose `args` all have defaults can be built without a `create`.
+        """
+        for found in list(scope.definitions.get("pipeline", {}).values()):
+            defn: ast.DefinePipeline = found.stmt
+            if id(defn) in self.used or any(a.default is None for a in defn.args):
+                continue
+            env = {**found.scope.all_constants(), "args": {}}
+            args = bind_args(self.diag, f"pipeline '{defn.name.value}'", defn.args, [], env, defn.name)
+            self.build_definition(found, args)
 
     # --- entry point ---------------------------------------------------------------------------
 
@@ -140,6 +173,7 @@ class PipelineBuilder:
         for stmt in body:
             if isinstance(stmt, ast.SelectStmt):
                 self._select(ctx, stmt)
+        self.check_unused(ctx.scope)
         return graph
 
     def _ports(
@@ -337,7 +371,7 @@ class PipelineBuilder:
         args = bind_args(
             self.diag, f"pipeline '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
-        graph = self.build(defn.name.value, defn.inputs, defn.outputs, defn.body, found.scope, args)
+        graph = self.build_definition(found, args)
         return Node(
             stmt.alias.value,
             "pipeline",

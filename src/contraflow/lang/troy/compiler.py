@@ -61,6 +61,8 @@ class TroyCompiler:
 
     def __init__(self, search_path: list[Path] | None = None) -> None:
         self.diag = Diagnostics()
+        self.used_pipelines: set[int] = set()
+        self.deployed_flows: set[int] = set()
         self.modules = Modules(
             search_path if search_path is not None else search_path_from_env(), self._compile_module
         )
@@ -74,8 +76,23 @@ class TroyCompiler:
         for stmt in parsed.statements:
             if isinstance(stmt, ast.DeployStmt):
                 self._deploy(deployment, stmt, scope, loader)
+        self._check_unused(scope, loader)
         self.diag.raise_if_any()
         return deployment
+
+    def _check_unused(self, scope: Scope, loader: ModuleLoader) -> None:
+        """Check the flows and pipelines of this file that nothing deployed or created.
+
+        A definitions-only file (a module) is then checked as deeply as a deployment;
+        errors already found through a deploy are not repeated (Diagnostics dedups).
+        """
+        for found in list(scope.definitions.get("flow", {}).values()):
+            defn: ast.DefineFlow = found.stmt
+            if id(defn) in self.deployed_flows or any(a.default is None for a in defn.args):
+                continue
+            args = bind_args(self.diag, f"flow '{defn.name.value}'", defn.args, [], {"args": {}}, defn.name)
+            FlowBuilder(self, found, args, loader).build(defn.name.value)
+        self._builder(loader).check_unused(scope)
 
     def compile_query(self, source: SourceText, directory: Path) -> PipelineGraph:
         """A `.trickle` file: one pipeline, ports `in` -> `out`, `err`, named after the file."""
@@ -130,7 +147,7 @@ class TroyCompiler:
             self.diag.unknown("connector kind", stmt.kind.text, stmt.kind.pos, CONNECTORS)
 
     def _builder(self, loader: ModuleLoader) -> PipelineBuilder:
-        return PipelineBuilder(self.diag, loader)
+        return PipelineBuilder(self.diag, loader, self.used_pipelines)
 
     # --- deploy --------------------------------------------------------------------------------
 
@@ -155,6 +172,7 @@ class TroyCompiler:
         defn: ast.DefineFlow = found.stmt
         env = {**scope.all_constants(), "args": {}}
         args = bind_args(self.diag, f"flow '{defn.name.value}'", defn.args, stmt.params, env, alias)
+        self.deployed_flows.add(id(defn))
         deployment.flows[alias.value] = FlowBuilder(self, found, args, loader).build(alias.value)
 
 
@@ -168,7 +186,7 @@ class FlowBuilder:
         self.scope = found.scope.child()
         self.args = args
         self.loader = loader
-        self.pipelines = PipelineBuilder(self.diag, loader)
+        self.pipelines = compiler._builder(loader)
 
     def env(self) -> dict[str, Any]:
         return {**self.scope.all_constants(), "args": self.args}
@@ -194,6 +212,7 @@ class FlowBuilder:
                 connection = self._connect(flow, stmt)
                 if connection is not None:
                     flow.connections.append(connection)
+        self.pipelines.check_unused(self.scope)
         return flow
 
     # --- create --------------------------------------------------------------------------------
@@ -230,7 +249,7 @@ class FlowBuilder:
         args = bind_args(
             self.diag, f"pipeline '{defn.name.value}'", defn.args, stmt.params, self.env(), stmt.alias
         )
-        return self.pipelines.build(defn.name.value, defn.inputs, defn.outputs, defn.body, found.scope, args)
+        return self.pipelines.build_definition(found, args)
 
     def _connector(self, stmt: tast.CreateStmt, found: Definition) -> ConnectorSpec | None:
         defn: ast.DefineConnector = found.stmt
