@@ -9,6 +9,7 @@ import pytest
 
 from contraflow.lang.errors import SourceText
 from contraflow.lang.graph import PipelineGraph, ScriptSpec, SelectSpec
+from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.lang.troy.compiler import TroyCompiler, compile_file, compile_trickle_file
 
 CASES = Path(__file__).parent / "cases"
@@ -90,3 +91,24 @@ def test_script_node_ports_include_emitted_ports_and_args_are_bound() -> None:
     node = graph.nodes["s"]
     assert node.outputs == ["out", "err", "big"]
     assert isinstance(node.spec, ScriptSpec) and node.spec.args == {"limit": 5}
+
+
+def test_specs_carry_what_the_executor_needs_to_compile_them() -> None:
+    graph = query(
+        "const LIMIT = 3;\n"
+        'fn label(x) with "#{x}!" end;\n'
+        'define script tag args suffix = "?" script let event.tag = label(event.v) + args.suffix; event end;\n'
+        "create script tag;\n"
+        "select event from in where event.v < LIMIT and event.ts > nanos::from_seconds(1) into tag;\n"
+        "select event from tag into out;\n"
+    )
+    script = graph.nodes["tag"].spec
+    assert isinstance(script, ScriptSpec)
+    compiled = compile_script(script.body.ast, name="tag", consts=script.constants, fns=script.functions)
+    assert compiled.run({"v": 1}, {}, None, script.args).event == {"v": 1, "tag": "1!?"}
+    select = graph.nodes["select_1"].spec
+    assert isinstance(select, SelectSpec) and select.where is not None
+    where = compile_expr(select.where.ast, consts=graph.constants, fns=graph.functions)
+    assert where.call({"v": 2, "ts": 2_000_000_000}) is True
+    assert where.call({"v": 3, "ts": 2_000_000_000}) is False
+    assert graph.to_dict()["constants"] == {"LIMIT": 3}

@@ -128,13 +128,19 @@ class SelectSpec(_ToDict):
 
 @dataclass
 class ScriptSpec(_ToDict):
-    """A created script: its body, resolved `args`, and the initial `state` expression if any."""
+    """A created script: its body, resolved `args`, and the initial `state` expression if any.
+
+    `constants` and `functions` are the `const` values and `fn` definitions
+    visible where the script was defined: pass them to `compile_script`.
+    """
 
     definition: str
     body: SourceExpr
     args: dict[str, Any] = field(default_factory=dict)
     state: SourceExpr | None = None
     uses_state: bool = False
+    constants: dict[str, Any] = field(default_factory=dict)
+    functions: dict[str, Any] = field(default_factory=dict, metadata=_AST, repr=False)
 
 
 @dataclass
@@ -177,7 +183,11 @@ class Edge(_ToDict):
 
 @dataclass
 class PipelineGraph(_ToDict):
-    """A pipeline: ports, nodes and edges, plus the resolved `args` its scripts can read."""
+    """A pipeline: ports, nodes and edges, plus the resolved `args` its expressions can read.
+
+    `constants` and `functions` are what the select expressions of this
+    pipeline can reference: pass them to `compile_expr`.
+    """
 
     name: str
     inputs: list[str] = field(default_factory=lambda: ["in"])
@@ -186,6 +196,8 @@ class PipelineGraph(_ToDict):
     edges: list[Edge] = field(default_factory=list)
     windows: dict[str, WindowSpec] = field(default_factory=dict)
     args: dict[str, Any] = field(default_factory=dict)
+    constants: dict[str, Any] = field(default_factory=dict)
+    functions: dict[str, Any] = field(default_factory=dict, metadata=_AST, repr=False)
 
     @property
     def stateful(self) -> bool:

@@ -32,7 +32,13 @@ from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_p
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, WINDOW_KINDS
 from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Scope
-from contraflow.lang.trickle.script_api import check_calls, check_script, emit_ports, uses_state
+from contraflow.lang.trickle.script_api import (
+    check_calls,
+    check_script,
+    emit_ports,
+    time_functions_for,
+    uses_state,
+)
 
 _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineWindow: "window",
@@ -167,6 +173,15 @@ class PipelineBuilder:
         self._ports(ctx, inputs, outputs)
         for stmt in body:
             self._declare(ctx, stmt)
+        graph.constants = ctx.scope.all_constants()
+        select_exprs = [
+            e.ast
+            for s in body
+            if isinstance(s, ast.SelectStmt)
+            for e in (s.target, s.where, s.having)
+            if e is not None
+        ]
+        graph.functions = visible_functions(ctx.scope, select_exprs)
         for stmt in body:
             if isinstance(stmt, ast.CreateStmt):
                 self._create(ctx, stmt)
@@ -215,7 +230,7 @@ class PipelineBuilder:
         elif isinstance(stmt, ast.DefineWindow):
             return self.window_spec(stmt, env)
         elif isinstance(stmt, ast.DefineScript):
-            fns = {item.name: item.ast for item in scope.all_items() if item.kind == "fn"}
+            fns = visible_functions(scope, [stmt.body.ast])
             err = check_script(stmt.body.ast, stmt.name.value, scope.all_constants(), fns)
             if err is not None:
                 self.diag.error(err.message, err.position, err.hint)
@@ -355,7 +370,15 @@ class PipelineBuilder:
             self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
         stateful_body = uses_state(defn.body.ast)
-        spec = ScriptSpec(defn.name.value, defn.body, args, defn.state, stateful_body)
+        spec = ScriptSpec(
+            defn.name.value,
+            defn.body,
+            args,
+            defn.state,
+            stateful_body,
+            constants=found.scope.all_constants(),
+            functions=visible_functions(found.scope, [defn.body.ast]),
+        )
         outputs = _unique([*DEFAULT_OUTPUTS, *emit_ports(defn.body.ast)])
         return Node(
             stmt.alias.value,
@@ -501,6 +524,14 @@ class PipelineBuilder:
             if problem.message:
                 self.diag.error(problem.message, position or _nowhere(), problem.hint)
         return _unique(aggregates)
+
+
+def visible_functions(scope: Scope, uses: Sequence[Any]) -> dict[str, Any]:
+    """`fn` definitions in scope, plus the time helpers when `uses` call them."""
+    functions = {item.name: item.ast for item in scope.all_items() if item.kind == "fn"}
+    for node in uses:
+        functions.update(time_functions_for(node))
+    return functions
 
 
 def _value_pos(assign: ast.Assignment) -> Position:

@@ -189,7 +189,7 @@ def _qualified(name: str, function_modules: dict[str, str]) -> str:
 def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, Any]) -> LangError | None:
     """Compile a script body once to surface unknown names/functions and arity errors."""
     try:
-        compile_script(body, name=name, consts=consts, fns={**time_functions_for(body), **fns})
+        compile_script(body, name=name, consts=consts, fns=fns)
     except LangError as err:
         return err
     return None
