@@ -35,6 +35,7 @@ from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Sco
 from contraflow.lang.trickle.script_api import (
     check_calls,
     check_script,
+    const_expr,
     emit_ports,
     time_functions_for,
     uses_state,
@@ -60,14 +61,15 @@ def use_module(diag: Diagnostics, scope: Scope, stmt: ast.UseStmt, loader: Modul
         return
     if module is not None:
         scope.modules[stmt.local_name] = module
-    elif stmt.path.parts[0].value in ("std", "tremor"):
+    elif stmt.path.parts[0].value == "std":
         scope.function_modules[stmt.local_name] = stmt.path.text
     else:
         scope.modules[stmt.local_name] = Scope(broken=True)
         diag.error(
             f"unknown module '{stmt.path.text}'",
             stmt.path.pos,
-            "modules are looked up as <path>.troy in the file's directory and in $CONTRAFLOW_PATH",
+            "modules are looked up as <path>.troy in the file's directory and in $CONTRAFLOW_PATH;"
+            " built in: tremor::connectors, tremor::pipelines",
         )
 
 
@@ -85,17 +87,20 @@ def declare(diag: Diagnostics, scope: Scope, stmt: Any, kind: DefKind) -> bool:
 
 
 def add_constant(diag: Diagnostics, scope: Scope, item: ast.ScriptItem, env: dict[str, Any]) -> None:
-    """`const NAME = expr;` is evaluated now so `with` values and args can use it."""
+    """`const NAME = expr;` is evaluated now so `with` values and args can use it; `fn` is recorded."""
+    previous = next((i for i in scope.items if i.kind == item.kind and i.name == item.name), None)
+    if previous is not None:
+        diag.error(
+            f"duplicate {item.kind} '{item.name}'",
+            item.pos,
+            f"'{item.name}' is already defined at {previous.pos}",
+        )
+        return
     scope.items.append(item)
     if item.kind == "const":
-        value_expr = SourceExpr(item.source, const_value(item.ast), item.pos)
+        value_text = item.source.split("=", 1)[-1].strip()
+        value_expr = SourceExpr(value_text, const_expr(item.ast), item.pos)
         scope.constants[item.name] = evaluate_expr(diag, value_expr, {**scope.all_constants(), **env})
-
-
-def const_value(node: Any) -> Any:
-    from contraflow.lang.trickle.script_api import const_expr
-
-    return const_expr(node)
 
 
 @dataclass
@@ -188,8 +193,38 @@ class PipelineBuilder:
         for stmt in body:
             if isinstance(stmt, ast.SelectStmt):
                 self._select(ctx, stmt)
+        self._check_acyclic(graph)
         self.check_unused(ctx.scope)
         return graph
+
+    def _check_acyclic(self, graph: PipelineGraph) -> None:
+        """Events must not flow in a circle: the executor runs nodes in topological order."""
+        state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+        def visit(name: str, path: list[str]) -> list[str] | None:
+            state[name] = 1
+            for edge in graph.successors(name):
+                if state.get(edge.to_node) == 1:
+                    return [*path, name, edge.to_node]
+                if edge.to_node not in state and (cycle := visit(edge.to_node, [*path, name])):
+                    return cycle
+            state[name] = 2
+            return None
+
+        for name in graph.nodes:
+            if name in state:
+                continue
+            cycle = visit(name, [])
+            if cycle:
+                start = cycle.index(cycle[-1])
+                loop = cycle[start:]
+                first = graph.nodes[loop[1]] if len(loop) > 1 else graph.nodes[loop[0]]
+                self.diag.error(
+                    f"pipeline '{graph.name}' has a cycle: {' -> '.join(loop)}",
+                    first.position or _nowhere(),
+                    "events may not flow back into a node they came from",
+                )
+                return
 
     def _ports(
         self, ctx: _Pipeline, inputs: Sequence[ast.Name] | None, outputs: Sequence[ast.Name] | None
@@ -353,8 +388,16 @@ class PipelineBuilder:
             )
         config = {k: v for k, (_, v) in params.items()}
         outputs = list(kind.outputs)
-        if kind.port_param and isinstance(config.get(kind.port_param), list):
-            outputs = [str(p) for p in config[kind.port_param]] + ["err"]
+        if kind.port_param and kind.port_param in config:
+            ports = config[kind.port_param]
+            if isinstance(ports, list) and ports and all(isinstance(p, str) for p in ports):
+                outputs = [*ports, "err"]
+            else:
+                self.diag.error(
+                    f"`{kind.port_param}` of {kind.name} must be a non-empty array of port names",
+                    _value_pos(params[kind.port_param][0]),
+                    f'e.g. `{kind.port_param} = ["a", "b"]`',
+                )
         return Node(
             stmt.alias.value,
             "operator",
