@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from contraflow.lang.errors import SourceText
-from contraflow.lang.graph import PipelineGraph, ScriptSpec, SelectSpec
+from contraflow.lang.graph import Edge, Node, PipelineGraph, ScriptSpec, SelectSpec
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.lang.troy.compiler import TroyCompiler, compile_file, compile_trickle_file
 
@@ -112,3 +112,20 @@ def test_specs_carry_what_the_executor_needs_to_compile_them() -> None:
     assert where.call({"v": 2, "ts": 2_000_000_000}) is True
     assert where.call({"v": 3, "ts": 2_000_000_000}) is False
     assert graph.to_dict()["constants"] == {"LIMIT": 3}
+
+
+@pytest.mark.parametrize("case", VALID, ids=[p.name for p in VALID])
+def test_topological_order_puts_every_edge_forward(case: Path) -> None:
+    for top in pipelines_of(case):
+        for graph in all_graphs(top):
+            order = graph.topological_order()
+            assert sorted(order) == sorted(graph.nodes)
+            rank = {name: i for i, name in enumerate(order)}
+            assert all(rank[e.from_node] < rank[e.to_node] for e in graph.edges)
+
+
+def test_topological_order_refuses_a_cycle() -> None:
+    graph = PipelineGraph("p", nodes={n: Node(n, "stream") for n in ("a", "b")})
+    graph.edges = [Edge("a", "out", "b", "in"), Edge("b", "out", "a", "in")]
+    with pytest.raises(ValueError, match="cycle"):
+        graph.topological_order()

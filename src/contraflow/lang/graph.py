@@ -215,6 +215,27 @@ class PipelineGraph(_ToDict):
         """Edges entering `node`, in declaration order."""
         return [e for e in self.edges if e.to_node == node]
 
+    def topological_order(self) -> list[str]:
+        """Node names so that every edge goes forward (the checker guarantees there is no cycle).
+
+        Ties keep declaration order, so the order is stable across compilations.
+        """
+        incoming = {name: 0 for name in self.nodes}
+        for edge in self.edges:
+            incoming[edge.to_node] += 1
+        ready = [name for name, count in incoming.items() if count == 0]
+        order: list[str] = []
+        while ready:
+            name = ready.pop(0)
+            order.append(name)
+            for edge in self.successors(name):
+                incoming[edge.to_node] -= 1
+                if incoming[edge.to_node] == 0:
+                    ready.append(edge.to_node)
+        if len(order) != len(self.nodes):
+            raise ValueError(f"pipeline '{self.name}' has a cycle")
+        return order
+
 
 @dataclass
 class ConnectorSpec(_ToDict):
