@@ -118,6 +118,7 @@ def test_specs_carry_what_the_executor_needs_to_compile_them() -> None:
 def test_topological_order_puts_every_edge_forward(case: Path) -> None:
     for top in pipelines_of(case):
         for graph in all_graphs(top):
+            assert graph.find_cycle() is None
             order = graph.topological_order()
             assert sorted(order) == sorted(graph.nodes)
             rank = {name: i for i, name in enumerate(order)}
@@ -127,5 +128,6 @@ def test_topological_order_puts_every_edge_forward(case: Path) -> None:
 def test_topological_order_refuses_a_cycle() -> None:
     graph = PipelineGraph("p", nodes={n: Node(n, "stream") for n in ("a", "b")})
     graph.edges = [Edge("a", "out", "b", "in"), Edge("b", "out", "a", "in")]
+    assert graph.find_cycle() == ["a", "b", "a"]
     with pytest.raises(ValueError, match="cycle"):
         graph.topological_order()

@@ -215,6 +215,27 @@ class PipelineGraph(_ToDict):
         """Edges entering `node`, in declaration order."""
         return [e for e in self.edges if e.to_node == node]
 
+    def find_cycle(self) -> list[str] | None:
+        """A cycle as node names (first == last), or None: the checker rejects cyclic pipelines."""
+        on_path: list[str] = []
+        done: set[str] = set()
+
+        def visit(name: str) -> list[str] | None:
+            on_path.append(name)
+            for edge in self.successors(name):
+                if edge.to_node in on_path:
+                    return [*on_path[on_path.index(edge.to_node) :], edge.to_node]
+                if edge.to_node not in done and (cycle := visit(edge.to_node)):
+                    return cycle
+            on_path.pop()
+            done.add(name)
+            return None
+
+        for name in self.nodes:
+            if name not in done and (cycle := visit(name)):
+                return cycle
+        return None
+
     def topological_order(self) -> list[str]:
         """Node names so that every edge goes forward (the checker guarantees there is no cycle).
 

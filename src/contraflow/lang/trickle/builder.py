@@ -30,7 +30,7 @@ from contraflow.lang.graph import (
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_params
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
-from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, WINDOW_KINDS
+from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS
 from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Scope
 from contraflow.lang.trickle.script_api import (
     check_calls,
@@ -40,6 +40,7 @@ from contraflow.lang.trickle.script_api import (
     time_functions_for,
     uses_state,
 )
+from contraflow.lang.trickle.windows import check_tilt_frames, window_spec
 
 _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineWindow: "window",
@@ -47,8 +48,6 @@ _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineScript: "script",
     ast.DefinePipeline: "pipeline",
 }
-
-NS_PER_UNIT = 1  # `interval` is given in nanoseconds, as in Tremor
 
 
 def use_module(diag: Diagnostics, scope: Scope, stmt: ast.UseStmt, loader: ModuleLoader) -> None:
@@ -199,32 +198,14 @@ class PipelineBuilder:
 
     def _check_acyclic(self, graph: PipelineGraph) -> None:
         """Events must not flow in a circle: the executor runs nodes in topological order."""
-        state: dict[str, int] = {}  # 1 = on the current path, 2 = done
-
-        def visit(name: str, path: list[str]) -> list[str] | None:
-            state[name] = 1
-            for edge in graph.successors(name):
-                if state.get(edge.to_node) == 1:
-                    return [*path, name, edge.to_node]
-                if edge.to_node not in state and (cycle := visit(edge.to_node, [*path, name])):
-                    return cycle
-            state[name] = 2
-            return None
-
-        for name in graph.nodes:
-            if name in state:
-                continue
-            cycle = visit(name, [])
-            if cycle:
-                start = cycle.index(cycle[-1])
-                loop = cycle[start:]
-                first = graph.nodes[loop[1]] if len(loop) > 1 else graph.nodes[loop[0]]
-                self.diag.error(
-                    f"pipeline '{graph.name}' has a cycle: {' -> '.join(loop)}",
-                    first.position or _nowhere(),
-                    "events may not flow back into a node they came from",
-                )
-                return
+        cycle = graph.find_cycle()
+        if cycle:
+            node = graph.nodes[cycle[1]]
+            self.diag.error(
+                f"pipeline '{graph.name}' has a cycle: {' -> '.join(cycle)}",
+                node.position or _nowhere(),
+                "events may not flow back into a node they came from",
+            )
 
     def _ports(
         self, ctx: _Pipeline, inputs: Sequence[ast.Name] | None, outputs: Sequence[ast.Name] | None
@@ -272,51 +253,7 @@ class PipelineBuilder:
         return None
 
     def window_spec(self, stmt: ast.DefineWindow, env: dict[str, Any]) -> WindowSpec | None:
-        """A window's parameters, checked: a known kind and exactly one of `size`/`interval`."""
-        kind = WINDOW_KINDS.get(stmt.kind.value)
-        if kind is None:
-            self.diag.unknown("window kind", stmt.kind.value, stmt.kind.pos, WINDOW_KINDS)
-            return None
-        args = bind_args(self.diag, f"window '{stmt.name.value}'", stmt.args, [], env, stmt.name)
-        params = evaluate_params(self.diag, stmt.params, {**env, "args": args})
-        unknown = [key for key in params if key not in kind.params]
-        for key in unknown:
-            self.diag.error(
-                f"unknown parameter '{key}' for {kind.name} window",
-                params[key][0].name.pos,
-                did_you_mean(key, kind.params),
-            )
-        spec = WindowSpec(stmt.name.value, kind.name, script=stmt.script)
-        spec.size = self._window_int(params, "size")
-        spec.interval_ns = self._window_int(params, "interval")
-        spec.max_groups = self._window_int(params, "max_groups")
-        if "emit_empty_windows" in params:
-            spec.emit_empty_windows = bool(params["emit_empty_windows"][1])
-        if not unknown and "size" not in params and "interval" not in params:
-            self.diag.error(
-                f"window '{stmt.name.value}' needs `size` (events) or `interval` (nanoseconds)",
-                stmt.name.pos,
-                "e.g. `with size = 100 end` or `with interval = 1000000000 end`",
-            )
-        elif "size" in params and "interval" in params:
-            self.diag.error(
-                f"window '{stmt.name.value}' sets both `size` and `interval`",
-                params["interval"][0].name.pos,
-                "a tumbling window closes by event count or by time, not both",
-            )
-        return spec
-
-    def _window_int(self, params: dict[str, tuple[ast.Assignment, Any]], key: str) -> int | None:
-        if key not in params:
-            return None
-        assign, value = params[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            if value is not None:
-                self.diag.error(
-                    f"window `{key}` must be a positive integer, got {value!r}", _value_pos(assign)
-                )
-            return None
-        return value
+        return window_spec(self.diag, stmt, env)
 
     # --- pass 2: nodes -------------------------------------------------------------------------
 
@@ -503,7 +440,7 @@ class PipelineBuilder:
         return node.name, port
 
     def _windows(self, ctx: _Pipeline, names: Sequence[ast.Name]) -> list[WindowSpec]:
-        out: list[WindowSpec] = []
+        frames: list[tuple[ast.Name, WindowSpec]] = []
         seen: set[str] = set()
         for name in names:
             if name.value in seen:
@@ -512,10 +449,9 @@ class PipelineBuilder:
             seen.add(name.value)
             spec = ctx.window_defs.get(name.value) or self._window_from_scope(ctx, name)
             if spec is not None:
-                out.append(spec)
-        for smaller, larger in zip(out, out[1:], strict=False):
-            self._check_tilt(smaller, larger, names[out.index(larger)])
-        return out
+                frames.append((name, spec))
+        check_tilt_frames(self.diag, frames)
+        return [spec for _, spec in frames]
 
     def _window_from_scope(self, ctx: _Pipeline, name: ast.Name) -> WindowSpec | None:
         found = ctx.scope.lookup("window", ast.ModPath((name,), name.pos))
@@ -526,15 +462,6 @@ class PipelineBuilder:
         if spec is not None:
             ctx.graph.windows[name.value] = spec
         return spec
-
-    def _check_tilt(self, first: WindowSpec, second: WindowSpec, at: ast.Name) -> None:
-        """Tilt frames feed each window's output into the next: it must be coarser, same dimension."""
-        if (first.size is None) != (second.size is None):
-            self.diag.error(
-                f"window '{second.name}' cannot follow '{first.name}' in a tilt frame",
-                at.pos,
-                "chained windows must all be count-based (`size`) or all time-based (`interval`)",
-            )
 
     def _group(self, ctx: _Pipeline, clause: ast.GroupClause) -> GroupBy:
         if clause.expr is not None:
