@@ -992,9 +992,10 @@ class _FnCodegen:
     def __init__(self, gen: _Codegen) -> None:
         self.gen = gen
 
-    def define(self, defn: ast.FnDefn) -> None:
+    def define(self, name: str, defn: ast.FnDefn) -> None:
+        """Emit the Python function for `defn`, callable as `name`."""
         gen = self.gen
-        py = gen.fn_names[defn.name]
+        py = gen.fn_names[name]
         params = [_pyname("l_", p) for p in defn.params]
         scope = _Scope(locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False)
         if defn.cases is None:
@@ -1086,8 +1087,8 @@ def _prepare(
     script_consts = script.consts if script else ()
     for const in script_consts:
         gen.consts[const.name] = _pyname("_c_", const.name)
-    for _fn_name, defn in all_fns:
-        _FnCodegen(gen).define(defn)
+    for fn_name, defn in all_fns:
+        _FnCodegen(gen).define(fn_name, defn)
     for const in script_consts:
         gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
