@@ -413,6 +413,9 @@ class _Codegen:
         saved, self.scope = self.scope, scope
         self.line(f"def {pyname}({', '.join(params)}):", node)
         self.indent += 1
+        if kind == "fn" and self.copy_on_let:
+            for param in params:
+                self.line(f"{param} = _own({param})")
         result = self.block(body)
         if kind == "script":
             self.line(f"return ({_END}, None, {result}, state, meta)", node)
@@ -431,6 +434,10 @@ class _Codegen:
             elif not (_is_trivial(value) or _is_literal_code(value)):
                 self.line(f"_ = {value}", expr, "")
         return result
+
+    def owned(self, code: str) -> str:
+        """`code`, copied if the script may later modify the bound value in place (value semantics)."""
+        return f"_own({code})" if self.copy_on_let else code
 
     def hoist(self, code: str, node: ast.Node, what: str = "") -> str:
         """Evaluate `code` into a fresh temporary on its own line (for precise error positions)."""
@@ -706,7 +713,7 @@ class _Codegen:
                 opened += 1
             for name, var in ((case.key, key_var), (case.value, value_var)):
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {var}")
+                self.line(f"{_pyname('l_', name)} = {self.owned(var)}")
             if case.guard is not None:
                 self.line(f"if _bool({self.expr(case.guard)}):", case.guard, "when")
                 self.indent += 1
@@ -750,7 +757,7 @@ class _Codegen:
             self.indent += 1
             for name, value in binds:
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {value}", case)
+                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
             self.line(f"{result} = {self.block(case.body)}", case)
             self.indent -= 1
             if cond == "True":
@@ -786,7 +793,7 @@ class _Codegen:
                 opened += 1
             for name, value in binds:
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {value}", case)
+                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
             if case.guard is not None:
                 guard = self.expr(case.guard)
                 self.line(f"if _bool({guard}):", case.guard, "when")
@@ -997,13 +1004,18 @@ class _FnCodegen:
         gen = self.gen
         py = gen.fn_names[name]
         params = [_pyname("l_", p) for p in defn.params]
+        saved_copy, gen.copy_on_let = gen.copy_on_let, _uses_nested_assignment(defn)
         scope = _Scope(locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False)
         if defn.cases is None:
             gen.function(py, params, defn.body, scope, defn, "fn")
+            gen.copy_on_let = saved_copy
             return
         saved, gen.scope = gen.scope, scope
         gen.line(f"def {py}({', '.join(params)}):", defn)
         gen.indent += 1
+        if gen.copy_on_let:
+            for param in params:
+                gen.line(f"{param} = _own({param})")
         subject = gen.hoist("[" + ", ".join(params) + "]", defn)
         result, done = gen.tmp(), gen.tmp()
         gen.line(f"{result} = None")
@@ -1057,6 +1069,7 @@ class _FnCodegen:
         gen.line(f"return {result}")
         gen.indent -= 1
         gen.scope = saved
+        gen.copy_on_let = saved_copy
 
 
 def _counter_filename(name: str) -> str:
