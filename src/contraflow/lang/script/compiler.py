@@ -1145,7 +1145,7 @@ def _exec(gen: _Codegen, entry: str) -> Callable[..., Any]:
     return fn
 
 
-def _uses_nested_assignment(script: ast.Script) -> bool:
+def _uses_nested_assignment(script: ast.Node) -> bool:
     return any(isinstance(n, ast.Let) and n.target.segments for n in walk(script))
 
 
