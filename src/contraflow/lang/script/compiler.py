@@ -27,7 +27,6 @@ from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 
 # Result kinds returned by the generated function.
-_END, _EMIT, _DROP = 0, 1, 2
 
 _RO_ROOTS = ("args", "group", "window")
 _STMT_NODES = (ast.Match, ast.For, ast.Patch, ast.Let, ast.Emit, ast.Drop)
@@ -117,6 +116,9 @@ class ScriptResult:
     dropped: bool
     state: Any
     meta: Any
+
+
+_HELPERS["_R"] = ScriptResult
 
 
 class Env:
@@ -228,11 +230,15 @@ def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
 
 @dataclass
 class CompiledScript:
-    """A script compiled to a Python function; `run` executes it for one event."""
+    """A script compiled to a Python function; `run` executes it for one event.
+
+    `fn(event, meta, state, args, group, window)` is the generated function itself: the same
+    result without the error translation (for executors that handle raw exceptions).
+    """
 
     name: str
     python_source: str
-    fn: Callable[..., tuple[int, Any, Any, Any, Any]]
+    fn: Callable[..., ScriptResult]
     locator: _Located
 
     def run(
@@ -246,14 +252,11 @@ class CompiledScript:
     ) -> ScriptResult:
         """Run the script on one event. `event` and `meta` may be mutated in place."""
         try:
-            kind, port, value, new_state, new_meta = self.fn(
+            return self.fn(
                 event, {} if meta is None else meta, state, {} if args is None else args, group, window
             )
         except Exception as exc:  # noqa: BLE001 - every failure becomes a located runtime error
             raise self.locator.error(exc) from exc
-        if kind == _DROP:
-            return ScriptResult(None, None, True, new_state, new_meta)
-        return ScriptResult(port, value, False, new_state, new_meta)
 
 
 @dataclass
@@ -418,7 +421,7 @@ class _Codegen:
                 self.line(f"{param} = _own({param})")
         result = self.block(body)
         if kind == "script":
-            self.line(f"return ({_END}, None, {result}, state, meta)", node)
+            self.line(f"return _R(None, {result}, False, state, meta)", node)
         else:
             self.line(f"return {result}", node)
         self.indent -= 1
@@ -672,14 +675,14 @@ class _Codegen:
             raise self.error("`emit` is only allowed in scripts", node.pos)
         value = "event" if node.value is None else self.expr(node.value)
         port = "None" if node.port is None else self.expr(node.port)
-        self.line(f"return ({_EMIT}, {port}, {value}, state, meta)", node, "emit")
+        self.line(f"return _R({port}, {value}, False, state, meta)", node, "emit")
         return "None"
 
     def _x_Drop(self, node: ast.Drop, inline: bool) -> str:
         self._statement_only(node, inline)
         if not self.scope.allow_emit or self.scope.in_fn is not None:
             raise self.error("`drop` is only allowed in scripts", node.pos)
-        self.line(f"return ({_DROP}, None, None, state, meta)", node, "drop")
+        self.line("return _R(None, None, True, state, meta)", node, "drop")
         return "None"
 
     def _x_Merge(self, node: ast.Merge, inline: bool) -> str:
