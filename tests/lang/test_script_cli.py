@@ -58,8 +58,9 @@ def test_bad_json_and_runtime_errors_report_line_numbers_and_continue(tmp_path: 
     proc = _run([str(script)], '{"a": 1}\nnot json\n{}\n{"a": 3}\n', tmp_path)
     assert proc.returncode == 1
     out = [orjson.loads(line) for line in proc.stdout.splitlines()]
-    assert out[0] == 1 and out[2] == 3
-    assert "non-existing key `a`" in out[1]["$error"]
+    assert out[0] == 1 and out[3] == 3
+    assert out[1]["$error"].startswith("invalid JSON")
+    assert "non-existing key `a`" in out[2]["$error"]
     assert "error: line 2: invalid JSON" in proc.stderr
     assert "error: line 3: trying to access a non-existing key `a`" in proc.stderr
 

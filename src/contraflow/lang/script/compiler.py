@@ -559,7 +559,7 @@ class _Codegen:
     def path_root(self, node: ast.Path) -> str | None:
         """Python code for the path's root, or None for an unknown local name."""
         if node.root != "local":
-            if self.scope.in_fn is not None and node.root != "args":
+            if self.scope.in_fn is not None:
                 raise self.error(
                     f"functions cannot access `{node.text()}`",
                     node.pos,
