@@ -679,4 +679,3 @@ def parse_expr(text: str, file: str = "<expr>") -> ast.Expr:
 
 def _has_code(text: str) -> bool:
     return any(line.strip() and not line.strip().startswith("#") for line in text.splitlines())
-
