@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from contraflow.lang.errors import LangError, ScriptRuntimeError
 from contraflow.lang.script import ast
-from contraflow.lang.script.compiler import Env, compile_expr, compile_script, compile_text
+from contraflow.lang.script.compiler import Env, compile_expr, compile_script, compile_select, compile_text
 from contraflow.lang.script.interpreter import Interpreter
 from contraflow.lang.script.parser import parse_expr, parse_script
 
@@ -149,3 +149,41 @@ def test_script_ast_roundtrip_has_positions_everywhere() -> None:
 
     nodes = [n for n in walk(script) if isinstance(n, ast.Node)]
     assert nodes and all(n.pos.file == "c.tremor" and n.pos.line >= 1 for n in nodes)
+
+
+def test_windowed_select_feeds_aggregates_and_computes_the_target() -> None:
+    select = compile_select(
+        parse_expr(
+            '{"n": aggr::stats::count(), "mean": aggr::stats::mean(event.x), '
+            '"xs": aggr::win::collect_flattened(event.x * 10), "g": group[0], "last": event.x}'
+        )
+    )
+    assert [call.name for call in select.aggregates] == [
+        "aggr::stats::count",
+        "aggr::stats::mean",
+        "aggr::win::collect_flattened",
+    ]
+    aggs = select.new_aggregates()
+    for x in (1, 2, 6):
+        select.accumulate(aggs, {"x": x}, group=["g1"])
+    out = select.emit(aggs, {"x": 6}, group=["g1"])
+    assert out == {"n": 3, "mean": 3.0, "xs": [10, 20, 60], "g": "g1", "last": 6}
+
+
+def test_aggregate_outside_a_select_or_nested_is_an_error() -> None:
+    with pytest.raises(LangError, match="only be used in the target of a windowed select"):
+        compile_text("aggr::stats::count()", name="s")
+    with pytest.raises(LangError, match="cannot be nested"):
+        compile_select(parse_expr("aggr::stats::sum(aggr::stats::count())"))
+    with pytest.raises(LangError, match="did you mean `aggr::stats::mean`"):
+        compile_select(parse_expr("aggr::stats::maen(event)"))
+    with pytest.raises(LangError, match="wrong number of arguments for `aggr::stats::sum`"):
+        compile_select(parse_expr("aggr::stats::sum()"))
+
+
+def test_aggregate_argument_errors_point_at_the_call() -> None:
+    select = compile_select(parse_expr("aggr::stats::sum(event.x)", "w.trickle"))
+    aggs = select.new_aggregates()
+    with pytest.raises(ScriptRuntimeError) as info:
+        select.accumulate(aggs, {"x": "text"})
+    assert info.value.position is not None and str(info.value.position) == "w.trickle:1:1"

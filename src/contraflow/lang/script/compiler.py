@@ -24,6 +24,7 @@ from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, stdlib, values
+from contraflow.lang.script.aggr import AGGREGATES, Aggregate, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 
 # Result kinds returned by the generated function.
@@ -287,6 +288,77 @@ class CompiledExpr:
             raise self.locator.error(exc) from exc
 
 
+@dataclass
+class AggregateCall:
+    """One aggregate call in a windowed select's target: which aggregate, and its argument expressions."""
+
+    name: str
+    cls: type[Aggregate]
+    args: list[CompiledExpr]
+    position: Position
+
+
+@dataclass
+class CompiledSelect:
+    """A windowed select target: aggregates fed per event, the target computed when the window emits.
+
+    Keep one `new_aggregates()` list per group and window; `accumulate` it with
+    every event of the group, `emit` computes the target (aggregate calls read
+    their window's value; `event` is whatever the caller passes, usually the
+    last event of the group), and `Aggregate.merge` folds a finished window into
+    the next tilt frame.
+    """
+
+    python_source: str
+    fn: Callable[..., Any]
+    locator: _Located
+    aggregates: list[AggregateCall]
+
+    def new_aggregates(self) -> list[Aggregate]:
+        return [call.cls() for call in self.aggregates]
+
+    def accumulate(
+        self,
+        aggregates: list[Aggregate],
+        event: Any,
+        meta: Any = None,
+        state: Any = None,
+        args: Any = None,
+        group: Any = None,
+        window: Any = None,
+    ) -> None:
+        for call, agg in zip(self.aggregates, aggregates, strict=True):
+            values_ = [a.call(event, meta, state, args, group, window) for a in call.args]
+            try:
+                agg.accumulate(*values_)
+            except ScriptRuntimeError as err:
+                raise ScriptRuntimeError(err.message, call.position, self.locator.node) from err
+
+    def emit(
+        self,
+        aggregates: list[Aggregate],
+        event: Any = None,
+        meta: Any = None,
+        state: Any = None,
+        args: Any = None,
+        group: Any = None,
+        window: Any = None,
+    ) -> Any:
+        values_ = [agg.emit() for agg in aggregates]
+        try:
+            return self.fn(
+                event,
+                {} if meta is None else meta,
+                state,
+                {} if args is None else args,
+                group,
+                window,
+                values_,
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise self.locator.error(exc) from exc
+
+
 # ---------------------------------------------------------------- tree helpers
 
 
@@ -372,6 +444,7 @@ class _Codegen:
         self.scope = _Scope()
         self.copy_on_let = False
         self.field_cache: dict[str, _FieldCache] = {}
+        self.aggregates: list[AggregateCall] | None = None
         for name, value in consts.items():
             self.add_const(name, value)
 
@@ -582,10 +655,45 @@ class _Codegen:
         return self.error(f"unknown name `{name}`", node.pos, hint)
 
     def _x_Call(self, node: ast.Call, inline: bool) -> str:
+        if node.name.startswith("aggr::"):
+            return self.aggregate_call(node)
         args = [self.expr(a, inline) for a in node.args]
         target = self.call_target(node)
         code = f"{target}({', '.join(args)})"
         return code if inline else self.hoist(code, node, f"{node.name}(...)")
+
+    def aggregate_call(self, node: ast.Call) -> str:
+        """An aggregate in a windowed select: its value is the window's, passed in as `_aggr[i]`."""
+        cls = lookup_aggregate(node.name)
+        if cls is None:
+            hint = _did_you_mean(node.name, sorted(AGGREGATES)) or "see aggr::stats::* and aggr::win::*"
+            raise self.error(f"unknown aggregate function `{node.name}`", node.pos, hint)
+        if self.aggregates is None:
+            raise self.error(
+                f"aggregate function `{node.name}` can only be used in the target of a windowed select",
+                node.pos,
+            )
+        n = len(node.args)
+        if n < cls.min_args or n > cls.max_args:
+            expected = (
+                str(cls.min_args) if cls.min_args == cls.max_args else f"{cls.min_args} to {cls.max_args}"
+            )
+            raise self.error(
+                f"wrong number of arguments for `{node.name}`: got {n}, expected {expected}", node.pos
+            )
+        for arg in node.args:
+            nested = next(
+                (c for c in walk(arg) if isinstance(c, ast.Call) and c.name.startswith("aggr::")), None
+            )
+            if nested is not None:
+                raise self.error("aggregate functions cannot be nested", nested.pos)
+        consts = {name: self.globals[py] for name, py in self.consts.items() if py in self.globals}
+        compiled_args = [
+            compile_expr(arg, name=node.name, consts=consts, fns=self.fns, source=self.source)
+            for arg in node.args
+        ]
+        self.aggregates.append(AggregateCall(node.name, cls, compiled_args, node.pos))
+        return f"_aggr[{len(self.aggregates) - 1}]"
 
     def call_target(self, node: ast.Call) -> str:
         name = node.name
@@ -1198,6 +1306,29 @@ def compile_expr(
     )
     fn = _exec(gen, "_expr")
     return CompiledExpr("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
+
+
+def compile_select(
+    expr_ast: ast.Expr,
+    *,
+    name: str = "<select>",
+    consts: Mapping[str, Any] | None = None,
+    fns: Mapping[str, ast.FnDefn] | None = None,
+    source: SourceText | None = None,
+) -> CompiledSelect:
+    """Compile the target of a windowed select, where `aggr::` calls are allowed (see `CompiledSelect`)."""
+    gen = _prepare(source, name, consts, fns, None)
+    gen.aggregates = []
+    gen.function(
+        "_select",
+        ["event", "meta", "state", "args", "group", "window", "_aggr"],
+        (expr_ast,),
+        _Scope(allow_emit=False),
+        expr_ast,
+        "expr",
+    )
+    fn = _exec(gen, "_select")
+    return CompiledSelect("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name), gen.aggregates)
 
 
 def compile_text(text: str, *, name: str, file: str = "<script>") -> CompiledScript:
