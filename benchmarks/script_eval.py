@@ -50,8 +50,13 @@ def _measure(run: Callable[[Any, Any], Any], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def _median_ns(run: Callable[[Any, Any], Any], n: int) -> float:
-    return statistics.median(_measure(run, n) for _ in range(REPEATS)) * 1e9
+def _medians_ns(runs: dict[str, tuple[Callable[[Any, Any], Any], int]]) -> dict[str, float]:
+    """Median ns/event per engine; the engines take turns in every repeat so load affects them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(REPEATS):
+        for name, (run, n) in runs.items():
+            samples[name].append(_measure(run, n))
+    return {name: statistics.median(values) * 1e9 for name, values in samples.items()}
 
 
 def main() -> None:
@@ -67,9 +72,14 @@ def main() -> None:
     def run_raw(event: Any, meta: Any) -> Any:
         return raw(event, meta, None, {}, None, None)
 
-    compiled_ns = _median_ns(compiled.run, 200_000)
-    raw_ns = _median_ns(run_raw, 200_000)
-    interpreted_ns = _median_ns(interpreter.run, 20_000)
+    medians = _medians_ns(
+        {
+            "compiled": (compiled.run, 200_000),
+            "raw": (run_raw, 200_000),
+            "interpreted": (interpreter.run, 20_000),
+        }
+    )
+    compiled_ns, raw_ns, interpreted_ns = medians["compiled"], medians["raw"], medians["interpreted"]
     print(
         json.dumps(
             {

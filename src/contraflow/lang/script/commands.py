@@ -5,13 +5,14 @@ Each input line is one event. Each event produces one output line on stdout:
 - the emitted value, for the default port `out`;
 - `{"$port": "<port>", "event": <value>}` for `emit ... => "<port>"`;
 - `{"$dropped": true}` after `drop`;
-- `{"$error": "<message at file:line:col>"}` for a runtime error (also
-  reported on stderr with the input line number).
+- `{"$error": "<message at file:line:col>"}` for a runtime error, or
+  `{"$error": "invalid JSON: ..."}` for an input line that is not JSON (both
+  also reported on stderr with the input line number).
 
 Without `--state` every event starts with `state` null; with it, state carries
 from one event to the next and the final state is printed last as
-`{"$state": <value>}`. A line that is not JSON is reported on stderr with its
-line number and skipped. The exit status is 1 if any line failed.
+`{"$state": <value>}`. Blank input lines are ignored, so output lines match
+input events one to one. The exit status is 1 if any line failed.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def run_lines(
         except orjson.JSONDecodeError as exc:
             if errors is not None:
                 errors.write(f"error: line {number}: invalid JSON: {exc}\n")
-            yield None if errors is None else _Skipped
+            yield {"$error": f"invalid JSON: {exc}"}
             continue
         try:
             result = script.run(event, {}, state if keep_state else None)
@@ -70,13 +71,6 @@ def run_lines(
         yield format_result(result)
     if keep_state:
         yield {"$state": state}
-
-
-class _SkippedLine:
-    """Marks an input line that produced no event (bad JSON)."""
-
-
-_Skipped: Any = _SkippedLine()
 
 
 @click.command("script")
@@ -94,9 +88,6 @@ def script_command(file: Path, keep_state: bool) -> None:
     failed = False
     out = sys.stdout
     for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr):
-        if value is _Skipped:
-            failed = True
-            continue
         if isinstance(value, dict) and "$error" in value:
             failed = True
         out.write(orjson.dumps(value).decode() + "\n")

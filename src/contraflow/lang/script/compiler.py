@@ -24,10 +24,10 @@ from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, stdlib, values
+from contraflow.lang.script.aggr import AGGREGATES, Aggregate, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 
 # Result kinds returned by the generated function.
-_END, _EMIT, _DROP = 0, 1, 2
 
 _RO_ROOTS = ("args", "group", "window")
 _STMT_NODES = (ast.Match, ast.For, ast.Patch, ast.Let, ast.Emit, ast.Drop)
@@ -117,6 +117,9 @@ class ScriptResult:
     dropped: bool
     state: Any
     meta: Any
+
+
+_HELPERS["_R"] = ScriptResult
 
 
 class Env:
@@ -228,11 +231,15 @@ def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
 
 @dataclass
 class CompiledScript:
-    """A script compiled to a Python function; `run` executes it for one event."""
+    """A script compiled to a Python function; `run` executes it for one event.
+
+    `fn(event, meta, state, args, group, window)` is the generated function itself: the same
+    result without the error translation (for executors that handle raw exceptions).
+    """
 
     name: str
     python_source: str
-    fn: Callable[..., tuple[int, Any, Any, Any, Any]]
+    fn: Callable[..., ScriptResult]
     locator: _Located
 
     def run(
@@ -246,14 +253,11 @@ class CompiledScript:
     ) -> ScriptResult:
         """Run the script on one event. `event` and `meta` may be mutated in place."""
         try:
-            kind, port, value, new_state, new_meta = self.fn(
+            return self.fn(
                 event, {} if meta is None else meta, state, {} if args is None else args, group, window
             )
         except Exception as exc:  # noqa: BLE001 - every failure becomes a located runtime error
             raise self.locator.error(exc) from exc
-        if kind == _DROP:
-            return ScriptResult(None, None, True, new_state, new_meta)
-        return ScriptResult(port, value, False, new_state, new_meta)
 
 
 @dataclass
@@ -279,6 +283,77 @@ class CompiledExpr:
         try:
             return self.fn(
                 event, {} if meta is None else meta, state, {} if args is None else args, group, window
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise self.locator.error(exc) from exc
+
+
+@dataclass
+class AggregateCall:
+    """One aggregate call in a windowed select's target: which aggregate, and its argument expressions."""
+
+    name: str
+    cls: type[Aggregate]
+    args: list[CompiledExpr]
+    position: Position
+
+
+@dataclass
+class CompiledSelect:
+    """A windowed select target: aggregates fed per event, the target computed when the window emits.
+
+    Keep one `new_aggregates()` list per group and window; `accumulate` it with
+    every event of the group, `emit` computes the target (aggregate calls read
+    their window's value; `event` is whatever the caller passes, usually the
+    last event of the group), and `Aggregate.merge` folds a finished window into
+    the next tilt frame.
+    """
+
+    python_source: str
+    fn: Callable[..., Any]
+    locator: _Located
+    aggregates: list[AggregateCall]
+
+    def new_aggregates(self) -> list[Aggregate]:
+        return [call.cls() for call in self.aggregates]
+
+    def accumulate(
+        self,
+        aggregates: list[Aggregate],
+        event: Any,
+        meta: Any = None,
+        state: Any = None,
+        args: Any = None,
+        group: Any = None,
+        window: Any = None,
+    ) -> None:
+        for call, agg in zip(self.aggregates, aggregates, strict=True):
+            values_ = [a.call(event, meta, state, args, group, window) for a in call.args]
+            try:
+                agg.accumulate(*values_)
+            except ScriptRuntimeError as err:
+                raise ScriptRuntimeError(err.message, call.position, self.locator.node) from err
+
+    def emit(
+        self,
+        aggregates: list[Aggregate],
+        event: Any = None,
+        meta: Any = None,
+        state: Any = None,
+        args: Any = None,
+        group: Any = None,
+        window: Any = None,
+    ) -> Any:
+        values_ = [agg.emit() for agg in aggregates]
+        try:
+            return self.fn(
+                event,
+                {} if meta is None else meta,
+                state,
+                {} if args is None else args,
+                group,
+                window,
+                values_,
             )
         except Exception as exc:  # noqa: BLE001
             raise self.locator.error(exc) from exc
@@ -369,6 +444,7 @@ class _Codegen:
         self.scope = _Scope()
         self.copy_on_let = False
         self.field_cache: dict[str, _FieldCache] = {}
+        self.aggregates: list[AggregateCall] | None = None
         for name, value in consts.items():
             self.add_const(name, value)
 
@@ -413,9 +489,12 @@ class _Codegen:
         saved, self.scope = self.scope, scope
         self.line(f"def {pyname}({', '.join(params)}):", node)
         self.indent += 1
+        if kind == "fn" and self.copy_on_let:
+            for param in params:
+                self.line(f"{param} = _own({param})")
         result = self.block(body)
         if kind == "script":
-            self.line(f"return ({_END}, None, {result}, state, meta)", node)
+            self.line(f"return _R(None, {result}, False, state, meta)", node)
         else:
             self.line(f"return {result}", node)
         self.indent -= 1
@@ -431,6 +510,10 @@ class _Codegen:
             elif not (_is_trivial(value) or _is_literal_code(value)):
                 self.line(f"_ = {value}", expr, "")
         return result
+
+    def owned(self, code: str) -> str:
+        """`code`, copied if the script may later modify the bound value in place (value semantics)."""
+        return f"_own({code})" if self.copy_on_let else code
 
     def hoist(self, code: str, node: ast.Node, what: str = "") -> str:
         """Evaluate `code` into a fresh temporary on its own line (for precise error positions)."""
@@ -549,7 +632,7 @@ class _Codegen:
     def path_root(self, node: ast.Path) -> str | None:
         """Python code for the path's root, or None for an unknown local name."""
         if node.root != "local":
-            if self.scope.in_fn is not None and node.root != "args":
+            if self.scope.in_fn is not None:
                 raise self.error(
                     f"functions cannot access `{node.text()}`",
                     node.pos,
@@ -572,10 +655,45 @@ class _Codegen:
         return self.error(f"unknown name `{name}`", node.pos, hint)
 
     def _x_Call(self, node: ast.Call, inline: bool) -> str:
+        if node.name.startswith("aggr::"):
+            return self.aggregate_call(node)
         args = [self.expr(a, inline) for a in node.args]
         target = self.call_target(node)
         code = f"{target}({', '.join(args)})"
         return code if inline else self.hoist(code, node, f"{node.name}(...)")
+
+    def aggregate_call(self, node: ast.Call) -> str:
+        """An aggregate in a windowed select: its value is the window's, passed in as `_aggr[i]`."""
+        cls = lookup_aggregate(node.name)
+        if cls is None:
+            hint = _did_you_mean(node.name, sorted(AGGREGATES)) or "see aggr::stats::* and aggr::win::*"
+            raise self.error(f"unknown aggregate function `{node.name}`", node.pos, hint)
+        if self.aggregates is None:
+            raise self.error(
+                f"aggregate function `{node.name}` can only be used in the target of a windowed select",
+                node.pos,
+            )
+        n = len(node.args)
+        if n < cls.min_args or n > cls.max_args:
+            expected = (
+                str(cls.min_args) if cls.min_args == cls.max_args else f"{cls.min_args} to {cls.max_args}"
+            )
+            raise self.error(
+                f"wrong number of arguments for `{node.name}`: got {n}, expected {expected}", node.pos
+            )
+        for arg in node.args:
+            nested = next(
+                (c for c in walk(arg) if isinstance(c, ast.Call) and c.name.startswith("aggr::")), None
+            )
+            if nested is not None:
+                raise self.error("aggregate functions cannot be nested", nested.pos)
+        consts = {name: self.globals[py] for name, py in self.consts.items() if py in self.globals}
+        compiled_args = [
+            compile_expr(arg, name=node.name, consts=consts, fns=self.fns, source=self.source)
+            for arg in node.args
+        ]
+        self.aggregates.append(AggregateCall(node.name, cls, compiled_args, node.pos))
+        return f"_aggr[{len(self.aggregates) - 1}]"
 
     def call_target(self, node: ast.Call) -> str:
         name = node.name
@@ -665,14 +783,14 @@ class _Codegen:
             raise self.error("`emit` is only allowed in scripts", node.pos)
         value = "event" if node.value is None else self.expr(node.value)
         port = "None" if node.port is None else self.expr(node.port)
-        self.line(f"return ({_EMIT}, {port}, {value}, state, meta)", node, "emit")
+        self.line(f"return _R({port}, {value}, False, state, meta)", node, "emit")
         return "None"
 
     def _x_Drop(self, node: ast.Drop, inline: bool) -> str:
         self._statement_only(node, inline)
         if not self.scope.allow_emit or self.scope.in_fn is not None:
             raise self.error("`drop` is only allowed in scripts", node.pos)
-        self.line(f"return ({_DROP}, None, None, state, meta)", node, "drop")
+        self.line("return _R(None, None, True, state, meta)", node, "drop")
         return "None"
 
     def _x_Merge(self, node: ast.Merge, inline: bool) -> str:
@@ -706,7 +824,7 @@ class _Codegen:
                 opened += 1
             for name, var in ((case.key, key_var), (case.value, value_var)):
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {var}")
+                self.line(f"{_pyname('l_', name)} = {self.owned(var)}")
             if case.guard is not None:
                 self.line(f"if _bool({self.expr(case.guard)}):", case.guard, "when")
                 self.indent += 1
@@ -750,7 +868,7 @@ class _Codegen:
             self.indent += 1
             for name, value in binds:
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {value}", case)
+                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
             self.line(f"{result} = {self.block(case.body)}", case)
             self.indent -= 1
             if cond == "True":
@@ -786,7 +904,7 @@ class _Codegen:
                 opened += 1
             for name, value in binds:
                 self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {value}", case)
+                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
             if case.guard is not None:
                 guard = self.expr(case.guard)
                 self.line(f"if _bool({guard}):", case.guard, "when")
@@ -992,17 +1110,23 @@ class _FnCodegen:
     def __init__(self, gen: _Codegen) -> None:
         self.gen = gen
 
-    def define(self, defn: ast.FnDefn) -> None:
+    def define(self, name: str, defn: ast.FnDefn) -> None:
+        """Emit the Python function for `defn`, callable as `name`."""
         gen = self.gen
-        py = gen.fn_names[defn.name]
+        py = gen.fn_names[name]
         params = [_pyname("l_", p) for p in defn.params]
+        saved_copy, gen.copy_on_let = gen.copy_on_let, _uses_nested_assignment(defn)
         scope = _Scope(locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False)
         if defn.cases is None:
             gen.function(py, params, defn.body, scope, defn, "fn")
+            gen.copy_on_let = saved_copy
             return
         saved, gen.scope = gen.scope, scope
         gen.line(f"def {py}({', '.join(params)}):", defn)
         gen.indent += 1
+        if gen.copy_on_let:
+            for param in params:
+                gen.line(f"{param} = _own({param})")
         subject = gen.hoist("[" + ", ".join(params) + "]", defn)
         result, done = gen.tmp(), gen.tmp()
         gen.line(f"{result} = None")
@@ -1056,6 +1180,7 @@ class _FnCodegen:
         gen.line(f"return {result}")
         gen.indent -= 1
         gen.scope = saved
+        gen.copy_on_let = saved_copy
 
 
 def _counter_filename(name: str) -> str:
@@ -1086,8 +1211,8 @@ def _prepare(
     script_consts = script.consts if script else ()
     for const in script_consts:
         gen.consts[const.name] = _pyname("_c_", const.name)
-    for _fn_name, defn in all_fns:
-        _FnCodegen(gen).define(defn)
+    for fn_name, defn in all_fns:
+        _FnCodegen(gen).define(fn_name, defn)
     for const in script_consts:
         gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
@@ -1131,7 +1256,7 @@ def _exec(gen: _Codegen, entry: str) -> Callable[..., Any]:
     return fn
 
 
-def _uses_nested_assignment(script: ast.Script) -> bool:
+def _uses_nested_assignment(script: ast.Node) -> bool:
     return any(isinstance(n, ast.Let) and n.target.segments for n in walk(script))
 
 
@@ -1181,6 +1306,29 @@ def compile_expr(
     )
     fn = _exec(gen, "_expr")
     return CompiledExpr("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
+
+
+def compile_select(
+    expr_ast: ast.Expr,
+    *,
+    name: str = "<select>",
+    consts: Mapping[str, Any] | None = None,
+    fns: Mapping[str, ast.FnDefn] | None = None,
+    source: SourceText | None = None,
+) -> CompiledSelect:
+    """Compile the target of a windowed select, where `aggr::` calls are allowed (see `CompiledSelect`)."""
+    gen = _prepare(source, name, consts, fns, None)
+    gen.aggregates = []
+    gen.function(
+        "_select",
+        ["event", "meta", "state", "args", "group", "window", "_aggr"],
+        (expr_ast,),
+        _Scope(allow_emit=False),
+        expr_ast,
+        "expr",
+    )
+    fn = _exec(gen, "_select")
+    return CompiledSelect("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name), gen.aggregates)
 
 
 def compile_text(text: str, *, name: str, file: str = "<script>") -> CompiledScript:

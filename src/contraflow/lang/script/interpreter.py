@@ -170,7 +170,8 @@ class Interpreter:
         return fn.fn(*args)
 
     def call_fn(self, defn: ast.FnDefn, args: list[Any]) -> Any:
-        frame = _Frame(None, {}, None, {}, None, None, dict(zip(defn.params, args, strict=True)), defn)
+        own_args = [values.copy_value(a) for a in args]
+        frame = _Frame(None, {}, None, {}, None, None, dict(zip(defn.params, own_args, strict=True)), defn)
         if defn.cases is None:
             return self.block(defn.body, frame)
         for case in defn.cases:
@@ -257,7 +258,7 @@ class Interpreter:
         for key, value in values.items_of(self.eval(node.target, frame)):
             for case in node.cases:
                 frame.locals[case.key] = key
-                frame.locals[case.value] = value
+                frame.locals[case.value] = values.copy_value(value)
                 if case.guard is None or self.truth(case.guard, frame):
                     out.append(self.block(case.body, frame))
                     break
@@ -269,7 +270,7 @@ class Interpreter:
             ok, bound = self.matches(case.pattern, subject, frame)
             if not ok:
                 continue
-            frame.locals.update(bound)
+            frame.locals.update({k: values.copy_value(v) for k, v in bound.items()})
             if case.guard is not None and not self.truth(case.guard, frame):
                 continue
             return self.block(case.body, frame)

@@ -590,7 +590,12 @@ def _open_construct(err: UnexpectedInput) -> Token | None:
 
 
 def syntax_error(
-    err: UnexpectedInput, source: SourceText, lark: Lark, line_offset: int = 0, col_offset: int = 0
+    err: UnexpectedInput,
+    source: SourceText,
+    lark: Lark,
+    line_offset: int = 0,
+    col_offset: int = 0,
+    parsed_text: str | None = None,
 ) -> LangError:
     """A lark parse failure as a LangError with a caret and a hint in words."""
     line = (err.line if err.line and err.line > 0 else 1) + line_offset
@@ -620,10 +625,14 @@ def syntax_error(
         shown = words if len(words) <= 8 else words[:8] + ["..."]
         hint = "expected " + ", ".join(shown)
     if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
-        text = source.text.rstrip()
-        last_line = text.count("\n") + 1 + line_offset
-        last_col = len(text) - (text.rfind("\n") + 1) + 1
-        return LangError("unexpected end of script", source.position(last_line, last_col), source, hint=hint)
+        text = (parsed_text if parsed_text is not None else source.text).rstrip()
+        inner_line = text.count("\n") + 1
+        last_line = inner_line + line_offset
+        last_col = len(text) - (text.rfind("\n") + 1) + 1 + (col_offset if inner_line == 1 else 0)
+        where = "script" if parsed_text is None or parsed_text == source.text else "interpolation `#{...}`"
+        return LangError(
+            f"unexpected end of {where}", source.position(last_line, last_col), source, hint=hint
+        )
     assert isinstance(err, UnexpectedToken)
     tok = err.token
     word = describe_token(tok.type, lark)
@@ -636,7 +645,7 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
     try:
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
-        raise syntax_error(err, source, lark, line_offset, col_offset) from None
+        raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
     try:
         return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
     except VisitError as err:
@@ -670,6 +679,3 @@ def parse_expr(text: str, file: str = "<expr>") -> ast.Expr:
 
 def _has_code(text: str) -> bool:
     return any(line.strip() and not line.strip().startswith("#") for line in text.splitlines())
-
-
-ParseFn = Callable[[str, str], Any]
