@@ -9,7 +9,7 @@ import pytest
 
 from contraflow.lang.errors import SourceText
 from contraflow.lang.graph import Edge, Node, PipelineGraph, ScriptSpec, SelectSpec
-from contraflow.lang.script.compiler import compile_expr, compile_script
+from contraflow.lang.script.compiler import compile_expr, compile_script, compile_select
 from contraflow.lang.troy.compiler import TroyCompiler, compile_file, compile_trickle_file
 
 CASES = Path(__file__).parent / "cases"
@@ -131,3 +131,18 @@ def test_topological_order_refuses_a_cycle() -> None:
     assert graph.find_cycle() == ["a", "b", "a"]
     with pytest.raises(ValueError, match="cycle"):
         graph.topological_order()
+
+
+def test_windowed_select_target_compiles_with_compile_select() -> None:
+    graph = query(
+        "define window w from tumbling with size = 3 end;\n"
+        'select {"class": group[0], "n": aggr::stats::count(), "max": aggr::stats::max(event.v)}\n'
+        "from in[w] group by set(event.class) into out;\n"
+    )
+    spec = graph.nodes["select_1"].spec
+    assert isinstance(spec, SelectSpec) and spec.windows[0].size == 3
+    target = compile_select(spec.target.ast, consts=graph.constants, fns=graph.functions)
+    aggregates = target.new_aggregates()
+    for v in (4, 9, 2):
+        target.accumulate(aggregates, {"class": "a", "v": v})
+    assert target.emit(aggregates, group=["a"]) == {"class": "a", "n": 3, "max": 9}
