@@ -16,7 +16,10 @@ import click
 from contraflow import __version__
 from contraflow.errors import UserError
 
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "check": "contraflow.lang.commands:check",
+    "script": "contraflow.lang.script.commands:script_command",
+}
 
 
 class LazyGroup(click.Group):

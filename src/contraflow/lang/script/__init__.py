@@ -1,0 +1,1 @@
+"""tremor-script: parser, compiler to Python, reference interpreter and standard library."""

@@ -1,0 +1,96 @@
+"""`contraflow script FILE.tremor [--state]`: run a script over JSON lines, as a user would try it.
+
+Each input line is one event. Each event produces one output line on stdout:
+
+- the emitted value, for the default port `out`;
+- `{"$port": "<port>", "event": <value>}` for `emit ... => "<port>"`;
+- `{"$dropped": true}` after `drop`;
+- `{"$error": "<message at file:line:col>"}` for a runtime error, or
+  `{"$error": "invalid JSON: ..."}` for an input line that is not JSON (both
+  also reported on stderr with the input line number).
+
+Without `--state` every event starts with `state` null; with it, state carries
+from one event to the next and the final state is printed last as
+`{"$state": <value>}`. Blank input lines are ignored, so output lines match
+input events one to one. The exit status is 1 if any line failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+import orjson
+
+from contraflow.errors import UserError
+from contraflow.lang.errors import ScriptRuntimeError
+from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_text
+
+
+def format_result(result: ScriptResult) -> Any:
+    """The JSON value printed for one event's result (see the module docstring)."""
+    if result.dropped:
+        return {"$dropped": True}
+    if result.port not in (None, "out"):
+        return {"$port": result.port, "event": result.event}
+    return result.event
+
+
+def format_error(err: ScriptRuntimeError) -> Any:
+    where = f" at {err.position}" if err.position else ""
+    return {"$error": f"{err.message}{where}"}
+
+
+def run_lines(
+    script: CompiledScript, lines: Iterable[str], *, keep_state: bool, errors: TextIO | None = None
+) -> Iterator[Any]:
+    """Run `script` over JSON `lines`; yields one output value per event (and `$state` at the end)."""
+    state: Any = None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if errors is not None:
+                errors.write(f"error: line {number}: invalid JSON: {exc}\n")
+            yield {"$error": f"invalid JSON: {exc}"}
+            continue
+        try:
+            result = script.run(event, {}, state if keep_state else None)
+        except ScriptRuntimeError as err:
+            if errors is not None:
+                errors.write(f"error: line {number}: {err}\n")
+            yield format_error(err)
+            continue
+        if keep_state:
+            state = result.state
+        yield format_result(result)
+    if keep_state:
+        yield {"$state": state}
+
+
+@click.command("script")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--state", "keep_state", is_flag=True, help="Carry `state` across events and print it at the end."
+)
+def script_command(file: Path, keep_state: bool) -> None:
+    """Run a tremor-script FILE over JSON lines on stdin; print one JSON result per event."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read {file}: {exc.strerror}") from None
+    script = compile_text(text, name=file.stem, file=str(file))
+    failed = False
+    out = sys.stdout
+    for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr):
+        if isinstance(value, dict) and "$error" in value:
+            failed = True
+        out.write(orjson.dumps(value).decode() + "\n")
+        out.flush()
+    if failed:
+        raise SystemExit(1)

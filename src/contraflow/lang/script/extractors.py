@@ -1,0 +1,163 @@
+"""Tilde extractors: `glob|...|`, `re|...|`, `dissect|...|`, `json||`, `base64||`, `kv||`, `datetime|fmt|`.
+
+An extractor is a test and a transformation in one: in a pattern it matches
+when it can extract something from the value, and a bound pattern sees the
+extracted value in place of the original field. Each extractor is built once
+at compile time into a function `value -> extracted | MISSING`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import re
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from contraflow.lang.script.values import MISSING
+
+Extractor = Callable[[Any], Any]
+
+
+def _glob(text: str) -> Extractor:
+    rx = re.compile(fnmatch.translate(text), re.DOTALL)
+
+    def run(value: Any) -> Any:
+        return value if type(value) is str and rx.match(value) else MISSING
+
+    return run
+
+
+def _regex(text: str) -> Extractor:
+    rx = re.compile(text)
+
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        m = rx.search(value)
+        if m is None:
+            return MISSING
+        return {k: v for k, v in m.groupdict().items() if v is not None}
+
+    return run
+
+
+def _json(text: str) -> Extractor:
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return MISSING
+
+    return run
+
+
+def _base64(text: str) -> Extractor:
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        try:
+            return base64.b64decode(value, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return MISSING
+
+    return run
+
+
+def _kv(text: str) -> Extractor:
+    """`key=value` pairs separated by whitespace (the common `kv||` form)."""
+
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        out: dict[str, str] = {}
+        for part in value.split():
+            key, sep, val = part.partition("=")
+            if not sep or not key:
+                return MISSING
+            out[key] = val
+        return out if out else MISSING
+
+    return run
+
+
+def _datetime(text: str) -> Extractor:
+    """Parse with a strftime format; yields nanoseconds since the epoch."""
+
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        try:
+            parsed = datetime.strptime(value, text)
+        except ValueError:
+            return MISSING
+        from contraflow.lang.script.stdlib.datetime_ import to_nanos
+
+        return to_nanos(parsed)
+
+    return run
+
+
+_DISSECT_FIELD = re.compile(r"%\{([^}]*)\}")
+
+
+def _dissect(text: str) -> Extractor:
+    """`dissect|%{name} %{?skip} [%{time}]|`: fields between literal delimiters.
+
+    `%{name}` captures up to the next delimiter, `%{?name}` or `%{}` matches
+    without capturing, and `%{name->}` lets the following delimiter repeat
+    (padding). The last field takes the rest of the input.
+    """
+    parts: list[str] = []
+    pos = 0
+    fields = list(_DISSECT_FIELD.finditer(text))
+    for i, match in enumerate(fields):
+        parts.append(re.escape(text[pos : match.start()]))
+        spec = match.group(1)
+        pad = spec.endswith("->")
+        name = spec[:-2] if pad else spec
+        last = i == len(fields) - 1 and match.end() == len(text)
+        body = ".*" if last else ".*?"
+        if not name or name.startswith("?") or name == "_":
+            parts.append(f"(?:{body})")
+        else:
+            parts.append(f"(?P<{name}>{body})")
+        pos = match.end()
+        if pad:
+            nxt = fields[i + 1].start() if i + 1 < len(fields) else len(text)
+            delim = text[pos:nxt]
+            if delim:
+                parts.append(f"(?:{re.escape(delim)})*")
+    parts.append(re.escape(text[pos:]))
+    rx = re.compile("".join(parts), re.DOTALL)
+
+    def run(value: Any) -> Any:
+        if type(value) is not str:
+            return MISSING
+        m = rx.fullmatch(value)
+        return MISSING if m is None else m.groupdict()
+
+    return run
+
+
+EXTRACTORS: dict[str, Callable[[str], Extractor]] = {
+    "dissect": _dissect,
+    "glob": _glob,
+    "re": _regex,
+    "rerg": _regex,
+    "json": _json,
+    "base64": _base64,
+    "kv": _kv,
+    "datetime": _datetime,
+}
+
+
+def build_extractor(kind: str, text: str) -> Extractor:
+    """The extractor function for `kind|text|`; raises KeyError for unknown kinds, re.error for bad regexes."""
+    return EXTRACTORS[kind](text)

@@ -1,0 +1,341 @@
+"""A reference tree-walking interpreter for tremor-script.
+
+Deliberately simple: it evaluates the syntax tree node by node for every
+event. It is the baseline the compiler is benchmarked against, and the
+conformance suite runs cases through both to check that the compiler's
+specialisations do not change behaviour. Not used in pipelines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from contraflow.lang.errors import LangError, ScriptRuntimeError
+from contraflow.lang.script import ast, stdlib, values
+from contraflow.lang.script.compiler import ScriptResult
+from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
+
+
+class _Emit(Exception):
+    def __init__(self, value: Any, port: Any) -> None:
+        self.value = value
+        self.port = port
+
+
+class _Drop(Exception):
+    pass
+
+
+@dataclass
+class _Frame:
+    """Everything an expression can see while one event is being processed."""
+
+    event: Any
+    meta: Any
+    state: Any
+    args: Any
+    group: Any
+    window: Any
+    locals: dict[str, Any] = field(default_factory=dict)
+    in_fn: ast.FnDefn | None = None
+
+
+class Interpreter:
+    """Runs a parsed script by walking its tree."""
+
+    def __init__(
+        self,
+        script: ast.Script,
+        *,
+        name: str = "<script>",
+        consts: Mapping[str, Any] | None = None,
+        fns: Mapping[str, ast.FnDefn] | None = None,
+    ) -> None:
+        self.script = script
+        self.name = name
+        self.fns: dict[str, ast.FnDefn] = dict(fns or {})
+        self.fns.update({f.name: f for f in script.fns})
+        self.consts: dict[str, Any] = dict(consts or {})
+        self._extractors: dict[int, Any] = {}
+        for const in script.consts:
+            frame = _Frame(None, {}, None, {}, None, None)
+            self.consts[const.name] = self.eval(const.value, frame)
+
+    def run(
+        self,
+        event: Any,
+        meta: Any = None,
+        state: Any = None,
+        args: Any = None,
+        group: Any = None,
+        window: Any = None,
+    ) -> ScriptResult:
+        frame = _Frame(
+            event, {} if meta is None else meta, state, {} if args is None else args, group, window
+        )
+        expr: ast.Expr | None = None
+        try:
+            value: Any = None
+            for expr in self.script.exprs:
+                value = self.eval(expr, frame)
+        except _Emit as emit:
+            return ScriptResult(emit.port, emit.value, False, frame.state, frame.meta)
+        except _Drop:
+            return ScriptResult(None, None, True, frame.state, frame.meta)
+        except ScriptRuntimeError as err:
+            raise ScriptRuntimeError(err.message, err.position, self.name) from err
+        except RecursionError as err:
+            where = expr.pos if expr is not None else None
+            raise ScriptRuntimeError("maximum recursion depth exceeded", where, self.name) from err
+        return ScriptResult(None, value, False, frame.state, frame.meta)
+
+    # ------------------------------------------------------------ evaluation
+    def eval(self, node: ast.Expr, frame: _Frame) -> Any:
+        try:
+            method = getattr(self, f"_e_{type(node).__name__}")
+            return method(node, frame)
+        except ScriptRuntimeError as err:
+            if err.position is None:
+                raise ScriptRuntimeError(err.message, node.pos, self.name) from err
+            raise
+
+    def _e_Literal(self, node: ast.Literal, frame: _Frame) -> Any:
+        return node.value
+
+    def _e_Interpolated(self, node: ast.Interpolated, frame: _Frame) -> Any:
+        return values.interpolate(*(p if isinstance(p, str) else self.eval(p, frame) for p in node.parts))
+
+    def _e_RecordLit(self, node: ast.RecordLit, frame: _Frame) -> Any:
+        return {values.to_text(self.eval(k, frame)): self.eval(v, frame) for k, v in node.fields}
+
+    def _e_ArrayLit(self, node: ast.ArrayLit, frame: _Frame) -> Any:
+        return [self.eval(i, frame) for i in node.items]
+
+    def _e_Unary(self, node: ast.Unary, frame: _Frame) -> Any:
+        return values.UNARY[node.op](self.eval(node.operand, frame))
+
+    def _e_Binary(self, node: ast.Binary, frame: _Frame) -> Any:
+        if node.op in ("and", "or"):
+            left = values.bool_operand(self.eval(node.left, frame))
+            if left == (node.op == "or"):
+                return left
+            return values.bool_operand(self.eval(node.right, frame))
+        return values.BINARY[node.op](self.eval(node.left, frame), self.eval(node.right, frame))
+
+    def _root(self, path: ast.Path, frame: _Frame) -> Any:
+        if path.root == "local":
+            name = path.name or ""
+            if name in frame.locals:
+                return frame.locals[name]
+            if name in self.consts:
+                return self.consts[name]
+            raise LangError(f"unknown name `{name}`", path.pos)
+        return getattr(frame, path.root)
+
+    def _e_Path(self, node: ast.Path, frame: _Frame) -> Any:
+        value = self._root(node, frame)
+        for seg in node.segments:
+            if isinstance(seg, ast.KeySeg):
+                value = values.get_key(value, seg.key)
+            elif isinstance(seg, ast.IndexSeg):
+                value = values.get_index(value, self.eval(seg.index, frame))
+            else:
+                value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
+        return value
+
+    def _e_Present(self, node: ast.Present, frame: _Frame) -> Any:
+        path = node.path
+        if path.root == "local" and path.name not in frame.locals and path.name not in self.consts:
+            found = False
+        else:
+            value = self._root(path, frame)
+            for seg in path.segments:
+                key = seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
+                value = values.lookup(value, key)
+            found = value is not values.MISSING
+        return not found if node.absent else found
+
+    def _e_Call(self, node: ast.Call, frame: _Frame) -> Any:
+        args = [self.eval(a, frame) for a in node.args]
+        name = node.name
+        if name == "recur" and frame.in_fn is not None:
+            return self.call_fn(frame.in_fn, args)
+        if name in self.fns:
+            return self.call_fn(self.fns[name], args)
+        fn = stdlib.lookup(name)
+        if fn is None:
+            raise LangError(f"unknown function `{name}`", node.pos)
+        return fn.fn(*args)
+
+    def call_fn(self, defn: ast.FnDefn, args: list[Any]) -> Any:
+        own_args = [values.copy_value(a) for a in args]
+        frame = _Frame(None, {}, None, {}, None, None, dict(zip(defn.params, own_args, strict=True)), defn)
+        if defn.cases is None:
+            return self.block(defn.body, frame)
+        for case in defn.cases:
+            pat = case.pattern
+            if isinstance(pat, ast.TuplePattern) and not self.fn_args_match(pat, args, frame):
+                continue
+            if case.guard is not None and not self.truth(case.guard, frame):
+                continue
+            return self.block(case.body, frame)
+        raise ScriptRuntimeError(
+            f"no case of function `{defn.name}` matched its arguments", defn.pos, self.name
+        )
+
+    def fn_args_match(self, pat: ast.TuplePattern, args: list[Any], frame: _Frame) -> bool:
+        if len(args) < len(pat.elems) or (not pat.open and len(args) != len(pat.elems)):
+            return False
+        for elem, arg in zip(pat.elems, args, strict=False):
+            if (
+                isinstance(elem, ast.ExprPattern)
+                and isinstance(elem.expr, ast.Path)
+                and elem.expr.root == "local"
+                and not elem.expr.segments
+            ):
+                frame.locals[elem.expr.name or ""] = arg
+            elif not self.matches(elem, arg, frame)[0]:
+                return False
+        return True
+
+    def truth(self, guard: ast.Expr, frame: _Frame) -> bool:
+        """A `when` guard's value, which must be a bool (errors point at the guard)."""
+        value = self.eval(guard, frame)
+        try:
+            return values.bool_operand(value)
+        except ScriptRuntimeError as err:
+            raise ScriptRuntimeError(err.message, guard.pos, self.name) from err
+
+    def block(self, body: tuple[ast.Expr, ...], frame: _Frame) -> Any:
+        value: Any = None
+        for expr in body:
+            value = self.eval(expr, frame)
+        return value
+
+    def _e_Let(self, node: ast.Let, frame: _Frame) -> Any:
+        value = values.copy_value(self.eval(node.value, frame))
+        target = node.target
+        keys = [
+            seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
+            for seg in target.segments
+        ]
+        if target.root == "local":
+            name = target.name or ""
+            if keys:
+                frame.locals[name] = values.set_path(frame.locals[name], keys, value)
+            else:
+                frame.locals[name] = value
+        else:
+            setattr(frame, target.root, values.set_path(getattr(frame, target.root), keys, value))
+        return value
+
+    def _e_Emit(self, node: ast.Emit, frame: _Frame) -> Any:
+        value = frame.event if node.value is None else self.eval(node.value, frame)
+        port = None if node.port is None else self.eval(node.port, frame)
+        raise _Emit(value, port)
+
+    def _e_Drop(self, node: ast.Drop, frame: _Frame) -> Any:
+        raise _Drop()
+
+    def _e_Merge(self, node: ast.Merge, frame: _Frame) -> Any:
+        return values.merge_expr(self.eval(node.target, frame), self.eval(node.value, frame))
+
+    def _e_Patch(self, node: ast.Patch, frame: _Frame) -> Any:
+        rec = values.patch_start(self.eval(node.target, frame))
+        for op in node.ops:
+            key = None if op.key is None else self.eval(op.key, frame)
+            value = None if op.value is None else self.eval(op.value, frame)
+            try:
+                values.patch_apply(rec, op.op, key, value)
+            except ScriptRuntimeError as err:
+                raise ScriptRuntimeError(err.message, op.pos, self.name) from err
+        return rec
+
+    def _e_For(self, node: ast.For, frame: _Frame) -> Any:
+        out = []
+        for key, value in values.items_of(self.eval(node.target, frame)):
+            for case in node.cases:
+                frame.locals[case.key] = key
+                frame.locals[case.value] = values.copy_value(value)
+                if case.guard is None or self.truth(case.guard, frame):
+                    out.append(self.block(case.body, frame))
+                    break
+        return out
+
+    def _e_Match(self, node: ast.Match, frame: _Frame) -> Any:
+        subject = self.eval(node.target, frame)
+        for case in node.cases:
+            ok, bound = self.matches(case.pattern, subject, frame)
+            if not ok:
+                continue
+            frame.locals.update({k: values.copy_value(v) for k, v in bound.items()})
+            if case.guard is not None and not self.truth(case.guard, frame):
+                continue
+            return self.block(case.body, frame)
+        values.fail("no case matched and the match has no default case")
+
+    # ------------------------------------------------------------ patterns
+    def matches(self, pat: ast.Pattern, value: Any, frame: _Frame) -> tuple[bool, dict[str, Any]]:
+        """Whether `value` matches, and the locals a binding introduces."""
+        if isinstance(pat, ast.BindPattern):
+            ok, extracted = self.test(pat.pattern, value, frame)
+            return ok, ({pat.name: extracted} if ok else {})
+        return self.test(pat, value, frame)[0], {}
+
+    def test(self, pat: ast.Pattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
+        """(matched, value with extractions applied)."""
+        if isinstance(pat, ast.AnyPattern):
+            return True, value
+        if isinstance(pat, ast.ExprPattern):
+            return values.eq(value, self.eval(pat.expr, frame)), value
+        if isinstance(pat, ast.ExtractorPattern):
+            result = self.extractor(pat)(value)
+            return result is not values.MISSING, result
+        if isinstance(pat, ast.RecordPattern):
+            return self.record_test(pat, value, frame)
+        if isinstance(pat, ast.ArrayPattern):
+            ok = type(value) is list and all(any(self.test(e, x, frame)[0] for x in value) for e in pat.elems)
+            return ok, value
+        if isinstance(pat, ast.TuplePattern):
+            if type(value) is not list:
+                return False, value
+            n = len(pat.elems)
+            if len(value) < n or (not pat.open and len(value) != n):
+                return False, value
+            return all(self.test(e, x, frame)[0] for e, x in zip(pat.elems, value, strict=False)), value
+        raise LangError(f"unsupported pattern {type(pat).__name__}", pat.pos)
+
+    def record_test(self, pat: ast.RecordPattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
+        if type(value) is not dict:
+            return False, value
+        extracted = dict(value)
+        for fp in pat.fields:
+            present = fp.key in value
+            if fp.op == "present":
+                ok = present
+            elif fp.op == "absent":
+                ok = not present
+            elif not present:
+                ok = False
+            elif fp.op in ("~", "~="):
+                assert isinstance(fp.value, ast.Pattern)
+                ok, extracted[fp.key] = self.test(fp.value, value[fp.key], frame)
+            else:
+                assert isinstance(fp.value, ast.Expr)
+                try:
+                    ok = bool(values.BINARY[fp.op](value[fp.key], self.eval(fp.value, frame)))
+                except ScriptRuntimeError:
+                    ok = False
+            if not ok:
+                return False, value
+        return True, extracted
+
+    def extractor(self, pat: ast.ExtractorPattern) -> Any:
+        key = id(pat)
+        if key not in self._extractors:
+            if pat.kind not in EXTRACTORS:
+                raise LangError(f"unknown extractor `{pat.kind}`", pat.pos)
+            self._extractors[key] = build_extractor(pat.kind, pat.text)
+        return self._extractors[key]

@@ -1,0 +1,88 @@
+"""The tremor-script standard library: a registry of functions by `module::name`.
+
+Each module of this package registers its functions with `@tremor_fn`; the
+compiler resolves calls at compile time (unknown function or wrong arity is a
+compile error) and the generated code calls the Python function directly.
+`std::string::len` and `string::len` name the same function.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MODULES = (
+    "string",
+    "array",
+    "record",
+    "math",
+    "type",
+    "json",
+    "base64",
+    "integer",
+    "float",
+    "re",
+    "datetime",
+    "system",
+)
+
+
+@dataclass(frozen=True)
+class Function:
+    """A library function and how many arguments it takes (`max_args` None = variadic)."""
+
+    name: str
+    fn: Callable[..., Any]
+    min_args: int
+    max_args: int | None
+
+    def arity_text(self) -> str:
+        if self.max_args is None:
+            return f"at least {self.min_args}"
+        if self.min_args == self.max_args:
+            return str(self.min_args)
+        return f"{self.min_args} to {self.max_args}"
+
+
+FUNCTIONS: dict[str, Function] = {}
+
+
+def tremor_fn(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `fn` as the library function `name` (arity read from its signature)."""
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = list(inspect.signature(fn).parameters.values())
+        variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+        fixed = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        required = sum(1 for p in fixed if p.default is p.empty)
+        FUNCTIONS[name] = Function(name, fn, required, None if variadic else len(fixed))
+        return fn
+
+    return register
+
+
+_loaded = False
+
+
+def _load() -> None:
+    global _loaded
+    if not _loaded:
+        for module in MODULES:
+            importlib.import_module(f"contraflow.lang.script.stdlib.{module}_")
+        _loaded = True
+
+
+def lookup(name: str) -> Function | None:
+    """The function called `name` (with or without the `std::` prefix), or None."""
+    _load()
+    if name.startswith("std::"):
+        name = name[5:]
+    return FUNCTIONS.get(name)
+
+
+def all_names() -> list[str]:
+    _load()
+    return sorted(FUNCTIONS)

@@ -1,0 +1,488 @@
+"""Tremor value semantics over plain Python values.
+
+Values are what orjson produces: dict (record), list (array), str, int, float,
+bool, None. Python's own operators differ from Tremor's in a few places
+(`True == 1`, `[1] + [2]`, unbounded ints, `"ab"[0]`), so every operation the
+compiler cannot prove safe goes through a function here. The compiler and the
+reference interpreter share these functions, so they agree by construction.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+import orjson
+
+from contraflow.lang.errors import ScriptRuntimeError
+
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1  # Tremor integers are i64, or u64 when positive
+
+
+class _Missing:
+    """The value of a key that is not there (never equal to anything)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING: Any = _Missing()
+
+
+def fail(message: str) -> NoReturn:
+    """Abort the current event with a runtime error (the caller adds the position)."""
+    raise ScriptRuntimeError(message)
+
+
+def type_name(value: Any) -> str:
+    """Tremor's name for a value's type."""
+    t = type(value)
+    if t is bool:
+        return "bool"
+    if t is int:
+        return "integer"
+    if t is float:
+        return "float"
+    if t is str:
+        return "string"
+    if t is list:
+        return "array"
+    if t is dict:
+        return "record"
+    if value is None:
+        return "null"
+    if t is bytes:
+        return "bytes"
+    return t.__name__
+
+
+def a_type(value: Any) -> str:
+    """The type name with its article: 'an array', 'a record'."""
+    name = type_name(value)
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+def check_int(value: int) -> int:
+    if INT_MIN <= value <= INT_MAX:
+        return value
+    fail(f"integer overflow: {value} does not fit in 64 bits")
+
+
+def _bad_operands(op: str, a: Any, b: Any) -> NoReturn:
+    fail(f"cannot apply '{op}' to {type_name(a)} and {type_name(b)}")
+
+
+def _is_num(v: Any) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+def add(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is int and tb is int:
+        return check_int(a + b)
+    if ta is str and tb is str:
+        return a + b
+    if _is_num(a) and _is_num(b):
+        return float(a) + float(b)
+    _bad_operands("+", a, b)
+
+
+def sub(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return check_int(a - b)
+    if _is_num(a) and _is_num(b):
+        return float(a) - float(b)
+    _bad_operands("-", a, b)
+
+
+def mul(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return check_int(a * b)
+    if _is_num(a) and _is_num(b):
+        return float(a) * float(b)
+    _bad_operands("*", a, b)
+
+
+def div(a: Any, b: Any) -> Any:
+    """Division always yields a float, as in Tremor; dividing by zero is an error."""
+    if _is_num(a) and _is_num(b):
+        if b == 0:
+            fail("division by zero")
+        return float(a) / float(b)
+    _bad_operands("/", a, b)
+
+
+def mod(a: Any, b: Any) -> Any:
+    """Remainder with the sign of the dividend (Rust's `%`), integers only."""
+    if type(a) is int and type(b) is int:
+        if b == 0:
+            fail("division by zero")
+        r = abs(a) % abs(b)
+        return -r if a < 0 else r
+    if _is_num(a) and _is_num(b):
+        if b == 0:
+            fail("division by zero")
+        return math.fmod(a, b)
+    _bad_operands("%", a, b)
+
+
+def neg(a: Any) -> Any:
+    if type(a) is int:
+        return check_int(-a)
+    if type(a) is float:
+        return -a
+    fail(f"cannot negate {type_name(a)}")
+
+
+def pos(a: Any) -> Any:
+    if _is_num(a):
+        return a
+    fail(f"cannot apply unary '+' to {type_name(a)}")
+
+
+def not_(a: Any) -> bool:
+    if type(a) is bool:
+        return not a
+    fail(f"'not' expects a bool, got {type_name(a)}")
+
+
+def bit_not(a: Any) -> Any:
+    """`!`: logical not on bools, bitwise complement on integers."""
+    if type(a) is bool:
+        return not a
+    if type(a) is int:
+        return ~a
+    fail(f"'!' expects a bool or an integer, got {type_name(a)}")
+
+
+def _ints_or_bools(op: str, a: Any, b: Any) -> bool:
+    ta, tb = type(a), type(b)
+    if ta is int and tb is int:
+        return False
+    if ta is bool and tb is bool:
+        return True
+    _bad_operands(op, a, b)
+
+
+def bit_and(a: Any, b: Any) -> Any:
+    return (a and b) if _ints_or_bools("&", a, b) else a & b
+
+
+def bit_or(a: Any, b: Any) -> Any:
+    return (a or b) if _ints_or_bools("|", a, b) else a | b
+
+
+def bit_xor(a: Any, b: Any) -> Any:
+    return (a != b) if _ints_or_bools("^", a, b) else a ^ b
+
+
+def _shift_amount(op: str, a: Any, b: Any) -> int:
+    if type(a) is not int or type(b) is not int:
+        _bad_operands(op, a, b)
+    if not 0 <= b < 64:
+        fail(f"shift amount {b} out of range 0..63")
+    return int(b)
+
+
+def shl(a: Any, b: Any) -> int:
+    n = _shift_amount("<<", a, b)
+    r = (a << n) & 0xFFFF_FFFF_FFFF_FFFF
+    return r - 2**64 if a < 0 and r >= 2**63 else r
+
+
+def shr(a: Any, b: Any) -> int:
+    """Arithmetic (sign-preserving) right shift."""
+    return int(a >> _shift_amount(">>", a, b))
+
+
+def ushr(a: Any, b: Any) -> int:
+    """Logical right shift over the 64-bit two's complement representation."""
+    n = _shift_amount(">>>", a, b)
+    return (a & 0xFFFF_FFFF_FFFF_FFFF) >> n
+
+
+# ---------------------------------------------------------------- boolean logic
+
+
+def expect_bool(value: Any, op: str) -> bool:
+    if type(value) is bool:
+        return value
+    fail(f"'{op}' expects bool operands, got {type_name(value)}")
+
+
+def bool_operand(value: Any) -> bool:
+    """An operand of `and`/`or` or a `when` guard: it must be a bool."""
+    if type(value) is bool:
+        return value
+    fail(f"expected a bool, got {type_name(value)}")
+
+
+def xor(a: Any, b: Any) -> bool:
+    return expect_bool(a, "xor") != expect_bool(b, "xor")
+
+
+# ---------------------------------------------------------------- equality and ordering
+
+
+def eq(a: Any, b: Any) -> bool:
+    """Deep equality where bools are not numbers and 1 == 1.0."""
+    ta, tb = type(a), type(b)
+    if ta is tb:
+        if ta is dict:
+            return a.keys() == b.keys() and all(eq(v, b[k]) for k, v in a.items())
+        if ta is list:
+            return len(a) == len(b) and all(eq(x, y) for x, y in zip(a, b, strict=True))
+        return bool(a == b)
+    if (ta is int and tb is float) or (ta is float and tb is int):
+        return bool(a == b)
+    return False
+
+
+def ne(a: Any, b: Any) -> bool:
+    return not eq(a, b)
+
+
+def _orderable(op: str, a: Any, b: Any) -> None:
+    if _is_num(a) and _is_num(b):
+        return
+    ta = type(a)
+    if ta is type(b) and ta in (str, list, bool):
+        return
+    _bad_operands(op, a, b)
+
+
+def lt(a: Any, b: Any) -> bool:
+    _orderable("<", a, b)
+    return bool(a < b)
+
+
+def le(a: Any, b: Any) -> bool:
+    _orderable("<=", a, b)
+    return bool(a <= b)
+
+
+def gt(a: Any, b: Any) -> bool:
+    _orderable(">", a, b)
+    return bool(a > b)
+
+
+def ge(a: Any, b: Any) -> bool:
+    _orderable(">=", a, b)
+    return bool(a >= b)
+
+
+BINARY = {
+    "+": add,
+    "-": sub,
+    "*": mul,
+    "/": div,
+    "%": mod,
+    "&": bit_and,
+    "|": bit_or,
+    "^": bit_xor,
+    "<<": shl,
+    ">>": shr,
+    ">>>": ushr,
+    "==": eq,
+    "!=": ne,
+    "<": lt,
+    "<=": le,
+    ">": gt,
+    ">=": ge,
+    "xor": xor,
+}
+UNARY = {"-": neg, "+": pos, "not": not_, "!": bit_not}
+
+
+# ---------------------------------------------------------------- access
+
+
+def get_key(value: Any, key: Any) -> Any:
+    """`value.key` / `value["key"]`: missing keys are errors (guard with `present`)."""
+    if type(value) is dict:
+        try:
+            return value[key]
+        except KeyError:
+            fail(f"trying to access a non-existing key `{key}`")
+    fail(f"trying to access key `{key}` of {a_type(value)}, not a record")
+
+
+def get_index(value: Any, index: Any) -> Any:
+    """`value[i]` for arrays (integer index) or `value["k"]` for records."""
+    if type(index) is str:
+        return get_key(value, index)
+    if type(index) is not int:
+        fail(f"an index must be an integer or a string, got {type_name(index)}")
+    if type(value) is list:
+        if 0 <= index < len(value):
+            return value[index]
+        fail(f"array index {index} out of bounds (length {len(value)})")
+    fail(f"trying to index {a_type(value)} with an integer, not an array")
+
+
+def get_range(value: Any, start: Any, end: Any) -> Any:
+    """`value[start:end]`: a sub-array (or sub-string), end exclusive."""
+    if type(start) is not int or type(end) is not int:
+        fail("range bounds must be integers")
+    if type(value) not in (list, str):
+        fail(f"trying to slice {a_type(value)}, not an array")
+    if not 0 <= start <= end <= len(value):
+        fail(f"range {start}:{end} out of bounds (length {len(value)})")
+    return value[start:end]
+
+
+def lookup(value: Any, key: Any) -> Any:
+    """Like `get_index` but returns MISSING instead of failing (for `present`)."""
+    if type(key) is str:
+        return value.get(key, MISSING) if type(value) is dict else MISSING
+    if type(key) is int and type(value) is list and 0 <= key < len(value):
+        return value[key]
+    return MISSING
+
+
+# ---------------------------------------------------------------- strings
+
+
+def to_text(value: Any) -> str:
+    """How a value appears inside an interpolated string: strings verbatim, others as JSON."""
+    if type(value) is str:
+        return value
+    return orjson.dumps(value).decode()
+
+
+def interpolate(*parts: Any) -> str:
+    return "".join(p if type(p) is str else to_text(p) for p in parts)
+
+
+# ---------------------------------------------------------------- records
+
+
+def copy_value(value: Any) -> Any:
+    """A deep copy of containers (Tremor values are values, never shared references)."""
+    t = type(value)
+    if t is dict:
+        return {k: copy_value(v) for k, v in value.items()}
+    if t is list:
+        return [copy_value(v) for v in value]
+    return value
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7396 merge: records merge key by key, null removes, anything else replaces."""
+    if type(patch) is not dict:
+        return copy_value(patch)
+    out = dict(target) if type(target) is dict else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+def merge_expr(target: Any, value: Any) -> Any:
+    """`merge target of value end`: both sides must be records."""
+    if type(target) is not dict or type(value) is not dict:
+        fail(f"merge needs two records, got {type_name(target)} and {type_name(value)}")
+    return merge(target, value)
+
+
+def _patch_key(key: Any, op: str) -> str:
+    if type(key) is not str:
+        fail(f"patch '{op}' needs a string key, got {type_name(key)}")
+    return key
+
+
+def patch_start(target: Any) -> dict[str, Any]:
+    if type(target) is not dict:
+        fail(f"patch needs a record, got {type_name(target)}")
+    return dict(target)
+
+
+def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
+    """Apply one patch operation to `rec` (a private copy of the patched record)."""
+    if key is None:
+        if type(value) is not dict:
+            fail(f"patch '{op} =>' needs a record, got {type_name(value)}")
+        if op == "merge":
+            merged = merge(rec, value)
+            rec.clear()
+            rec.update(merged)
+        else:  # default
+            for k, v in value.items():
+                rec.setdefault(k, v)
+        return
+    k = _patch_key(key, op)
+    if op == "insert":
+        if k in rec:
+            fail(f"patch insert: key `{k}` already exists")
+        rec[k] = value
+    elif op == "upsert":
+        rec[k] = value
+    elif op == "update":
+        if k not in rec:
+            fail(f"patch update: key `{k}` does not exist")
+        rec[k] = value
+    elif op == "erase":
+        rec.pop(k, None)
+    elif op == "merge":
+        rec[k] = merge(rec.get(k), value) if type(value) is dict else value
+    elif op == "default":
+        rec.setdefault(k, value)
+    elif op in ("copy", "move"):
+        dest = _patch_key(value, op)
+        if k not in rec:
+            fail(f"patch {op}: key `{k}` does not exist")
+        rec[dest] = copy_value(rec[k])
+        if op == "move" and dest != k:
+            del rec[k]
+    else:  # pragma: no cover - the parser only produces the ops above
+        fail(f"unknown patch operation {op}")
+
+
+# ---------------------------------------------------------------- iteration
+
+
+def items_of(value: Any) -> Any:
+    """(key, value) pairs for `for`: index/element for arrays, key/value for records."""
+    if type(value) is list:
+        return enumerate(value)
+    if type(value) is dict:
+        return list(value.items())
+    fail(f"'for' needs an array or a record, got {type_name(value)}")
+
+
+def set_path(container: Any, keys: list[Any], value: Any) -> Any:
+    """Assign `value` at `keys` inside `container` (creating records on the way); returns the root."""
+    if not keys:
+        return value
+    if container is None:
+        container = {}
+    node = container
+    for i, key in enumerate(keys):
+        last = i == len(keys) - 1
+        if type(node) is dict and type(key) is str:
+            if last:
+                node[key] = value
+            else:
+                nxt = node.get(key)
+                if nxt is None:
+                    nxt = node[key] = {}
+                node = nxt
+        elif type(node) is list and type(key) is int:
+            if not 0 <= key < len(node):
+                fail(f"array index {key} out of bounds (length {len(node)})")
+            if last:
+                node[key] = value
+            else:
+                node = node[key]
+        else:
+            fail(f"cannot assign to key `{key}` of {a_type(node)}")
+    return container

@@ -1,0 +1,64 @@
+"""The operator and window kinds Trickle knows, with the `with` parameters each accepts.
+
+The checker validates `define operator`/`define window` against this table so a
+typo in a kind or a parameter is reported at compile time with a hint, instead
+of failing when the pipeline starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OperatorKind:
+    """An operator kind: its accepted/required config keys, output ports, and whether it keeps state."""
+
+    name: str
+    params: frozenset[str] = frozenset()
+    required: frozenset[str] = frozenset()
+    outputs: tuple[str, ...] = ("out", "err")
+    stateful: bool = False
+    # A config key whose list value names extra output ports (qos::roundrobin `outputs`).
+    port_param: str | None = None
+
+
+OPERATORS: dict[str, OperatorKind] = {
+    op.name: op
+    for op in (
+        OperatorKind("passthrough"),
+        OperatorKind("generic::counter", stateful=True),
+        OperatorKind("generic::batch", frozenset({"count", "timeout"}), frozenset({"count"}), stateful=True),
+        OperatorKind("grouper::bucket", outputs=("out", "err", "overflow"), stateful=True),
+        OperatorKind("qos::roundrobin", frozenset({"outputs"}), stateful=True, port_param="outputs"),
+        OperatorKind(
+            "qos::backpressure",
+            frozenset({"timeout", "steps", "method"}),
+            frozenset({"timeout"}),
+            outputs=("out", "err", "overflow"),
+            stateful=True,
+        ),
+        OperatorKind(
+            "qos::percentile",
+            frozenset({"timeout", "step_up", "step_down"}),
+            frozenset({"timeout"}),
+            outputs=("out", "err", "overflow"),
+            stateful=True,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class WindowKind:
+    name: str
+    params: frozenset[str] = field(
+        default_factory=lambda: frozenset({"size", "interval", "max_groups", "emit_empty_windows"})
+    )
+
+
+WINDOW_KINDS: dict[str, WindowKind] = {"tumbling": WindowKind("tumbling")}
+
+# Ports every select/stream/script node has; scripts may also `emit => "port"` to any name.
+DEFAULT_INPUTS = ("in",)
+DEFAULT_OUTPUTS = ("out", "err")

@@ -1,0 +1,321 @@
+"""Parsing Trickle into `trickle.ast` statements (expressions parsed by tremor-script).
+
+The grammar imports the expression rules from script.lark; lark prefixes the
+imported rules' dependencies with `script__`, and `merge_transformers` routes
+those to the script transformer, so one parse yields both statement and
+expression ASTs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.tree import Meta
+from lark.visitors import merge_transformers
+
+from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.graph import SourceExpr
+from contraflow.lang.trickle import ast
+from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
+
+GRAMMAR_DIR = Path(__file__).resolve().parent.parent / "grammar"
+
+# Rules script.lark exports under their own names; the combined transformer must answer to them.
+SCRIPT_EXPORTS = ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "STRING", "INT", "FLOAT")
+
+
+@cache
+def grammar(name: str) -> Lark:
+    """The LALR parser for `grammar/<name>.lark`, built once per process."""
+    path = GRAMMAR_DIR / f"{name}.lark"
+    # `cache=True` keeps the parse tables in the temp dir (lark re-validates imported grammars),
+    # so a `contraflow check` does not rebuild them on every run.
+    return Lark.open(str(path), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+
+
+def delegate(target: Transformer, source: Transformer, names: Iterable[str]) -> None:
+    """Make `target` answer for `names` with `source`'s callbacks (rules imported by name)."""
+    for name in names:
+        method = getattr(source, name, None)
+        if callable(method):
+            setattr(target, name, method)
+
+
+def token_pos(source: SourceText, token: Token) -> Position:
+    return source.position(token.line or 1, token.column or 1, len(token.value))
+
+
+def meta_pos(source: SourceText, meta: Meta) -> Position:
+    """Position of a rule's match; underline to the end of its first line."""
+    if getattr(meta, "empty", True):
+        return source.position(1, 1)
+    length = meta.end_pos - meta.start_pos if meta.end_line == meta.line else 0
+    if length <= 0:
+        length = max(1, len(source.line(meta.line)) - meta.column + 1)
+    return source.position(meta.line, meta.column, length)
+
+
+# Keywords whose construct is closed by `end`; the innermost still open names the missing `end`.
+_END_OPENERS = frozenset({"match", "for", "patch", "merge", "fn", "flow", "pipeline", "script", "with"})
+_BRACKETS = {"(": "')'", "[": "']'", "{": "'}'", "%{": "'}'", "%[": "']'", "%(": "')'"}
+
+
+def syntax_error(source: SourceText, err: UnexpectedInput, parser: Lark) -> LangError:
+    """A lark error as a LangError: what was found, and what was expected (or left open) as the hint."""
+    line, column = max(1, err.line or 1), max(1, err.column or 1)
+    if isinstance(err, UnexpectedCharacters):
+        char = source.line(line)[column - 1 : column] or "?"
+        return LangError(
+            f"syntax error: unexpected character '{char}'",
+            source.position(line, column),
+            source,
+            "check for a stray character or an unclosed string",
+        )
+    expected = set(getattr(err, "accepts", None) or getattr(err, "expected", None) or ())
+    hint = _open_construct_hint(err, expected) or _expected_hint(expected, parser)
+    token = getattr(err, "token", None)
+    if isinstance(err, UnexpectedEOF) or (token is not None and token.type == "$END"):
+        last = max(1, len(source.text.rstrip().splitlines()))
+        return LangError(
+            "syntax error: unexpected end of input",
+            source.position(last, len(source.line(last)) + 1),
+            source,
+            hint,
+        )
+    assert token is not None
+    return LangError(
+        f"syntax error: unexpected '{token.value}'",
+        source.position(line, column, max(1, len(str(token.value)))),
+        source,
+        hint,
+    )
+
+
+def _open_construct_hint(err: UnexpectedInput, expected: set[str]) -> str:
+    """'expected 'end' to close the 'script' started at 3:5' when that is what is missing."""
+    parser_state = getattr(getattr(err, "interactive_parser", None), "parser_state", None)
+    stack = getattr(parser_state, "value_stack", [])
+    short = {name.rsplit("__", 1)[-1] for name in expected}
+    for item in reversed(stack):
+        if not isinstance(item, Token):
+            continue
+        if item.value in _END_OPENERS and "END" in short:
+            return f"expected 'end' to close the '{item.value}' started at {item.line}:{item.column}"
+        if item.value in _BRACKETS:
+            closer = _BRACKETS[item.value]
+            return f"expected {closer} to close the '{item.value}' started at {item.line}:{item.column}"
+    return ""
+
+
+def _expected_hint(expected: set[str], parser: Lark) -> str:
+    words = sorted({describe_token(name, parser) for name in expected if not name.startswith("__")})
+    if not words:
+        return ""
+    if len(words) > 8:
+        words = words[:8] + ["..."]
+    return "expected " + ", ".join(words)
+
+
+class TrickleTransformer(Transformer):
+    """Builds `trickle.ast` nodes; expression subtrees are handled by the merged script transformer."""
+
+    def __init__(self, source: SourceText) -> None:
+        super().__init__()
+        self.source = source
+        self.script: Transformer | None = None
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        """Rules of the imported script grammar that it handles generically (operators...)."""
+        if self.script is not None and "script__" in str(data):
+            return self.script.__default__(data, children, meta)
+        return super().__default__(data, children, meta)
+
+    # --- helpers -----------------------------------------------------------------------------
+
+    def _name(self, token: Token) -> ast.Name:
+        return ast.Name(str(token), token_pos(self.source, token))
+
+    def _pos(self, meta: Meta) -> Position:
+        return meta_pos(self.source, meta)
+
+    def _text(self, meta: Meta) -> str:
+        return self.source.text[meta.start_pos : meta.end_pos]
+
+    # --- module level ------------------------------------------------------------------------
+
+    def start(self, children: list[Any]) -> list[ast.Statement]:
+        return list(children[0])
+
+    def pipeline_stmts(self, children: list[Any]) -> list[ast.Statement]:
+        return list(children)
+
+    @v_args(meta=True)
+    def use_stmt(self, meta: Meta, children: list[Any]) -> ast.UseStmt:
+        path, alias = children
+        return ast.UseStmt(path, self._name(alias) if alias is not None else None, self._pos(meta))
+
+    @v_args(meta=True)
+    def mod_path(self, meta: Meta, children: list[Token]) -> ast.ModPath:
+        return ast.ModPath(tuple(self._name(t) for t in children), self._pos(meta))
+
+    @v_args(meta=True)
+    def script_const(self, meta: Meta, children: list[Any]) -> ast.ScriptItem:
+        return self._script_item("const", meta, children[0])
+
+    @v_args(meta=True)
+    def script_fn(self, meta: Meta, children: list[Any]) -> ast.ScriptItem:
+        return self._script_item("fn", meta, children[0])
+
+    def _script_item(self, kind: Any, meta: Meta, node: Any) -> ast.ScriptItem:
+        return ast.ScriptItem(kind, item_name(node), node, self._text(meta), self._pos(meta))
+
+    @v_args(meta=True)
+    def sexpr(self, meta: Meta, children: list[Any]) -> SourceExpr:
+        return SourceExpr(self._text(meta), children[0], self._pos(meta))
+
+    @v_args(meta=True)
+    def script_body(self, meta: Meta, children: list[Any]) -> SourceExpr:
+        return SourceExpr(self._text(meta), children[0], self._pos(meta))
+
+    # --- select ------------------------------------------------------------------------------
+
+    @v_args(meta=True)
+    def select_stmt(self, meta: Meta, children: list[Any]) -> ast.SelectStmt:
+        target, source, windows, where, group, into, having = children
+        return ast.SelectStmt(target, source, windows or [], where, group, into, having, self._pos(meta))
+
+    @v_args(meta=True)
+    def stream_ref(self, meta: Meta, children: list[Token]) -> ast.StreamRef:
+        port = self._name(children[1]) if len(children) > 1 else None
+        return ast.StreamRef(self._name(children[0]), port, self._pos(meta))
+
+    def window_list(self, children: list[Token]) -> list[ast.Name]:
+        return [self._name(t) for t in children]
+
+    def where_clause(self, children: list[Any]) -> SourceExpr:
+        return children[0]
+
+    having_clause = where_clause
+
+    def group_clause(self, children: list[Any]) -> ast.GroupClause:
+        return children[0]
+
+    def group_set(self, children: list[Any]) -> ast.GroupClause:
+        return ast.GroupClause("set", items=list(children))
+
+    def group_each(self, children: list[Any]) -> ast.GroupClause:
+        return ast.GroupClause("each", expr=children[0])
+
+    def group_expr(self, children: list[Any]) -> ast.GroupClause:
+        return ast.GroupClause("expr", expr=children[0])
+
+    # --- definitions -------------------------------------------------------------------------
+
+    @v_args(meta=True)
+    def define_window(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
+        name, kind, args, params, script = children
+        return ast.DefineWindow(
+            self._name(name), self._name(kind), args or [], params or [], script, self._pos(meta)
+        )
+
+    @v_args(meta=True)
+    def define_window_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
+        kind, name, *rest = children
+        return self.define_window(meta, [name, kind, *rest])
+
+    @v_args(meta=True)
+    def define_operator(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
+        name, kind, args_with = children
+        args, params = args_with or ([], [])
+        return ast.DefineOperator(self._name(name), kind, args, params, self._pos(meta))
+
+    @v_args(meta=True)
+    def define_operator_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
+        kind, name, args_with = children
+        return self.define_operator(meta, [name, kind, args_with])
+
+    @v_args(meta=True)
+    def define_script(self, meta: Meta, children: list[Any]) -> ast.DefineScript:
+        name, args, state, body = children
+        return ast.DefineScript(self._name(name), args or [], state, body, self._pos(meta))
+
+    @v_args(meta=True)
+    def define_pipeline(self, meta: Meta, children: list[Any]) -> ast.DefinePipeline:
+        name, inputs, outputs, args, body = children
+        return ast.DefinePipeline(self._name(name), inputs, outputs, args or [], body, self._pos(meta))
+
+    def from_ports(self, children: list[Any]) -> list[ast.Name]:
+        return children[0]
+
+    into_ports = from_ports
+
+    def port_list(self, children: list[Token]) -> list[ast.Name]:
+        return [self._name(t) for t in children]
+
+    def state_clause(self, children: list[Any]) -> SourceExpr:
+        return children[0]
+
+    script_clause = state_clause
+
+    def def_args(self, children: list[Any]) -> list[ast.ArgDecl]:
+        return [c for c in children if c is not None]
+
+    def arg_decl(self, children: list[Any]) -> ast.ArgDecl:
+        return ast.ArgDecl(self._name(children[0]), children[1])
+
+    def with_clause(self, children: list[Any]) -> list[ast.Assignment]:
+        return children[0]
+
+    with_end = with_clause
+
+    def assignments(self, children: list[Any]) -> list[ast.Assignment]:
+        return [c for c in children if c is not None]
+
+    def assignment(self, children: list[Any]) -> ast.Assignment:
+        return ast.Assignment(self._name(children[0]), children[1])
+
+    def args_with_end(self, children: list[Any]) -> tuple[list[ast.ArgDecl], list[ast.Assignment]]:
+        return (children[0] or [], children[1] or [])
+
+    @v_args(meta=True)
+    def create_stmt(self, meta: Meta, children: list[Any]) -> ast.CreateStmt:
+        kind, alias, target, params = children
+        return ast.CreateStmt(kind, self._name(alias), target, params or [], self._pos(meta))
+
+    def create_kind(self, children: list[Token]) -> str:
+        return str(children[0])
+
+
+def combined_transformer(base: Transformer, source: SourceText, prefix: str = "") -> Transformer:
+    """`base` plus the script transformer, answering both for `script__*` rules and exported names."""
+    script = script_transformer(source)
+    merge_transformers(base, script=script)
+    if isinstance(base, TrickleTransformer):
+        base.script = script
+    delegate(base, script, SCRIPT_EXPORTS)
+    return base
+
+
+def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
+    """Parse `source` with grammar `name`; syntax errors become LangError with caret and hint."""
+    try:
+        tree = grammar(name).parse(source.text)
+    except UnexpectedInput as err:
+        raise syntax_error(source, err, grammar(name)) from None
+    try:
+        return transformer.transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, LangError):
+            raise err.orig_exc from None
+        raise
+
+
+def parse_trickle(source: SourceText) -> ast.Query:
+    """Parse a `.trickle` file (one pipeline body)."""
+    transformer = combined_transformer(TrickleTransformer(source), source)
+    return ast.Query(parse_with("trickle", source, transformer), source.name)

@@ -1,0 +1,76 @@
+"""Tumbling windows: checking `define window` and the tilt frames a select chains them into."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contraflow.lang.errors import Position
+from contraflow.lang.graph import WindowSpec
+from contraflow.lang.trickle import ast
+from contraflow.lang.trickle.binding import bind_args, evaluate_params
+from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
+from contraflow.lang.trickle.kinds import WINDOW_KINDS
+
+Params = dict[str, tuple[ast.Assignment, Any]]
+
+
+def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) -> WindowSpec | None:
+    """A window's parameters, checked: a known kind and exactly one of `size`/`interval`."""
+    kind = WINDOW_KINDS.get(stmt.kind.value)
+    if kind is None:
+        diag.unknown("window kind", stmt.kind.value, stmt.kind.pos, WINDOW_KINDS)
+        return None
+    args = bind_args(diag, f"window '{stmt.name.value}'", stmt.args, [], env, stmt.name)
+    params = evaluate_params(diag, stmt.params, {**env, "args": args})
+    unknown = [key for key in params if key not in kind.params]
+    for key in unknown:
+        diag.error(
+            f"unknown parameter '{key}' for {kind.name} window",
+            params[key][0].name.pos,
+            did_you_mean(key, kind.params),
+        )
+    spec = WindowSpec(
+        stmt.name.value,
+        kind.name,
+        size=_positive_int(diag, params, "size"),
+        interval_ns=_positive_int(diag, params, "interval"),
+        max_groups=_positive_int(diag, params, "max_groups"),
+        emit_empty_windows=bool(params["emit_empty_windows"][1]) if "emit_empty_windows" in params else False,
+        script=stmt.script,
+    )
+    if not unknown and "size" not in params and "interval" not in params:
+        diag.error(
+            f"window '{stmt.name.value}' needs `size` (events) or `interval` (nanoseconds)",
+            stmt.name.pos,
+            "e.g. `with size = 100 end` or `with interval = nanos::from_seconds(1) end`",
+        )
+    elif "size" in params and "interval" in params:
+        diag.error(
+            f"window '{stmt.name.value}' sets both `size` and `interval`",
+            params["interval"][0].name.pos,
+            "a tumbling window closes by event count or by time, not both",
+        )
+    return spec
+
+
+def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.Name, WindowSpec]]) -> None:
+    """Tilt frames feed each window's output into the next, so all must count events or all time."""
+    for (_, first), (name, second) in zip(frames, frames[1:], strict=False):
+        if (first.size is None) != (second.size is None):
+            diag.error(
+                f"window '{second.name}' cannot follow '{first.name}' in a tilt frame",
+                name.pos,
+                "chained windows must all be count-based (`size`) or all time-based (`interval`)",
+            )
+
+
+def _positive_int(diag: Diagnostics, params: Params, key: str) -> int | None:
+    if key not in params:
+        return None
+    assign, value = params[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        if value is not None:
+            at: Position = assign.value.position or assign.name.pos
+            diag.error(f"window `{key}` must be a positive integer, got {value!r}", at)
+        return None
+    return value

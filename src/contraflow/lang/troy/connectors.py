@@ -1,0 +1,90 @@
+"""Checking and storing the `with` settings of a connector definition.
+
+`codec`, `preprocessors`, `postprocessors`, `config`, `reconnect` and
+`metrics_interval_s` each have a shape and (for plugins) a set of known names;
+a wrong one is reported at the value, with a hint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contraflow.lang.errors import Position
+from contraflow.lang.graph import ConnectorSpec, PluginRef
+from contraflow.lang.trickle import ast as tast
+from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
+from contraflow.lang.troy.kinds import CODECS, CONNECTOR_PARAMS, POSTPROCESSORS, PREPROCESSORS
+
+
+class ConnectorSettings:
+    """Validating and storing one `with` key of a connector definition."""
+
+    def __init__(self, diag: Diagnostics) -> None:
+        self.diag = diag
+
+    def apply(self, spec: ConnectorSpec, key: str, assign: tast.Assignment, value: Any) -> None:
+        name = assign.name
+        at = assign.value.position or name.pos  # problems with a value point at the value
+        if key not in CONNECTOR_PARAMS:
+            self.diag.error(
+                f"unknown connector setting '{key}'", name.pos, did_you_mean(key, CONNECTOR_PARAMS)
+            )
+        elif key == "codec":
+            spec.codec = self._plugin(value, CODECS, "codec", at)
+        elif key in ("preprocessors", "postprocessors"):
+            known = PREPROCESSORS if key == "preprocessors" else POSTPROCESSORS
+            items = value if isinstance(value, list) else None
+            if items is None:
+                self.diag.error(f"`{key}` must be an array, got {_type(value)}", at)
+                return
+            refs = [self._plugin(item, known, key[:-1], at) for item in items]
+            setattr(spec, key, [r for r in refs if r is not None])
+        elif key == "config":
+            if isinstance(value, dict):
+                spec.config = value
+            elif value is not None:
+                self.diag.error(f"`config` must be a record, got {_type(value)}", at)
+        elif key == "reconnect":
+            self._reconnect(spec, value, at)
+        elif key == "metrics_interval_s":
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                self.diag.error("`metrics_interval_s` must be a positive number of seconds", at)
+            else:
+                spec.metrics_interval_s = float(value)
+
+    def _plugin(self, value: Any, known: frozenset[str], what: str, at: Position) -> PluginRef | None:
+        """`"json"` or `{"name": "json", "config": {...}}`, with the name checked."""
+        config: Any = {}
+        if isinstance(value, dict):
+            plugin_name, config = value.get("name"), value.get("config", {})
+        else:
+            plugin_name = value
+        if not isinstance(plugin_name, str) or not isinstance(config, dict):
+            self.diag.error(
+                f"invalid {what}: {value!r}",
+                at,
+                f'write "{sorted(known)[0]}" or {{"name": "{sorted(known)[0]}", "config": {{...}}}}',
+            )
+            return None
+        if plugin_name not in known:
+            self.diag.unknown(what, plugin_name, at, known)
+            return None
+        return PluginRef(plugin_name, config)
+
+    def _reconnect(self, spec: ConnectorSpec, value: Any, at: Position) -> None:
+        if value == "none" or value is None:
+            spec.reconnect = None
+        elif isinstance(value, dict) and set(value) <= {"retry", "none"}:
+            spec.reconnect = value
+        else:
+            self.diag.error(
+                "invalid `reconnect`",
+                at,
+                '`"none"` or {"retry": {"interval_ms": 1000, "growth_rate": 2, "max_retries": 3}}',
+            )
+
+
+def _type(value: Any) -> str:
+    return {dict: "a record", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )

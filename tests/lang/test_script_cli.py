@@ -1,0 +1,81 @@
+"""`contraflow script FILE.tremor [--state]` run as a real subprocess, as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _run(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(SRC))
+    return subprocess.run(
+        [sys.executable, "-m", "contraflow", "script", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:
+    script = tmp_path / "count.tremor"
+    script.write_text(
+        "let state = match state of case null => 1 default => state + 1 end;\n"
+        'match event of case %{ alert == true } => emit event => "alerts" case %{ skip == true } => drop '
+        'default => {"n": state, "event": event} end\n'
+    )
+    lines = '{"a": 1}\n{"alert": true}\n\n{"skip": true}\n[2]\n'
+    proc = _run([str(script), "--state"], lines, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    assert out == [
+        {"n": 1, "event": {"a": 1}},
+        {"$port": "alerts", "event": {"alert": True}},
+        {"$dropped": True},
+        {"n": 4, "event": [2]},
+        {"$state": 4},
+    ]
+
+
+def test_without_state_each_event_starts_from_null(tmp_path: Path) -> None:
+    script = tmp_path / "s.tremor"
+    script.write_text("state")
+    proc = _run([str(script)], "1\n2\n", tmp_path)
+    assert proc.stdout.splitlines() == ["null", "null"]
+
+
+def test_bad_json_and_runtime_errors_report_line_numbers_and_continue(tmp_path: Path) -> None:
+    script = tmp_path / "s.tremor"
+    script.write_text("event.a")
+    proc = _run([str(script)], '{"a": 1}\nnot json\n{}\n{"a": 3}\n', tmp_path)
+    assert proc.returncode == 1
+    out = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    assert out[0] == 1 and out[3] == 3
+    assert out[1]["$error"].startswith("invalid JSON")
+    assert "non-existing key `a`" in out[2]["$error"]
+    assert "error: line 2: invalid JSON" in proc.stderr
+    assert "error: line 3: trying to access a non-existing key `a`" in proc.stderr
+
+
+def test_syntax_error_is_one_clean_message_with_caret(tmp_path: Path) -> None:
+    script = tmp_path / "bad.tremor"
+    script.write_text("match event of\n  case 1 => 2\n")
+    proc = _run([str(script)], "", tmp_path)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "bad.tremor:2:14: unexpected end of script" in proc.stderr
+    assert "hint: expected 'end' to close the 'match' started at 1:1" in proc.stderr
+
+
+def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
+    proc = _run([str(tmp_path / "nope.tremor")], "", tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: cannot read")
