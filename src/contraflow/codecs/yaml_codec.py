@@ -1,0 +1,57 @@
+"""The `yaml` codec, on PyYAML's safe (libyaml when present) loader and dumper.
+
+Only plain values come out: timestamps are left as strings (YAML 1.1 would
+otherwise turn `2020-01-01` into a `date` no pipeline or JSON codec expects);
+`!!binary` maps to `bytes` both ways. Each frame is one YAML document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from contraflow.codecs.codec import Codec
+from contraflow.codecs.config import load_options
+from contraflow.codecs.errors import CodecError
+from contraflow.codecs.options import NoOptions
+
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+class PlainLoader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """The safe loader minus implicit timestamps, so dates stay strings."""
+
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+    }
+
+
+class YamlCodec(Codec):
+    name = "yaml"
+    mime_types = ("application/yaml", "application/x-yaml", "text/yaml")
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any]) -> YamlCodec:
+        load_options(NoOptions, raw, kind="codec", name=cls.name)
+        return cls()
+
+    def decode(self, data: bytes) -> Any:
+        try:
+            return yaml.load(data, Loader=PlainLoader)  # noqa: S506 - PlainLoader is a SafeLoader
+        except yaml.YAMLError as err:
+            raise CodecError("yaml", " ".join(str(err).split())) from None
+
+    def encode(self, value: Any) -> bytes:
+        try:
+            out: bytes = yaml.dump(
+                value, Dumper=_BaseDumper, encoding="utf-8", allow_unicode=True, sort_keys=False
+            )
+        except yaml.YAMLError as err:
+            raise CodecError("yaml", f"cannot encode value: {err}") from None
+        return out
