@@ -27,7 +27,7 @@ class CsvCodec(Codec):
 
     def __init__(self) -> None:
         self._out = io.StringIO()
-        self._writer = csv.writer(self._out, lineterminator="\n")
+        self._writer = csv.writer(self._out, lineterminator="\r\n")  # quotes fields holding \r or \n
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> CsvCodec:
@@ -51,7 +51,7 @@ class CsvCodec(Codec):
         out.seek(0)
         out.truncate()
         self._writer.writerow([self._field(item) for item in value])
-        return utf8("csv", out.getvalue()[:-1])
+        return utf8("csv", out.getvalue()[:-2])
 
     @staticmethod
     def _field(item: Any) -> str:

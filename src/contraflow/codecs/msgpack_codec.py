@@ -38,7 +38,9 @@ class MsgpackCodec(Codec):
         try:
             return msgpack.unpackb(data, raw=False, ext_hook=_reject_extension)
         except (ValueError, TypeError, msgpack.UnpackException) as err:
-            raise CodecError("msgpack", str(err) or type(err).__name__) from None
+            raise CodecError(
+                "msgpack", str(err) or f"invalid MessagePack data ({type(err).__name__})"
+            ) from None
 
     def encode(self, value: Any) -> bytes:
         try:

@@ -1,0 +1,73 @@
+"""Bad data: every codec raises `CodecError` naming itself and the reason, never another exception."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contraflow.codecs import CODECS, CodecError, codec
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "reason"),
+    [
+        ("json", b'{"a": ', "unexpected end of data"),
+        ("json", b"[1, 2] x", "unexpected content after document"),
+        ("json", b"", "empty document"),
+        ("string", b"ok \xff\xfe", "invalid UTF-8 at byte 3"),
+        ("csv", b"a,\xff", "invalid UTF-8 at byte 2"),
+        ("msgpack", b"\x92\x01", "incomplete"),
+        ("msgpack", b"\x01\x02", "extra data"),
+        ("msgpack", b"\xd4\x05\x00", "unsupported MessagePack extension type 5"),
+        ("msgpack", b"\xc1", "invalid MessagePack data (FormatError)"),
+        ("yaml", b"a: [1, 2", "did not find expected ',' or ']'"),
+        ("yaml", b"key: value\n- item", "did not find expected key"),
+    ],
+)
+def test_corrupt_input_raises_codec_error_with_reason(name: str, data: bytes, reason: str) -> None:
+    with pytest.raises(CodecError) as caught:
+        codec(name).decode(data)
+    err = caught.value
+    assert err.codec == name and err.name == name and err.kind == "codec"
+    assert reason in err.reason
+    assert str(err).startswith(f"codec {name!r}: ")
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+@given(data=st.binary(max_size=64))
+def test_no_input_crashes_a_decoder(name: str, data: bytes) -> None:
+    try:
+        codec(name).decode(data)
+    except CodecError as err:
+        assert err.codec == name
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("json", {1: "int key"}, "cannot encode value"),
+        ("json", 2**70, "cannot encode value"),
+        ("json", object(), "cannot encode value"),
+        ("msgpack", object(), "cannot encode value"),
+        ("msgpack", 2**70, "cannot encode value"),
+        ("yaml", object(), "cannot encode value"),
+        ("csv", {"not": "an array"}, "only arrays can be encoded as a CSV line, got dict"),
+        ("string", "lone surrogate \ud800", "cannot encode string as UTF-8 at index 15"),
+        ("binary", object(), "cannot encode value"),
+    ],
+)
+def test_unencodable_values_raise_codec_error(name: str, value: Any, reason: str) -> None:
+    with pytest.raises(CodecError) as caught:
+        codec(name).encode(value)
+    assert caught.value.codec == name
+    assert reason in caught.value.reason
+
+
+def test_msgpack_packer_recovers_after_a_failed_encode() -> None:
+    msgpack = codec("msgpack")
+    with pytest.raises(CodecError):
+        msgpack.encode([1, object()])
+    assert msgpack.decode(msgpack.encode([1, 2])) == [1, 2]
