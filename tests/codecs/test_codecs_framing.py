@@ -28,14 +28,22 @@ def test_separate_frames_do_not_depend_on_chunking(
     assert run(preprocessors(separate(max_length=0)), split_at(stream, cuts)) == (expected, [])
 
 
-@given(lines=LINES, cuts=CUTS)
+@given(lines=LINES, cuts=CUTS, limit=st.integers(min_value=1, max_value=40))
 def test_separate_drops_exactly_the_overlong_frames_however_chunked(
-    lines: list[bytes], cuts: list[int]
+    lines: list[bytes], cuts: list[int], limit: int
 ) -> None:
     stream = b"".join(line + b"\n" for line in lines)
-    frames, errors = run(preprocessors(separate(max_length=10)), split_at(stream, cuts))
-    assert frames == [line for line in lines if len(line) <= 10]
-    assert len(errors) == sum(len(line) > 10 for line in lines)
+    frames, errors = run(preprocessors(separate(max_length=limit)), split_at(stream, cuts))
+    assert frames == [line for line in lines if len(line) <= limit]
+    assert len(errors) == sum(len(line) > limit for line in lines)
+
+
+@given(chunks=st.lists(st.binary(max_size=60), max_size=8), limit=st.integers(min_value=1, max_value=20))
+def test_separate_unbuffered_splits_each_chunk_on_its_own(chunks: list[bytes], limit: int) -> None:
+    expected = [frame for chunk in chunks for frame in chunk.split(b"\n")]
+    frames, errors = run(preprocessors(separate(buffered=False, max_length=limit)), chunks)
+    assert frames == [frame for frame in expected if len(frame) <= limit]
+    assert len(errors) == sum(len(frame) > limit for frame in expected)
 
 
 def test_separate_reports_overlong_frames_and_keeps_the_good_ones() -> None:
