@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -169,3 +170,25 @@ def test_each_chain_is_fresh_state() -> None:
     assert first.process(b"half") == []
     assert second.process(b"other\n") == [b"other"]
     assert first.process(b" line\n") == [b"half line"]
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+def test_codecs_pickle_as_their_configuration(name: str) -> None:
+    """Spark ships codecs to worker processes: a copy must work and keep its config."""
+    original = codec(name)
+    copy = pickle.loads(pickle.dumps(original))
+    assert type(copy) is type(original) and copy.options == original.options
+    value = (
+        ["a", "b"]
+        if name == "csv"
+        else ("text" if name == "string" else b"raw" if name == "binary" else {"k": [1, 2.5]})
+    )
+    assert copy.decode(copy.encode(value)) == value
+
+
+def test_processors_pickle_with_their_options() -> None:
+    post = postprocessors([{"name": "compress", "config": {"algorithm": "zstd", "level": 5}}]).stages[0]
+    copy = pickle.loads(pickle.dumps(post))
+    assert copy.options == post.options and copy.options.level == 5
+    sorted_json = pickle.loads(pickle.dumps(codec({"name": "json", "config": {"mode": "sorted"}})))
+    assert sorted_json.encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'

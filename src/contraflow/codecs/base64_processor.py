@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import binascii
-from collections.abc import Mapping
-from typing import Any
 
-from contraflow.codecs.config import load_options
-from contraflow.codecs.options import NoOptions
 from contraflow.codecs.processor import Postprocessor, Preprocessor
 
 
 class Base64Preprocessor(Preprocessor):
     name = "base64"
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> Base64Preprocessor:
-        load_options(NoOptions, raw, kind=cls.kind, name=cls.name)
-        return cls()
 
     def process(self, data: bytes) -> list[bytes]:
         try:
@@ -28,11 +19,6 @@ class Base64Preprocessor(Preprocessor):
 
 class Base64Postprocessor(Postprocessor):
     name = "base64"
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> Base64Postprocessor:
-        load_options(NoOptions, raw, kind=cls.kind, name=cls.name)
-        return cls()
 
     def process(self, data: bytes) -> list[bytes]:
         return [binascii.b2a_base64(data, newline=False)]

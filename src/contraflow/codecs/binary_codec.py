@@ -6,24 +6,16 @@ UTF-8 bytes, and any other value as its JSON text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import load_options
 from contraflow.codecs.json_codec import json_dumps
-from contraflow.codecs.options import NoOptions
 from contraflow.codecs.string_codec import utf8
 
 
 class BinaryCodec(Codec):
     name = "binary"
     mime_types = ("application/octet-stream",)
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> BinaryCodec:
-        load_options(NoOptions, raw, kind="codec", name=cls.name)
-        return cls()
 
     def decode(self, data: bytes) -> bytes:
         return data if type(data) is bytes else bytes(data)

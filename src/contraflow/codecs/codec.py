@@ -11,11 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+from contraflow.codecs.config import Configured
 
-class Codec(ABC):
+
+class Codec(Configured, ABC):
     """Decodes one frame into a value and encodes one value into one frame."""
 
-    name: ClassVar[str]
+    kind = "codec"
     mime_types: ClassVar[tuple[str, ...]] = ()
     """Content types this codec speaks, for connectors (HTTP) that negotiate by `Content-Type`."""
 

@@ -8,9 +8,7 @@ the algorithm's range.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from contraflow.codecs.compression import (
     ALGORITHMS,
@@ -20,7 +18,7 @@ from contraflow.codecs.compression import (
     Algorithm,
     detect,
 )
-from contraflow.codecs.config import BadValue, load_options
+from contraflow.codecs.config import BadValue
 from contraflow.codecs.processor import Postprocessor, Preprocessor
 
 AUTODETECT = "autodetect"
@@ -63,14 +61,13 @@ class CompressOptions:
 class DecompressPreprocessor(Preprocessor):
     name = "decompress"
 
+    Options = DecompressOptions
+    options: DecompressOptions
+
     def __init__(self, options: DecompressOptions | None = None) -> None:
-        self.options = options or DecompressOptions()
+        super().__init__(options)
         algorithm = self.options.algorithm
         self._forced: Algorithm | None = None if algorithm == AUTODETECT else ALGORITHMS[algorithm]
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> DecompressPreprocessor:
-        return cls(load_options(DecompressOptions, raw, kind=cls.kind, name=cls.name))
 
     def process(self, data: bytes) -> list[bytes]:
         algorithm = self._forced or detect(data)
@@ -87,15 +84,14 @@ class DecompressPreprocessor(Preprocessor):
 class CompressPostprocessor(Postprocessor):
     name = "compress"
 
+    Options = CompressOptions
+    options: CompressOptions
+
     def __init__(self, options: CompressOptions) -> None:
-        self.options = options
+        super().__init__(options)
         algorithm = ALGORITHMS[str(options.algorithm)]
         level = algorithm.default_level if options.level is None else options.level
         self._compress = algorithm.make_compressor(level)
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> CompressPostprocessor:
-        return cls(load_options(CompressOptions, raw, kind=cls.kind, name=cls.name))
 
     def process(self, data: bytes) -> list[bytes]:
         return [self._compress(data)]

@@ -12,7 +12,8 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, Union
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self, TypeVar, Union
 
 from contraflow.codecs.errors import ConfigError, unknown
 
@@ -22,6 +23,34 @@ Spec = str | Mapping[str, Any]
 _SPEC_KEYS = ("name", "config")
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """For codecs and processors that take no config: any key given is reported as unknown."""
+
+
+class Configured:
+    """A codec or processor built from an options dataclass (`Options`).
+
+    `from_config` validates a raw Troy config into `Options`; instances pickle
+    as their options (Spark ships codecs to worker processes), never as their
+    buffers or precompiled state, which `__init__` rebuilds.
+    """
+
+    name: ClassVar[str]
+    kind: ClassVar[str]
+    Options: ClassVar[type[Any]] = NoOptions
+
+    def __init__(self, options: Any = None) -> None:
+        self.options = self.Options() if options is None else options
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any]) -> Self:
+        return cls(load_options(cls.Options, raw, kind=cls.kind, name=cls.name))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.options,))
 
 
 class BadValue(ValueError):

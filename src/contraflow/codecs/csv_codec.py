@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Mapping
 from typing import Any
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import load_options
+from contraflow.codecs.config import NoOptions
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.json_codec import json_dumps
-from contraflow.codecs.options import NoOptions
 from contraflow.codecs.string_codec import utf8
 
 
@@ -25,14 +23,10 @@ class CsvCodec(Codec):
     name = "csv"
     mime_types = ("text/csv",)
 
-    def __init__(self) -> None:
+    def __init__(self, options: NoOptions | None = None) -> None:
+        super().__init__(options)
         self._out = io.StringIO()
         self._writer = csv.writer(self._out, lineterminator="\r\n")  # quotes fields holding \r or \n
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> CsvCodec:
-        load_options(NoOptions, raw, kind="codec", name=cls.name)
-        return cls()
 
     def decode(self, data: bytes) -> list[str]:
         try:

@@ -8,14 +8,13 @@ of byte values, the way Tremor writes binary data into JSON.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import BadValue, load_options
+from contraflow.codecs.config import BadValue
 from contraflow.codecs.errors import CodecError
 
 MODES = ("sorted", "unsorted")
@@ -49,13 +48,12 @@ class JsonCodec(Codec):
     name = "json"
     mime_types = ("application/json",)
 
-    def __init__(self, options: JsonOptions | None = None) -> None:
-        self.options = options or JsonOptions()
-        self._option = orjson.OPT_SORT_KEYS if self.options.mode == "sorted" else 0
+    Options = JsonOptions
+    options: JsonOptions
 
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> JsonCodec:
-        return cls(load_options(JsonOptions, raw, kind="codec", name=cls.name))
+    def __init__(self, options: JsonOptions | None = None) -> None:
+        super().__init__(options)
+        self._option = orjson.OPT_SORT_KEYS if self.options.mode == "sorted" else 0
 
     def decode(self, data: bytes) -> Any:
         try:

@@ -10,11 +10,9 @@ as it streams by, which keeps the framing of the frames after it intact.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from contraflow.codecs.config import BadValue, load_options
+from contraflow.codecs.config import BadValue
 from contraflow.codecs.errors import CodecError, FrameErrors
 from contraflow.codecs.processor import Postprocessor, Preprocessor
 
@@ -36,18 +34,17 @@ class LengthPrefixedOptions:
 class LengthPrefixedPreprocessor(Preprocessor):
     name = "length-prefixed"
 
+    Options = LengthPrefixedOptions
+    options: LengthPrefixedOptions
+
     def __init__(self, options: LengthPrefixedOptions | None = None) -> None:
-        self.options = options or LengthPrefixedOptions()
+        super().__init__(options)
         header = struct.Struct(_FORMATS[self.options.length_bytes])
         self._unpack_from = header.unpack_from
         self._header = header.size
         self._max = self.options.max_length
         self._buffer = bytearray()  # an incomplete frame (prefix and part of its body)
         self._skip = 0  # body bytes of a rejected oversized frame still to drop
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> LengthPrefixedPreprocessor:
-        return cls(load_options(LengthPrefixedOptions, raw, kind=cls.kind, name=cls.name))
 
     def process(self, data: bytes) -> list[bytes]:
         if self._skip:
@@ -106,16 +103,15 @@ class LengthPrefixedPostprocessor(Postprocessor):
 
     name = "length-prefixed"
 
+    Options = LengthPrefixedOptions
+    options: LengthPrefixedOptions
+
     def __init__(self, options: LengthPrefixedOptions | None = None) -> None:
-        self.options = options or LengthPrefixedOptions()
+        super().__init__(options)
         self._pack = struct.Struct(_FORMATS[self.options.length_bytes]).pack
         self._largest = 256**self.options.length_bytes - 1
         if self.options.max_length:
             self._largest = min(self._largest, self.options.max_length)
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> LengthPrefixedPostprocessor:
-        return cls(load_options(LengthPrefixedOptions, raw, kind=cls.kind, name=cls.name))
 
     def process(self, data: bytes) -> list[bytes]:
         if len(data) > self._largest:

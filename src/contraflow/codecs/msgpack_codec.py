@@ -7,15 +7,13 @@ a decode error rather than an opaque object leaking into pipelines.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import msgpack
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import load_options
+from contraflow.codecs.config import NoOptions
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.options import NoOptions
 
 
 def _reject_extension(code: int, data: bytes) -> Any:
@@ -26,13 +24,9 @@ class MsgpackCodec(Codec):
     name = "msgpack"
     mime_types = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
 
-    def __init__(self) -> None:
+    def __init__(self, options: NoOptions | None = None) -> None:
+        super().__init__(options)
         self._packer = msgpack.Packer(use_bin_type=True)
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> MsgpackCodec:
-        load_options(NoOptions, raw, kind="codec", name=cls.name)
-        return cls()
 
     def decode(self, data: bytes) -> Any:
         try:

@@ -9,16 +9,13 @@ framing state such as a half-received line lives on the instance.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
 
+from contraflow.codecs.config import Configured
 from contraflow.codecs.errors import CodecError
 
 
-class Processor(ABC):
+class Processor(Configured, ABC):
     """One stage of a pre- or postprocessor chain."""
-
-    name: ClassVar[str]
-    kind: ClassVar[str]
 
     @abstractmethod
     def process(self, data: bytes) -> list[bytes]:

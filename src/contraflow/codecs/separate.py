@@ -15,11 +15,9 @@ slices, and only a frame that straddles chunks is copied (joined once).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from contraflow.codecs.config import BadValue, load_options
+from contraflow.codecs.config import BadValue
 from contraflow.codecs.errors import CodecError, FrameErrors
 from contraflow.codecs.processor import Postprocessor, Preprocessor
 
@@ -56,18 +54,17 @@ class SeparatorOptions:
 class SeparatePreprocessor(Preprocessor):
     name = "separate"
 
+    Options = SeparateOptions
+    options: SeparateOptions
+
     def __init__(self, options: SeparateOptions | None = None) -> None:
-        self.options = options or SeparateOptions()
+        super().__init__(options)
         self._sep = _separator_byte(self.options.separator)
         self._max = self.options.max_length
         self._buffered = self.options.buffered
         self._pending: list[bytes] = []  # fragments of the frame not yet ended by a separator
         self._pending_len = 0
         self._skipping = False  # inside an overlong frame: drop bytes up to the next separator
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> SeparatePreprocessor:
-        return cls(load_options(SeparateOptions, raw, kind=cls.kind, name=cls.name))
 
     def process(self, data: bytes) -> list[bytes]:
         parts = data.split(self._sep)
@@ -156,13 +153,12 @@ class SeparatePostprocessor(Postprocessor):
 
     name = "separate"
 
-    def __init__(self, options: SeparatorOptions | None = None) -> None:
-        self.options = options or SeparatorOptions()
-        self._sep = _separator_byte(self.options.separator)
+    Options = SeparatorOptions
+    options: SeparatorOptions
 
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> SeparatePostprocessor:
-        return cls(load_options(SeparatorOptions, raw, kind=cls.kind, name=cls.name))
+    def __init__(self, options: SeparatorOptions | None = None) -> None:
+        super().__init__(options)
+        self._sep = _separator_byte(self.options.separator)
 
     def process(self, data: bytes) -> list[bytes]:
         return [data + self._sep]

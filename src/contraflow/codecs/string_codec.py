@@ -6,24 +6,16 @@ value as its JSON text (so a record sent through `string` still arrives readable
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import load_options
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.json_codec import json_dumps
-from contraflow.codecs.options import NoOptions
 
 
 class StringCodec(Codec):
     name = "string"
     mime_types = ("text/plain", "text/html")
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> StringCodec:
-        load_options(NoOptions, raw, kind="codec", name=cls.name)
-        return cls()
 
     def decode(self, data: bytes) -> str:
         try:

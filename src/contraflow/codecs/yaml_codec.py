@@ -7,15 +7,12 @@ otherwise turn `2020-01-01` into a `date` no pipeline or JSON codec expects);
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import load_options
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.options import NoOptions
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -35,11 +32,6 @@ class PlainLoader(_BaseLoader):  # type: ignore[valid-type,misc]
 class YamlCodec(Codec):
     name = "yaml"
     mime_types = ("application/yaml", "application/x-yaml", "text/yaml")
-
-    @classmethod
-    def from_config(cls, raw: Mapping[str, Any]) -> YamlCodec:
-        load_options(NoOptions, raw, kind="codec", name=cls.name)
-        return cls()
 
     def decode(self, data: bytes) -> Any:
         try:
