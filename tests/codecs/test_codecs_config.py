@@ -28,8 +28,10 @@ def config_error(build: Any, spec: Any) -> ConfigError:
 
 def test_the_issue_names_are_registered() -> None:
     assert set(CODECS) == {"json", "string", "binary", "msgpack", "csv", "yaml"}
-    assert set(PREPROCESSORS) == {"separate", "length-prefixed", "base64", "decompress"}
-    assert set(POSTPROCESSORS) == {"separate", "length-prefixed", "base64", "compress"}
+    assert set(PREPROCESSORS) >= {"separate", "length-prefixed", "base64", "decompress"}
+    assert set(POSTPROCESSORS) >= {"separate", "length-prefixed", "base64", "compress"}
+    assert set(PREPROCESSORS) - set(POSTPROCESSORS) == {"decompress", "remove-empty"}
+    assert set(POSTPROCESSORS) - set(PREPROCESSORS) == {"compress"}
 
 
 def test_specs_accept_a_name_or_a_record_with_optional_config() -> None:

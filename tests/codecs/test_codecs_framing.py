@@ -204,3 +204,40 @@ def test_chain_stacks_stages_in_order_both_ways() -> None:
 def test_empty_chain_passes_chunks_through() -> None:
     assert preprocessors([]).process(b"as is") == [b"as is"]
     assert postprocessors(None).process(b"as is") == [b"as is"]
+
+
+def test_remove_empty_drops_blank_frames() -> None:
+    pre = preprocessors(["separate", "remove-empty"])
+    assert pre.process(b"a\n\n\nb\n\n") == [b"a", b"b"]
+
+
+@given(frames=FRAMES, cuts=CUTS)
+def test_textual_length_prefixed_round_trip_however_chunked(frames: list[bytes], cuts: list[int]) -> None:
+    post = postprocessors(["textual-length-prefixed"])
+    stream = b"".join(wire for frame in frames for wire in post.process(frame))
+    assert run(preprocessors(["textual-length-prefixed"]), split_at(stream, cuts)) == (frames, [])
+
+
+def test_textual_length_prefixed_is_rfc5425_octet_counting() -> None:
+    assert postprocessors(["textual-length-prefixed"]).process(b"<34>1 - msg") == [b"11 <34>1 - msg"]
+    assert postprocessors(["textual-length-prefixed"]).process(b"") == [b"0 "]
+    pre = preprocessors(["textual-length-prefixed"])
+    assert pre.process(b"3 abc5\thello0 2 h") == [b"abc", b"hello", b""]
+    assert pre.process(b"i") == [b"hi"]
+
+
+def test_textual_length_prefixed_rejects_a_prefix_that_is_not_a_number() -> None:
+    pre = preprocessors(["textual-length-prefixed"])
+    with pytest.raises(FrameErrors) as caught:
+        pre.process(b"2 ok<34> no length")
+    assert caught.value.frames == [b"ok"]
+    assert str(caught.value.errors[0]) == (
+        "preprocessor 'textual-length-prefixed': expected a length in ASCII digits and a space, "
+        "got b'<34>'; buffer dropped"
+    )
+    assert pre.process(b"2 ok") == [b"ok"]
+    with pytest.raises(FrameErrors, match="got b'1111111111"):
+        pre.process(b"1" * 30)
+    with pytest.raises(FrameErrors, match="stream ended inside a frame"):
+        pre.process(b"5 abc")
+        pre.finish()

@@ -17,8 +17,13 @@ from contraflow.codecs.json_codec import JsonCodec
 from contraflow.codecs.length_prefixed import LengthPrefixedPostprocessor, LengthPrefixedPreprocessor
 from contraflow.codecs.msgpack_codec import MsgpackCodec
 from contraflow.codecs.processor import Processor
+from contraflow.codecs.remove_empty import RemoveEmptyPreprocessor
 from contraflow.codecs.separate import SeparatePostprocessor, SeparatePreprocessor
 from contraflow.codecs.string_codec import StringCodec
+from contraflow.codecs.textual_length_prefixed import (
+    TextualLengthPrefixedPostprocessor,
+    TextualLengthPrefixedPreprocessor,
+)
 from contraflow.codecs.yaml_codec import YamlCodec
 
 Factory = Callable[[Mapping[str, Any]], Any]
@@ -29,7 +34,14 @@ CODECS: dict[str, Factory] = {
 }
 PREPROCESSORS: dict[str, Factory] = {
     cls.name: cls.from_config
-    for cls in (SeparatePreprocessor, LengthPrefixedPreprocessor, Base64Preprocessor, DecompressPreprocessor)
+    for cls in (
+        SeparatePreprocessor,
+        LengthPrefixedPreprocessor,
+        Base64Preprocessor,
+        DecompressPreprocessor,
+        RemoveEmptyPreprocessor,
+        TextualLengthPrefixedPreprocessor,
+    )
 }
 POSTPROCESSORS: dict[str, Factory] = {
     cls.name: cls.from_config
@@ -38,6 +50,7 @@ POSTPROCESSORS: dict[str, Factory] = {
         LengthPrefixedPostprocessor,
         Base64Postprocessor,
         CompressPostprocessor,
+        TextualLengthPrefixedPostprocessor,
     )
 }
 
