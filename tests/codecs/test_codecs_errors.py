@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contraflow.codecs import CODECS, CodecError, codec
+from contraflow.codecs import CODECS, CodecError, ConfigError, FrameErrors, codec
 
 
 @pytest.mark.parametrize(
@@ -71,3 +72,27 @@ def test_msgpack_packer_recovers_after_a_failed_encode() -> None:
     with pytest.raises(CodecError):
         msgpack.encode([1, object()])
     assert msgpack.decode(msgpack.encode([1, 2])) == [1, 2]
+
+
+def test_errors_survive_pickling_across_processes() -> None:
+    err = CodecError("json", "unexpected end of data")
+    copy = pickle.loads(pickle.dumps(err))
+    assert (type(copy), copy.name, copy.reason, copy.kind, str(copy)) == (
+        CodecError,
+        "json",
+        "unexpected end of data",
+        "codec",
+        str(err),
+    )
+    frames = FrameErrors([b"good"], [CodecError("separate", "too long", kind="preprocessor")])
+    copy_frames = pickle.loads(pickle.dumps(frames))
+    assert copy_frames.frames == [b"good"] and str(copy_frames) == str(frames)
+    assert copy_frames.errors[0].kind == "preprocessor"
+    config = ConfigError("unknown codec 'x'", kind="codec", name="x", valid=["json"])
+    copy_config = pickle.loads(pickle.dumps(config))
+    assert (str(copy_config), copy_config.kind, copy_config.name, copy_config.valid) == (
+        "unknown codec 'x'",
+        "codec",
+        "x",
+        ("json",),
+    )

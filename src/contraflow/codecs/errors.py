@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from difflib import get_close_matches
+from functools import partial
+from typing import Any
 
 from contraflow.errors import UserError
 
@@ -30,6 +32,10 @@ class ConfigError(UserError):
         self.name = name
         self.key = key
         self.valid = tuple(valid)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        rebuild = partial(type(self), kind=self.kind, name=self.name, key=self.key, valid=self.valid)
+        return (rebuild, (str(self),))
 
 
 def unknown(what: str, given: str, valid: Iterable[str]) -> str:
@@ -55,6 +61,10 @@ class CodecError(Exception):
         """The codec or processor name (alias of `name`, the word the runtime's err events use)."""
         return self.name
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Errors cross process boundaries (Spark workers): pickle by fields, not by message."""
+        return (partial(type(self), kind=self.kind), (self.name, self.reason))
+
 
 class FrameErrors(CodecError):
     """Some frames of one `process`/`finish` call failed while others succeeded.
@@ -70,3 +80,6 @@ class FrameErrors(CodecError):
         super().__init__(first.name, first.reason + more, kind=first.kind)
         self.frames = frames
         self.errors = errors
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.frames, self.errors))
