@@ -62,7 +62,4 @@ class JsonCodec(Codec):
             raise CodecError("json", str(err)) from None
 
     def encode(self, value: Any) -> bytes:
-        try:
-            return orjson.dumps(value, default=_default, option=self._option)
-        except TypeError as err:
-            raise CodecError("json", f"cannot encode value: {err}") from None
+        return json_dumps(value, "json", self._option)
