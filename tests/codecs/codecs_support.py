@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from contraflow.codecs import FrameErrors
 from contraflow.codecs.chain import Chain
+
+RELAXED = settings(deadline=None)
+"""For property tests: the cores are shared, so a per-example time limit would only add flakiness."""
 
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)

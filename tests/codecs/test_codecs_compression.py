@@ -48,7 +48,7 @@ def test_forced_algorithm_decompresses(algorithm: str) -> None:
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-@settings(max_examples=25)
+@settings(max_examples=25, deadline=None)
 @given(data=st.binary(max_size=300))
 def test_compress_then_autodetect_round_trips(algorithm: str, data: bytes) -> None:
     (wire,) = postprocessors(compress(algorithm)).process(data)

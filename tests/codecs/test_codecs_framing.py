@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from codecs_support import run, split_at
+from codecs_support import RELAXED, run, split_at
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +19,7 @@ def separate(**config: object) -> list[object]:
     return [{"name": "separate", "config": config}]
 
 
+@RELAXED
 @given(lines=LINES, trailing=st.binary(max_size=10).map(lambda b: b.replace(b"\n", b"")), cuts=CUTS)
 def test_separate_frames_do_not_depend_on_chunking(
     lines: list[bytes], trailing: bytes, cuts: list[int]
@@ -28,6 +29,7 @@ def test_separate_frames_do_not_depend_on_chunking(
     assert run(preprocessors(separate(max_length=0)), split_at(stream, cuts)) == (expected, [])
 
 
+@RELAXED
 @given(lines=LINES, cuts=CUTS, limit=st.integers(min_value=1, max_value=40))
 def test_separate_drops_exactly_the_overlong_frames_however_chunked(
     lines: list[bytes], cuts: list[int], limit: int
@@ -38,6 +40,7 @@ def test_separate_drops_exactly_the_overlong_frames_however_chunked(
     assert len(errors) == sum(len(line) > limit for line in lines)
 
 
+@RELAXED
 @given(chunks=st.lists(st.binary(max_size=60), max_size=8), limit=st.integers(min_value=1, max_value=20))
 def test_separate_unbuffered_splits_each_chunk_on_its_own(chunks: list[bytes], limit: int) -> None:
     expected = [frame for chunk in chunks for frame in chunk.split(b"\n")]
@@ -103,6 +106,7 @@ FRAMES = st.lists(st.binary(max_size=40), max_size=12)
 
 
 @pytest.mark.parametrize("length_bytes", [1, 2, 4, 8])
+@RELAXED
 @given(frames=FRAMES, cuts=CUTS)
 def test_length_prefixed_round_trip_however_chunked(
     length_bytes: int, frames: list[bytes], cuts: list[int]
@@ -140,6 +144,7 @@ def test_length_prefixed_stream_ending_inside_a_frame_is_an_error() -> None:
     assert pre.finish() == []
 
 
+@RELAXED
 @given(cuts=CUTS)
 def test_length_prefixed_max_length_skips_the_oversized_body_and_keeps_framing(cuts: list[int]) -> None:
     spec = [{"name": "length-prefixed", "config": {"length_bytes": 2, "max_length": 4}}]
@@ -161,6 +166,7 @@ def test_length_prefixed_postprocessor_rejects_frames_the_prefix_cannot_hold() -
         post.process(b"x" * 256)
 
 
+@RELAXED
 @given(st.binary(max_size=100))
 def test_base64_round_trip(data: bytes) -> None:
     wire = postprocessors(["base64"]).process(data)
@@ -211,6 +217,7 @@ def test_remove_empty_drops_blank_frames() -> None:
     assert pre.process(b"a\n\n\nb\n\n") == [b"a", b"b"]
 
 
+@RELAXED
 @given(frames=FRAMES, cuts=CUTS)
 def test_textual_length_prefixed_round_trip_however_chunked(frames: list[bytes], cuts: list[int]) -> None:
     post = postprocessors(["textual-length-prefixed"])
