@@ -10,10 +10,12 @@ import zlib
 import lz4.frame
 import pytest
 import zstandard
+from codecs_support import split_at
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contraflow.codecs import FrameErrors, postprocessors, preprocessors
+from contraflow.codecs import CodecError, ConfigError, FrameErrors, postprocessors, preprocessors
+from contraflow.codecs.compression import StreamDecompressor
 
 PAYLOAD = b'{"event": "compress me", "n": 1}\n' * 20
 
@@ -106,3 +108,41 @@ def test_decompress_after_length_prefixed_framing() -> None:
     wire = b"".join(post.process(frame)[0] for frame in [b"one", b"two" * 100])
     pre = preprocessors(["length-prefixed", "decompress"])
     assert pre.process(wire[:5]) + pre.process(wire[5:]) == [b"one", b"two" * 100]
+
+
+def stream_through(decompressor: StreamDecompressor, chunks: list[bytes]) -> bytes:
+    return b"".join(decompressor.decompress(chunk) for chunk in chunks) + decompressor.finish()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@settings(max_examples=15, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_stream_decompressor_handles_any_chunking(algorithm: str, cuts: list[int]) -> None:
+    stream = FOREIGN[algorithm] * 2  # two members, as `cat a.gz b.gz` makes
+    assert stream_through(StreamDecompressor(), split_at(stream, cuts)) == PAYLOAD * 2
+    assert stream_through(StreamDecompressor(algorithm), split_at(stream, cuts)) == PAYLOAD * 2
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", b"plain text, not compressed\n"])
+def test_stream_decompressor_passes_plain_streams_through(data: bytes) -> None:
+    assert stream_through(StreamDecompressor(), [data[:2], data[2:]]) == data
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_stream_decompressor_reports_a_truncated_stream_at_finish(algorithm: str) -> None:
+    decompressor = StreamDecompressor()
+    decompressor.decompress(FOREIGN[algorithm][:-4])
+    with pytest.raises(CodecError, match="compressed stream is truncated"):
+        decompressor.finish()
+
+
+def test_stream_decompressor_reports_corrupt_data() -> None:
+    with pytest.raises(CodecError, match="corrupt gzip data"):
+        StreamDecompressor().decompress(FOREIGN["gzip"][:10] + bytes(50))
+    with pytest.raises(CodecError, match="snappy-compressed data is not supported"):
+        StreamDecompressor().decompress(b"\xff\x06\x00\x00sNaPpY")
+
+
+def test_stream_decompressor_rejects_unknown_algorithms() -> None:
+    with pytest.raises(ConfigError, match="unknown compression algorithm 'gz'"):
+        StreamDecompressor("gz")
