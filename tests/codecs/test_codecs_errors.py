@@ -25,6 +25,7 @@ from contraflow.codecs import CODECS, CodecError, ConfigError, FrameErrors, code
         ("msgpack", b"\x01\x02", "extra data"),
         ("msgpack", b"\xd4\x05\x00", "unsupported MessagePack extension type 5"),
         ("msgpack", b"\xc1", "invalid MessagePack data (FormatError)"),
+        ("msgpack", b"\x81\x01\xa1x", "int is not allowed for map key"),
         ("yaml", b"a: [1, 2", "did not find expected ',' or ']'"),
         ("yaml", b"key: value\n- item", "did not find expected key"),
     ],

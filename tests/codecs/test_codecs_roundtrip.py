@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 from codecs_support import FLOATS, I64, RELAXED, SCALARS, TEXT, assert_same, values
 from hypothesis import given
@@ -135,3 +136,8 @@ def test_csv_quotes_fields_with_line_breaks() -> None:
     fields = ["a\rb", "c\nd", "e,f", 'g"h']
     assert csv.encode(fields) == b'"a\rb","c\nd","e,f","g""h"'
     assert csv.decode(csv.encode(fields)) == fields
+
+
+def test_msgpack_timestamps_decode_to_epoch_nanoseconds() -> None:
+    wire = msgpack.packb({"at": msgpack.Timestamp(seconds=1_700_000_000, nanoseconds=5)})
+    assert codec("msgpack").decode(wire) == {"at": 1_700_000_000_000_000_005}

@@ -1,8 +1,10 @@
 """The `msgpack` codec: MessagePack frames to plain values, `bin` to `bytes`.
 
 Strings are decoded as UTF-8 `str` (raw `bin` data as `bytes`), so a value
-round-trips exactly; MessagePack extension types have no plain value and are
-a decode error rather than an opaque object leaking into pipelines.
+round-trips exactly. Timestamps (extension -1) become integer nanoseconds since
+the epoch, the unit Tremor uses for time; other extension types have no plain
+value and are a decode error rather than an opaque object leaking into pipelines.
+Map keys must be strings, as record keys are.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ class MsgpackCodec(Codec):
 
     def decode(self, data: bytes) -> Any:
         try:
-            return msgpack.unpackb(data, raw=False, ext_hook=_reject_extension)
+            return msgpack.unpackb(data, raw=False, timestamp=2, ext_hook=_reject_extension)
         except (ValueError, TypeError, msgpack.UnpackException) as err:
             raise CodecError(
                 "msgpack", str(err) or f"invalid MessagePack data ({type(err).__name__})"
