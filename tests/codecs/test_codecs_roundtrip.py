@@ -119,6 +119,10 @@ def test_csv_decodes_rfc4180_quoting_and_only_the_first_record() -> None:
     assert csv.decode(b"") == []
 
 
+def test_yaml_sets_become_lists() -> None:
+    assert codec("yaml").decode(b"tags: !!set {a, b}\n") == {"tags": ["a", "b"]}
+
+
 def test_yaml_keeps_dates_as_strings() -> None:
     assert codec("yaml").decode(b"day: 2020-01-01\nat: 2001-12-14t21:59:43.10-05:00\n") == {
         "day": "2020-01-01",

@@ -1,8 +1,8 @@
 """The `yaml` codec, on PyYAML's safe (libyaml when present) loader and dumper.
 
 Only plain values come out: timestamps are left as strings (YAML 1.1 would
-otherwise turn `2020-01-01` into a `date` no pipeline or JSON codec expects);
-`!!binary` maps to `bytes` both ways. Each frame is one YAML document.
+otherwise turn `2020-01-01` into a `date` no pipeline or JSON codec expects),
+a `!!set` becomes a list of its members, `!!binary` maps to `bytes` both ways. Each frame is one YAML document.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ class PlainLoader(_BaseLoader):  # type: ignore[valid-type,misc]
         first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
         for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
     }
+
+
+def _set_as_list(loader: yaml.SafeLoader, node: yaml.MappingNode) -> list[Any]:
+    """`!!set` has no plain value (and no JSON form): its members become a list."""
+    return list(loader.construct_mapping(node))
+
+
+PlainLoader.add_constructor("tag:yaml.org,2002:set", _set_as_list)
 
 
 class YamlCodec(Codec):
