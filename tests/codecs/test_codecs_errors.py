@@ -27,7 +27,8 @@ from contraflow.codecs import CODECS, CodecError, ConfigError, FrameErrors, code
         ("msgpack", b"\xc1", "invalid MessagePack data (FormatError)"),
         ("msgpack", b"\x81\x01\xa1x", "int is not allowed for map key"),
         ("yaml", b"a: [1, 2", "did not find expected ',' or ']'"),
-        ("yaml", b"key: value\n- item", "did not find expected key"),
+        ("yaml", b"key: value\n- item", "did not find expected key at line 2, column 1"),
+        ("yaml", b"a: !!python/object:os.system x", "could not determine a constructor for the tag"),
     ],
 )
 def test_corrupt_input_raises_codec_error_with_reason(name: str, data: bytes, reason: str) -> None:

@@ -37,6 +37,17 @@ def _set_as_list(loader: yaml.SafeLoader, node: yaml.MappingNode) -> list[Any]:
 PlainLoader.add_constructor("tag:yaml.org,2002:set", _set_as_list)
 
 
+def _short(err: yaml.YAMLError) -> str:
+    """PyYAML's message without the quoted source: the problem, where, and in what."""
+    if not isinstance(err, yaml.MarkedYAMLError) or err.problem is None:
+        return " ".join(str(err).split())
+    where = ""
+    if err.problem_mark is not None:
+        where = f" at line {err.problem_mark.line + 1}, column {err.problem_mark.column + 1}"
+    context = f" ({err.context})" if err.context else ""
+    return f"{err.problem}{where}{context}"
+
+
 class YamlCodec(Codec):
     name = "yaml"
     mime_types = ("application/yaml", "application/x-yaml", "text/yaml")
@@ -45,7 +56,7 @@ class YamlCodec(Codec):
         try:
             return yaml.load(data, Loader=PlainLoader)  # noqa: S506 - PlainLoader is a SafeLoader
         except yaml.YAMLError as err:
-            raise CodecError("yaml", " ".join(str(err).split())) from None
+            raise CodecError("yaml", _short(err)) from None
 
     def encode(self, value: Any) -> bytes:
         try:
