@@ -1,0 +1,81 @@
+"""Names to implementations: what Troy's `codec`, `preprocessors` and `postprocessors` resolve to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from contraflow.codecs.base64_processor import Base64Postprocessor, Base64Preprocessor
+from contraflow.codecs.binary_codec import BinaryCodec
+from contraflow.codecs.chain import Postprocessors, Preprocessors
+from contraflow.codecs.codec import Codec
+from contraflow.codecs.compress import CompressPostprocessor, DecompressPreprocessor
+from contraflow.codecs.config import Spec, resolve
+from contraflow.codecs.csv_codec import CsvCodec
+from contraflow.codecs.errors import ConfigError
+from contraflow.codecs.json_codec import JsonCodec
+from contraflow.codecs.length_prefixed import LengthPrefixedPostprocessor, LengthPrefixedPreprocessor
+from contraflow.codecs.msgpack_codec import MsgpackCodec
+from contraflow.codecs.processor import Processor
+from contraflow.codecs.remove_empty import RemoveEmptyPreprocessor
+from contraflow.codecs.separate import SeparatePostprocessor, SeparatePreprocessor
+from contraflow.codecs.string_codec import StringCodec
+from contraflow.codecs.textual_length_prefixed import (
+    TextualLengthPrefixedPostprocessor,
+    TextualLengthPrefixedPreprocessor,
+)
+from contraflow.codecs.yaml_codec import YamlCodec
+
+Factory = Callable[[Mapping[str, Any]], Any]
+
+CODECS: dict[str, Factory] = {
+    cls.name: cls.from_config
+    for cls in (JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
+}
+PREPROCESSORS: dict[str, Factory] = {
+    cls.name: cls.from_config
+    for cls in (
+        SeparatePreprocessor,
+        LengthPrefixedPreprocessor,
+        Base64Preprocessor,
+        DecompressPreprocessor,
+        RemoveEmptyPreprocessor,
+        TextualLengthPrefixedPreprocessor,
+    )
+}
+POSTPROCESSORS: dict[str, Factory] = {
+    cls.name: cls.from_config
+    for cls in (
+        SeparatePostprocessor,
+        LengthPrefixedPostprocessor,
+        Base64Postprocessor,
+        CompressPostprocessor,
+        TextualLengthPrefixedPostprocessor,
+    )
+}
+
+
+def codec(spec: Spec) -> Codec:
+    """The codec `spec` names: `"json"` or `{"name": "json", "config": {"mode": "sorted"}}`."""
+    built: Codec = resolve(spec, "codec", CODECS)
+    return built
+
+
+def preprocessors(chain: Sequence[Spec] | None) -> Preprocessors:
+    """A fresh preprocessor chain (one per stream) from a list of names or name/config records."""
+    return Preprocessors(_stages(chain, "preprocessor", PREPROCESSORS))
+
+
+def postprocessors(chain: Sequence[Spec] | None) -> Postprocessors:
+    """A fresh postprocessor chain (one per outgoing stream) from a list of names or records."""
+    return Postprocessors(_stages(chain, "postprocessor", POSTPROCESSORS))
+
+
+def _stages(chain: object, kind: str, registry: Mapping[str, Factory]) -> list[Processor]:
+    if chain is None:
+        return []
+    if isinstance(chain, str | bytes) or not isinstance(chain, Sequence):
+        raise ConfigError(
+            f"{kind}s must be a list of names or records, got {type(chain).__name__} {chain!r}", kind=kind
+        )
+    return [resolve(spec, kind, registry) for spec in chain]
