@@ -32,6 +32,7 @@ wrap the columns in pyarrow arrays without copying:
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 import time
@@ -67,7 +68,7 @@ KEY_NULLS: Final = 0x40
 MAX_BATCH_BYTES: Final = (1 << 31) - 1
 _LITTLE: Final = sys.byteorder == "little"
 
-Buffer = bytes | bytearray | memoryview
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 Headers = Sequence[tuple[str, bytes]]
 
 

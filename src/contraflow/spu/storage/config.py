@@ -21,23 +21,28 @@ FlushMode = Literal["every_batch", "bytes", "interval", "never"]
 Isolation = Literal["committed", "uncommitted"]
 
 
-def validate_topic_name(name: str) -> str:
-    """Kafka's rules: 1-249 chars of [A-Za-z0-9._-], not "." or ".."."""
+def validate_name(name: str, kind: str = "topic") -> str:
+    """Kafka's topic rules, also used for consumer names (they become paths):
+    1-249 chars of [A-Za-z0-9._-], not "." or ".."."""
     if not name:
-        raise InvalidTopicNameError("invalid topic name: it is empty")
+        raise InvalidTopicNameError(f"invalid {kind} name: it is empty")
     if len(name) > MAX_TOPIC_NAME:
         raise InvalidTopicNameError(
-            f"invalid topic name {name[:20]!r}...: {len(name)} characters (at most {MAX_TOPIC_NAME})"
+            f"invalid {kind} name {name[:20]!r}...: {len(name)} characters (at most {MAX_TOPIC_NAME})"
         )
     if name in (".", ".."):
-        raise InvalidTopicNameError(f"invalid topic name {name!r}: '.' and '..' are reserved")
+        raise InvalidTopicNameError(f"invalid {kind} name {name!r}: '.' and '..' are reserved")
     if not _TOPIC_CHARS.fullmatch(name):
         bad = sorted({c for c in name if not _TOPIC_CHARS.fullmatch(c)})
         raise InvalidTopicNameError(
-            f"invalid topic name {name!r}: character(s) {''.join(bad)!r} not allowed "
+            f"invalid {kind} name {name!r}: character(s) {''.join(bad)!r} not allowed "
             "(use letters, digits, '.', '_' and '-')"
         )
     return name
+
+
+def validate_topic_name(name: str) -> str:
+    return validate_name(name, "topic")
 
 
 @dataclass(frozen=True)
