@@ -159,6 +159,17 @@ class Segment:
             pos += header.total_size
         return ScanOutcome(pos, None)
 
+    def verify(self) -> tuple[str | None, int]:
+        """CRC-check every batch without touching the indexes: (error or None, position)."""
+        pos, expected = 0, self.base_offset
+        while pos < self.size:
+            header, error = self._check_at(pos, expected)
+            if header is None:
+                return error, pos
+            pos += header.total_size
+            expected = header.next_offset
+        return None, pos
+
     def _check_at(self, pos: int, expected_offset: int) -> tuple[BatchHeader | None, str]:
         if self.size - pos < HEADER_SIZE:
             return None, f"torn batch header ({self.size - pos} bytes left)"
