@@ -20,7 +20,9 @@ def read_all(part: Partition, start: int = 0, isolation: str = "uncommitted") ->
             return out
         for view in result.batches:
             batch = decode_batch(view)
-            out += [(o, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True) if o >= offset]
+            out += [
+                (o, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True) if o >= offset
+            ]
         offset = result.next_offset
 
 

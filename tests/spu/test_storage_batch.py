@@ -106,4 +106,7 @@ def test_records_skip_below_start_offset() -> None:
     raw = bytearray(encode_batch([b"a", b"b", b"c"], keys=[b"k", None, b"m"], timestamps=[1, 2, 3]))
     stamp(raw, 10)
     records = list(decode_batch(raw).records(start_offset=11))
-    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [(11, None, b"b", 2), (12, b"m", b"c", 3)]
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (11, None, b"b", 2),
+        (12, b"m", b"c", 3),
+    ]

@@ -188,7 +188,11 @@ def test_clean_reopen_keeps_everything(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("policy", "syncs_each_append"),
-    [(FlushPolicy.every_batch(), True), (FlushPolicy.never(), False), (FlushPolicy.every_bytes(10_000), False)],
+    [
+        (FlushPolicy.every_batch(), True),
+        (FlushPolicy.never(), False),
+        (FlushPolicy.every_bytes(10_000), False),
+    ],
 )
 def test_flush_policies(tmp_path: Path, policy: FlushPolicy, syncs_each_append: bool) -> None:
     part = make(tmp_path, TopicConfig(flush=policy))

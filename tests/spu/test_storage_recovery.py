@@ -25,9 +25,7 @@ def open_partition(directory: Path) -> Partition:
     return Partition(directory, "t", 0, CONFIG)
 
 
-batches_strategy = st.lists(
-    st.lists(st.binary(max_size=60), min_size=1, max_size=8), min_size=1, max_size=30
-)
+batches_strategy = st.lists(st.lists(st.binary(max_size=60), min_size=1, max_size=8), min_size=1, max_size=30)
 
 
 @given(

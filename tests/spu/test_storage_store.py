@@ -157,7 +157,9 @@ def test_concurrent_appends_share_fsyncs(tmp_path: Path) -> None:
             t.join()
         appends = threads_n * per_thread
         assert len(results) == appends
-        assert sorted(o for first, last in results for o in range(first, last + 1)) == list(range(3 * appends))
+        assert sorted(o for first, last in results for o in range(first, last + 1)) == list(
+            range(3 * appends)
+        )
         assert part.stats.appends == appends
         assert 0 < part.stats.fsyncs < appends
         assert part.high_watermark == 3 * appends
