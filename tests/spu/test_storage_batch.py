@@ -32,7 +32,7 @@ def test_round_trip_with_every_codec(codec: Compression) -> None:
     batch = decode_batch(encode_batch(values, keys, headers, [30, 10, 20], compression=codec), verify=True)
     assert batch.header.compression is codec
     assert [bytes(v) for v in batch.values()] == values
-    assert [None if k is None else bytes(k) for k in batch.keys()] == keys
+    assert [None if k is None else bytes(k) for k in batch.keys()] == keys  # noqa: SIM118 (not a dict)
     assert batch.headers() == headers
     assert batch.timestamps() == [30, 10, 20]
     assert (batch.header.first_timestamp, batch.header.max_timestamp) == (30, 30)
