@@ -16,7 +16,11 @@ import click
 from contraflow import __version__
 from contraflow.errors import UserError
 
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "topic": "contraflow.spu.commands:topic",
+    "produce": "contraflow.spu.commands:produce",
+    "consume": "contraflow.spu.commands:consume",
+}
 
 
 class LazyGroup(click.Group):
