@@ -16,7 +16,9 @@ import click
 from contraflow import __version__
 from contraflow.errors import UserError
 
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "spu": "contraflow.spu.server_commands:spu",
+}
 
 
 class LazyGroup(click.Group):
