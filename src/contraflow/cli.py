@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "topic": "contraflow.spu.commands:topic",
     "produce": "contraflow.spu.commands:produce",
     "consume": "contraflow.spu.commands:consume",
+    "spu": "contraflow.spu.server_commands:spu",
 }
 
 
