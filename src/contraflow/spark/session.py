@@ -62,10 +62,24 @@ def _local_network_conf(master: str) -> dict[str, str]:
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
-def _point_python_workers_at_this_interpreter() -> None:
-    """Spark starts Python workers with $PYSPARK_PYTHON; without it they may never connect back."""
+def _point_python_workers_at_this_interpreter(master: str) -> None:
+    """Local Python workers must run this interpreter and import this very contraflow.
+
+    Spark starts them with $PYSPARK_PYTHON (without it they may never connect
+    back) and the JVM's environment, so the directory this package was imported
+    from goes first on their PYTHONPATH: a source checkout then behaves the same
+    as an installed package.
+    """
+    import contraflow
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if is_local_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        package_root = str(Path(contraflow.__file__).resolve().parent.parent)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if package_root not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, paths)])
 
 
 def package_zip(target_dir: Path) -> Path:
@@ -96,7 +110,7 @@ def session(
     master = master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     root.mkdir(parents=True, exist_ok=True)
-    _point_python_workers_at_this_interpreter()
+    _point_python_workers_at_this_interpreter(master)
     builder = SparkSession.builder
     for key, value in (base_conf(master, root) | {k: str(v) for k, v in conf.items()}).items():
         builder = builder.config(key, value)

@@ -244,19 +244,70 @@ def encode_batch(
         raise ValueError(f"{len(keys)} keys for {count} values")
     if headers is not None and len(headers) != count:
         raise ValueError(f"{len(headers)} header lists for {count} values")
-    codec = Compression.parse(compression)
     first_ts, max_ts, ts_deltas = _timestamps(timestamps, count)
-    attributes = int(codec)
-    parts: list[bytes | array[int]] = [ts_deltas, _le(array("i", range(count))), _pad(4 * count)]
+    attributes = 0
+    key_parts: list[bytes | array[int]] = []
     if keys is not None:
-        flags, key_parts = _key_column(keys)
-        attributes |= flags
-        parts += key_parts
-    parts += _binary_column(values)
+        attributes, key_parts = _key_column(keys)
+    header_parts: list[bytes | array[int]] = []
     if headers is not None and any(headers):
         attributes |= HAS_HEADERS
-        parts += _binary_column([msgpack.packb(list(h)) for h in headers])
-    body = b"".join(parts)
+        header_parts = _binary_column([msgpack.packb(list(h)) for h in headers])
+    return assemble_batch(
+        count,
+        [ts_deltas, *_offset_deltas(count), *key_parts, *_binary_column(values), *header_parts],
+        attributes,
+        (first_ts, max_ts),
+        compression,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        producer_id=producer_id,
+    )
+
+
+def encode_binary_column(
+    value_offsets: Buffer,
+    value_data: Buffer,
+    count: int,
+    compression: Compression | str | None = Compression.NONE,
+    *,
+    producer_id: int = -1,
+) -> bytes:
+    """Encode a batch from a ready binary column (int32 little-endian offsets[N+1]
+    starting at 0, then the data): what an Arrow BinaryArray already holds, so a
+    writer coming from Arrow builds the batch without touching single records."""
+    if count == 0:
+        raise ValueError("a batch needs at least one record")
+    now = time.time_ns() // 1_000_000
+    values = [value_offsets, _pad(4 * (count + 1)), value_data, _pad(len(value_data))]
+    return assemble_batch(
+        count,
+        [bytes(8 * count), *_offset_deltas(count), *values],
+        0,
+        (now, now),
+        compression,
+        producer_id=producer_id,
+    )
+
+
+def _offset_deltas(count: int) -> list[bytes | array[int]]:
+    return [_le(array("i", range(count))), _pad(4 * count)]
+
+
+def assemble_batch(
+    count: int,
+    body_parts: Sequence[Buffer | array[int]],
+    attributes: int,
+    time_range: tuple[int, int],
+    compression: Compression | str | None,
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = 0,
+    producer_id: int = -1,
+) -> bytes:
+    """Header + (compressed) body with its CRC, from body sections already laid out."""
+    codec = Compression.parse(compression)
+    body = b"".join(body_parts)
     if codec is not Compression.NONE:
         body = compress(codec, body)
     batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
@@ -269,10 +320,9 @@ def encode_batch(
             leader_epoch,
             MAGIC,
             0,
-            attributes,
+            attributes | int(codec),
             count - 1,
-            first_ts,
-            max_ts,
+            *time_range,
             producer_id,
             count,
         )
