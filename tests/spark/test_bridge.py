@@ -5,7 +5,6 @@ from __future__ import annotations
 import orjson
 from pyspark.sql import functions as F
 
-from contraflow.spark.credit import publish_credit
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 

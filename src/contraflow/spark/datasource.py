@@ -320,7 +320,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
 
 
 def _topics_named(rows: pa.RecordBatch, default: str | None) -> set[str]:
-    names = set()
+    names: set[str] = set()
     if "topic" in rows.schema.names:
         names.update(
             t for t in rows.column(rows.schema.names.index("topic")).unique().to_pylist() if t is not None
