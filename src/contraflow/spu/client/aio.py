@@ -260,6 +260,11 @@ class StreamFetch:
         self._stream_id = 0
         self._queue: asyncio.Queue[Response | BaseException] | None = None
 
+    async def open(self) -> None:
+        """Open now (iteration opens lazily otherwise): fixes where "-1, the end" is."""
+        if self._queue is None:
+            await self._open()
+
     async def _open(self) -> None:
         delays = iter(self._client.retry.delays())
         while True:
