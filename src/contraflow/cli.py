@@ -17,6 +17,9 @@ from contraflow import __version__
 from contraflow.errors import UserError
 
 COMMANDS: dict[str, str] = {
+    "topic": "contraflow.spu.commands:topic",
+    "produce": "contraflow.spu.commands:produce",
+    "consume": "contraflow.spu.commands:consume",
     "spu": "contraflow.spu.server_commands:spu",
 }
 

@@ -100,6 +100,7 @@ class LocalLog:
         from contraflow.spu.storage.store import Store
 
         self.store = Store(data_dir, read_only=read_only)
+        self.read_only = read_only
 
     def create_topic(self, name: str, config: TopicConfig | None = None) -> None:
         self.store.create_topic(name, config or TopicConfig())
@@ -139,6 +140,8 @@ class LocalLog:
         isolation: Isolation = "committed",
     ) -> FetchResult:
         part = self.store.partition(topic, partition)
+        if self.read_only and offset >= part.log_end_offset:
+            part.refresh()  # another process may be writing: look for what it added
         result = part.read(offset, max_bytes, isolation=isolation)
         batches = [decode_batch(view) for view in result.batches]
         return FetchResult(batches, result.next_offset, result.high_watermark, result.log_start_offset)

@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from contraflow.spu.storage.batch import (
@@ -30,7 +30,12 @@ from contraflow.spu.storage.batch import (
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
 from contraflow.spu.storage.compression import Compression
 from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
-from contraflow.spu.storage.errors import InvalidBatchError, OffsetOutOfRangeError, StorageError
+from contraflow.spu.storage.errors import (
+    CorruptSegmentError,
+    InvalidBatchError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,
     HIGH_WATERMARK,
@@ -42,6 +47,15 @@ from contraflow.spu.storage.recovery import (
 from contraflow.spu.storage.segment import Segment, SegmentSettings
 
 DEFAULT_READ_BYTES = 1 << 20
+
+
+@dataclass
+class PartitionStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    appends: int = 0
+    fsyncs: int = 0
+    rolls: int = 0
 
 
 @dataclass(frozen=True)
@@ -108,6 +122,7 @@ class Partition:
         self._unflushed_bytes = 0
         self._first_unflushed = 0.0
         self._closed = False
+        self.stats = PartitionStats()
         if writable:
             directory.mkdir(parents=True, exist_ok=True)
         self.segments, self.recovery = self._open()
@@ -188,8 +203,9 @@ class Partition:
                 seg = self._roll()
             base = self._leo
             parts = (stamped_prefix(view, base, self.leader_epoch), view[17:])
-            seg.append(parts, replace(header, base_offset=base, leader_epoch=self.leader_epoch))
+            seg.append(parts, header, base)
             end = self._leo = base + header.record_count
+            self.stats.appends += 1
             sync = self._after_write(header.total_size)
         if sync:
             self._wait_durable(end)
@@ -227,6 +243,7 @@ class Partition:
                 self._flush_cond.release()
                 try:
                     seg.fsync()
+                    self.stats.fsyncs += 1
                 finally:
                     self._flush_cond.acquire()
                     self._flushing = False
@@ -253,6 +270,7 @@ class Partition:
         """Close the active segment and start a new one at the log end (lock held)."""
         old = self.segments[-1]
         old.freeze()
+        self.stats.rolls += 1
         seg = Segment.create(self.directory, self._leo, self._settings)
         fsync_dir(self.directory)
         self.segments.append(seg)
@@ -338,6 +356,15 @@ class Partition:
                 self.segments.append(seg)
             self._bases = [s.base_offset for s in self.segments]
             self._leo = self._durable_end = self._hw = self._leo_of_segments()
+
+    def verify(self) -> None:
+        """CRC-check every batch of every segment (a scrub); raises CorruptSegmentError
+        naming the segment and byte position of the first bad batch."""
+        with self._lock:
+            for seg in self.segments:
+                error, position = seg.verify()
+                if error is not None:
+                    raise CorruptSegmentError(seg.log_path, position, error)
 
     def _leo_of_segments(self) -> int:
         return self.segments[-1].next_offset if self.segments else 0
