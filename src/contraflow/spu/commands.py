@@ -52,7 +52,7 @@ def _errors_as_user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-data_dir_option = click.option(
+_data_dir_option = click.option(
     "--data-dir",
     envvar="CONTRAFLOW_DATA_DIR",
     default=DEFAULT_DATA_DIR,
@@ -60,10 +60,29 @@ data_dir_option = click.option(
     metavar="DIR",
     help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
 )
+SPU_CONTEXT_KEY = "contraflow.spu"
+_spu_option = click.option(
+    "--spu",
+    envvar="CONTRAFLOW_SPU",
+    metavar="HOST:PORT",
+    expose_value=False,
+    callback=lambda ctx, _param, value: ctx.meta.__setitem__(SPU_CONTEXT_KEY, value),
+    help="Use the SPU server at HOST:PORT instead of a data directory (or $CONTRAFLOW_SPU).",
+)
+
+
+def data_dir_option(command: F) -> F:
+    """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU."""
+    return _data_dir_option(_spu_option(command))
 
 
 def open_log(data_dir: str, *, read_only: bool) -> LogClient:
-    """The log the commands use: the local data directory."""
+    """The log the commands use: the SPU given by --spu, else the local data directory."""
+    spu = click.get_current_context().meta.get(SPU_CONTEXT_KEY)
+    if spu:
+        from contraflow.spu.client import SpuClient
+
+        return SpuClient(spu)
     return LocalLog(data_dir, read_only=read_only)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mmap
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -25,6 +26,13 @@ TopicPartition = tuple[str, int]
 
 def _offsets(listed: list[list[Any]] | None) -> dict[TopicPartition, int] | None:
     return None if listed is None else {(str(t), int(p)): int(o) for t, p, o in listed}
+
+
+def _parts(batch: Buffer | Sequence[Buffer]) -> list[Buffer]:
+    """One encoded batch or several, as the list of buffers to send."""
+    if isinstance(batch, bytes | bytearray | memoryview | mmap.mmap):
+        return [batch]
+    return list(batch)
 
 
 def fetch_result(response: Response) -> FetchResult:
@@ -122,7 +130,7 @@ class AsyncSpuClient:
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
     ) -> tuple[int, int]:
         """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
-        parts = [batch] if isinstance(batch, bytes | bytearray | memoryview) else list(batch)
+        parts = _parts(batch)
         fields = {"topic": topic, "partition": partition, "acks": int(acks)}
         if acks is Acks.NONE:
             await (await self.connection()).send_only(ApiKey.PRODUCE, fields, parts)
@@ -196,7 +204,7 @@ class AsyncSpuClient:
         attempt: int = 0,
     ) -> bool:
         """Stage encoded batch(es) for a later commit; False if the batch id is already committed."""
-        parts = [batch] if isinstance(batch, bytes | bytearray | memoryview) else list(batch)
+        parts = _parts(batch)
         fields = {
             "producer_id": producer_id,
             "batch_id": batch_id,
@@ -259,6 +267,11 @@ class StreamFetch:
         self._conn: Connection | None = None
         self._stream_id = 0
         self._queue: asyncio.Queue[Response | BaseException] | None = None
+
+    async def open(self) -> None:
+        """Open now (iteration opens lazily otherwise): fixes where "-1, the end" is."""
+        if self._queue is None:
+            await self._open()
 
     async def _open(self) -> None:
         delays = iter(self._client.retry.delays())

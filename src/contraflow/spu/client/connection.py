@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import mmap
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,8 +29,8 @@ from contraflow.spu.protocol import (
     unpack_meta,
 )
 from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.storage.batch import Buffer
 
-Buffer = bytes | bytearray | memoryview
 # Responses can be bigger than requests (a fetch of max_bytes plus one whole batch).
 CLIENT_MAX_FRAME_BYTES = 4 * DEFAULT_MAX_FRAME_BYTES
 
@@ -134,7 +135,7 @@ class Connection:
         size = sum(len(p) for p in payload)
         self._writer.write(encode_header(api_key, 0, correlation_id, pack_meta(fields), size))
         for part in payload:
-            self._writer.write(part)
+            self._writer.write(memoryview(part) if isinstance(part, mmap.mmap) else part)
 
     async def request(
         self,

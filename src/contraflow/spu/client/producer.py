@@ -46,7 +46,7 @@ class _Pending:
         self.futures.append(future)
         self.size += len(value) + (len(key) if key is not None else 0) + 16
 
-    def encode(self, compression: Compression | str | None) -> bytes:
+    def encode(self, compression: Compression | str | None) -> Buffer:
         keys = self.keys if any(k is not None for k in self.keys) else None
         headers = self.headers if any(self.headers) else None
         stamps = None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
-from contraflow.spu.client.aio import AsyncSpuClient, TopicPartition
+from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch, TopicPartition
 from contraflow.spu.client.connection import Buffer, RetryPolicy
 from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.batch import Headers
@@ -39,6 +39,33 @@ class LoopThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join()
         self.loop.close()
+
+
+class SyncStream:
+    """Iterate for FetchResults as the SPU pushes them; `close()` ends the stream."""
+
+    def __init__(self, thread: LoopThread, stream: StreamFetch) -> None:
+        self._thread = thread
+        self._agen = aiter(stream)
+
+    def __iter__(self) -> SyncStream:
+        return self
+
+    def __next__(self) -> FetchResult:
+        try:
+            return self._thread.run(anext(self._agen))  # type: ignore[arg-type]
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        if not self._thread.loop.is_closed():
+            self._thread.run(self._agen.aclose())  # type: ignore[attr-defined]
+
+    def __enter__(self) -> SyncStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class SpuClient:
@@ -140,20 +167,11 @@ class SpuClient:
         *,
         isolation: Isolation = "committed",
         credit_bytes: int = 4 << 20,
-    ) -> Iterator[FetchResult]:
-        """Blocking iterator over pushed batches (close it, or break out, to end the stream)."""
-        agen = aiter(
-            self.aio.stream(topic, partition, offset, isolation=isolation, credit_bytes=credit_bytes)
-        )
-        try:
-            while True:
-                try:
-                    yield self._run(anext(agen))  # type: ignore[arg-type]
-                except StopAsyncIteration:
-                    return
-        finally:
-            if not self._thread.loop.is_closed():
-                self._run(agen.aclose())  # type: ignore[attr-defined]
+    ) -> SyncStream:
+        """A blocking iterator over pushed batches, opened before this returns."""
+        stream = self.aio.stream(topic, partition, offset, isolation=isolation, credit_bytes=credit_bytes)
+        self._run(stream.open())
+        return SyncStream(self._thread, stream)
 
     def stage(
         self,

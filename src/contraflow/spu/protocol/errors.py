@@ -56,4 +56,9 @@ class SpuError(UserError):
 
 
 class FramingError(Exception):
-    """The byte stream cannot be split into frames any more: the connection must be closed."""
+    """The byte stream cannot be split into frames any more: the connection must be closed
+    (after a last answer with `code`, as the header's correlation id is still readable)."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.MALFORMED_REQUEST) -> None:
+        super().__init__(message)
+        self.code = code

@@ -73,7 +73,9 @@ def parse_header(
     if length < HEADER_TAIL:
         raise FramingError(f"frame length {length} shorter than its header")
     if length + 4 > max_frame_bytes:
-        raise FramingError(f"frame of {length + 4} bytes exceeds the limit of {max_frame_bytes}")
+        raise FramingError(
+            f"frame of {length + 4} bytes exceeds the limit of {max_frame_bytes}", ErrorCode.FRAME_TOO_LARGE
+        )
     if meta_length > length - HEADER_TAIL or meta_length > MAX_META_BYTES:
         raise FramingError(f"metadata length {meta_length} does not fit the frame")
     return FrameHeader(length, api_key, version, correlation_id, meta_length)

@@ -138,11 +138,11 @@ class Connection:
             await self.close()
 
     async def _reject_and_close(self, head: bytes, err: FramingError) -> None:
-        """Answer an oversized frame if its header is readable, then drop the connection."""
+        """Answer with the frame's correlation id (the header is readable), then hang up."""
         log.warning("closing %s: %s", self.peer, err)
         api_key = int.from_bytes(head[4:6], "big")
         correlation_id = int.from_bytes(head[8:12], "big")
-        await self.send(api_key, correlation_id, error_fields(ErrorCode.FRAME_TOO_LARGE, str(err)))
+        await self.send(api_key, correlation_id, error_fields(err.code, str(err)))
 
     async def _run(self, header: FrameHeader, body: memoryview) -> None:
         try:

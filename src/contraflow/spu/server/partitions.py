@@ -66,6 +66,7 @@ class ReadView:
     next_offset: int
     high_watermark: int
     log_start_offset: int
+    uncommitted_tail: bool = False  # appended data waits for the high watermark (an fsync)
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -173,9 +174,9 @@ class Partitions:
             if isolation == "committed" and next_offset > fence:
                 slices, next_offset = _cut_at(result.batches, slices, fence, offset)
         parts: list[Part] = list(slices)
-        return ReadView(
-            parts, sum(s.length for s in slices), next_offset, high_watermark, result.log_start_offset
-        )
+        size = sum(s.length for s in slices)
+        tail = result.log_end_offset > high_watermark
+        return ReadView(parts, size, next_offset, high_watermark, result.log_start_offset, tail)
 
     def list_offset(self, tp: TopicPartition, at: str | int, isolation: str) -> int | None:
         part = self.partition(tp)

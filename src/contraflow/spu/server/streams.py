@@ -12,12 +12,18 @@ it is visible.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.server.connection import Connection
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.signals import PartitionSignals, TopicPartition
+
+# With a bytes/interval flush policy the engine moves the high watermark from its
+# flusher thread, which does not wake streams: a committed stream with data
+# waiting for that fsync re-reads this often instead.
+HIGH_WATERMARK_RECHECK_S = 0.005
 
 
 @dataclass
@@ -76,6 +82,7 @@ class StreamRegistry:
         """Push batches while there is credit and data; otherwise sleep until either changes."""
         while not conn.closed:
             state.wakeup.clear()
+            recheck: float | None = None
             if state.credit > 0:
                 view = self._partitions.read(
                     state.tp, state.offset, min(state.max_bytes, state.credit), state.isolation
@@ -85,4 +92,7 @@ class StreamRegistry:
                     state.credit -= view.size
                     await conn.send(ApiKey.STREAM_FETCH, stream_id, view.fields(), view.parts)
                     continue
-            await state.wakeup.wait()
+                if view.uncommitted_tail and state.isolation == "committed":
+                    recheck = HIGH_WATERMARK_RECHECK_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(state.wakeup.wait(), recheck)

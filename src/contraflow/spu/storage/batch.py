@@ -37,9 +37,9 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import sub
 from typing import Any, Final, Literal
@@ -174,25 +174,37 @@ def stamped_prefix(buf: Buffer, base_offset: int, leader_epoch: int | None = Non
 
 
 # -- encoding ---------------------------------------------------------------------------------------
+#
+# The produce hot path. Columns are built with C-level loops (struct.pack over
+# itertools.accumulate, one bytearray.join of every piece) and never a
+# per-record struct.pack. Every large allocation is also a round of page
+# faults, so an uncompressed batch is assembled with exactly one: values are
+# joined straight into the output, and the CRC is patched in afterwards.
 
 
 def _pad(n: int) -> bytes:
     return bytes(-n & 7)
 
 
-def _le(arr: array[int]) -> array[int]:
-    """Arrays are written little-endian whatever the host byte order."""
-    if not _LITTLE:
-        arr = array(arr.typecode, arr)
-        arr.byteswap()
-    return arr
+def _int32s(values: Iterable[int], count: int) -> bytes:
+    try:
+        return struct.pack(f"<{count}i", *values)
+    except struct.error:
+        raise ValueError(f"batch too large: a column exceeds {MAX_BATCH_BYTES} bytes") from None
 
 
-def _binary_column(items: Sequence[Buffer]) -> list[bytes | array[int]]:
-    """int32 offsets[N+1] + data, both padded: the Arrow binary layout."""
-    offsets = array("i", accumulate(map(len, items), initial=0))
-    data = b"".join(items)
-    return [_le(offsets), _pad(len(offsets) * 4), data, _pad(len(data))]
+@lru_cache(maxsize=64)
+def _offset_deltas(count: int) -> bytes:
+    """0..count-1 as int32, padded: the same for every batch of this size."""
+    return struct.pack(f"<{count}i", *range(count)) + _pad(4 * count)
+
+
+def _binary_column(items: Sequence[Buffer]) -> list[Buffer]:
+    """int32 offsets[N+1] + data, both padded: the Arrow binary layout (data not copied here)."""
+    count = len(items) + 1
+    offsets = _int32s(accumulate(map(len, items), initial=0), count)
+    size = struct.unpack_from("<i", offsets, 4 * (count - 1))[0]
+    return [offsets, _pad(4 * count), *items, _pad(size)]
 
 
 def _validity_bitmap(present: Sequence[bool]) -> bytes:
@@ -204,7 +216,7 @@ def _validity_bitmap(present: Sequence[bool]) -> bytes:
     return bytes(out)
 
 
-def _key_column(keys: Sequence[Buffer | None]) -> tuple[int, list[bytes | array[int]]]:
+def _key_column(keys: Sequence[Buffer | None]) -> tuple[int, list[Buffer]]:
     present = [k is not None for k in keys]
     if all(present):
         return HAS_KEYS, _binary_column(keys)  # type: ignore[arg-type]
@@ -213,15 +225,15 @@ def _key_column(keys: Sequence[Buffer | None]) -> tuple[int, list[bytes | array[
     return HAS_KEYS | KEY_NULLS, [bitmap, _pad(len(bitmap)), *_binary_column(filled)]
 
 
-def _timestamps(timestamps: Sequence[int] | None, count: int) -> tuple[int, int, array[int] | bytes]:
+def _timestamps(timestamps: Sequence[int] | None, count: int) -> tuple[int, int, bytes]:
     if timestamps is None:
         now = time.time_ns() // 1_000_000
         return now, now, bytes(8 * count)
     if len(timestamps) != count:
         raise ValueError(f"{len(timestamps)} timestamps for {count} records")
     first = int(timestamps[0])
-    deltas = array("q", map(sub, timestamps, repeat(first)))
-    return first, int(max(timestamps)), _le(deltas)
+    deltas = struct.pack(f"<{count}q", *map(sub, timestamps, repeat(first)))
+    return first, int(max(timestamps)), deltas
 
 
 def encode_batch(
@@ -234,9 +246,8 @@ def encode_batch(
     base_offset: int = 0,
     leader_epoch: int = 0,
     producer_id: int = -1,
-) -> bytes:
-    """Encode records into one batch. Columns are built with C-level joins and
-    accumulates, never a per-record struct.pack, because this is the produce hot path."""
+) -> bytearray:
+    """Encode records into one batch (a bytearray, so it can be stamped in place)."""
     count = len(values)
     if count == 0:
         raise ValueError("a batch needs at least one record")
@@ -246,16 +257,18 @@ def encode_batch(
         raise ValueError(f"{len(headers)} header lists for {count} values")
     first_ts, max_ts, ts_deltas = _timestamps(timestamps, count)
     attributes = 0
-    key_parts: list[bytes | array[int]] = []
+    body: list[Buffer] = [ts_deltas, _offset_deltas(count)]
     if keys is not None:
-        attributes, key_parts = _key_column(keys)
-    header_parts: list[bytes | array[int]] = []
+        flags, key_parts = _key_column(keys)
+        attributes |= flags
+        body += key_parts
+    body += _binary_column(values)
     if headers is not None and any(headers):
         attributes |= HAS_HEADERS
-        header_parts = _binary_column([msgpack.packb(list(h)) for h in headers])
+        body += _binary_column([msgpack.packb(list(h)) for h in headers])
     return assemble_batch(
         count,
-        [ts_deltas, *_offset_deltas(count), *key_parts, *_binary_column(values), *header_parts],
+        body,
         attributes,
         (first_ts, max_ts),
         compression,
@@ -272,7 +285,7 @@ def encode_binary_column(
     compression: Compression | str | None = Compression.NONE,
     *,
     producer_id: int = -1,
-) -> bytes:
+) -> bytearray:
     """Encode a batch from a ready binary column (int32 little-endian offsets[N+1]
     starting at 0, then the data): what an Arrow BinaryArray already holds, so a
     writer coming from Arrow builds the batch without touching single records."""
@@ -280,23 +293,13 @@ def encode_binary_column(
         raise ValueError("a batch needs at least one record")
     now = time.time_ns() // 1_000_000
     values = [value_offsets, _pad(4 * (count + 1)), value_data, _pad(len(value_data))]
-    return assemble_batch(
-        count,
-        [bytes(8 * count), *_offset_deltas(count), *values],
-        0,
-        (now, now),
-        compression,
-        producer_id=producer_id,
-    )
-
-
-def _offset_deltas(count: int) -> list[bytes | array[int]]:
-    return [_le(array("i", range(count))), _pad(4 * count)]
+    body: list[Buffer] = [bytes(8 * count), _offset_deltas(count), *values]
+    return assemble_batch(count, body, 0, (now, now), compression, producer_id=producer_id)
 
 
 def assemble_batch(
     count: int,
-    body_parts: Sequence[Buffer | array[int]],
+    body: list[Buffer],
     attributes: int,
     time_range: tuple[int, int],
     compression: Compression | str | None,
@@ -304,32 +307,21 @@ def assemble_batch(
     base_offset: int = 0,
     leader_epoch: int = 0,
     producer_id: int = -1,
-) -> bytes:
-    """Header + (compressed) body with its CRC, from body sections already laid out."""
+) -> bytearray:
+    """Header + (compressed) body sections with the CRC: the one place a batch is framed."""
     codec = Compression.parse(compression)
-    body = b"".join(body_parts)
     if codec is not Compression.NONE:
-        body = compress(codec, body)
-    batch_length = HEADER_SIZE - LENGTH_PREFIX + len(body)
+        body = [compress(codec, b"".join(body))]
+    out = bytearray().join([bytes(HEADER_SIZE), *body])
+    batch_length = len(out) - LENGTH_PREFIX
     if batch_length > MAX_BATCH_BYTES:
         raise ValueError(f"batch of {batch_length} bytes exceeds the {MAX_BATCH_BYTES}-byte limit")
-    header = bytearray(
-        HEADER.pack(
-            base_offset,
-            batch_length,
-            leader_epoch,
-            MAGIC,
-            0,
-            attributes | int(codec),
-            count - 1,
-            *time_range,
-            producer_id,
-            count,
-        )
+    fields = (*time_range, producer_id, count)
+    HEADER.pack_into(
+        out, 0, base_offset, batch_length, leader_epoch, MAGIC, 0, attributes | int(codec), count - 1, *fields
     )
-    crc = crc32c.crc32c(body, crc32c.crc32c(memoryview(header)[CRC_START:]))
-    _CRC.pack_into(header, 17, crc)
-    return b"".join((header, body))
+    _CRC.pack_into(out, 17, compute_crc(out))
+    return out
 
 
 # -- decoding ---------------------------------------------------------------------------------------

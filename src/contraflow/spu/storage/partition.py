@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from contraflow.spu.storage.batch import (
@@ -203,7 +203,7 @@ class Partition:
                 seg = self._roll()
             base = self._leo
             parts = (stamped_prefix(view, base, self.leader_epoch), view[17:])
-            seg.append(parts, replace(header, base_offset=base, leader_epoch=self.leader_epoch))
+            seg.append(parts, header, base)
             end = self._leo = base + header.record_count
             self.stats.appends += 1
             sync = self._after_write(header.total_size)

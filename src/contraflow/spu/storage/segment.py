@@ -241,8 +241,9 @@ class Segment:
             return False
         return self.next_offset + record_count - self.base_offset <= MAX_RELATIVE_OFFSET
 
-    def append(self, parts: Sequence[Buffer], header: BatchHeader) -> int:
-        """Write one stamped batch (as consecutive buffers) at the end; returns its position."""
+    def append(self, parts: Sequence[Buffer], header: BatchHeader, base_offset: int) -> int:
+        """Write one batch (as consecutive buffers, already stamped with `base_offset`,
+        which `header` may predate) at the end; returns its position."""
         pos = self.size
         fd = self.file.fileno()
         written = os.pwritev(fd, parts, pos)
@@ -252,12 +253,13 @@ class Segment:
                 n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
                 rest = rest[n:]
         self.size = pos + header.total_size
-        self._track(pos, header)
+        self._track(pos, header, base_offset)
         return pos
 
-    def _track(self, pos: int, header: BatchHeader) -> None:
+    def _track(self, pos: int, header: BatchHeader, base_offset: int | None = None) -> None:
         """Account one batch: sparse index entries, end offset, timestamps."""
-        rel = header.base_offset - self.base_offset
+        base = header.base_offset if base_offset is None else base_offset
+        rel = base - self.base_offset
         if self._since_index >= self.settings.index_interval_bytes:
             self.index.append(rel, pos)
             running = max(self.max_timestamp, header.max_timestamp)
@@ -266,9 +268,10 @@ class Segment:
                 self.time_index.append(running, rel)
             self._since_index = 0
         self._since_index += header.total_size
-        self.next_offset = header.next_offset
-        self.last_batch_offset = header.base_offset
-        self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self.next_offset = base + header.record_count
+        self.last_batch_offset = base
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
 
     # -- reads ------------------------------------------------------------------------------------
 
