@@ -234,6 +234,14 @@ class AsyncSpuClient:
         fields = {"producer_id": producer_id, "batch_id": batch_id}
         return _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
 
+    async def set_control(self, name: str, value: Any) -> None:
+        """Publish a small JSON value for other processes (None removes it)."""
+        await self.request(ApiKey.CONTROL_SET, {"name": name, "value": value})
+
+    async def get_control(self, name: str) -> Any:
+        """The value last published under `name`, or None."""
+        return (await self.request(ApiKey.CONTROL_GET, {"name": name})).fields["value"]
+
 
 class StreamFetch:
     """Async iterator over pushes of a stream fetch, granting credit back as it goes.

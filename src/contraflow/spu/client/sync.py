@@ -198,3 +198,9 @@ class SpuClient:
 
     def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
         return self._run(self.aio.ledger(producer_id, batch_id))
+
+    def set_control(self, name: str, value: Any) -> None:
+        self._run(self.aio.set_control(name, value))
+
+    def get_control(self, name: str) -> Any:
+        return self._run(self.aio.get_control(name))

@@ -37,6 +37,8 @@ class ApiKey(IntEnum):
     TXN_COMMIT = 14
     TXN_ABORT = 15
     TXN_LEDGER = 16
+    CONTROL_SET = 17
+    CONTROL_GET = 18
 
 
 class Acks(IntEnum):
@@ -185,6 +187,19 @@ class TxnLedgerRequest:
     batch_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class ControlSetRequest:
+    """Publish a small JSON value under a name (None removes it): credits, breaker state."""
+
+    name: str
+    value: int | str | dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControlGetRequest:
+    name: str
+
+
 REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.PRODUCE: ProduceRequest,
@@ -203,6 +218,8 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.TXN_COMMIT: TxnCommitRequest,
     ApiKey.TXN_ABORT: TxnAbortRequest,
     ApiKey.TXN_LEDGER: TxnLedgerRequest,
+    ApiKey.CONTROL_SET: ControlSetRequest,
+    ApiKey.CONTROL_GET: ControlGetRequest,
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.

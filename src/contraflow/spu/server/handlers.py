@@ -32,6 +32,7 @@ from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.storage import errors as storage_errors
 from contraflow.spu.storage.batch import CorruptBatchError
 from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.control import ControlValues
 from contraflow.spu.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class Handlers:
         self._streams = streams
         self._executor = executor
         self._spu_id = spu_id
+        self._control = ControlValues(self._store.data_dir / "control")
         self._table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -101,6 +103,8 @@ class Handlers:
             ApiKey.TXN_COMMIT: self.txn_commit,
             ApiKey.TXN_ABORT: self.txn_abort,
             ApiKey.TXN_LEDGER: self.txn_ledger,
+            ApiKey.CONTROL_SET: self.control_set,
+            ApiKey.CONTROL_GET: self.control_get,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -252,3 +256,16 @@ class Handlers:
         ends = self._txns.ledger(req.producer_id, req.batch_id)
         listed = None if ends is None else [[t, p, o] for (t, p), o in sorted(ends.items())]
         return Reply({"end_offsets": listed})
+
+    # -- control values --------------------------------------------------------------------------
+
+    async def control_set(
+        self, conn: Connection, req: m.ControlSetRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        await self._blocking(self._control.set, req.name, req.value)
+        return Reply()
+
+    async def control_get(
+        self, conn: Connection, req: m.ControlGetRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"value": self._control.get(req.name)})
