@@ -120,7 +120,7 @@ def _binary(column: pa.Array) -> pa.Array:
     return column
 
 
-def encode_values(column: pa.Array, compression: Compression | str | None = None) -> bytes:
+def encode_values(column: pa.Array, compression: Compression | str | None = None) -> bytearray:
     """A log batch holding `column`'s values, built from its Arrow buffers."""
     values = _binary(column)
     if values.null_count:
