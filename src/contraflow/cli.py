@@ -19,6 +19,10 @@ from contraflow.errors import UserError
 COMMANDS: dict[str, str] = {
     "check": "contraflow.lang.commands:check",
     "script": "contraflow.lang.script.commands:script_command",
+    "topic": "contraflow.spu.commands:topic",
+    "produce": "contraflow.spu.commands:produce",
+    "consume": "contraflow.spu.commands:consume",
+    "spu": "contraflow.spu.server_commands:spu",
 }
 
 

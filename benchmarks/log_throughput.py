@@ -1,0 +1,203 @@
+"""Produce and consume throughput of the SPU log against plain file writes.
+
+Prints one JSON object. For 200-byte records in batches, with fsync per batch
+and with page-cache flushing, it measures:
+
+- produce_encoded: `Partition.append_encoded` of batches the producer already
+  encoded (what the SPU server does per produce request: check CRC, stamp,
+  write, flush per policy);
+- produce_records: `Partition.append_records` (encoding included, one thread);
+- consume: `Partition.read` of whole batches as zero-copy mmap views, counting
+  records from the headers (what the SPU server does to answer a fetch);
+- consume_arrow: the same, plus a pyarrow BinaryArray of each batch's values
+  built over the mapped bytes (the Spark source's path, still zero-copy);
+- consume_values: the same, plus one Python memoryview per value (a plain
+  Python consumer's path);
+- raw: the same encoded bytes appended to a plain file with `os.write`, with
+  the same fsync cadence: the disk baseline.
+
+Ratios: produce_encoded / raw and produce_records / raw (target >= 0.7),
+consume / produce_encoded (target >= 3). Each figure is the median of REPEATS
+runs on a fresh directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from contraflow.spu.storage.batch import BatchHeader, decode_batch, encode_batch
+from contraflow.spu.storage.config import FlushPolicy, TopicConfig
+from contraflow.spu.storage.partition import Partition
+
+RECORD_BYTES = 200
+BATCH_RECORDS = 1000
+RECORDS = 200_000
+REPEATS = 5
+SEGMENT_BYTES = 64 << 20
+
+MODES = {"fsync_per_batch": FlushPolicy.every_batch(), "page_cache": FlushPolicy.never()}
+
+
+def make_values() -> list[list[bytes]]:
+    """Distinct 200-byte records, grouped in batches."""
+    batches = []
+    for b in range(RECORDS // BATCH_RECORDS):
+        batches.append(
+            [(b"%012d" % (b * BATCH_RECORDS + i)).ljust(RECORD_BYTES, b"x") for i in range(BATCH_RECORDS)]
+        )
+    return batches
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        yield Path(tmp) / "p"
+
+
+def timed(func: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    func()
+    return time.perf_counter() - start
+
+
+def run_raw(directory: Path, encoded: list[bytes], fsync: bool) -> float:
+    directory.mkdir()
+    fd = os.open(directory / "raw.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write_all() -> None:
+        for batch in encoded:
+            os.write(fd, batch)
+            if fsync:
+                os.fsync(fd)
+
+    try:
+        return timed(write_all)
+    finally:
+        os.close(fd)
+
+
+def new_partition(directory: Path, policy: FlushPolicy) -> Partition:
+    return Partition(directory, "bench", 0, TopicConfig(segment_bytes=SEGMENT_BYTES, flush=policy))
+
+
+def run_produce_encoded(
+    directory: Path, encoded: list[bytes], policy: FlushPolicy
+) -> tuple[float, Partition]:
+    part = new_partition(directory, policy)
+
+    def append_all() -> None:
+        for batch in encoded:
+            part.append_encoded(batch)
+
+    return timed(append_all), part
+
+
+def run_produce_records(directory: Path, batches: list[list[bytes]], policy: FlushPolicy) -> float:
+    part = new_partition(directory, policy)
+
+    def append_all() -> None:
+        for values in batches:
+            part.append_records(values)
+
+    try:
+        return timed(append_all)
+    finally:
+        part.close()
+
+
+def count_header(view: memoryview) -> int:
+    return BatchHeader.parse(view).record_count
+
+
+def count_arrow(view: memoryview) -> int:
+    return len(decode_batch(view).value_array())
+
+
+def count_values(view: memoryview) -> int:
+    return len(decode_batch(view).values())
+
+
+CONSUMERS: dict[str, Callable[[memoryview], int]] = {
+    "consume": count_header,
+    "consume_arrow": count_arrow,
+    "consume_values": count_values,
+}
+
+
+def run_consume(part: Partition, per_batch: Callable[[memoryview], int]) -> float:
+    count = 0
+
+    def read_all() -> None:
+        nonlocal count
+        offset = 0
+        while True:
+            result = part.read(offset, 1 << 20)
+            if not result.batches:
+                return
+            for view in result.batches:
+                count += per_batch(view)
+            offset = result.next_offset
+
+    elapsed = timed(read_all)
+    assert count == RECORDS, count
+    return elapsed
+
+
+def rates(seconds: float) -> dict[str, float]:
+    return {
+        "records_per_s": round(RECORDS / seconds),
+        "mb_per_s": round(RECORDS * RECORD_BYTES / seconds / 1e6, 1),
+    }
+
+
+def main() -> None:
+    batches = make_values()
+    encoded = [encode_batch(values) for values in batches]
+    results: dict[str, object] = {
+        "record_bytes": RECORD_BYTES,
+        "batch_records": BATCH_RECORDS,
+        "records": RECORDS,
+        "repeats": REPEATS,
+    }
+    for mode, policy in MODES.items():
+        samples: dict[str, list[float]] = {
+            name: [] for name in ("raw", "produce_encoded", "produce_records", *CONSUMERS)
+        }
+        for _ in range(REPEATS):
+            # each run gets its own directory, removed right away, so dirty pages
+            # from one run do not throttle the next
+            with scratch() as root:
+                samples["raw"].append(run_raw(root, encoded, fsync=policy.mode == "every_batch"))
+            with scratch() as root:
+                seconds, part = run_produce_encoded(root, encoded, policy)
+                samples["produce_encoded"].append(seconds)
+                for name, per_batch in CONSUMERS.items():
+                    samples[name].append(run_consume(part, per_batch))
+                part.close()
+            with scratch() as root:
+                samples["produce_records"].append(run_produce_records(root, batches, policy))
+        median = {name: statistics.median(values) for name, values in samples.items()}
+        results[mode] = {
+            **{name: rates(seconds) for name, seconds in median.items()},
+            "produce_encoded_vs_raw": round(median["raw"] / median["produce_encoded"], 3),
+            "produce_records_vs_raw": round(median["raw"] / median["produce_records"], 3),
+            **{
+                f"{name}_vs_produce_encoded": round(median["produce_encoded"] / median[name], 2)
+                for name in CONSUMERS
+            },
+        }
+    results["targets"] = {"produce_vs_raw": 0.7, "consume_vs_produce": 3.0}
+    json.dump(results, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""The `contraflow` format: SPU topics as a Structured Streaming source and sink.
+
+Spark runs the driver-side methods (offsets, planning, commit) and the
+executor-side ones (read, write) in separate Python processes, so every
+method talks to the SPU over the network and keeps no shared state.
+
+Source: replayable by offset, admission-controlled by Spark's read limit and by
+the credit the runtime publishes, committing consumer offsets on the SPU.
+Sink: each task stages its rows on the SPU under (query id, batch id); the
+driver commits the batch as one SPU transaction, so a batch Spark replays
+after a crash is a no-op rather than a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
+from pyspark.sql.types import StructType
+
+from contraflow.errors import UserError
+from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_values, route_rows
+from contraflow.spark.credit import read_credit
+from contraflow.spark.offsets import (
+    PartitionOffsets,
+    plan_end,
+    smallest_budget,
+    to_partition_offsets,
+    to_spark_offset,
+)
+from contraflow.spark.options import SinkOptions, SourceOptions
+
+log = logging.getLogger(__name__)
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+ARROW_ROWS_PER_BATCH = 65_536
+
+
+def _client(spu: str) -> Any:
+    from contraflow.spu.client import SpuClient
+
+    return SpuClient(spu)
+
+
+class ContraflowDataSource(DataSource):
+    """`spark.readStream.format("contraflow")` and `writeStream.format("contraflow")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "contraflow"
+
+    def schema(self) -> str:
+        return SOURCE_DDL
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return TopicStreamReader(SourceOptions.parse(self.options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
+        if "value" not in schema.fieldNames():
+            raise UserError("the contraflow sink needs a 'value' column (binary or string)")
+        return TopicStreamWriter(SinkOptions.parse(self.options))
+
+
+# -- source ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records [start, end) of one partition: one Spark task."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:  # InputPartition keeps a `value`; ours is the range itself
+        object.__setattr__(self, "value", (self.partition, self.start, self.end))
+
+
+def split_ranges(
+    topic: str, start: PartitionOffsets, end: PartitionOffsets, max_records: int
+) -> list[OffsetRange]:
+    """One task per `max_records` of each partition's range, so a single partition still uses every core."""
+    ranges = []
+    for partition in sorted(end):
+        lo, hi = start.get(partition, 0), end[partition]
+        for first in range(lo, hi, max_records):
+            ranges.append(OffsetRange(topic, partition, first, min(hi, first + max_records)))
+    return ranges
+
+
+class TopicStreamReader(DataSourceStreamReader):
+    """Reads one SPU topic; offsets are {partition: next offset} as Spark JSON."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._spu: Any = None
+
+    @property
+    def spu(self) -> Any:
+        if self._spu is None:
+            self._spu = _client(self.options.spu)
+        return self._spu
+
+    def _partitions(self) -> list[int]:
+        described = self.spu.describe_topic(self.options.topic)
+        existing = [p.partition for p in described.partitions]
+        wanted = self.options.partitions
+        if wanted is None:
+            return existing
+        missing = sorted(set(wanted) - set(existing))
+        if missing:
+            raise UserError(f"topic {self.options.topic!r} has no partition(s) {missing}")
+        return list(wanted)
+
+    def _offsets_at(self, at: Any) -> PartitionOffsets:
+        topic = self.options.topic
+        result = {}
+        for p in self._partitions():
+            offset = self.spu.list_offsets(topic, p, at)
+            result[p] = offset if offset is not None else self.spu.list_offsets(topic, p, "latest")
+        return result
+
+    def initialOffset(self) -> dict[str, int]:
+        """Where a new query starts: startingTimestamp, startingOffsets, the consumer's
+        committed offsets, or the beginning, in that order of precedence."""
+        opts = self.options
+        if opts.starting_timestamp is not None:
+            return to_spark_offset(self._offsets_at(opts.starting_timestamp))
+        if opts.starting.kind == "latest":
+            return to_spark_offset(self._offsets_at("latest"))
+        earliest = self._offsets_at("earliest")
+        if opts.starting.kind == "explicit" and opts.starting.explicit is not None:
+            return to_spark_offset(earliest | opts.starting.explicit)
+        if opts.consumer:
+            for p in earliest:
+                committed = self.spu.fetch_offset(opts.consumer, opts.topic, p)
+                if committed is not None:
+                    earliest[p] = max(earliest[p], committed)
+        return to_spark_offset(earliest)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
+        begin = to_partition_offsets(start)
+        latest = self._offsets_at("latest")
+        budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit())
+        return to_spark_offset(plan_end(begin, latest, budget))
+
+    def reportLatestOffset(self) -> dict[str, int]:
+        return to_spark_offset(self._offsets_at("latest"))
+
+    def _credit(self) -> int | None:
+        consumer = self.options.consumer
+        return read_credit(self.spu, consumer, self.options.topic) if consumer else None
+
+    def _limit_budget(
+        self, limit: ReadLimit, begin: PartitionOffsets, latest: PartitionOffsets
+    ) -> int | None:
+        if isinstance(limit, ReadMaxRows):
+            return int(limit.max_rows)
+        if isinstance(limit, ReadMaxBytes):
+            return int(limit.max_bytes) // max(1, self._average_record_bytes())
+        return None
+
+    def _average_record_bytes(self) -> int:
+        """Bytes per record over the whole topic: turns a byte limit into a record budget."""
+        described = self.spu.describe_topic(self.options.topic)
+        size = sum(p.size_bytes for p in described.partitions)
+        records = sum(p.log_end_offset - p.log_start_offset for p in described.partitions)
+        return size // records if records else 1
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        return split_ranges(
+            self.options.topic,
+            to_partition_offsets(start),
+            to_partition_offsets(end),
+            self.options.max_records_per_task,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        client = _client(self.options.spu)
+        try:
+            yield from coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH)
+        finally:
+            client.close()
+
+    def _fetch_range(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+        offset = rng.start
+        while offset < rng.end:
+            result = client.fetch(rng.topic, rng.partition, offset, self.options.fetch_bytes)
+            if not result.batches:
+                if result.next_offset <= offset:
+                    raise RuntimeError(
+                        f"{rng.topic}/{rng.partition}: no records at offset {offset} below {rng.end}"
+                    )
+                log.warning(
+                    "%s/%s: offsets %s..%s are gone (retention)",
+                    rng.topic,
+                    rng.partition,
+                    offset,
+                    result.next_offset,
+                )
+            for batch in result.batches:
+                rows = batch_to_arrow(rng.topic, rng.partition, batch, offset, rng.end)
+                if rows is not None:
+                    yield rows
+            offset = max(offset, result.next_offset)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        consumer = self.options.consumer
+        if consumer:
+            for partition, offset in to_partition_offsets(end).items():
+                self.spu.commit_offset(consumer, self.options.topic, partition, offset)
+
+    def stop(self) -> None:
+        if self._spu is not None:
+            self._spu.close()
+            self._spu = None
+
+
+# -- sink --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StagedBatches(WriterCommitMessage):
+    """What one write task staged on the SPU for a micro-batch."""
+
+    query_id: str
+    batches: int
+    records: int
+    routes: list[tuple[str, int]] = field(default_factory=list)
+
+
+class TopicStreamWriter(DataSourceStreamArrowWriter):
+    """Stages rows per (topic, partition) on the SPU; the driver commits them atomically."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedBatches:
+        from pyspark import TaskContext
+
+        task = TaskContext.get()
+        if task is None:
+            raise RuntimeError("the contraflow sink must run inside a Spark task")
+        query_id = task.getLocalProperty(QUERY_ID_PROPERTY)
+        batch_id = int(task.getLocalProperty(BATCH_ID_PROPERTY) or -1)
+        if not query_id or batch_id < 0:
+            raise RuntimeError("the contraflow sink only runs in streaming queries (no query or batch id)")
+        client = _client(self.options.spu)
+        try:
+            return self._stage_all(
+                client, iterator, query_id, batch_id, task.partitionId(), task.attemptNumber()
+            )
+        finally:
+            client.close()
+
+    def _stage_all(
+        self,
+        client: Any,
+        iterator: Iterator[pa.RecordBatch],
+        query_id: str,
+        batch_id: int,
+        task: int,
+        attempt: int,
+    ) -> StagedBatches:
+        partition_counts: dict[str, int] = {}
+        staged = StagedBatches(query_id, 0, 0)
+        for rows in iterator:
+            if rows.num_rows == 0:
+                continue
+            for topic in _topics_named(rows, self.options.topic):
+                if topic not in partition_counts:
+                    partition_counts[topic] = len(client.describe_topic(topic).partitions)
+            for route, values in route_rows(rows, self.options.topic, partition_counts, task):
+                batch = encode_values(values, self.options.compression)
+                client.stage(
+                    query_id, batch_id, route.topic, route.partition, batch, writer=str(task), attempt=attempt
+                )
+                staged.batches += 1
+                staged.records += len(values)
+                staged.routes.append((route.topic, route.partition))
+        return staged
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        staged = [m for m in messages if isinstance(m, StagedBatches) and m.batches]
+        if not staged:
+            return
+        client = _client(self.options.spu)
+        try:
+            client.commit(staged[0].query_id, batchId, expected_batches=sum(m.batches for m in staged))
+        finally:
+            client.close()
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        staged = [m for m in messages if isinstance(m, StagedBatches)]
+        if not staged:
+            return
+        client = _client(self.options.spu)
+        try:
+            client.abort(staged[0].query_id, batchId)
+        finally:
+            client.close()
+
+
+def _topics_named(rows: pa.RecordBatch, default: str | None) -> set[str]:
+    names: set[str] = set()
+    if "topic" in rows.schema.names:
+        names.update(
+            t for t in rows.column(rows.schema.names.index("topic")).unique().to_pylist() if t is not None
+        )
+    if default is not None:
+        names.add(default)
+    return names

@@ -1,0 +1,96 @@
+"""Offsets of the `contraflow` source and how much of them one micro-batch may take.
+
+Spark keeps a source offset as a JSON object; ours maps partition numbers
+(as strings, JSON keys) to the next offset to read. Admission control decides
+the end offset of a micro-batch from three limits: Spark's read limit
+(`maxOffsetsPerTrigger` or the trigger's), and the credit the runtime
+publishes on the SPU for back-pressure. The smallest wins; zero credit means
+the micro-batch reads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from contraflow.errors import UserError
+
+PartitionOffsets = dict[int, int]
+
+
+@dataclass(frozen=True)
+class StartingOffsets:
+    """`earliest`, `latest`, or explicit offsets per partition (missing partitions: earliest)."""
+
+    kind: str
+    explicit: PartitionOffsets | None = None
+
+
+def parse_starting_offsets(text: str | None) -> StartingOffsets:
+    """Parse the `startingOffsets` option like Spark's Kafka source: a keyword or a JSON map."""
+    if text is None or text.strip().lower() in ("", "earliest"):
+        return StartingOffsets("earliest")
+    if text.strip().lower() == "latest":
+        return StartingOffsets("latest")
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"startingOffsets must be earliest, latest or a JSON object, not {text!r}") from err
+    # Accept both {"0": 5} and Kafka's {"topic": {"0": 5}}.
+    if isinstance(raw, dict) and len(raw) == 1 and isinstance(next(iter(raw.values())), dict):
+        raw = next(iter(raw.values()))
+    if not isinstance(raw, dict):
+        raise UserError(f"startingOffsets JSON must map partitions to offsets, not {text!r}")
+    return StartingOffsets("explicit", to_partition_offsets(raw))
+
+
+def to_partition_offsets(raw: Mapping[str, object]) -> PartitionOffsets:
+    """Spark's JSON offset (string keys) to {partition: offset}; -2 means earliest, -1 latest."""
+    result: PartitionOffsets = {}
+    for key, value in raw.items():
+        try:
+            partition, offset = int(key), int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError) as err:
+            raise UserError(f"bad offset {key!r}: {value!r} (partitions and offsets are integers)") from err
+        result[partition] = offset
+    return result
+
+
+def to_spark_offset(offsets: PartitionOffsets) -> dict[str, int]:
+    """{partition: offset} to the JSON object Spark stores in its offset log."""
+    return {str(p): o for p, o in sorted(offsets.items())}
+
+
+def plan_end(start: PartitionOffsets, latest: PartitionOffsets, budget: int | None) -> PartitionOffsets:
+    """End offsets of the next micro-batch when at most `budget` records may be read.
+
+    The budget is shared in proportion to each partition's backlog (as Spark's
+    Kafka source does with `maxOffsetsPerTrigger`), rounding down, then the
+    remainder goes to the partitions with the largest backlog so no record of
+    budget is wasted and no partition starves. `budget=None` takes everything.
+    """
+    backlog = {p: max(0, latest.get(p, o) - o) for p, o in start.items()}
+    for p, end in latest.items():
+        backlog.setdefault(p, end)
+    begin = {p: start.get(p, latest[p] - backlog[p]) for p in backlog}
+    total = sum(backlog.values())
+    if budget is None or total <= budget:
+        return {p: begin[p] + backlog[p] for p in backlog}
+    if budget <= 0:
+        return dict(begin)
+    share = {p: backlog[p] * budget // total for p in backlog}
+    remainder = budget - sum(share.values())
+    for p in sorted(backlog, key=lambda q: (share[q] - backlog[q], q)):
+        if remainder == 0:
+            break
+        if share[p] < backlog[p]:
+            share[p] += 1
+            remainder -= 1
+    return {p: begin[p] + share[p] for p in backlog}
+
+
+def smallest_budget(*budgets: int | None) -> int | None:
+    """The tightest of several optional record budgets (None means unlimited)."""
+    present = [b for b in budgets if b is not None]
+    return min(present) if present else None

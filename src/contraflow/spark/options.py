@@ -1,0 +1,96 @@
+"""Options of the `contraflow` format, parsed once with clear errors.
+
+Names follow Spark's Kafka source where one exists (`startingOffsets`,
+`maxOffsetsPerTrigger`, ...). Spark hands options over case-insensitively.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from contraflow.errors import UserError
+from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
+
+DEFAULT_SPU = "127.0.0.1:9005"
+DEFAULT_MAX_RECORDS_PER_TASK = 200_000
+DEFAULT_FETCH_BYTES = 4 << 20
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    """Spark lower-cases option names on some paths; look both ways."""
+    value = options.get(name)
+    return value if value is not None else options.get(name.lower())
+
+
+def _int(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"option {name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise UserError(f"option {name} must be at least {minimum}, not {value}")
+    return value
+
+
+def spu_address(options: Mapping[str, str]) -> str:
+    return _get(options, "spu") or os.environ.get("CONTRAFLOW_SPU", DEFAULT_SPU)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    spu: str
+    topic: str
+    partitions: tuple[int, ...] | None
+    starting: StartingOffsets
+    starting_timestamp: int | None
+    max_offsets_per_trigger: int | None
+    consumer: str | None
+    max_records_per_task: int
+    fetch_bytes: int
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        topic = _get(options, "topic")
+        if not topic:
+            raise UserError("the contraflow source needs option 'topic'")
+        return cls(
+            spu=spu_address(options),
+            topic=topic,
+            partitions=_partition_list(_get(options, "partitions")),
+            starting=parse_starting_offsets(_get(options, "startingOffsets")),
+            starting_timestamp=_int(options, "startingTimestamp"),
+            max_offsets_per_trigger=_int(options, "maxOffsetsPerTrigger", minimum=1),
+            consumer=_get(options, "consumer"),
+            max_records_per_task=_int(options, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK, 1)
+            or DEFAULT_MAX_RECORDS_PER_TASK,
+            fetch_bytes=_int(options, "fetchBytes", DEFAULT_FETCH_BYTES, 1024) or DEFAULT_FETCH_BYTES,
+        )
+
+
+def _partition_list(raw: str | None) -> tuple[int, ...] | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return tuple(sorted({int(p) for p in raw.split(",")}))
+    except ValueError:
+        raise UserError(
+            f"option partitions must be a comma-separated list of integers, not {raw!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    spu: str
+    topic: str | None
+    compression: str | None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        return cls(
+            spu=spu_address(options), topic=_get(options, "topic"), compression=_get(options, "compression")
+        )

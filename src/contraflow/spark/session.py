@@ -1,0 +1,130 @@
+"""The one place that builds a Spark session for contraflow.
+
+Why a single builder: every gotcha of running PySpark here is a setting that
+must be right before the JVM starts (Python workers must run the same
+interpreter, stateful pipelines need RocksDB, a 2-core box needs few shuffle
+partitions), and user code that builds its own session still goes through
+`register` to get the `contraflow` format.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+DEFAULT_DATA_DIR = "contraflow-data"
+
+
+def default_data_dir() -> Path:
+    """`$CONTRAFLOW_DATA_DIR` or ./contraflow-data, the same default as the log commands."""
+    return Path(os.environ.get("CONTRAFLOW_DATA_DIR", DEFAULT_DATA_DIR))
+
+
+def is_local_master(master: str) -> bool:
+    """True for masters whose executors run on this machine with this interpreter's packages."""
+    return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
+
+
+def base_conf(master: str, data_dir: Path) -> dict[str, str]:
+    """Settings contraflow relies on; callers may override any of them."""
+    cores = os.cpu_count() or 2
+    return {
+        "spark.master": master,
+        "spark.app.name": "contraflow",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.checkpointLocation": str((data_dir / "checkpoints").resolve()),
+        "spark.sql.warehouse.dir": str((data_dir / "spark-warehouse").resolve()),
+        # Few cores: 200 shuffle partitions would make every micro-batch pay for 200 tiny tasks.
+        "spark.sql.shuffle.partitions": str(max(2, cores)),
+        "spark.default.parallelism": str(max(2, cores)),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+        "spark.scheduler.mode": "FAIR",
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+    } | _local_network_conf(master)
+
+
+def _local_network_conf(master: str) -> dict[str, str]:
+    """Keep an embedded Spark on loopback so it never depends on the host name resolving."""
+    if not is_local_master(master):
+        return {}
+    return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def _point_python_workers_at_this_interpreter(master: str) -> None:
+    """Local Python workers must run this interpreter and import this very contraflow.
+
+    Spark starts them with $PYSPARK_PYTHON (without it they may never connect
+    back) and the JVM's environment, so the directory this package was imported
+    from goes first on their PYTHONPATH: a source checkout then behaves the same
+    as an installed package.
+    """
+    import contraflow
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if is_local_master(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        package_root = str(Path(contraflow.__file__).resolve().parent.parent)
+        paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if package_root not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, paths)])
+
+
+def package_zip(target_dir: Path) -> Path:
+    """Zip the installed contraflow package so cluster executors can import it (`--py-files`)."""
+    import contraflow
+
+    package_dir = Path(contraflow.__file__).parent
+    target = target_dir / "contraflow-pyfiles.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(package_dir.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, Path("contraflow") / path.relative_to(package_dir))
+    return target
+
+
+def session(
+    master: str | None = None, data_dir: str | os.PathLike[str] | None = None, **conf: Any
+) -> SparkSession:
+    """A SparkSession configured for contraflow, with the `contraflow` format registered.
+
+    `master` defaults to `local[*]` (embedded); any master URL Spark accepts works,
+    in which case the contraflow package is shipped to the executors. Extra `conf`
+    keys (dots as in Spark, e.g. `**{"spark.sql.shuffle.partitions": "4"}`) win over
+    the defaults.
+    """
+    from pyspark.sql import SparkSession
+
+    master = master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
+    root = Path(data_dir) if data_dir is not None else default_data_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    _point_python_workers_at_this_interpreter(master)
+    builder = SparkSession.builder
+    for key, value in (base_conf(master, root) | {k: str(v) for k, v in conf.items()}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("CONTRAFLOW_SPARK_LOG_LEVEL", "ERROR"))
+    if not is_local_master(master):
+        spark.sparkContext.addPyFile(str(package_zip(Path(tempfile.mkdtemp(prefix="contraflow-")))))
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Register the `contraflow` streaming format on a session the user built."""
+    from contraflow.spark.datasource import ContraflowDataSource
+
+    spark.dataSource.register(ContraflowDataSource)
+    return spark

@@ -1,0 +1,1 @@
+"""The SPU: a segmented, indexed, crash-safe log (storage), its server and its clients."""

@@ -1,0 +1,16 @@
+"""Clients of an SPU server: synchronous `SpuClient` (a `LogClient`), `AsyncSpuClient`, producers."""
+
+from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
+from contraflow.spu.client.connection import RetryPolicy
+from contraflow.spu.client.producer import AsyncProducer, Producer, ProducerSettings
+from contraflow.spu.client.sync import SpuClient
+
+__all__ = [
+    "AsyncProducer",
+    "AsyncSpuClient",
+    "Producer",
+    "ProducerSettings",
+    "RetryPolicy",
+    "SpuClient",
+    "StreamFetch",
+]

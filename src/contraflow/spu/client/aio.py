@@ -1,0 +1,348 @@
+"""`AsyncSpuClient`: every SPU operation as a coroutine, with reconnect and retries.
+
+Retries: a request that fails because the connection broke (or the server was
+shutting down) is retried on a fresh connection with exponential backoff. That
+makes a retried produce at-least-once (it may have been appended before the
+connection died); exactly-once writers use stage/commit, which is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import mmap
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
+from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
+from contraflow.spu.protocol import Acks, ApiKey, SpuError
+from contraflow.spu.storage.batch import Headers, encode_batch, iter_batches
+from contraflow.spu.storage.compression import Compression
+from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
+
+TopicPartition = tuple[str, int]
+
+
+def _offsets(listed: list[list[Any]] | None) -> dict[TopicPartition, int] | None:
+    return None if listed is None else {(str(t), int(p)): int(o) for t, p, o in listed}
+
+
+def _parts(batch: Buffer | Sequence[Buffer]) -> list[Buffer]:
+    """One encoded batch or several, as the list of buffers to send."""
+    if isinstance(batch, bytes | bytearray | memoryview | mmap.mmap):
+        return [batch]
+    return list(batch)
+
+
+def fetch_result(response: Response) -> FetchResult:
+    f = response.fields
+    return FetchResult(
+        list(iter_batches(response.payload)), f["next_offset"], f["high_watermark"], f["log_start_offset"]
+    )
+
+
+class AsyncSpuClient:
+    """Talks to one SPU over one multiplexed connection (opened lazily, reopened on failure)."""
+
+    def __init__(
+        self,
+        addr: str,
+        *,
+        request_timeout_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.addr = addr
+        self.request_timeout_s = request_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.retry = retry or RetryPolicy()
+        self._conn: Connection | None = None
+        self._connecting = asyncio.Lock()
+
+    async def connection(self) -> Connection:
+        if self._conn is None or self._conn.closed:
+            async with self._connecting:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await Connection.open(self.addr, self.connect_timeout_s)
+        return self._conn
+
+    async def request(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> Response:
+        """Send one request, reconnecting and retrying with backoff on connection failures."""
+        delays = iter(self.retry.delays())
+        while True:
+            try:
+                conn = await self.connection()
+                return await conn.request(api, fields, payload, self.request_timeout_s)
+            except SpuError as err:
+                delay = next(delays, None)
+                if not err.retriable or delay is None:
+                    raise
+                await asyncio.sleep(delay)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def __aenter__(self) -> AsyncSpuClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- admin -----------------------------------------------------------------------------------
+
+    async def api_versions(self) -> dict[int, tuple[int, int]]:
+        response = await self.request(ApiKey.API_VERSIONS, {})
+        return {int(k): (int(low), int(high)) for k, low, high in response.fields["apis"]}
+
+    async def create_topic(self, name: str, config: TopicConfig | None = None) -> None:
+        await self.request(ApiKey.CREATE_TOPIC, {"name": name, "config": (config or TopicConfig()).to_dict()})
+
+    async def delete_topic(self, name: str) -> None:
+        await self.request(ApiKey.DELETE_TOPIC, {"name": name})
+
+    async def list_topics(self) -> list[str]:
+        return list((await self.request(ApiKey.LIST_TOPICS, {})).fields["topics"])
+
+    async def describe_topic(self, name: str) -> TopicDescription:
+        response = await self.request(ApiKey.DESCRIBE_TOPIC, {"name": name})
+        return TopicDescription.from_dict(response.fields["topic"])
+
+    # -- records ---------------------------------------------------------------------------------
+
+    async def produce(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[Buffer],
+        keys: Sequence[Buffer | None] | None = None,
+        headers: Sequence[Headers] | None = None,
+        timestamps: Sequence[int] | None = None,
+        compression: Compression | str | None = None,
+        acks: Acks = Acks.LEADER,
+    ) -> tuple[int, int]:
+        batch = encode_batch(values, keys, headers, timestamps, compression)
+        return await self.produce_encoded(topic, partition, batch, acks)
+
+    async def produce_encoded(
+        self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
+    ) -> tuple[int, int]:
+        """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
+        parts = _parts(batch)
+        fields = {"topic": topic, "partition": partition, "acks": int(acks)}
+        if acks is Acks.NONE:
+            await (await self.connection()).send_only(ApiKey.PRODUCE, fields, parts)
+            return -1, -1
+        response = await self.request(ApiKey.PRODUCE, fields, parts)
+        return int(response.fields["base_offset"]), int(response.fields["last_offset"])
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = DEFAULT_FETCH_BYTES,
+        isolation: Isolation = "committed",
+    ) -> FetchResult:
+        fields = {
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "max_bytes": max_bytes,
+            "isolation": isolation,
+        }
+        return fetch_result(await self.request(ApiKey.FETCH, fields))
+
+    async def list_offsets(
+        self, topic: str, partition: int, at: OffsetSpec, isolation: Isolation = "committed"
+    ) -> int | None:
+        fields: dict[str, Any] = {"topic": topic, "partition": partition, "isolation": isolation}
+        if isinstance(at, int):
+            fields.update(spec="timestamp", timestamp=at)
+        else:
+            fields["spec"] = at
+        offset = (await self.request(ApiKey.LIST_OFFSETS, fields)).fields["offset"]
+        return None if offset is None else int(offset)
+
+    def stream(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        isolation: Isolation = "committed",
+        credit_bytes: int = 4 * 1024 * 1024,
+        max_bytes: int = 256 * 1024,
+    ) -> StreamFetch:
+        """Tail a partition from `offset` (-1: from the end); iterate for FetchResults as they arrive."""
+        return StreamFetch(self, topic, partition, offset, isolation, credit_bytes, max_bytes)
+
+    # -- consumer offsets ------------------------------------------------------------------------
+
+    async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
+        fields = {"consumer": consumer, "topic": topic, "partition": partition, "offset": offset}
+        await self.request(ApiKey.OFFSET_COMMIT, fields)
+
+    async def fetch_offset(self, consumer: str, topic: str, partition: int) -> int | None:
+        fields = {"consumer": consumer, "topic": topic, "partition": partition}
+        offset = (await self.request(ApiKey.OFFSET_FETCH, fields)).fields["offset"]
+        return None if offset is None else int(offset)
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    async def stage(
+        self,
+        producer_id: str,
+        batch_id: int,
+        topic: str,
+        partition: int,
+        batch: Buffer | Sequence[Buffer],
+        *,
+        writer: str = "",
+        attempt: int = 0,
+    ) -> bool:
+        """Stage encoded batch(es) for a later commit; False if the batch id is already committed."""
+        parts = _parts(batch)
+        fields = {
+            "producer_id": producer_id,
+            "batch_id": batch_id,
+            "topic": topic,
+            "partition": partition,
+            "writer": writer,
+            "attempt": attempt,
+        }
+        return bool((await self.request(ApiKey.TXN_STAGE, fields, parts)).fields["staged"])
+
+    async def commit(
+        self, producer_id: str, batch_id: int, expected_batches: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Make the staged batches visible atomically; the end offset per partition.
+        Idempotent: a committed batch id returns the offsets recorded the first time."""
+        fields = {"producer_id": producer_id, "batch_id": batch_id, "expected_batches": expected_batches}
+        ends = _offsets((await self.request(ApiKey.TXN_COMMIT, fields)).fields["end_offsets"])
+        assert ends is not None
+        return ends
+
+    async def abort(self, producer_id: str, batch_id: int) -> bool:
+        fields = {"producer_id": producer_id, "batch_id": batch_id}
+        return bool((await self.request(ApiKey.TXN_ABORT, fields)).fields["aborted"])
+
+    async def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
+        """The end offsets recorded when the batch was committed, None if it never was."""
+        fields = {"producer_id": producer_id, "batch_id": batch_id}
+        return _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
+
+    async def set_control(self, name: str, value: Any) -> None:
+        """Publish a small JSON value for other processes (None removes it)."""
+        await self.request(ApiKey.CONTROL_SET, {"name": name, "value": value})
+
+    async def get_control(self, name: str) -> Any:
+        """The value last published under `name`, or None."""
+        return (await self.request(ApiKey.CONTROL_GET, {"name": name})).fields["value"]
+
+
+class StreamFetch:
+    """Async iterator over pushes of a stream fetch, granting credit back as it goes.
+
+    If the connection drops, the stream reopens (with the client's backoff) at the
+    offset after the last batch it delivered, so a tailing consumer survives an
+    SPU restart without gaps or duplicates.
+    """
+
+    def __init__(
+        self,
+        client: AsyncSpuClient,
+        topic: str,
+        partition: int,
+        offset: int,
+        isolation: Isolation,
+        credit_bytes: int,
+        max_bytes: int,
+    ) -> None:
+        self._client = client
+        self._fields: dict[str, Any] = {
+            "topic": topic,
+            "partition": partition,
+            "isolation": isolation,
+            "credit_bytes": credit_bytes,
+            "max_bytes": max_bytes,
+        }
+        self.position = offset
+        self._credit = credit_bytes
+        self._used = 0
+        self._conn: Connection | None = None
+        self._stream_id = 0
+        self._queue: asyncio.Queue[Response | BaseException] | None = None
+
+    async def open(self) -> None:
+        """Open now (iteration opens lazily otherwise): fixes where "-1, the end" is."""
+        if self._queue is None:
+            await self._open()
+
+    async def _open(self) -> None:
+        delays = iter(self._client.retry.delays())
+        while True:
+            try:
+                conn = await self._client.connection()
+                cid = conn.next_id()
+                queue = conn.open_stream(cid)
+                fields = {**self._fields, "offset": self.position}
+                response = await conn.request(
+                    ApiKey.STREAM_FETCH, fields, (), self._client.request_timeout_s, cid
+                )
+                break
+            except SpuError as err:
+                delay = next(delays, None)
+                if not err.retriable or delay is None:
+                    raise
+                await asyncio.sleep(delay)
+        self._conn, self._stream_id, self._queue = conn, cid, queue
+        self.position = int(response.fields["offset"])
+        self._used = 0
+
+    def __aiter__(self) -> AsyncIterator[FetchResult]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[FetchResult]:
+        from contraflow.spu.client.connection import raise_for_error
+
+        try:
+            while True:
+                if self._queue is None:
+                    await self._open()
+                assert self._queue is not None and self._conn is not None
+                item = await self._queue.get()
+                if isinstance(item, SpuError) and item.retriable:
+                    self._queue = None
+                    continue
+                if isinstance(item, BaseException):
+                    raise item
+                raise_for_error(item.fields)
+                result = fetch_result(item)
+                self.position = result.next_offset
+                await self._grant(len(item.payload))
+                yield result
+        finally:
+            await self.close()
+
+    async def _grant(self, consumed: int) -> None:
+        """Return credit in chunks of a quarter of the window: few frames, never starved."""
+        self._used += consumed
+        if self._used >= self._credit // 4 and self._conn is not None and not self._conn.closed:
+            grant, self._used = self._used, 0
+            try:
+                await self._conn.send_only(
+                    ApiKey.STREAM_CREDIT, {"stream_id": self._stream_id, "credit_bytes": grant}
+                )
+            except SpuError:
+                self._queue = None  # reopen on the next iteration
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            conn.forget_stream(self._stream_id)
+            with contextlib.suppress(SpuError):
+                await conn.request(ApiKey.STREAM_CLOSE, {"stream_id": self._stream_id}, (), 5.0)
+        self._queue = None

@@ -1,0 +1,185 @@
+"""One multiplexed connection to an SPU: correlation ids, a reader task, reconnects.
+
+Many requests share the connection; a reader task routes each response to the
+future waiting for its correlation id, and stream pushes to their stream's queue.
+When the connection drops, everything waiting fails with CONNECTION_ERROR and the
+next request reconnects (with exponential backoff between attempts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import mmap
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contraflow.spu.protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    HEADER_SIZE,
+    ErrorCode,
+    FramingError,
+    SpuError,
+    encode_header,
+    pack_meta,
+    parse_header,
+    unpack_meta,
+)
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.storage.batch import Buffer
+
+# Responses can be bigger than requests (a fetch of max_bytes plus one whole batch).
+CLIENT_MAX_FRAME_BYTES = 4 * DEFAULT_MAX_FRAME_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    fields: dict[str, Any]
+    payload: memoryview
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter between reconnect attempts."""
+
+    attempts: int = 6
+    initial_s: float = 0.05
+    max_s: float = 2.0
+
+    def delays(self) -> list[float]:
+        return [
+            min(self.max_s, self.initial_s * 2**i) * random.uniform(0.5, 1.0)
+            for i in range(self.attempts - 1)
+        ]
+
+
+def raise_for_error(fields: dict[str, Any]) -> None:
+    code = fields.get("error", 0)
+    if code:
+        try:
+            error = ErrorCode(code)
+        except ValueError:
+            error = ErrorCode.UNKNOWN
+        raise SpuError(error, str(fields.get("message", error.name)))
+
+
+class Connection:
+    """A single TCP connection; dead once closed (the client makes a new one)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Response]] = {}
+        self._streams: dict[int, asyncio.Queue[Response | BaseException]] = {}
+        self.closed = False
+        self._reader_task = asyncio.create_task(self._read_loop())
+
+    @classmethod
+    async def open(cls, addr: str, timeout_s: float) -> Connection:
+        host, port = parse_addr(addr)
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, limit=1 << 20), timeout_s
+            )
+        except (OSError, TimeoutError) as err:
+            raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
+        return cls(reader, writer)
+
+    def next_id(self) -> int:
+        return next(self._ids) & 0xFFFFFFFF
+
+    async def _read_loop(self) -> None:
+        error: BaseException = SpuError(ErrorCode.CONNECTION_ERROR, "connection to the SPU closed")
+        try:
+            while True:
+                header = parse_header(await self._reader.readexactly(HEADER_SIZE), CLIENT_MAX_FRAME_BYTES)
+                body = memoryview(await self._reader.readexactly(header.body_length))
+                response = Response(unpack_meta(body[: header.meta_length]), body[header.meta_length :])
+                self._route(header.correlation_id, response)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except (FramingError, SpuError) as err:
+            error = SpuError(ErrorCode.CONNECTION_ERROR, f"bad frame from the SPU: {err}")
+        finally:
+            self._fail_all(error)
+
+    def _route(self, correlation_id: int, response: Response) -> None:
+        future = self._pending.pop(correlation_id, None)
+        if future is not None:
+            if not future.done():
+                future.set_result(response)
+            return
+        queue = self._streams.get(correlation_id)
+        if queue is not None:
+            queue.put_nowait(response)
+
+    def _fail_all(self, error: BaseException) -> None:
+        self.closed = True
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+        for queue in self._streams.values():
+            queue.put_nowait(error)
+        self._writer.close()
+
+    def _write(
+        self, api_key: int, correlation_id: int, fields: dict[str, Any], payload: Sequence[Buffer]
+    ) -> None:
+        if self.closed:
+            raise SpuError(ErrorCode.CONNECTION_ERROR, "connection to the SPU closed")
+        size = sum(len(p) for p in payload)
+        self._writer.write(encode_header(api_key, 0, correlation_id, pack_meta(fields), size))
+        for part in payload:
+            self._writer.write(memoryview(part) if isinstance(part, mmap.mmap) else part)
+
+    async def request(
+        self,
+        api_key: int,
+        fields: dict[str, Any],
+        payload: Sequence[Buffer] = (),
+        timeout_s: float | None = None,
+        correlation_id: int | None = None,
+    ) -> Response:
+        cid = self.next_id() if correlation_id is None else correlation_id
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = future
+        try:
+            self._write(api_key, cid, fields, payload)
+            await self._writer.drain()
+            response = await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            raise SpuError(ErrorCode.TIMEOUT, f"no answer from the SPU within {timeout_s}s") from None
+        except (ConnectionError, OSError) as err:
+            raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
+        finally:
+            self._pending.pop(cid, None)
+        raise_for_error(response.fields)
+        return response
+
+    async def send_only(self, api_key: int, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> None:
+        """Fire-and-forget (acks=none produce, stream credit): no response is expected."""
+        try:
+            self._write(api_key, self.next_id(), fields, payload)
+            await self._writer.drain()
+        except (ConnectionError, OSError) as err:
+            raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
+
+    def open_stream(self, correlation_id: int) -> asyncio.Queue[Response | BaseException]:
+        queue: asyncio.Queue[Response | BaseException] = asyncio.Queue()
+        self._streams[correlation_id] = queue
+        return queue
+
+    def forget_stream(self, correlation_id: int) -> None:
+        self._streams.pop(correlation_id, None)
+
+    async def close(self) -> None:
+        if not self.closed:
+            self._fail_all(SpuError(ErrorCode.CONNECTION_ERROR, "client closed"))
+        self._reader_task.cancel()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self._writer.wait_closed()

@@ -1,0 +1,369 @@
+"""`contraflow topic|produce|consume`: the log from the command line.
+
+Commands talk to a `LogClient`, so they work the same against the local data
+directory and (once wired in) a remote SPU. Every user mistake surfaces as a
+`UserError`: one `error: ...` line, non-zero exit, no traceback. Numeric
+options are parsed here rather than by click so that holds for them too.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import sys
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, TypeVar
+
+import click
+import crc32c
+
+from contraflow.errors import UserError
+from contraflow.spu.api import LocalLog, LogClient, OffsetSpec
+from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.errors import StorageError
+from contraflow.spu.units import parse_count, parse_duration_ms, parse_size, parse_time_ms
+
+DEFAULT_DATA_DIR = "contraflow-data"
+PRODUCE_BATCH_LINES = 1000
+PRODUCE_LINGER_S = 0.010
+CONSUME_POLL_S = 0.1
+CONSUME_FETCH_BYTES = 1 << 20
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _errors_as_user_errors(func: F) -> F:
+    """Storage and OS failures reach the user as one line, like their own mistakes."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except UserError:
+            raise
+        except StorageError as err:
+            raise UserError(str(err)) from None
+        except OSError as err:
+            where = f" ({err.filename})" if err.filename else ""
+            raise UserError(f"{err.strerror or err}{where}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+_data_dir_option = click.option(
+    "--data-dir",
+    envvar="CONTRAFLOW_DATA_DIR",
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+    metavar="DIR",
+    help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
+)
+SPU_CONTEXT_KEY = "contraflow.spu"
+_spu_option = click.option(
+    "--spu",
+    envvar="CONTRAFLOW_SPU",
+    metavar="HOST:PORT",
+    expose_value=False,
+    callback=lambda ctx, _param, value: ctx.meta.__setitem__(SPU_CONTEXT_KEY, value),
+    help="Use the SPU server at HOST:PORT instead of a data directory (or $CONTRAFLOW_SPU).",
+)
+
+
+def data_dir_option(command: F) -> F:
+    """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU."""
+    return _data_dir_option(_spu_option(command))
+
+
+def open_log(data_dir: str, *, read_only: bool) -> LogClient:
+    """The log the commands use: the SPU given by --spu, else the local data directory."""
+    spu = click.get_current_context().meta.get(SPU_CONTEXT_KEY)
+    if spu:
+        from contraflow.spu.client import SpuClient
+
+        return SpuClient(spu)
+    return LocalLog(data_dir, read_only=read_only)
+
+
+# -- topic ----------------------------------------------------------------------------------------
+
+
+@click.group()
+def topic() -> None:
+    """Create, list, describe and delete topics."""
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--partitions", default="1", metavar="N", show_default=True, help="Number of partitions.")
+@click.option(
+    "--segment-size", default=None, metavar="BYTES", help="Roll segments at this size (default 1GiB)."
+)
+@click.option(
+    "--retention-time", default=None, metavar="DURATION", help="Delete segments older than this (7d, 12h)."
+)
+@click.option("--retention-bytes", default=None, metavar="BYTES", help="Keep about this much per partition.")
+@data_dir_option
+@_errors_as_user_errors
+def topic_create(
+    name: str,
+    partitions: str,
+    segment_size: str | None,
+    retention_time: str | None,
+    retention_bytes: str | None,
+    data_dir: str,
+) -> None:
+    """Create topic NAME."""
+    kwargs: dict[str, Any] = {"partitions": parse_count(partitions, "partition count", minimum=1)}
+    if segment_size is not None:
+        kwargs["segment_bytes"] = parse_size(segment_size, "segment size")
+    if retention_time is not None:
+        kwargs["retention_ms"] = parse_duration_ms(retention_time, "retention time")
+    if retention_bytes is not None:
+        kwargs["retention_bytes"] = parse_size(retention_bytes, "retention bytes")
+    try:
+        config = TopicConfig(**kwargs)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    log = open_log(data_dir, read_only=False)
+    try:
+        log.create_topic(name, config)
+    finally:
+        log.close()
+    click.echo(f"topic {name!r} created with {config.partitions} partition(s)")
+
+
+@topic.command("list")
+@data_dir_option
+@_errors_as_user_errors
+def topic_list(data_dir: str) -> None:
+    """List topics, one per line."""
+    log = open_log(data_dir, read_only=True)
+    try:
+        for name in log.list_topics():
+            click.echo(name)
+    finally:
+        log.close()
+
+
+@topic.command("describe")
+@click.argument("name")
+@data_dir_option
+@_errors_as_user_errors
+def topic_describe(name: str, data_dir: str) -> None:
+    """Show a topic's settings and, per partition, its offsets and size."""
+    log = open_log(data_dir, read_only=True)
+    try:
+        desc = log.describe_topic(name)
+    finally:
+        log.close()
+    cfg = desc.config
+    click.echo(f"topic: {desc.name}")
+    click.echo(f"partitions: {cfg.partitions}")
+    click.echo(f"segment size: {cfg.segment_bytes}")
+    click.echo(f"retention time: {'none' if cfg.retention_ms is None else f'{cfg.retention_ms} ms'}")
+    click.echo(f"retention bytes: {'none' if cfg.retention_bytes is None else cfg.retention_bytes}")
+    click.echo(f"flush: {cfg.flush.mode}")
+    click.echo(
+        f"{'partition':>9} {'log start':>12} {'log end':>12} {'high watermark':>15} {'size':>14} {'segments':>8}"
+    )
+    for p in desc.partitions:
+        click.echo(
+            f"{p.partition:>9} {p.log_start_offset:>12} {p.log_end_offset:>12} "
+            f"{p.high_watermark:>15} {p.size_bytes:>14} {p.segment_count:>8}"
+        )
+
+
+@topic.command("delete")
+@click.argument("name")
+@data_dir_option
+@_errors_as_user_errors
+def topic_delete(name: str, data_dir: str) -> None:
+    """Delete topic NAME and all its data."""
+    log = open_log(data_dir, read_only=False)
+    try:
+        log.delete_topic(name)
+    finally:
+        log.close()
+    click.echo(f"topic {name!r} deleted")
+
+
+# -- produce --------------------------------------------------------------------------------------
+
+
+def read_line_batches(stream: BinaryIO, max_lines: int, linger_s: float) -> Iterator[list[bytes]]:
+    """Lines of `stream` (without their newline) in batches of up to `max_lines`; a
+    partial batch goes out once its first line has waited `linger_s` (interactive use)."""
+    fd = stream.fileno()
+    pending: list[bytes] = []
+    tail = b""
+    deadline = 0.0
+    while True:
+        timeout = max(0.0, deadline - time.monotonic()) if pending else None
+        ready, _, _ = select.select([fd], [], [], timeout)
+        chunk = os.read(fd, 1 << 16) if ready else None
+        if chunk == b"":
+            if tail:
+                pending.append(tail)
+            if pending:
+                yield pending
+            return
+        if chunk:
+            lines = (tail + chunk).split(b"\n")
+            tail = lines.pop()
+            if lines and not pending:
+                deadline = time.monotonic() + linger_s
+            pending.extend(lines)
+        while len(pending) >= max_lines:
+            yield pending[:max_lines]
+            pending = pending[max_lines:]
+            deadline = time.monotonic() + linger_s
+        if pending and (chunk is None or time.monotonic() >= deadline):
+            yield pending
+            pending = []
+
+
+def split_keys(lines: list[bytes], separator: bytes, first_line: int) -> tuple[list[bytes], list[bytes]]:
+    keys, values = [], []
+    for n, line in enumerate(lines, start=first_line):
+        key, sep, value = line.partition(separator)
+        if not sep:
+            raise UserError(f"line {n} has no key separator {separator.decode()!r}")
+        keys.append(key)
+        values.append(value)
+    return keys, values
+
+
+@click.command()
+@click.argument("name")
+@data_dir_option
+@click.option("--key-separator", default=None, metavar="SEP", help="Split each line into key SEP value.")
+@click.option("--partition", default=None, metavar="P", help="Write to this partition only.")
+@_errors_as_user_errors
+def produce(name: str, data_dir: str, key_separator: str | None, partition: str | None) -> None:
+    """Append one record per line of standard input to topic NAME.
+
+    Keyed records go to the partition chosen by the key's hash; others are
+    spread over the partitions batch by batch."""
+    if key_separator == "":
+        raise UserError("the key separator must not be empty")
+    log = open_log(data_dir, read_only=False)
+    try:
+        count = log.describe_topic(name).config.partitions
+        fixed = None if partition is None else parse_count(partition, "partition", minimum=0)
+        if fixed is not None and fixed >= count:
+            raise UserError(f"topic {name!r} has no partition {fixed} (it has {count}: 0..{count - 1})")
+        line_no, next_partition = 1, 0
+        for lines in read_line_batches(sys.stdin.buffer, PRODUCE_BATCH_LINES, PRODUCE_LINGER_S):
+            if key_separator is None:
+                target = next_partition if fixed is None else fixed
+                log.produce(name, target, lines)
+                next_partition = (next_partition + 1) % count
+            else:
+                keys, values = split_keys(lines, key_separator.encode(), line_no)
+                _produce_keyed(log, name, count, fixed, keys, values)
+            line_no += len(lines)
+    finally:
+        log.close()
+
+
+def _produce_keyed(
+    log: LogClient, topic: str, count: int, fixed: int | None, keys: list[bytes], values: list[bytes]
+) -> None:
+    """Group a batch by partition (hash of the key) and append one batch per partition."""
+    groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
+    for key, value in zip(keys, values, strict=True):
+        p = fixed if fixed is not None else crc32c.crc32c(key) % count
+        group = groups.setdefault(p, ([], []))
+        group[0].append(key)
+        group[1].append(value)
+    for p, (group_keys, group_values) in groups.items():
+        log.produce(topic, p, group_values, keys=group_keys)
+
+
+# -- consume --------------------------------------------------------------------------------------
+
+
+def _start_offset(log: LogClient, topic: str, p: int, start: OffsetSpec | None, offset: int | None) -> int:
+    if offset is not None:
+        first = log.list_offsets(topic, p, "earliest")
+        end = log.list_offsets(topic, p, "latest", isolation="uncommitted")
+        assert first is not None and end is not None
+        if offset > end:
+            raise UserError(
+                f"offset {offset} is out of range for {topic}/{p} (log start {first}, log end {end})"
+            )
+        return offset
+    if start is None:
+        start = "latest"
+    found = log.list_offsets(topic, p, start)
+    if found is None:  # no record at or after that time yet: wait at the end
+        found = log.list_offsets(topic, p, "latest")
+        assert found is not None
+    return found
+
+
+@click.command()
+@click.argument("name")
+@data_dir_option
+@click.option("-B", "from_beginning", is_flag=True, help="Start at the beginning of the log.")
+@click.option("--offset", default=None, metavar="N", help="Start at offset N.")
+@click.option("--from-time", default=None, metavar="TIME", help="Start at the first record at or after TIME.")
+@click.option("-d", "exit_at_end", is_flag=True, help="Exit once the end of the log is reached.")
+@click.option("--partition", default=None, metavar="P", help="Read only partition P (default: all).")
+@_errors_as_user_errors
+def consume(
+    name: str,
+    data_dir: str,
+    from_beginning: bool,
+    offset: str | None,
+    from_time: str | None,
+    exit_at_end: bool,
+    partition: str | None,
+) -> None:
+    """Print the values of topic NAME, one per line (from the end unless told otherwise)."""
+    if sum((from_beginning, offset is not None, from_time is not None)) > 1:
+        raise UserError("choose at most one of -B, --offset and --from-time")
+    start_offset = None if offset is None else parse_count(offset, "offset", minimum=0)
+    start: OffsetSpec | None = "earliest" if from_beginning else None
+    if from_time is not None:
+        start = parse_time_ms(from_time)
+    log = open_log(data_dir, read_only=True)
+    try:
+        count = log.describe_topic(name).config.partitions
+        if partition is None:
+            partitions = list(range(count))
+        else:
+            p = parse_count(partition, "partition", minimum=0)
+            if p >= count:
+                raise UserError(f"topic {name!r} has no partition {p} (it has {count}: 0..{count - 1})")
+            partitions = [p]
+        positions = {p: _start_offset(log, name, p, start, start_offset) for p in partitions}
+        _consume_loop(log, name, positions, exit_at_end)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.close()
+
+
+def _consume_loop(log: LogClient, topic: str, positions: dict[int, int], exit_at_end: bool) -> None:
+    out = sys.stdout.buffer
+    while True:
+        progressed = False
+        for p, position in positions.items():
+            result = log.fetch(topic, p, position, CONSUME_FETCH_BYTES)
+            for batch in result.batches:
+                values = batch.values()
+                skip = max(0, position - batch.base_offset)
+                if skip < len(values):
+                    out.write(b"\n".join(values[skip:]))
+                    out.write(b"\n")
+            if result.batches:
+                progressed = True
+            positions[p] = result.next_offset
+        out.flush()
+        if not progressed:
+            if exit_at_end:
+                return
+            time.sleep(CONSUME_POLL_S)

@@ -1,0 +1,208 @@
+"""An SPU owned by the current process: in a thread (its own event loop) or a child process.
+
+`contraflow run` starts one on loopback when no `--spu` is given; tests and
+benchmarks use it too. `start()` returns once the SPU answers API_VERSIONS and
+gives the address to hand to clients (port 0 picks a free port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Literal
+
+import contraflow
+from contraflow.errors import UserError
+from contraflow.spu.protocol import HEADER_SIZE, ApiKey, encode_frame, parse_header, unpack_meta
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.server import ServerConfig, SpuServer
+from contraflow.spu.server_commands import READY_PREFIX
+
+Mode = Literal["thread", "process"]
+
+
+def probe(addr: str, timeout_s: float = 1.0) -> bool:
+    """True if an SPU at `addr` answers API_VERSIONS (a blocking one-off check)."""
+    host, port = parse_addr(addr)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(encode_frame(ApiKey.API_VERSIONS, 0, 1, {}))
+            head = _recv_exactly(sock, HEADER_SIZE)
+            header = parse_header(head)
+            body = _recv_exactly(sock, header.body_length)
+            return header.correlation_id == 1 and unpack_meta(body[: header.meta_length]).get("error") == 0
+    except (OSError, ValueError, UserError):
+        return False
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("closed")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def wait_until_ready(addr: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probe(addr):
+        if time.monotonic() > deadline:
+            raise UserError(f"the SPU at {addr} did not become ready within {timeout_s:.0f}s")
+        time.sleep(0.02)
+
+
+class EmbeddedSpu:
+    """Start/stop an SPU next to this process. Use as a context manager or call start/stop."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        *,
+        mode: Mode = "thread",
+        public_addr: str = "127.0.0.1:0",
+        private_addr: str = "127.0.0.1:0",
+        spu_id: int = 0,
+        config: ServerConfig | None = None,
+        ready_timeout_s: float = 30.0,
+    ) -> None:
+        base = config or ServerConfig(Path(data_dir))
+        self.config = replace(
+            base, data_dir=Path(data_dir), public_addr=public_addr, private_addr=private_addr, spu_id=spu_id
+        )
+        self.mode = mode
+        self.ready_timeout_s = ready_timeout_s
+        self.addr = ""
+        self.private_addr = ""
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Start and wait until ready; returns HOST:PORT of the public port."""
+        if self.mode == "thread":
+            self._start_thread()
+        else:
+            self._start_process()
+        wait_until_ready(self.addr, self.ready_timeout_s)
+        return self.addr
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Graceful stop (SIGTERM for a child, then SIGKILL after `timeout_s`)."""
+        if self._thread is not None:
+            if self._loop is not None and self._stop_event is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._stop_event.set)
+            self._thread.join(timeout_s)
+            self._thread = None
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.send_signal(signal.SIGTERM)
+                try:
+                    self._process.wait(timeout_s)
+                except subprocess.TimeoutExpired:
+                    self._process.kill()
+                    self._process.wait()
+            self._close_pipes()
+
+    def kill(self) -> None:
+        """SIGKILL the child process (crash testing); no-op in thread mode."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+            self._close_pipes()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def __enter__(self) -> EmbeddedSpu:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- thread mode -----------------------------------------------------------------------------
+
+    def _start_thread(self) -> None:
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        async def main() -> None:
+            server = SpuServer(self.config)
+            self._loop = asyncio.get_running_loop()
+            self._stop_event = asyncio.Event()
+            try:
+                await server.start()
+            except BaseException as err:
+                failure.append(err)
+                ready.set()
+                await server.stop()
+                return
+            self.addr = "{}:{}".format(*server.public_addr)
+            self.private_addr = "{}:{}".format(*server.private_addr) if server.private_addr else ""
+            ready.set()
+            try:
+                await self._stop_event.wait()
+            finally:
+                await server.stop()
+
+        self._thread = threading.Thread(target=asyncio.run, args=(main(),), name="embedded-spu", daemon=True)
+        self._thread.start()
+        if not ready.wait(self.ready_timeout_s):
+            raise UserError(f"the embedded SPU did not start within {self.ready_timeout_s:.0f}s")
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+
+    # -- process mode ----------------------------------------------------------------------------
+
+    def _start_process(self) -> None:
+        src = str(Path(contraflow.__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")]))}
+        args = [
+            sys.executable, "-m", "contraflow", "spu", "run",
+            "--data-dir", str(self.config.data_dir),
+            "--public-addr", self.config.public_addr,
+            "--private-addr", self.config.private_addr or "127.0.0.1:0",
+            "--id", str(self.config.spu_id),
+        ]  # fmt: skip
+        self._process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
+        line = self._read_ready_line()
+        fields = dict(part.split("=", 1) for part in line.split()[2:])
+        self.addr, self.private_addr = fields["public"], fields.get("private", "")
+
+    def _read_ready_line(self) -> str:
+        assert self._process is not None and self._process.stdout is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._process.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if selector.select(timeout=0.1):
+                    line = self._process.stdout.readline().decode(errors="replace")
+                    if line.startswith(READY_PREFIX):
+                        return line
+                    if not line:
+                        break
+                if self._process.poll() is not None:
+                    break
+        self.kill()
+        raise UserError(f"the SPU child process did not start (exit code {self._process.poll()})")
+
+    def _close_pipes(self) -> None:
+        if self._process is not None and self._process.stdout is not None:
+            self._process.stdout.close()

@@ -1,0 +1,64 @@
+"""Error codes carried in every SPU response, and the exception a client raises for them.
+
+The code is the contract between server and client; the message is for humans.
+A client turns a non-zero code back into `SpuError` (a `UserError`), so the CLI
+prints the server's message exactly as it would print the local engine's.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from contraflow.errors import UserError
+
+
+class ErrorCode(IntEnum):
+    """Documented response codes (see docs/spu-server.md). Never renumber: they are on the wire."""
+
+    NONE = 0
+    UNKNOWN = 1  # a bug on the server; the message says what happened
+    MALFORMED_REQUEST = 2  # metadata is not a msgpack map or a field has the wrong type
+    UNSUPPORTED_API = 3
+    UNSUPPORTED_VERSION = 4
+    FRAME_TOO_LARGE = 5
+    TOO_MANY_REQUESTS = 6  # per-connection in-flight or staged-bytes limit reached
+    INVALID_ARGUMENT = 7  # a well-formed request the engine refuses (bad name, negative offset...)
+    UNKNOWN_TOPIC = 8
+    TOPIC_EXISTS = 9
+    UNKNOWN_PARTITION = 10
+    OFFSET_OUT_OF_RANGE = 11
+    CORRUPT_BATCH = 12  # produce/stage payload fails its CRC or framing
+    STORAGE_ERROR = 13  # disk full, unreadable directory...
+    UNKNOWN_TRANSACTION = 14  # commit of a batch id with nothing staged and no ledger entry
+    STALE_TRANSACTION = 15  # batch id older than what the ledger still remembers
+    UNKNOWN_STREAM = 16
+    SHUTTING_DOWN = 17
+    TIMEOUT = 18  # client side: no answer in time (never sent by the server)
+    CONNECTION_ERROR = 19  # client side: connection lost and retries exhausted
+
+
+# Codes a client may retry after reconnecting; every other code is final.
+RETRIABLE: frozenset[ErrorCode] = frozenset(
+    {ErrorCode.SHUTTING_DOWN, ErrorCode.TIMEOUT, ErrorCode.CONNECTION_ERROR, ErrorCode.TOO_MANY_REQUESTS}
+)
+
+
+class SpuError(UserError):
+    """A non-zero response code, raised on the client (and inside the server to pick the code)."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def retriable(self) -> bool:
+        return self.code in RETRIABLE
+
+
+class FramingError(Exception):
+    """The byte stream cannot be split into frames any more: the connection must be closed
+    (after a last answer with `code`, as the header's correlation id is still readable)."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.MALFORMED_REQUEST) -> None:
+        super().__init__(message)
+        self.code = code

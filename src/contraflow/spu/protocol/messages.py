@@ -1,0 +1,274 @@
+"""The SPU's requests: API keys, versions and the typed fields of every request.
+
+A request's metadata map is checked field by field against its dataclass here,
+once, so handlers work with typed values and a fuzzer can only ever produce a
+MALFORMED_REQUEST answer, never an exception inside a handler.
+Responses are plain maps: `error` (ErrorCode), `message`, plus the fields
+documented per API in docs/spu-server.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, TypeVar
+
+from contraflow.spu.protocol.errors import ErrorCode, SpuError
+
+
+class ApiKey(IntEnum):
+    API_VERSIONS = 0
+    PRODUCE = 1
+    FETCH = 2
+    STREAM_FETCH = 3
+    STREAM_CREDIT = 4
+    STREAM_CLOSE = 5
+    LIST_OFFSETS = 6
+    OFFSET_COMMIT = 7
+    OFFSET_FETCH = 8
+    CREATE_TOPIC = 9
+    DELETE_TOPIC = 10
+    LIST_TOPICS = 11
+    DESCRIBE_TOPIC = 12
+    TXN_STAGE = 13
+    TXN_COMMIT = 14
+    TXN_ABORT = 15
+    TXN_LEDGER = 16
+    CONTROL_SET = 17
+    CONTROL_GET = 18
+
+
+class Acks(IntEnum):
+    """When a produce is answered: never, once appended, or once committed (durable)."""
+
+    NONE = 0
+    LEADER = 1
+    COMMITTED = 2
+
+
+ISOLATIONS = ("committed", "uncommitted")
+OFFSET_SPECS = ("earliest", "latest", "timestamp")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiVersionsRequest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    """Payload: one or more encoded record batches for one partition."""
+
+    topic: str
+    partition: int
+    acks: int = Acks.LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int = 1024 * 1024
+    isolation: str = "uncommitted"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFetchRequest:
+    """Opens a push stream; its id is the request's correlation id."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int = 256 * 1024  # per pushed frame
+    credit_bytes: int = 1024 * 1024  # initial credit
+    isolation: str = "uncommitted"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCreditRequest:
+    """Fire-and-forget: adds credit to an open stream; the server sends no response."""
+
+    stream_id: int
+    credit_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamCloseRequest:
+    stream_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    topic: str
+    partition: int
+    spec: str = "latest"
+    timestamp: int | None = None
+    isolation: str = "uncommitted"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    consumer: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    consumer: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicRequest:
+    """`config` is `TopicConfig.to_dict()` (missing keys take their defaults)."""
+
+    name: str
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicRequest:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListTopicsRequest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class DescribeTopicRequest:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class TxnStageRequest:
+    """Payload: record batches staged for (producer_id, batch_id, topic, partition).
+
+    `writer`/`attempt` let a retried task replace what its failed attempt staged:
+    staging under a writer with a new attempt number discards that writer's
+    earlier staged batches first.
+    """
+
+    producer_id: str
+    batch_id: int
+    topic: str
+    partition: int
+    writer: str = ""
+    attempt: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TxnCommitRequest:
+    """`expected_batches`: how many record batches the writer staged; a mismatch (staging
+    lost to an SPU restart or timeout) fails the commit instead of committing a part."""
+
+    producer_id: str
+    batch_id: int
+    expected_batches: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TxnAbortRequest:
+    producer_id: str
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TxnLedgerRequest:
+    producer_id: str
+    batch_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControlSetRequest:
+    """Publish a small JSON value under a name (None removes it): credits, breaker state."""
+
+    name: str
+    value: int | str | dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ControlGetRequest:
+    name: str
+
+
+REQUEST_TYPES: dict[ApiKey, type] = {
+    ApiKey.API_VERSIONS: ApiVersionsRequest,
+    ApiKey.PRODUCE: ProduceRequest,
+    ApiKey.FETCH: FetchRequest,
+    ApiKey.STREAM_FETCH: StreamFetchRequest,
+    ApiKey.STREAM_CREDIT: StreamCreditRequest,
+    ApiKey.STREAM_CLOSE: StreamCloseRequest,
+    ApiKey.LIST_OFFSETS: ListOffsetsRequest,
+    ApiKey.OFFSET_COMMIT: OffsetCommitRequest,
+    ApiKey.OFFSET_FETCH: OffsetFetchRequest,
+    ApiKey.CREATE_TOPIC: CreateTopicRequest,
+    ApiKey.DELETE_TOPIC: DeleteTopicRequest,
+    ApiKey.LIST_TOPICS: ListTopicsRequest,
+    ApiKey.DESCRIBE_TOPIC: DescribeTopicRequest,
+    ApiKey.TXN_STAGE: TxnStageRequest,
+    ApiKey.TXN_COMMIT: TxnCommitRequest,
+    ApiKey.TXN_ABORT: TxnAbortRequest,
+    ApiKey.TXN_LEDGER: TxnLedgerRequest,
+    ApiKey.CONTROL_SET: ControlSetRequest,
+    ApiKey.CONTROL_GET: ControlGetRequest,
+}
+
+# Supported (min, max) version per API. Version 0 is the only one so far.
+API_VERSIONS: dict[ApiKey, tuple[int, int]] = {key: (0, 0) for key in ApiKey}
+
+T = TypeVar("T")
+_MAX_INT = 2**63 - 1
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    """A deliberately small type checker for the few field types requests use."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT <= value <= _MAX_INT
+    if hint is str:
+        return isinstance(value, str)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    raise TypeError(f"unsupported request field type {hint!r}")
+
+
+_HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in REQUEST_TYPES.values()}
+
+
+def parse_request(cls: type[T], meta: dict[str, Any]) -> T:
+    """Build a typed request from its metadata map, or raise MALFORMED_REQUEST saying why."""
+    hints = _HINTS[cls]
+    kwargs: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if field.name in meta:
+            value = meta[field.name]
+            if not _type_ok(value, hints[field.name]):
+                raise SpuError(
+                    ErrorCode.MALFORMED_REQUEST,
+                    f"field {field.name!r} must be {hints[field.name]}, got {type(value).__name__}",
+                )
+            kwargs[field.name] = value
+        elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+            raise SpuError(ErrorCode.MALFORMED_REQUEST, f"missing field {field.name!r}")
+    unknown = set(meta) - {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    if unknown:
+        raise SpuError(ErrorCode.MALFORMED_REQUEST, f"unknown fields {sorted(unknown)}")
+    return cls(**kwargs)
+
+
+def check_isolation(isolation: str) -> None:
+    if isolation not in ISOLATIONS:
+        raise SpuError(ErrorCode.INVALID_ARGUMENT, f"isolation must be one of {', '.join(ISOLATIONS)}")

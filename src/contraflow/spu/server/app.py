@@ -1,0 +1,154 @@
+"""The SPU server: opens the store, recovers transactions, listens on two ports.
+
+The public port serves producers, consumers and admin; the private port is for
+replication between SPUs (a later issue) and for now answers API_VERSIONS only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contraflow.spu.ledger import BatchLedger
+from contraflow.spu.protocol import ApiKey
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.server.connection import Connection, Dispatch, Limits
+from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.partitions import Partitions
+from contraflow.spu.server.rollback import truncate_partition_dir
+from contraflow.spu.server.signals import PartitionSignals
+from contraflow.spu.server.streams import StreamRegistry
+from contraflow.spu.storage.store import Store
+from contraflow.spu.transactions import TransactionCoordinator
+
+log = logging.getLogger(__name__)
+
+LEDGER_PATH = Path("transactions") / "ledger.log"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    data_dir: Path
+    public_addr: str = "127.0.0.1:9005"
+    private_addr: str | None = "127.0.0.1:9006"
+    spu_id: int = 0
+    limits: Limits = field(default_factory=Limits)
+    transaction_timeout_s: float = 60.0
+    worker_threads: int = 8
+
+
+class SpuServer:
+    """Start with `await start()`, stop with `await stop()`; `public_addr` is the bound address."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._executor = ThreadPoolExecutor(config.worker_threads, thread_name_prefix="spu-io")
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[Connection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._store: Store | None = None
+        self._ledger: BatchLedger | None = None
+        self.transactions: TransactionCoordinator
+        self.public_addr: tuple[str, int] = ("", 0)
+        self.private_addr: tuple[str, int] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        store, ledger, undone = await loop.run_in_executor(self._executor, self._open_storage)
+        self._store, self._ledger = store, ledger
+        for producer_id, batch_id in undone:
+            log.warning("undid the appends of unfinished commit %s/%s", producer_id, batch_id)
+        signals = PartitionSignals(loop)
+        partitions = Partitions(store, signals.wake_threadsafe)
+        self.transactions = TransactionCoordinator(
+            ledger,
+            partitions,
+            timeout_s=self.config.transaction_timeout_s,
+            max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
+        )
+        handlers = Handlers(
+            partitions,
+            self.transactions,
+            StreamRegistry(partitions, signals),
+            self._executor,
+            self.config.spu_id,
+        )
+        self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
+        if self.config.private_addr is not None:
+            self.private_addr = await self._listen(
+                self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
+            )
+        self._spawn(self._expire_staging())
+
+    def _open_storage(self) -> tuple[Store, BatchLedger, list[tuple[str, int]]]:
+        """Open the store (takes the data-directory lock) and the ledger, then undo the
+        appends of commits a crash interrupted: before any partition is opened (they
+        open lazily), so the engine's recovery sees the already-cut logs."""
+        store = Store(self.config.data_dir)
+        try:
+            ledger = BatchLedger(self.config.data_dir / LEDGER_PATH)
+            topics = store.topics_dir
+
+            def cut(tp: tuple[str, int], offset: int) -> None:
+                truncate_partition_dir(topics / tp[0] / str(tp[1]), offset)
+
+            undone = TransactionCoordinator.recover(ledger, cut)
+        except BaseException:
+            store.close()
+            raise
+        return store, ledger, undone
+
+    async def _listen(
+        self, addr: str, dispatch: Dispatch, allowed: frozenset[ApiKey] | None
+    ) -> tuple[str, int]:
+        host, port = parse_addr(addr)
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            conn = Connection(reader, writer, dispatch, self.config.limits, allowed)
+            self._connections.add(conn)
+            try:
+                await conn.serve()
+            finally:
+                self._connections.discard(conn)
+                self.transactions.release_owner(conn.id)
+
+        server = await asyncio.start_server(on_connect, host, port, limit=1 << 20)
+        self._servers.append(server)
+        bound = server.sockets[0].getsockname()
+        return str(bound[0]), int(bound[1])
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _expire_staging(self) -> None:
+        """Drop the staging of writers that went quiet (checked a few times per timeout)."""
+        interval = max(0.05, min(1.0, self.config.transaction_timeout_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            for producer_id, batch_id in self.transactions.expire():
+                log.info("dropped staged batch %s/%s after the transaction timeout", producer_id, batch_id)
+
+    async def stop(self) -> None:
+        """Stop listening, drop connections, close the store and ledger."""
+        for server in self._servers:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*(c.close() for c in list(self._connections)), return_exceptions=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self._executor.shutdown(wait=True)
+        if self._ledger is not None:
+            self._ledger.close()
+        if self._store is not None:
+            self._store.close()
+
+    async def serve_forever(self) -> None:
+        await asyncio.gather(*(s.serve_forever() for s in self._servers))

@@ -1,0 +1,212 @@
+"""One client connection: cut frames, dispatch them as tasks, write responses.
+
+Requests on a connection run concurrently (up to `max_inflight`; past that the
+connection simply stops reading, which is back-pressure, not an error), except
+that requests which change state (produce, staging, commits, admin) go through
+a FIFO gate so a client's appends land in the order it sent them.
+A frame that cannot be delimited closes the connection; anything else wrong with
+a request gets an error response and the connection keeps going.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+from contraflow.spu.protocol import (
+    API_VERSIONS,
+    HEADER_SIZE,
+    ApiKey,
+    ErrorCode,
+    FrameHeader,
+    FramingError,
+    SpuError,
+    encode_header,
+    pack_meta,
+    parse_header,
+)
+
+log = logging.getLogger(__name__)
+
+# Below this size a file slice is read and written like any buffer: sendfile's
+# per-call setup costs more than the copy.
+SENDFILE_MIN_BYTES = 64 * 1024
+
+_connection_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class FileSlice:
+    """Bytes of an open segment file, sent with sendfile when large enough."""
+
+    file: BinaryIO
+    position: int
+    length: int
+
+    def __len__(self) -> int:
+        return self.length
+
+
+Part = bytes | bytearray | memoryview | FileSlice
+
+
+@dataclass(slots=True)
+class Reply:
+    """A handler's answer: result fields (error code added by the connection) and payload parts."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    payload: Sequence[Part] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_frame_bytes: int = 16 * 1024 * 1024
+    max_inflight: int = 64
+    max_staged_bytes: int = 64 * 1024 * 1024
+
+
+# Requests whose effects must follow the order the client sent them in.
+ORDERED_APIS = frozenset(
+    {
+        ApiKey.PRODUCE,
+        ApiKey.TXN_STAGE,
+        ApiKey.TXN_COMMIT,
+        ApiKey.TXN_ABORT,
+        ApiKey.CREATE_TOPIC,
+        ApiKey.DELETE_TOPIC,
+        ApiKey.OFFSET_COMMIT,
+    }
+)
+
+Dispatch = Callable[["Connection", FrameHeader, memoryview], Awaitable[Reply | None]]
+
+
+def error_fields(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error": int(code), "message": message}
+
+
+class Connection:
+    """Owns the socket; the server's dispatcher does the work."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        dispatch: Dispatch,
+        limits: Limits,
+        allowed_apis: frozenset[ApiKey] | None = None,
+    ) -> None:
+        self.id = next(_connection_ids)
+        self.reader = reader
+        self.writer = writer
+        self._dispatch = dispatch
+        self.limits = limits
+        self._allowed = allowed_apis
+        self._inflight = asyncio.Semaphore(limits.max_inflight)
+        self._order = asyncio.Lock()
+        self._write_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.streams: dict[int, asyncio.Task[None]] = {}
+        self.closed = False
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    async def serve(self) -> None:
+        """Read frames until the peer goes away or breaks framing."""
+        try:
+            while True:
+                head = await self.reader.readexactly(HEADER_SIZE)
+                try:
+                    header = parse_header(head, self.limits.max_frame_bytes)
+                except FramingError as err:
+                    await self._reject_and_close(head, err)
+                    return
+                body = memoryview(await self.reader.readexactly(header.body_length))
+                await self._inflight.acquire()
+                task = asyncio.create_task(self._run(header, body))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            await self.close()
+
+    async def _reject_and_close(self, head: bytes, err: FramingError) -> None:
+        """Answer with the frame's correlation id (the header is readable), then hang up."""
+        log.warning("closing %s: %s", self.peer, err)
+        api_key = int.from_bytes(head[4:6], "big")
+        correlation_id = int.from_bytes(head[8:12], "big")
+        await self.send(api_key, correlation_id, error_fields(err.code, str(err)))
+
+    async def _run(self, header: FrameHeader, body: memoryview) -> None:
+        try:
+            reply = await self._handle(header, body)
+            if reply is not None:
+                reply.fields.setdefault("error", int(ErrorCode.NONE))
+                await self.send(header.api_key, header.correlation_id, reply.fields, reply.payload)
+        except SpuError as err:
+            await self.send(header.api_key, header.correlation_id, error_fields(err.code, str(err)))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception as err:  # a bug: answer, log, keep serving
+            log.exception("request %s from %s failed", header.api_key, self.peer)
+            await self.send(header.api_key, header.correlation_id, error_fields(ErrorCode.UNKNOWN, repr(err)))
+        finally:
+            self._inflight.release()
+
+    async def _handle(self, header: FrameHeader, body: memoryview) -> Reply | None:
+        try:
+            api = ApiKey(header.api_key)
+        except ValueError:
+            raise SpuError(ErrorCode.UNSUPPORTED_API, f"unknown api key {header.api_key}") from None
+        if self._allowed is not None and api not in self._allowed:
+            raise SpuError(ErrorCode.UNSUPPORTED_API, f"{api.name} is not served on this port")
+        low, high = API_VERSIONS[api]
+        if not low <= header.api_version <= high:
+            raise SpuError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{api.name} version {header.api_version} not supported ({low}..{high})",
+            )
+        if api in ORDERED_APIS:
+            async with self._order:
+                return await self._dispatch(self, header, body)
+        return await self._dispatch(self, header, body)
+
+    async def send(
+        self, api_key: int, correlation_id: int, fields: dict[str, Any], payload: Sequence[Part] = ()
+    ) -> None:
+        """Write one response frame; file slices go out with sendfile when worth it."""
+        if self.closed:
+            return
+        head = encode_header(api_key, 0, correlation_id, pack_meta(fields), sum(len(p) for p in payload))
+        async with self._write_lock:
+            self.writer.write(head)
+            for part in payload:
+                if isinstance(part, FileSlice):
+                    await self._send_file(part)
+                else:
+                    self.writer.write(part)
+            await self.writer.drain()
+
+    async def _send_file(self, part: FileSlice) -> None:
+        if part.length >= SENDFILE_MIN_BYTES:
+            loop = asyncio.get_running_loop()
+            await loop.sendfile(self.writer.transport, part.file, part.position, part.length)
+        else:
+            self.writer.write(os.pread(part.file.fileno(), part.length, part.position))
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for task in [*self.streams.values(), *self._tasks]:
+            task.cancel()
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.writer.wait_closed()

@@ -1,0 +1,271 @@
+"""Request handlers: typed request in, `Reply` out, one method per API.
+
+Anything that may fsync (appends, commits, topic admin, consumer offsets) runs
+in the server's thread pool; reads are served on the loop from the page cache.
+Storage exceptions are translated to error codes in one place (`translate`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from contraflow.errors import UserError
+from contraflow.spu.protocol import (
+    REQUEST_TYPES,
+    Acks,
+    ApiKey,
+    ErrorCode,
+    FrameHeader,
+    SpuError,
+    parse_request,
+    unpack_meta,
+)
+from contraflow.spu.protocol import messages as m
+from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
+from contraflow.spu.server.connection import Connection, Reply
+from contraflow.spu.server.partitions import Partitions, split_batches
+from contraflow.spu.server.streams import StreamRegistry, StreamState
+from contraflow.spu.storage import errors as storage_errors
+from contraflow.spu.storage.batch import CorruptBatchError
+from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.control import ControlValues
+from contraflow.spu.transactions import TransactionCoordinator
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
+    (storage_errors.TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
+    (storage_errors.TopicExistsError, ErrorCode.TOPIC_EXISTS),
+    (storage_errors.PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
+    (storage_errors.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (storage_errors.InvalidBatchError, ErrorCode.CORRUPT_BATCH),
+    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
+    (UserError, ErrorCode.INVALID_ARGUMENT),
+    (ValueError, ErrorCode.INVALID_ARGUMENT),
+    (TypeError, ErrorCode.INVALID_ARGUMENT),
+    (storage_errors.StorageError, ErrorCode.STORAGE_ERROR),
+    (OSError, ErrorCode.STORAGE_ERROR),
+]
+
+
+def translate(err: Exception) -> SpuError:
+    """The wire error for an engine exception; the message is kept word for word."""
+    if isinstance(err, SpuError):
+        return err
+    for kind, code in _ERRORS:
+        if isinstance(err, kind):
+            return SpuError(code, str(err))
+    log.exception("unexpected error", exc_info=err)
+    return SpuError(ErrorCode.UNKNOWN, f"{type(err).__name__}: {err}")
+
+
+Handler = Callable[[Connection, Any, memoryview, int], Awaitable[Reply | None]]
+
+
+class Handlers:
+    """The public port's dispatcher."""
+
+    def __init__(
+        self,
+        partitions: Partitions,
+        transactions: TransactionCoordinator,
+        streams: StreamRegistry,
+        executor: Executor,
+        spu_id: int,
+    ) -> None:
+        self._partitions = partitions
+        self._store = partitions.store
+        self._txns = transactions
+        self._streams = streams
+        self._executor = executor
+        self._spu_id = spu_id
+        self._control = ControlValues(self._store.data_dir / "control")
+        self._table: dict[ApiKey, Handler] = {
+            ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.STREAM_FETCH: self.stream_fetch,
+            ApiKey.STREAM_CREDIT: self.stream_credit,
+            ApiKey.STREAM_CLOSE: self.stream_close,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.OFFSET_FETCH: self.offset_fetch,
+            ApiKey.CREATE_TOPIC: self.create_topic,
+            ApiKey.DELETE_TOPIC: self.delete_topic,
+            ApiKey.LIST_TOPICS: self.list_topics,
+            ApiKey.DESCRIBE_TOPIC: self.describe_topic,
+            ApiKey.TXN_STAGE: self.txn_stage,
+            ApiKey.TXN_COMMIT: self.txn_commit,
+            ApiKey.TXN_ABORT: self.txn_abort,
+            ApiKey.TXN_LEDGER: self.txn_ledger,
+            ApiKey.CONTROL_SET: self.control_set,
+            ApiKey.CONTROL_GET: self.control_get,
+        }
+
+    async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
+        api = ApiKey(header.api_key)
+        meta = unpack_meta(body[: header.meta_length])
+        request: Any = parse_request(REQUEST_TYPES[api], meta)
+        try:
+            return await self._table[api](conn, request, body[header.meta_length :], header.correlation_id)
+        except Exception as err:
+            raise translate(err) from err
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    # -- meta ------------------------------------------------------------------------------------
+
+    async def api_versions(
+        self, conn: Connection, req: m.ApiVersionsRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        apis = [[int(k), low, high] for k, (low, high) in API_VERSIONS.items()]
+        return Reply({"apis": apis, "spu_id": self._spu_id})
+
+    # -- records ---------------------------------------------------------------------------------
+
+    async def produce(
+        self, conn: Connection, req: m.ProduceRequest, payload: memoryview, cid: int
+    ) -> Reply | None:
+        acks = Acks(req.acks) if req.acks in tuple(Acks) else None
+        if acks is None:
+            raise SpuError(ErrorCode.INVALID_ARGUMENT, f"acks must be 0, 1 or 2, got {req.acks}")
+        batches = split_batches(payload, verify=False)
+        tp = (req.topic, req.partition)
+        base, last = await self._blocking(self._partitions.produce, tp, batches, acks is Acks.COMMITTED)
+        if acks is Acks.NONE:
+            return None
+        return Reply({"base_offset": base, "last_offset": last})
+
+    async def fetch(self, conn: Connection, req: m.FetchRequest, payload: memoryview, cid: int) -> Reply:
+        check_isolation(req.isolation)
+        view = self._partitions.read((req.topic, req.partition), req.offset, req.max_bytes, req.isolation)
+        return Reply(view.fields(), view.parts)
+
+    async def stream_fetch(
+        self, conn: Connection, req: m.StreamFetchRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """Answers at once (the stream is open); pushes follow under the same correlation id."""
+        check_isolation(req.isolation)
+        tp = (req.topic, req.partition)
+        offset = self._partitions.start_offset(tp, req.offset)
+        self._streams.open(
+            conn, cid, StreamState(tp, offset, max(1, req.max_bytes), req.credit_bytes, req.isolation)
+        )
+        return Reply({"stream_id": cid, "offset": offset, "opened": True})
+
+    async def stream_credit(
+        self, conn: Connection, req: m.StreamCreditRequest, payload: memoryview, cid: int
+    ) -> None:
+        self._streams.credit(conn, req.stream_id, req.credit_bytes)
+
+    async def stream_close(
+        self, conn: Connection, req: m.StreamCloseRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        if not self._streams.close(conn, req.stream_id):
+            raise SpuError(ErrorCode.UNKNOWN_STREAM, f"no open stream {req.stream_id} on this connection")
+        return Reply({"closed": True})
+
+    async def list_offsets(
+        self, conn: Connection, req: m.ListOffsetsRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        check_isolation(req.isolation)
+        if req.spec not in OFFSET_SPECS:
+            raise SpuError(
+                ErrorCode.INVALID_ARGUMENT, f"offset spec must be one of {', '.join(OFFSET_SPECS)}"
+            )
+        if req.spec == "timestamp" and req.timestamp is None:
+            raise SpuError(ErrorCode.INVALID_ARGUMENT, "offset spec 'timestamp' needs a timestamp")
+        at = req.timestamp if req.spec == "timestamp" else req.spec
+        offset = self._partitions.list_offset((req.topic, req.partition), at, req.isolation)  # type: ignore[arg-type]
+        return Reply({"offset": offset})
+
+    # -- consumer offsets ------------------------------------------------------------------------
+
+    async def offset_commit(
+        self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        await self._blocking(
+            self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
+        )
+        return Reply()
+
+    async def offset_fetch(
+        self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    async def create_topic(
+        self, conn: Connection, req: m.CreateTopicRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        config = TopicConfig.from_dict(req.config)
+        await self._blocking(self._store.create_topic, req.name, config)
+        return Reply()
+
+    async def delete_topic(
+        self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        await self._blocking(self._store.delete_topic, req.name)
+        return Reply()
+
+    async def list_topics(
+        self, conn: Connection, req: m.ListTopicsRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"topics": self._store.list_topics()})
+
+    async def describe_topic(
+        self, conn: Connection, req: m.DescribeTopicRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"topic": self._store.describe_topic(req.name).to_dict()})
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    async def txn_stage(
+        self, conn: Connection, req: m.TxnStageRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        tp = (req.topic, req.partition)
+        self._partitions.check_exists(tp)
+        batches = split_batches(payload, verify=True)
+        accepted = self._txns.stage(
+            req.producer_id, req.batch_id, tp, batches, writer=req.writer, attempt=req.attempt, owner=conn.id
+        )
+        return Reply({"staged": accepted, "already_committed": not accepted})
+
+    async def txn_commit(
+        self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        result = await self._blocking(self._txns.commit, req.producer_id, req.batch_id, req.expected_batches)
+        ends = [[t, p, o] for (t, p), o in sorted(result.end_offsets.items())]
+        return Reply({"end_offsets": ends, "already_committed": result.already_committed})
+
+    async def txn_abort(
+        self, conn: Connection, req: m.TxnAbortRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"aborted": self._txns.abort(req.producer_id, req.batch_id)})
+
+    async def txn_ledger(
+        self, conn: Connection, req: m.TxnLedgerRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        ends = self._txns.ledger(req.producer_id, req.batch_id)
+        listed = None if ends is None else [[t, p, o] for (t, p), o in sorted(ends.items())]
+        return Reply({"end_offsets": listed})
+
+    # -- control values --------------------------------------------------------------------------
+
+    async def control_set(
+        self, conn: Connection, req: m.ControlSetRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        await self._blocking(self._control.set, req.name, req.value)
+        return Reply()
+
+    async def control_get(
+        self, conn: Connection, req: m.ControlGetRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return Reply({"value": self._control.get(req.name)})

@@ -1,0 +1,214 @@
+"""The server's single door to the storage engine.
+
+Everything the server writes goes through here so three rules hold in one place:
+- a per-partition write gate serialises plain produces with transaction commits,
+  so a commit's appends are contiguous and can be undone by truncation;
+- while a commit appends, a fence at its first offset caps committed reads, and
+  only `publish` (after the ledger's commit record) lifts it, so a committed
+  reader never sees part of a transaction;
+- every publish wakes the partition's tailing streams.
+With a single SPU the leader is the whole in-sync set: the engine's high
+watermark follows the fsynced end, and `acks=committed` waits for that fsync.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from contraflow.spu.protocol import ErrorCode, SpuError
+from contraflow.spu.server.connection import FileSlice, Part
+from contraflow.spu.storage.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptBatchError,
+    batch_size_at,
+    check_batch,
+)
+from contraflow.spu.storage.partition import Partition
+from contraflow.spu.storage.store import Store
+
+TopicPartition = tuple[str, int]
+
+
+def split_batches(payload: memoryview, *, verify: bool) -> list[memoryview]:
+    """Cut a payload into its record batches (zero-copy); `verify` also checks each CRC."""
+    batches: list[memoryview] = []
+    pos = 0
+    while pos < len(payload):
+        if len(payload) - pos < HEADER_SIZE:
+            raise SpuError(ErrorCode.CORRUPT_BATCH, f"truncated batch header at payload byte {pos}")
+        size = batch_size_at(payload, pos)
+        if size < HEADER_SIZE or pos + size > len(payload):
+            raise SpuError(ErrorCode.CORRUPT_BATCH, f"batch at payload byte {pos} claims {size} bytes")
+        batch = payload[pos : pos + size]
+        if verify:
+            try:
+                check_batch(batch)
+            except CorruptBatchError as err:
+                raise SpuError(ErrorCode.CORRUPT_BATCH, str(err)) from None
+        batches.append(batch)
+        pos += size
+    if not batches:
+        raise SpuError(ErrorCode.INVALID_ARGUMENT, "the request carries no record batch")
+    return batches
+
+
+@dataclass(frozen=True, slots=True)
+class ReadView:
+    """A read ready to send: payload parts plus the offsets the client needs."""
+
+    parts: list[Part]
+    size: int
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    uncommitted_tail: bool = False  # appended data waits for the high watermark (an fsync)
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "next_offset": self.next_offset,
+            "high_watermark": self.high_watermark,
+            "log_start_offset": self.log_start_offset,
+        }
+
+
+class Partitions:
+    """Thread-safe wrapper of a Store for the server (appends run in worker threads)."""
+
+    def __init__(self, store: Store, on_publish: Callable[[TopicPartition], None]) -> None:
+        self.store = store
+        self._on_publish = on_publish
+        self._gates: dict[TopicPartition, threading.Lock] = {}
+        self._gates_lock = threading.Lock()
+        # tp -> first offset of a commit in progress: committed reads stop there.
+        self._fences: dict[TopicPartition, int] = {}
+
+    def partition(self, tp: TopicPartition) -> Partition:
+        return self.store.partition(*tp)
+
+    def check_exists(self, tp: TopicPartition) -> None:
+        self.partition(tp)
+
+    # -- writes (worker threads) -----------------------------------------------------------------
+
+    def _gate(self, tp: TopicPartition) -> threading.Lock:
+        with self._gates_lock:
+            return self._gates.setdefault(tp, threading.Lock())
+
+    @contextmanager
+    def locked(self, tps: Iterable[TopicPartition]) -> Iterator[None]:
+        """Hold the write gates of `tps`, taken in sorted order so commits cannot deadlock."""
+        gates = [self._gate(tp) for tp in sorted(set(tps))]
+        for gate in gates:
+            gate.acquire()
+        try:
+            yield
+        finally:
+            for gate in reversed(gates):
+                gate.release()
+
+    def produce(self, tp: TopicPartition, batches: list[memoryview], durable: bool) -> tuple[int, int]:
+        """Append a plain produce; returns (first offset, last offset)."""
+        with self.locked([tp]):
+            self._check_not_fenced(tp)
+            first, last = -1, -1
+            for batch in batches:
+                base, last = self.append(tp, batch)
+                first = base if first < 0 else first
+            if durable:
+                self.sync(tp)
+        self._on_publish(tp)
+        return first, last
+
+    def _check_not_fenced(self, tp: TopicPartition) -> None:
+        """Gate held and still fenced: a commit failed midway; appending now would put
+        acknowledged records behind data the restart will cut away."""
+        if tp in self._fences:
+            raise SpuError(
+                ErrorCode.STORAGE_ERROR,
+                f"{tp[0]}/{tp[1]} holds a half-written transaction after a storage failure; restart the SPU",
+            )
+
+    def log_end(self, tp: TopicPartition) -> int:
+        return self.partition(tp).log_end_offset
+
+    def fence(self, tp: TopicPartition, offset: int) -> None:
+        self._check_not_fenced(tp)
+        self._fences[tp] = offset
+
+    def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
+        return self.partition(tp).append_encoded(batch)
+
+    def sync(self, tp: TopicPartition) -> None:
+        self.partition(tp).flush()
+
+    def publish(self, tp: TopicPartition) -> None:
+        """Lift a commit's fence and wake the partition's tailing streams."""
+        self._fences.pop(tp, None)
+        self._on_publish(tp)
+
+    # -- reads (event loop: page cache, no fsync) ------------------------------------------------
+
+    def start_offset(self, tp: TopicPartition, offset: int) -> int:
+        """Where a stream asked to start at `offset` really starts (-1 means the end)."""
+        part = self.partition(tp)
+        if offset < 0:
+            return part.log_end_offset
+        if offset > part.log_end_offset:
+            part.read(offset, 1)  # raises the engine's out-of-range error
+        return max(offset, part.log_start_offset)
+
+    def read(self, tp: TopicPartition, offset: int, max_bytes: int, isolation: str) -> ReadView:
+        result = self.partition(tp).read(offset, max_bytes, isolation=isolation)  # type: ignore[arg-type]
+        slices = [FileSlice(s.file, s.position, s.length) for s in result.slices]
+        high_watermark, next_offset = result.high_watermark, result.next_offset
+        # Read the fence after the data: a fence seen missing here means the commit
+        # that wrote any fenced data had finished (all of it is committed).
+        fence = self._fences.get(tp)
+        if fence is not None:
+            high_watermark = min(high_watermark, fence)
+            if isolation == "committed" and next_offset > fence:
+                slices, next_offset = _cut_at(result.batches, slices, fence, offset)
+        parts: list[Part] = list(slices)
+        size = sum(s.length for s in slices)
+        tail = result.log_end_offset > high_watermark
+        return ReadView(parts, size, next_offset, high_watermark, result.log_start_offset, tail)
+
+    def list_offset(self, tp: TopicPartition, at: str | int, isolation: str) -> int | None:
+        part = self.partition(tp)
+        if at == "earliest":
+            return int(part.log_start_offset)
+        if at == "latest":
+            if isolation != "committed":
+                return int(part.log_end_offset)
+            fence = self._fences.get(tp)
+            return int(part.high_watermark if fence is None else min(fence, part.high_watermark))
+        result = part.offset_for_timestamp(int(at))
+        return None if result is None else int(result)
+
+
+def _cut_at(
+    batches: list[memoryview], slices: list[FileSlice], fence: int, offset: int
+) -> tuple[list[FileSlice], int]:
+    """Drop the batches at or past `fence` from the end of a read (they are one contiguous tail)."""
+    drop = 0
+    next_offset = max(offset, 0)
+    for view in batches:
+        header = BatchHeader.parse(view)
+        if header.last_offset >= fence:
+            drop += header.total_size
+        else:
+            next_offset = header.next_offset
+    kept: list[FileSlice] = []
+    for s in reversed(slices):
+        if drop >= s.length:
+            drop -= s.length
+            continue
+        kept.append(FileSlice(s.file, s.position, s.length - drop))
+        drop = 0
+    kept.reverse()
+    return kept, next_offset

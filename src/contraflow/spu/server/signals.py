@@ -1,0 +1,38 @@
+"""Wake-ups for tailing consumers: "partition P has new visible data".
+
+Appends happen in worker threads; `wake_threadsafe` hops to the event loop,
+where every stream subscribed to the partition gets its event set. A stream
+clears its event before reading, so a wake-up between read and wait is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+TopicPartition = tuple[str, int]
+
+
+class PartitionSignals:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._subscribers: dict[TopicPartition, set[asyncio.Event]] = {}
+
+    def subscribe(self, tp: TopicPartition, event: asyncio.Event) -> None:
+        self._subscribers.setdefault(tp, set()).add(event)
+
+    def unsubscribe(self, tp: TopicPartition, event: asyncio.Event) -> None:
+        events = self._subscribers.get(tp)
+        if events is not None:
+            events.discard(event)
+            if not events:
+                del self._subscribers[tp]
+
+    def wake(self, tp: TopicPartition) -> None:
+        """Loop thread only."""
+        for event in self._subscribers.get(tp, ()):
+            event.set()
+
+    def wake_threadsafe(self, tp: TopicPartition) -> None:
+        """From any thread; a no-op hop when nobody tails the partition."""
+        if tp in self._subscribers and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.wake, tp)

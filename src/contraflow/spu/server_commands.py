@@ -1,0 +1,80 @@
+"""`contraflow spu run`: run an SPU in the foreground until interrupted."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from contraflow.errors import UserError
+
+if TYPE_CHECKING:
+    from contraflow.spu.server import SpuServer
+
+DEFAULT_DATA_DIR = "./contraflow-data"
+READY_PREFIX = "spu ready"
+
+
+@click.group()
+def spu() -> None:
+    """Run and manage a streaming processing unit (the log server)."""
+
+
+@spu.command()
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the log lives (default ./contraflow-data or $CONTRAFLOW_DATA_DIR).",
+)
+@click.option(
+    "--public-addr",
+    default="127.0.0.1:9005",
+    show_default=True,
+    help="Address for producers, consumers and admin (port 0 picks a free one).",
+)
+@click.option(
+    "--private-addr",
+    default="127.0.0.1:9006",
+    show_default=True,
+    help="Address for replication between SPUs.",
+)
+@click.option("--id", "spu_id", type=int, default=0, show_default=True, help="This SPU's id.")
+def run(data_dir: Path | None, public_addr: str, private_addr: str, spu_id: int) -> None:
+    """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
+    from contraflow.spu.server import ServerConfig, SpuServer, parse_addr
+
+    data_dir = data_dir or Path(os.environ.get("CONTRAFLOW_DATA_DIR", DEFAULT_DATA_DIR))
+    for addr in (public_addr, private_addr):
+        try:
+            parse_addr(addr)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = ServerConfig(data_dir, public_addr, private_addr, spu_id)
+    try:
+        asyncio.run(_serve(SpuServer(config)))
+    except OSError as err:
+        raise UserError(f"cannot start the SPU: {err}") from None
+
+
+async def _serve(server: SpuServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    host, port = server.public_addr
+    private = "{}:{}".format(*server.private_addr) if server.private_addr else "-"
+    print(f"{READY_PREFIX} public={host}:{port} private={private}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    sys.stdout.flush()

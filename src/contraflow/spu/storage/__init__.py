@@ -1,0 +1,35 @@
+"""The SPU storage engine: record batches, segments, indexes, partitions, the store."""
+
+from contraflow.spu.storage.batch import (
+    BatchHeader,
+    CorruptBatchError,
+    DecodedBatch,
+    Record,
+    check_batch,
+    decode_batch,
+    encode_batch,
+    iter_batches,
+    verify_crc,
+)
+from contraflow.spu.storage.compression import Compression
+from contraflow.spu.storage.config import FlushPolicy, PartitionInfo, TopicConfig, TopicDescription
+from contraflow.spu.storage.errors import CorruptSegmentError, StorageError
+
+__all__ = [
+    "BatchHeader",
+    "Compression",
+    "CorruptBatchError",
+    "CorruptSegmentError",
+    "DecodedBatch",
+    "FlushPolicy",
+    "PartitionInfo",
+    "Record",
+    "StorageError",
+    "TopicConfig",
+    "TopicDescription",
+    "check_batch",
+    "decode_batch",
+    "encode_batch",
+    "iter_batches",
+    "verify_crc",
+]

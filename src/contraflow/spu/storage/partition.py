@@ -1,0 +1,436 @@
+"""A partition: an ordered list of segments, appends with a flush policy, reads.
+
+Thread safety: one lock (`_lock`) guards the segment list and end offsets;
+appends write to the page cache under it. Durability waits happen outside it,
+on a condition variable, so concurrent appenders share one fsync (group commit):
+the first waiter becomes the flush leader and fsyncs everything written so
+far, the others sleep until the durable end passes their batch.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from contraflow.spu.storage.batch import (
+    BatchHeader,
+    Buffer,
+    CorruptBatchError,
+    Headers,
+    check_batch,
+    encode_batch,
+    stamped_prefix,
+)
+from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
+from contraflow.spu.storage.compression import Compression
+from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
+from contraflow.spu.storage.errors import (
+    CorruptSegmentError,
+    InvalidBatchError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
+from contraflow.spu.storage.recovery import (
+    CLEAN_SHUTDOWN,
+    HIGH_WATERMARK,
+    RECOVERY_POINT,
+    RecoveryReport,
+    list_segment_bases,
+    recover_segments,
+)
+from contraflow.spu.storage.segment import Segment, SegmentSettings
+
+DEFAULT_READ_BYTES = 1 << 20
+
+
+@dataclass
+class PartitionStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    appends: int = 0
+    fsyncs: int = 0
+    rolls: int = 0
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A byte range of a segment file, for `os.sendfile(sock, slice.fileno, slice.position, slice.length)`.
+
+    It holds the open file, so the range stays readable even if retention
+    deletes the segment meanwhile.
+    """
+
+    file: io.FileIO
+    position: int
+    length: int
+
+    @property
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """Whole batches from `offset` on, as zero-copy views and as file slices."""
+
+    batches: list[memoryview]
+    slices: list[FileSlice]
+    next_offset: int
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    @property
+    def size(self) -> int:
+        return sum(s.length for s in self.slices)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Partition:
+    """One partition of a topic. Obtain it from `Store.partition`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        number: int,
+        config: TopicConfig,
+        *,
+        writable: bool = True,
+        hw_follows_flush: bool = True,
+    ) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.number = number
+        self.config = config
+        self.writable = writable
+        self.hw_follows_flush = hw_follows_flush
+        self.leader_epoch = 0
+        self._settings = SegmentSettings(config.segment_bytes, config.index_interval_bytes)
+        self._lock = threading.RLock()
+        self._flush_cond = threading.Condition(threading.Lock())
+        self._flushing = False
+        self._unflushed_bytes = 0
+        self._first_unflushed = 0.0
+        self._closed = False
+        self.stats = PartitionStats()
+        if writable:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.segments, self.recovery = self._open()
+        self._bases = [s.base_offset for s in self.segments]
+        self._leo = self.segments[-1].next_offset if self.segments else 0
+        self._durable_end = self._leo
+        checkpoint = read_offset(directory / HIGH_WATERMARK)
+        self._hw = self._leo if hw_follows_flush or checkpoint is None else min(checkpoint, self._leo)
+
+    def _open(self) -> tuple[list[Segment], RecoveryReport]:
+        marker = self.directory / CLEAN_SHUTDOWN
+        clean = marker.exists()
+        recovery_point = read_offset(self.directory / RECOVERY_POINT) or 0
+        segments, report = recover_segments(
+            self.directory, self._settings, recovery_point, clean=clean, writable=self.writable
+        )
+        if self.writable:
+            if clean:  # from now on a crash must be noticed
+                marker.unlink()
+            if not clean:
+                segments[-1].fsync()
+            fsync_dir(self.directory)
+        return segments, report
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        with self._lock:
+            return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    def set_high_watermark(self, offset: int) -> None:
+        """Move the committed offset (replication sets it from follower acks).
+
+        Clamped to [log start, log end]; persisted to the `high-watermark` checkpoint."""
+        with self._lock:
+            self._hw = max(self.log_start_offset, min(offset, self._leo))
+            if self.writable:
+                write_offset(self.directory / HIGH_WATERMARK, self._hw)
+
+    # -- appends --------------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        values: Sequence[Buffer],
+        keys: Sequence[Buffer | None] | None = None,
+        headers: Sequence[Headers] | None = None,
+        timestamps: Sequence[int] | None = None,
+        compression: Compression | str | None = None,
+    ) -> tuple[int, int]:
+        """Encode records as one batch and append it; returns (first offset, last offset)."""
+        batch = encode_batch(values, keys, headers, timestamps, compression)
+        return self._append(memoryview(batch), BatchHeader.parse(batch))
+
+    def append_encoded(self, batch: Buffer) -> tuple[int, int]:
+        """Append a producer-built batch: the CRC is checked, the offset and leader epoch
+        are stamped (without copying the body); returns (first offset, last offset)."""
+        view = memoryview(batch)
+        try:
+            header = check_batch(view)
+        except CorruptBatchError as err:
+            raise InvalidBatchError(f"rejected batch for {self.topic}/{self.number}: {err}") from None
+        return self._append(view, header)
+
+    def _append(self, view: memoryview, header: BatchHeader) -> tuple[int, int]:
+        with self._lock:
+            self._check_writable()
+            seg = self.segments[-1]
+            if not seg.fits(header.total_size, header.record_count):
+                seg = self._roll()
+            base = self._leo
+            parts = (stamped_prefix(view, base, self.leader_epoch), view[17:])
+            seg.append(parts, header, base)
+            end = self._leo = base + header.record_count
+            self.stats.appends += 1
+            sync = self._after_write(header.total_size)
+        if sync:
+            self._wait_durable(end)
+        return base, end - 1
+
+    def _after_write(self, size: int) -> bool:
+        """Apply the flush policy to a write; True if the caller must wait for an fsync."""
+        policy = self.config.flush
+        if policy.mode == "never":
+            if self.hw_follows_flush:
+                self._hw = self._leo
+            return False
+        if policy.mode == "every_batch":
+            return True
+        if not self._unflushed_bytes:
+            self._first_unflushed = time.monotonic()
+        self._unflushed_bytes += size
+        return policy.mode == "bytes" and self._unflushed_bytes >= policy.bytes or self._flush_due()
+
+    def _flush_due(self) -> bool:
+        elapsed_ms = (time.monotonic() - self._first_unflushed) * 1000
+        return self._unflushed_bytes > 0 and elapsed_ms >= self.config.flush.interval_ms
+
+    def _wait_durable(self, end: int) -> None:
+        """Group commit: return once offsets below `end` are fsynced."""
+        with self._flush_cond:
+            while self._durable_end < end:
+                if self._flushing:
+                    self._flush_cond.wait()
+                    continue
+                self._flushing = True
+                with self._lock:
+                    seg, target = self.segments[-1], self._leo
+                    self._unflushed_bytes = 0
+                self._flush_cond.release()
+                try:
+                    seg.fsync()
+                    self.stats.fsyncs += 1
+                finally:
+                    self._flush_cond.acquire()
+                    self._flushing = False
+                    self._flush_cond.notify_all()
+                self._durable_end = max(self._durable_end, target)
+                if self.hw_follows_flush:
+                    self._hw = max(self._hw, target)
+
+    def flush(self) -> None:
+        """Make everything appended so far durable now, whatever the policy."""
+        if self.writable:
+            self._wait_durable(self._leo)
+            if self.hw_follows_flush:
+                self._hw = max(self._hw, self._durable_end)
+
+    def flush_if_due(self) -> None:
+        """Called periodically by the store: the time half of the bytes/interval policies."""
+        with self._lock:
+            due = self.writable and not self._closed and self._flush_due()
+        if due:
+            self.flush()
+
+    def _roll(self) -> Segment:
+        """Close the active segment and start a new one at the log end (lock held)."""
+        old = self.segments[-1]
+        old.freeze()
+        self.stats.rolls += 1
+        seg = Segment.create(self.directory, self._leo, self._settings)
+        fsync_dir(self.directory)
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+        write_offset(self.directory / RECOVERY_POINT, seg.base_offset)
+        self.enforce_retention()
+        return seg
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise StorageError(f"partition {self.topic}/{self.number} is closed")
+        if not self.writable:
+            raise StorageError(f"partition {self.topic}/{self.number} is open read-only")
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int = DEFAULT_READ_BYTES, isolation: Isolation = "committed"
+    ) -> ReadResult:
+        """Whole batches from the one holding `offset`, up to `max_bytes` (at least one batch).
+
+        Committed reads stop at the high watermark, uncommitted ones at the log
+        end; an offset below the log start reads from the log start, one past
+        the log end raises OffsetOutOfRangeError."""
+        with self._lock:
+            if offset > self._leo or offset < 0:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.topic}/{self.number} "
+                    f"(log start {self.log_start_offset}, log end {self._leo})"
+                )
+            limit = self._hw if isolation == "committed" else self._leo
+            next_offset = max(offset, self.log_start_offset)
+            batches: list[memoryview] = []
+            slices: list[FileSlice] = []
+            budget = max_bytes
+            first = max(0, bisect.bisect_right(self._bases, next_offset) - 1)
+            for seg in self.segments[first:]:
+                if next_offset >= limit:
+                    break
+                start = end = seg.position_of(next_offset)
+                full = False
+                for pos, header in seg.headers_from(start):
+                    full = header.last_offset >= limit or (bool(batches) and header.total_size > budget)
+                    if full:
+                        break
+                    end = pos + header.total_size
+                    budget -= header.total_size
+                    next_offset = header.next_offset
+                    batches.append(seg.view(pos, end))
+                if end > start:
+                    slices.append(FileSlice(seg.file, start, end - start))
+                if full:
+                    break
+            return ReadResult(batches, slices, next_offset, self._hw, self.log_start_offset, self._leo)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The first offset whose record timestamp is >= `timestamp_ms`, None if none is."""
+        with self._lock:
+            for seg in self.segments:
+                found = seg.offset_for_timestamp(timestamp_ms)
+                if found is not None:
+                    return found
+            return None
+
+    def refresh(self) -> None:
+        """Read-only opens: pick up batches and segments a live writer added, and
+        forget segments retention removed."""
+        with self._lock:
+            if self.writable:
+                return
+            on_disk = list_segment_bases(self.directory)
+            while self.segments and self.segments[0].base_offset not in on_disk:
+                self.segments.pop(0).close()
+            if self.segments:
+                self.segments[-1].scan_appended()
+            for base in on_disk:
+                if self.segments and base <= self.segments[-1].base_offset:
+                    continue
+                if base != self._leo_of_segments():
+                    break  # the writer is mid-roll: the previous segment is not all visible yet
+                seg = Segment.open(self.directory, base, self._settings, writable=False)
+                seg.size = seg.rebuild(base).valid_end
+                self.segments.append(seg)
+            self._bases = [s.base_offset for s in self.segments]
+            self._leo = self._durable_end = self._hw = self._leo_of_segments()
+
+    def verify(self) -> None:
+        """CRC-check every batch of every segment (a scrub); raises CorruptSegmentError
+        naming the segment and byte position of the first bad batch."""
+        with self._lock:
+            for seg in self.segments:
+                error, position = seg.verify()
+                if error is not None:
+                    raise CorruptSegmentError(seg.log_path, position, error)
+
+    def _leo_of_segments(self) -> int:
+        return self.segments[-1].next_offset if self.segments else 0
+
+    # -- retention, description, shutdown -------------------------------------------------------
+
+    def enforce_retention(self, now_ms: int | None = None) -> list[int]:
+        """Delete the oldest closed segments that are past the retention time (by their
+        newest record) or not needed to keep `retention_bytes`; never the active one.
+        Returns the deleted segments' base offsets."""
+        now = _now_ms() if now_ms is None else now_ms
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        deleted: list[int] = []
+        with self._lock:
+            if not self.writable or (retention_ms is None and retention_bytes is None):
+                return deleted
+            total = sum(s.size for s in self.segments)
+            while len(self.segments) > 1:
+                oldest = self.segments[0]
+                expired = retention_ms is not None and now - oldest.max_timestamp > retention_ms
+                surplus = retention_bytes is not None and total - oldest.size >= retention_bytes
+                if not (expired or surplus):
+                    break
+                self.segments.pop(0)
+                self._bases.pop(0)
+                oldest.delete()
+                total -= oldest.size
+                deleted.append(oldest.base_offset)
+            if deleted:
+                fsync_dir(self.directory)
+                self._hw = max(self._hw, self.log_start_offset)
+        return deleted
+
+    def describe(self) -> PartitionInfo:
+        with self._lock:
+            return PartitionInfo(
+                self.number,
+                self.log_start_offset,
+                self._leo,
+                self._hw,
+                sum(s.size for s in self.segments),
+                len(self.segments),
+            )
+
+    def close(self) -> None:
+        """Flush, trim indexes, write checkpoints and the clean-shutdown marker."""
+        if self._closed:
+            return
+        if self.writable:
+            self.flush()
+        with self._lock:
+            self._closed = True
+            if self.writable:
+                self.segments[-1].freeze()
+                write_offset(self.directory / HIGH_WATERMARK, self._hw)
+                write_offset(self.directory / RECOVERY_POINT, self._leo)
+                write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
+            for seg in self.segments:
+                seg.close()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic!r}, {self.number}, leo={self._leo}, hw={self._hw})"
+
+
+def remove_partition_files(directory: Path) -> None:
+    """Delete a partition directory (topic deletion)."""
+    for path in directory.iterdir():
+        path.unlink()
+    os.rmdir(directory)

@@ -1,0 +1,327 @@
+"""One log segment: a `.log` file of batches plus its offset and time indexes.
+
+A segment knows nothing about locking or flush policy; the partition owns
+both and calls into it with its lock held.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from contraflow.spu.storage.batch import (
+    HEADER_SIZE,
+    LENGTH_PREFIX,
+    MAGIC,
+    BatchHeader,
+    Buffer,
+    CorruptBatchError,
+    DecodedBatch,
+    verify_crc,
+)
+from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
+
+MAX_RELATIVE_OFFSET = (1 << 32) - 1
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+@dataclass(frozen=True)
+class SegmentSettings:
+    segment_bytes: int
+    index_interval_bytes: int
+
+    @property
+    def index_capacity(self) -> int:
+        return self.segment_bytes // self.index_interval_bytes + 2
+
+
+@dataclass(frozen=True)
+class ScanOutcome:
+    """Where a CRC scan stopped: `valid_end` bytes are good; `error` says why it stopped early."""
+
+    valid_end: int
+    error: str | None
+
+
+class Segment:
+    """A segment file with mmap'ed reads and preallocated, mmap'ed indexes."""
+
+    def __init__(
+        self, directory: Path, base_offset: int, settings: SegmentSettings, *, writable: bool
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.settings = settings
+        self.writable = writable
+        self.log_path = directory / segment_name(base_offset, ".log")
+        self.index_path = directory / segment_name(base_offset, ".index")
+        self.timeindex_path = directory / segment_name(base_offset, ".timeindex")
+        self.file: io.FileIO
+        self.size = 0
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.last_batch_offset = -1
+        self._since_index = 0
+        self._map: mmap.mmap | None = None
+        self.index: EntryTable
+        self.time_index: EntryTable
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, settings: SegmentSettings) -> Segment:
+        seg = cls(directory, base_offset, settings, writable=True)
+        seg.file = io.FileIO(seg.log_path, "x+")
+        seg.index = EntryTable.create(seg.index_path, OFFSET_ENTRY, settings.index_capacity, writable=True)
+        seg.time_index = EntryTable.create(
+            seg.timeindex_path, TIME_ENTRY, settings.index_capacity, writable=True
+        )
+        return seg
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, settings: SegmentSettings, *, writable: bool) -> Segment:
+        """Open the files; indexes are loaded if present (check with `indexes_consistent`)."""
+        seg = cls(directory, base_offset, settings, writable=writable)
+        seg.file = io.FileIO(seg.log_path, "r+" if writable else "r")
+        seg.size = os.fstat(seg.file.fileno()).st_size
+        capacity = settings.index_capacity
+        index = EntryTable.load(seg.index_path, OFFSET_ENTRY, capacity, writable=writable)
+        time_index = EntryTable.load(seg.timeindex_path, TIME_ENTRY, capacity, writable=writable)
+        seg.index = index or EntryTable(None, OFFSET_ENTRY, capacity, writable=False)
+        seg.time_index = time_index or EntryTable(None, TIME_ENTRY, capacity, writable=False)
+        seg._indexes_loaded = index is not None and time_index is not None
+        return seg
+
+    _indexes_loaded = True
+
+    def indexes_consistent(self, next_offset: int | None) -> bool:
+        """Both indexes exist, lie inside the log, and the last offset entry points at the batch it names."""
+        if not self._indexes_loaded:
+            return False
+        limit = MAX_RELATIVE_OFFSET if next_offset is None else next_offset - self.base_offset
+        if not (
+            self.index.is_consistent(self.size, limit) and self.time_index.is_consistent(self.size, limit)
+        ):
+            return False
+        last = self.index.last()
+        if last is None:
+            return True
+        rel, pos = last
+        try:
+            header = self.header_at(pos)
+        except CorruptBatchError:
+            return False
+        return header.base_offset == self.base_offset + rel and header.magic == MAGIC
+
+    def load_tail(self) -> None:
+        """After a clean open: find the end state by walking the few batches after the last index entry."""
+        last = self.index.last()
+        start = last[1] if last else 0
+        time_last = self.time_index.last()
+        self.max_timestamp = time_last[0] if time_last else -1
+        for _, header in self.headers_from(start):
+            self.next_offset = header.next_offset
+            self.last_batch_offset = header.base_offset
+            self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+        self._since_index = self.size - start
+
+    def make_active(self) -> None:
+        """Ready a reopened last segment for appends: extend its indexes again."""
+        self.index.activate()
+        self.time_index.activate()
+
+    def rebuild(self, expected_base: int) -> ScanOutcome:
+        """CRC-scan the whole segment, rebuilding both indexes (in memory when read-only).
+
+        Stops at the first batch that is torn, corrupt or out of sequence; the
+        caller decides whether that is a tail to truncate or corruption to report.
+        """
+        capacity = self.settings.index_capacity
+        self.index = EntryTable.create(self.index_path, OFFSET_ENTRY, capacity, writable=self.writable)
+        self.time_index = EntryTable.create(self.timeindex_path, TIME_ENTRY, capacity, writable=self.writable)
+        self._indexes_loaded = True
+        self.next_offset = expected_base
+        self.max_timestamp = -1
+        self._since_index = 0
+        pos = 0
+        while pos < self.size:
+            header, error = self._check_at(pos, self.next_offset)
+            if header is None:
+                return ScanOutcome(pos, error)
+            self._track(pos, header)
+            pos += header.total_size
+        return ScanOutcome(pos, None)
+
+    def verify(self) -> tuple[str | None, int]:
+        """CRC-check every batch without touching the indexes: (error or None, position)."""
+        pos, expected = 0, self.base_offset
+        while pos < self.size:
+            header, error = self._check_at(pos, expected)
+            if header is None:
+                return error, pos
+            pos += header.total_size
+            expected = header.next_offset
+        return None, pos
+
+    def _check_at(self, pos: int, expected_offset: int) -> tuple[BatchHeader | None, str]:
+        if self.size - pos < HEADER_SIZE:
+            return None, f"torn batch header ({self.size - pos} bytes left)"
+        header = self.header_at(pos)
+        if header.magic != MAGIC:
+            return None, f"bad magic {header.magic}"
+        if header.batch_length < HEADER_SIZE - LENGTH_PREFIX or pos + header.total_size > self.size:
+            return None, f"torn batch (length {header.total_size}, {self.size - pos} bytes left)"
+        if header.base_offset != expected_offset:
+            return None, f"batch offset {header.base_offset} where {expected_offset} was expected"
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            return None, "inconsistent record count"
+        if not verify_crc(self.view(pos, pos + header.total_size)):
+            return None, "CRC32C mismatch"
+        return header, ""
+
+    def scan_appended(self) -> ScanOutcome:
+        """Read-only followers of a live writer: take in batches appended since the last
+        look. A batch still being written fails its checks and is retried next time."""
+        pos = self.size
+        self.size = os.fstat(self.file.fileno()).st_size
+        while pos < self.size:
+            header, error = self._check_at(pos, self.next_offset)
+            if header is None:
+                self.size = pos
+                return ScanOutcome(pos, error)
+            self._track(pos, header)
+            pos += header.total_size
+        return ScanOutcome(pos, None)
+
+    def truncate_file(self, size: int) -> None:
+        """Cut the log file (recovery only: never while readers hold views of the tail)."""
+        self._map = None
+        self.file.truncate(size)
+        os.fsync(self.file.fileno())
+        self.size = size
+
+    def freeze(self) -> None:
+        """Make a segment read-mostly: final time entry, fsync, trim indexes."""
+        if not self.writable:
+            return
+        last = self.time_index.last()
+        if self.last_batch_offset >= 0 and (last is None or self.max_timestamp > last[0]):
+            self.time_index.append(self.max_timestamp, self.last_batch_offset - self.base_offset)
+        os.fsync(self.file.fileno())
+        self.index.freeze()
+        self.time_index.freeze()
+
+    def fsync(self) -> None:
+        os.fsync(self.file.fileno())
+
+    def close(self) -> None:
+        self._map = None
+        self.index.close()
+        self.time_index.close()
+        self.file.close()
+
+    def delete(self) -> None:
+        """Remove the files. Open mmaps and file handles held by readers stay valid."""
+        for path in (self.log_path, self.index_path, self.timeindex_path):
+            path.unlink(missing_ok=True)
+
+    # -- appends ----------------------------------------------------------------------------------
+
+    def fits(self, batch_size: int, record_count: int) -> bool:
+        if self.size == 0:
+            return True
+        if self.size + batch_size > self.settings.segment_bytes:
+            return False
+        return self.next_offset + record_count - self.base_offset <= MAX_RELATIVE_OFFSET
+
+    def append(self, parts: Sequence[Buffer], header: BatchHeader, base_offset: int) -> int:
+        """Write one batch (as consecutive buffers, already stamped with `base_offset`,
+        which `header` may predate) at the end; returns its position."""
+        pos = self.size
+        fd = self.file.fileno()
+        written = os.pwritev(fd, parts, pos)
+        if written != header.total_size:  # rare short write: finish it the slow way
+            rest = b"".join(bytes(p) for p in parts)[written:]
+            while rest:
+                n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
+                rest = rest[n:]
+        self.size = pos + header.total_size
+        self._track(pos, header, base_offset)
+        return pos
+
+    def _track(self, pos: int, header: BatchHeader, base_offset: int | None = None) -> None:
+        """Account one batch: sparse index entries, end offset, timestamps."""
+        base = header.base_offset if base_offset is None else base_offset
+        rel = base - self.base_offset
+        if self._since_index >= self.settings.index_interval_bytes:
+            self.index.append(rel, pos)
+            running = max(self.max_timestamp, header.max_timestamp)
+            last = self.time_index.last()
+            if last is None or running > last[0]:
+                self.time_index.append(running, rel)
+            self._since_index = 0
+        self._since_index += header.total_size
+        self.next_offset = base + header.record_count
+        self.last_batch_offset = base
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def _mapped(self, end: int) -> mmap.mmap:
+        """The read-only mmap, remapped when the file has grown past it. A replaced
+        map lives on as long as some reader still holds a view of it."""
+        if self._map is None or len(self._map) < end:
+            self._map = mmap.mmap(self.file.fileno(), self.size, access=mmap.ACCESS_READ)
+        return self._map
+
+    def view(self, start: int, end: int) -> memoryview:
+        """Zero-copy view of bytes [start, end) of the log file."""
+        if end <= start:
+            return memoryview(b"")
+        return memoryview(self._mapped(end))[start:end]
+
+    def header_at(self, pos: int) -> BatchHeader:
+        if self.size - pos < HEADER_SIZE:
+            raise CorruptBatchError(f"truncated batch header at byte {pos}")
+        return BatchHeader.parse(self._mapped(pos + HEADER_SIZE), pos)
+
+    def headers_from(self, pos: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Walk batch headers (no CRC check) from a batch boundary."""
+        end = self.size if end is None else end
+        while pos + HEADER_SIZE <= end:
+            header = self.header_at(pos)
+            if pos + header.total_size > end or header.batch_length <= 0:
+                return
+            yield pos, header
+            pos += header.total_size
+
+    def position_of(self, offset: int) -> int:
+        """Position of the batch containing `offset` (or the first one after it; size at the end)."""
+        entry = self.index.floor(offset - self.base_offset)
+        start = entry[1] if entry else 0
+        for pos, header in self.headers_from(start):
+            if header.next_offset > offset:
+                return pos
+        return self.size
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """First offset in this segment whose record timestamp is >= `timestamp`."""
+        if self.max_timestamp < timestamp:
+            return None
+        entry = self.time_index.floor(timestamp, 0, strict=True)
+        start = self.position_of(self.base_offset + entry[1]) if entry else 0
+        for pos, header in self.headers_from(start):
+            if header.max_timestamp >= timestamp:
+                batch = DecodedBatch(self.view(pos, pos + header.total_size), header)
+                for offset, ts in zip(batch.offsets(), batch.timestamps(), strict=True):
+                    if ts >= timestamp:
+                        return offset
+        return None

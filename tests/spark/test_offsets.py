@@ -1,0 +1,71 @@
+"""Admission control and offset parsing of the `contraflow` Spark source (no Spark needed)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contraflow.errors import UserError
+from contraflow.spark.offsets import (
+    parse_starting_offsets,
+    plan_end,
+    smallest_budget,
+    to_spark_offset,
+)
+
+
+def test_starting_offsets_keywords_and_json() -> None:
+    assert parse_starting_offsets(None).kind == "earliest"
+    assert parse_starting_offsets("latest").kind == "latest"
+    explicit = parse_starting_offsets('{"0": 5, "2": 7}')
+    assert explicit.kind == "explicit" and explicit.explicit == {0: 5, 2: 7}
+    kafka_style = parse_starting_offsets('{"events": {"1": 3}}')
+    assert kafka_style.explicit == {1: 3}
+
+
+@pytest.mark.parametrize("bad", ["soon", "[1, 2]", '{"a": 1}', '{"0": "x"}'])
+def test_bad_starting_offsets_are_user_errors(bad: str) -> None:
+    with pytest.raises(UserError):
+        parse_starting_offsets(bad)
+
+
+def test_spark_offset_uses_string_keys_in_partition_order() -> None:
+    assert to_spark_offset({2: 9, 0: 1}) == {"0": 1, "2": 9}
+
+
+def test_unlimited_budget_reads_everything() -> None:
+    assert plan_end({0: 10, 1: 0}, {0: 20, 1: 5}, None) == {0: 20, 1: 5}
+
+
+def test_zero_budget_reads_nothing() -> None:
+    assert plan_end({0: 10, 1: 0}, {0: 20, 1: 5}, 0) == {0: 10, 1: 0}
+
+
+def test_budget_is_shared_by_backlog() -> None:
+    assert plan_end({0: 0, 1: 0}, {0: 300, 1: 100}, 100) == {0: 75, 1: 25}
+
+
+def test_new_partition_starts_from_zero() -> None:
+    assert plan_end({0: 4}, {0: 4, 1: 6}, None) == {0: 4, 1: 6}
+
+
+@given(
+    st.dictionaries(st.integers(0, 7), st.tuples(st.integers(0, 1000), st.integers(0, 1000)), min_size=1),
+    st.one_of(st.none(), st.integers(0, 3000)),
+)
+def test_plan_never_exceeds_budget_nor_backlog(
+    ranges: dict[int, tuple[int, int]], budget: int | None
+) -> None:
+    start = {p: a for p, (a, _) in ranges.items()}
+    latest = {p: a + b for p, (a, b) in ranges.items()}
+    end = plan_end(start, latest, budget)
+    taken = sum(end[p] - start[p] for p in start)
+    backlog = sum(latest[p] - start[p] for p in start)
+    assert all(start[p] <= end[p] <= latest[p] for p in start)
+    assert taken == (backlog if budget is None else min(budget, backlog))
+
+
+def test_smallest_budget() -> None:
+    assert smallest_budget(None, None) is None
+    assert smallest_budget(10, None, 3) == 3

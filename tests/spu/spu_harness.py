@@ -1,0 +1,71 @@
+"""Shared helpers for the SPU server/client tests: a live SPU on loopback and raw frames."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.protocol import HEADER_SIZE, encode_frame, parse_header, unpack_meta
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.server import Limits, ServerConfig
+
+
+@contextmanager
+def running_spu(data_dir: Path, *, addr: str = "127.0.0.1:0", **config: Any) -> Iterator[EmbeddedSpu]:
+    """An in-thread SPU; `config` overrides ServerConfig fields (limits, transaction_timeout_s...)."""
+    base = replace(ServerConfig(data_dir), **config)
+    spu = EmbeddedSpu(data_dir, public_addr=addr, config=base)
+    spu.start()
+    try:
+        yield spu
+    finally:
+        spu.stop()
+
+
+def small_limits(**kwargs: int) -> Limits:
+    return replace(Limits(), **kwargs)
+
+
+class RawConnection:
+    """A blocking socket speaking frames by hand, to send what a real client never would."""
+
+    def __init__(self, addr: str, timeout_s: float = 5.0) -> None:
+        self.sock = socket.create_connection(parse_addr(addr), timeout=timeout_s)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def request(
+        self, api_key: int, fields: dict[str, Any], payload: bytes = b"", cid: int = 7
+    ) -> dict[str, Any]:
+        self.send(encode_frame(api_key, 0, cid, fields, payload))
+        return self.receive()[0]
+
+    def receive(self) -> tuple[dict[str, Any], bytes, int]:
+        """(fields, payload, correlation id) of the next frame."""
+        header = parse_header(self._exactly(HEADER_SIZE), 1 << 30)
+        body = self._exactly(header.body_length)
+        return unpack_meta(body[: header.meta_length]), body[header.meta_length :], header.correlation_id
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, TimeoutError):
+            return True
+
+    def _exactly(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the SPU")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self.sock.close()

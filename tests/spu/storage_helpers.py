@@ -1,0 +1,44 @@
+"""Shared helpers for the storage tests (a plain module, not a conftest, to stay out of
+the SPU server tests' way)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from contraflow.spu.storage.batch import decode_batch
+from contraflow.spu.storage.partition import Partition
+
+
+def read_all(part: Partition, start: int = 0, isolation: str = "uncommitted") -> list[tuple[int, bytes]]:
+    """Every (offset, value) from `start` to the end, through the normal read path."""
+    out: list[tuple[int, bytes]] = []
+    offset = start
+    while True:
+        result = part.read(offset, 4096, isolation=isolation)  # type: ignore[arg-type]
+        if not result.batches:
+            return out
+        for view in result.batches:
+            batch = decode_batch(view)
+            out += [
+                (o, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True) if o >= offset
+            ]
+        offset = result.next_offset
+
+
+def snapshot(src: Path, dst: Path) -> Path:
+    """Copy a data directory as it is on disk right now: what a crash would leave."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".lock"))
+    return dst
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a child Python that imports this checkout's contraflow."""
+    import os
+
+    import contraflow
+
+    src = str(Path(contraflow.__file__).resolve().parents[1])
+    env = dict(os.environ, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    return env

@@ -1,0 +1,216 @@
+"""Partition behaviour: appends, reads by offset and time, rolls, retention, isolation."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from storage_helpers import read_all
+
+from contraflow.spu.storage.batch import check_batch, decode_batch, encode_batch
+from contraflow.spu.storage.config import FlushPolicy, TopicConfig
+from contraflow.spu.storage.errors import InvalidBatchError, OffsetOutOfRangeError
+from contraflow.spu.storage.partition import Partition
+
+SMALL = TopicConfig(segment_bytes=2048, index_interval_bytes=200)
+
+
+def make(tmp_path: Path, config: TopicConfig = SMALL) -> Partition:
+    return Partition(tmp_path / "p0", "t", 0, config)
+
+
+def fill(part: Partition, batches: int, per_batch: int = 4, ts0: int = 1_000) -> list[bytes]:
+    written = []
+    for b in range(batches):
+        values = [f"record-{b}-{i}".encode() for i in range(per_batch)]
+        part.append_records(values, timestamps=[ts0 + 10 * b + i for i in range(per_batch)])
+        written += values
+    return written
+
+
+def test_append_returns_consecutive_offsets_and_reads_round_trip(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    assert part.append_records([b"a", b"b", b"c"]) == (0, 2)
+    assert part.append_records([b"d"], keys=[b"k"]) == (3, 3)
+    assert read_all(part) == [(0, b"a"), (1, b"b"), (2, b"c"), (3, b"d")]
+    assert (part.log_start_offset, part.log_end_offset, part.high_watermark) == (0, 4, 4)
+
+
+def test_read_from_every_offset_across_rolled_segments(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    written = fill(part, 60)
+    assert len(part.segments) > 3, "small segments must have rolled"
+    names = sorted(p.name for p in (tmp_path / "p0").glob("*.log"))
+    assert names == [f"{s.base_offset:020d}.log" for s in part.segments]
+    for offset in range(0, len(written), 7):
+        got = read_all(part, offset)
+        assert [v for _, v in got] == written[offset:]
+        assert got[0][0] == offset
+
+
+def test_read_respects_max_bytes_but_returns_at_least_one_batch(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    fill(part, 10)
+    one = part.read(0, 1)
+    assert len(one.batches) == 1 and one.next_offset == 4
+    some = part.read(0, 3 * one.size)
+    assert len(some.batches) == 3 and some.size <= 3 * one.size
+
+
+def test_read_below_log_start_answers_from_log_start(tmp_path: Path) -> None:
+    part = make(tmp_path, TopicConfig(segment_bytes=2048, index_interval_bytes=200, retention_bytes=1))
+    fill(part, 60)
+    part.enforce_retention()
+    start = part.log_start_offset
+    assert start > 0
+    result = part.read(0, 10_000)
+    assert decode_batch(result.batches[0]).base_offset == start
+
+
+def test_read_past_log_end_is_out_of_range(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    fill(part, 2)
+    assert part.read(part.log_end_offset).batches == []
+    with pytest.raises(OffsetOutOfRangeError, match="log end 8"):
+        part.read(9)
+
+
+def test_offset_for_timestamp_finds_first_record_at_or_after(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    fill(part, 50, ts0=1_000)  # batch b, record i has timestamp 1000 + 10b + i, offset 4b + i
+    assert part.offset_for_timestamp(0) == 0
+    assert part.offset_for_timestamp(1_000 + 10 * 33 + 2) == 4 * 33 + 2
+    assert part.offset_for_timestamp(1_000 + 10 * 33 + 5) == 4 * 34  # falls between batches
+    assert part.offset_for_timestamp(10**12) is None
+
+
+def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    part.append_records([b"a", b"b"], timestamps=[500, 100])
+    part.append_records([b"c"], timestamps=[300])
+    assert part.offset_for_timestamp(200) == 0
+    assert part.offset_for_timestamp(501) is None
+
+
+def test_retention_by_bytes_never_removes_the_active_segment(tmp_path: Path) -> None:
+    part = make(tmp_path, TopicConfig(segment_bytes=2048, index_interval_bytes=200, retention_bytes=1))
+    written = fill(part, 80)
+    part.enforce_retention()
+    assert len(part.segments) == 1
+    active = part.segments[0]
+    assert part.log_start_offset == active.base_offset
+    assert [v for _, v in read_all(part)] == written[active.base_offset :]
+
+
+def test_retention_by_bytes_keeps_at_least_the_limit(tmp_path: Path) -> None:
+    limit = 5000
+    part = make(tmp_path, TopicConfig(segment_bytes=2048, index_interval_bytes=200, retention_bytes=limit))
+    fill(part, 80)
+    part.enforce_retention()
+    total = part.describe().size_bytes
+    assert limit <= total < limit + 2048
+
+
+def test_retention_by_time_uses_the_newest_record_of_a_segment(tmp_path: Path) -> None:
+    hour = 3_600_000
+    part = make(tmp_path, TopicConfig(segment_bytes=2048, index_interval_bytes=200, retention_ms=hour))
+    fill(part, 60, ts0=time.time_ns() // 1_000_000)  # rolls also apply retention, with the real clock
+    first_segment_max = part.segments[0].max_timestamp
+    assert part.segments[0].base_offset == 0
+    assert part.enforce_retention(now_ms=first_segment_max + hour) == []
+    deleted = part.enforce_retention(now_ms=first_segment_max + hour + 1)
+    assert deleted == [0]
+    assert not (tmp_path / "p0" / f"{0:020d}.log").exists()
+    assert part.enforce_retention(now_ms=10**15)
+    assert len(part.segments) == 1, "the active segment stays however old it is"
+
+
+def test_committed_reads_stop_at_the_high_watermark(tmp_path: Path) -> None:
+    part = Partition(tmp_path / "p0", "t", 0, SMALL, hw_follows_flush=False)
+    fill(part, 5)
+    assert part.high_watermark == 0
+    assert part.read(0, isolation="committed").batches == []
+    assert len(read_all(part, isolation="uncommitted")) == 20
+    part.set_high_watermark(8)
+    assert [o for o, _ in read_all(part, isolation="committed")] == list(range(8))
+    part.set_high_watermark(10**9)
+    assert part.high_watermark == part.log_end_offset
+
+
+def test_append_encoded_checks_crc_and_stamps_offsets(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    part.append_records([b"x"])
+    produced = encode_batch([b"p1", b"p2"], base_offset=777)
+    assert part.append_encoded(produced) == (1, 2)
+    stored = part.read(1).batches[0]
+    assert check_batch(stored).base_offset == 1
+    assert [bytes(v) for v in decode_batch(stored).values()] == [b"p1", b"p2"]
+    damaged = bytearray(produced)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(InvalidBatchError, match="CRC"):
+        part.append_encoded(damaged)
+    assert part.log_end_offset == 3
+
+
+def test_reads_are_zero_copy_views_and_sendfile_slices(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    fill(part, 30)
+    result = part.read(5, 1500)
+    assert all(isinstance(v.obj, __import__("mmap").mmap) for v in result.batches)
+    expected = b"".join(bytes(v) for v in result.batches)
+    left, right = socket.socketpair()
+    with left, right:
+        for piece in result.slices:
+            sent = 0
+            while sent < piece.length:
+                sent += os.sendfile(left.fileno(), piece.fileno, piece.position + sent, piece.length - sent)
+        left.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := right.recv(65536):
+            received += chunk
+    assert received == expected
+
+
+def test_clean_reopen_keeps_everything(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    written = fill(part, 40)
+    part.close()
+    again = make(tmp_path)
+    assert again.recovery.clean_shutdown and not again.recovery.repaired
+    assert [v for _, v in read_all(again)] == written
+    assert again.offset_for_timestamp(1_000 + 10 * 20) == 80
+    again.append_records([b"more"])
+    assert read_all(again, len(written)) == [(len(written), b"more")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "syncs_each_append"),
+    [
+        (FlushPolicy.every_batch(), True),
+        (FlushPolicy.never(), False),
+        (FlushPolicy.every_bytes(10_000), False),
+    ],
+)
+def test_flush_policies(tmp_path: Path, policy: FlushPolicy, syncs_each_append: bool) -> None:
+    part = make(tmp_path, TopicConfig(flush=policy))
+    for _ in range(5):
+        part.append_records([b"x" * 100])
+    assert (part.stats.fsyncs == 5) is syncs_each_append
+    if policy.mode == "never":
+        assert part.high_watermark == 5 and part.stats.fsyncs == 0
+    if policy.mode == "bytes":
+        assert part.high_watermark == 0, "unflushed data is not committed yet"
+        part.append_records([b"x" * 10_000])
+        assert part.stats.fsyncs == 1 and part.high_watermark == 6
+
+
+def test_interval_policy_is_flushed_by_the_clock(tmp_path: Path) -> None:
+    part = make(tmp_path, TopicConfig(flush=FlushPolicy.every_ms(20)))
+    part.append_records([b"x"])
+    assert part.high_watermark == 0
+    time.sleep(0.03)
+    part.flush_if_due()
+    assert part.high_watermark == 1 and part.stats.fsyncs == 1
