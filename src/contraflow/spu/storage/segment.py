@@ -28,6 +28,24 @@ from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
 MAX_RELATIVE_OFFSET = (1 << 32) - 1
 
 
+def _copy_range(src: int, dst: int, length: int) -> None:
+    """Copy the first `length` bytes of one file to another, in the kernel when it can."""
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src, dst, length - done, done, done)
+            if n == 0:
+                break
+            done += n
+    except OSError:  # no copy_file_range across these files: copy through user space
+        pass
+    while done < length:
+        chunk = os.pread(src, min(1 << 20, length - done), done)
+        if not chunk:
+            raise OSError(f"file ended at byte {done} while copying {length} bytes")
+        done += os.pwrite(dst, chunk, done)
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -199,6 +217,25 @@ class Segment:
             self._track(pos, header)
             pos += header.total_size
         return ScanOutcome(pos, None)
+
+    def cut(self, position: int) -> None:
+        """Drop everything from `position` (a batch boundary) while readers may hold views.
+
+        Truncating a mapped file in place would make their pages vanish (SIGBUS),
+        so the kept prefix is copied to a new file that replaces the old one; open
+        maps and FileSlices keep reading the old inode until they are dropped.
+        """
+        tmp = self.log_path.with_name(self.log_path.name + ".cut")
+        with io.FileIO(tmp, "w") as out:
+            _copy_range(self.file.fileno(), out.fileno(), position)
+            os.fsync(out.fileno())
+        os.replace(tmp, self.log_path)
+        self.file = io.FileIO(self.log_path, "r+")
+        self._map = None
+        self.size = position
+        outcome = self.rebuild(self.base_offset)
+        if outcome.error is not None:  # the prefix was checked on open and on append
+            raise CorruptBatchError(f"{self.log_path} at byte {outcome.valid_end}: {outcome.error}")
 
     def truncate_file(self, size: int) -> None:
         """Cut the log file (recovery only: never while readers hold views of the tail)."""
