@@ -88,6 +88,7 @@ class Segment:
         self.last_batch_offset = -1
         self._since_index = 0
         self._map: mmap.mmap | None = None
+        self._indexes_loaded = True
         self.index: EntryTable
         self.time_index: EntryTable
 
@@ -116,8 +117,6 @@ class Segment:
         seg.time_index = time_index or EntryTable(None, TIME_ENTRY, capacity, writable=False)
         seg._indexes_loaded = index is not None and time_index is not None
         return seg
-
-    _indexes_loaded = True
 
     def indexes_consistent(self, next_offset: int | None) -> bool:
         """Both indexes exist, lie inside the log, and the last offset entry points at the batch it names."""
