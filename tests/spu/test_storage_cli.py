@@ -132,3 +132,12 @@ def test_unusable_data_dir_is_one_error_line(tmp_path: Path) -> None:
         assert result.returncode != 0
         [line] = result.stderr.splitlines()
         assert line.startswith("error: ") and str(not_a_dir) in line
+
+
+def test_damaged_topic_metadata_is_one_error_line(tmp_path: Path) -> None:
+    ok(tmp_path, "topic", "create", "t")
+    (tmp_path / "topics" / "t" / "topic.json").write_text("{not json")
+    result = run(tmp_path, "consume", "t", "-B", "-d")
+    assert result.returncode != 0
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: unreadable topic metadata") and "topic.json" in line

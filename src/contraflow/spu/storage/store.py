@@ -175,8 +175,11 @@ class Store:
             path = self.topics_dir / name / TOPIC_FILE
             if name.startswith(".") or "/" in name or not path.exists():
                 raise TopicNotFoundError(name)
-            meta: dict[str, Any] = orjson.loads(path.read_bytes())
-            topic = _Topic(name, TopicConfig.from_dict(meta["config"]), int(meta["created_ms"]))
+            try:
+                meta: dict[str, Any] = orjson.loads(path.read_bytes())
+                topic = _Topic(name, TopicConfig.from_dict(meta["config"]), int(meta["created_ms"]))
+            except (ValueError, KeyError, TypeError) as err:
+                raise StorageError(f"unreadable topic metadata {path}: {err}") from None
             self._topics[name] = topic
             return topic
 
