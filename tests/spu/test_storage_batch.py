@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from contraflow.spu.storage.batch import (
     HEADER_SIZE,
+    MAGIC_POS,
     BatchHeader,
     CorruptBatchError,
     check_batch,
@@ -70,7 +71,7 @@ def test_stamping_keeps_the_crc_valid() -> None:
 
 def test_stamped_prefix_rewrites_only_offset_and_epoch() -> None:
     raw = encode_batch([b"a"])
-    rebuilt = stamped_prefix(raw, 99, 3) + raw[17:]
+    rebuilt = stamped_prefix(raw, 99, 3) + raw[MAGIC_POS:]
     header = check_batch(rebuilt)
     assert (header.base_offset, header.leader_epoch, header.crc) == (99, 3, BatchHeader.parse(raw).crc)
 

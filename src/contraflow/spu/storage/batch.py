@@ -54,6 +54,9 @@ HEADER = struct.Struct(">qiibIhiqqqix")
 HEADER_SIZE: Final = HEADER.size  # 56
 LENGTH_PREFIX: Final = 12  # base_offset + batch_length: what precedes the counted bytes
 CRC_START: Final = 21  # attributes onwards are covered by the CRC
+EPOCH_POS: Final = 12
+MAGIC_POS: Final = 16
+CRC_POS: Final = 17
 _CRC = struct.Struct(">I")
 _STAMP = struct.Struct(">qii")  # base_offset, batch_length, leader_epoch
 _STAMP_EPOCH = struct.Struct(">i")
@@ -134,7 +137,7 @@ def verify_crc(buf: Buffer) -> bool:
     """True if the batch in `buf` (exactly one batch) matches its stored CRC."""
     if len(buf) < HEADER_SIZE:
         return False
-    (stored,) = _CRC.unpack_from(buf, 17)
+    (stored,) = _CRC.unpack_from(buf, CRC_POS)
     return bool(stored == compute_crc(buf))
 
 
@@ -162,15 +165,14 @@ def stamp(buf: bytearray | memoryview, base_offset: int, leader_epoch: int | Non
     """Write the offset (and epoch) into a batch in place; the CRC stays valid."""
     _BASE_OFFSET.pack_into(buf, 0, base_offset)
     if leader_epoch is not None:
-        _STAMP_EPOCH.pack_into(buf, 12, leader_epoch)
+        _STAMP_EPOCH.pack_into(buf, EPOCH_POS, leader_epoch)
 
 
 def stamped_prefix(buf: Buffer, base_offset: int, leader_epoch: int | None = None) -> bytes:
-    """The first 17 bytes of `buf` with offset/epoch replaced: lets a writer stamp an
-    immutable batch by writing this prefix followed by `buf[17:]` (no copy of the body)."""
+    """The first MAGIC_POS bytes of `buf` with offset/epoch replaced: a writer stamps an
+    immutable batch by writing this prefix and then `buf[MAGIC_POS:]` (no copy of the body)."""
     _, length, epoch = _STAMP.unpack_from(buf, 0)
-    prefix = _STAMP.pack(base_offset, length, epoch if leader_epoch is None else leader_epoch)
-    return prefix + bytes(memoryview(buf)[16:17])
+    return _STAMP.pack(base_offset, length, epoch if leader_epoch is None else leader_epoch)
 
 
 # -- encoding ---------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def encode_batch(
     HEADER.pack_into(
         out, 0, base_offset, batch_length, leader_epoch, MAGIC, 0, attributes, count - 1, *fields
     )
-    _CRC.pack_into(out, 17, compute_crc(out))
+    _CRC.pack_into(out, CRC_POS, compute_crc(out))
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contraflow.spu.storage.batch import (
+    MAGIC_POS,
     BatchHeader,
     Buffer,
     CorruptBatchError,
@@ -210,7 +211,7 @@ class Partition:
             if not seg.fits(header.total_size, header.record_count):
                 seg = self._roll()
             base = self._leo
-            parts = (stamped_prefix(view, base, self.leader_epoch), view[17:]) if assign else (view,)
+            parts = (stamped_prefix(view, base, self.leader_epoch), view[MAGIC_POS:]) if assign else (view,)
             seg.append(parts, header, base)
             end = self._leo = base + header.record_count
             self.stats.appends += 1
