@@ -14,7 +14,6 @@ it read-only to consume.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
@@ -293,15 +292,19 @@ class Store:
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
-        for topic in self._topics.values():
-            for part in topic.partitions.values():
-                part.close()
-        if self._lock_fd is not None:
-            try:
-                os.ftruncate(self._lock_fd, 0)
-            except OSError as err:  # pragma: no cover - only on a vanished volume
-                if err.errno != errno.EIO:
-                    raise
+        try:
+            for topic in self._topics.values():
+                for part in topic.partitions.values():
+                    part.close()
+        finally:
+            self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            os.ftruncate(self._lock_fd, 0)  # no stale pid for the next error message
+        finally:
             os.close(self._lock_fd)
             self._lock_fd = None
 
