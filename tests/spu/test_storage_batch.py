@@ -137,6 +137,11 @@ def test_random_records_round_trip(
     batch = decode_batch(raw, verify=True)
     assert [bytes(v) for v in batch.values()] == values
     assert batch.value_array().to_pylist() == values
+    table = batch.to_arrow()
+    assert table.column("key").to_pylist() == (keys if with_keys else [None] * len(values))
+    assert table.column("value").to_pylist() == values
+    assert table.column("offset").to_pylist() == list(range(len(values)))
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == stamps
     expected_keys = keys if with_keys else [None] * len(values)
     assert [None if k is None else bytes(k) for k in batch.keys()] == expected_keys  # noqa: SIM118 (not a dict)
     assert batch.headers() == headers

@@ -405,6 +405,40 @@ class DecodedBatch:
             pa.binary(), self.record_count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
         )
 
+    def key_array(self) -> Any:
+        """The keys as a pyarrow BinaryArray (nulls where absent), sharing memory."""
+        import pyarrow as pa
+
+        buffers = self.key_buffers()
+        if buffers is None:
+            return pa.nulls(self.record_count, pa.binary())
+        validity, offsets, data = buffers
+        return pa.Array.from_buffers(
+            pa.binary(),
+            self.record_count,
+            [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
+        )
+
+    def to_arrow(self) -> Any:
+        """The batch as a pyarrow RecordBatch: offset int64, timestamp[ms], key, value.
+        Keys and values share the batch's memory; offsets and timestamps are
+        computed from the delta columns."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n, cols = self.record_count, self._columns
+        if _LITTLE:
+            deltas = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.offset_deltas)])
+            ts_deltas = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.ts_deltas)])
+            offsets = pc.add(deltas.cast(pa.int64()), self.base_offset)
+            stamps = pc.add(ts_deltas, self.header.first_timestamp)
+        else:
+            offsets, stamps = pa.array(self.offsets(), pa.int64()), pa.array(self.timestamps(), pa.int64())
+        return pa.RecordBatch.from_arrays(
+            [offsets, stamps.cast(pa.timestamp("ms")), self.key_array(), self.value_array()],
+            names=["offset", "timestamp", "key", "value"],
+        )
+
     # per-record views -------------------------------------------------------------------------------
 
     @staticmethod
