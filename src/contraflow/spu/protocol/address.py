@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 
-
 # Socket buffers sized for a few large batches in flight: fewer partial sends,
 # fewer wake-ups per frame on both ends.
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
