@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 DEFAULT_DATA_DIR = "./contraflow-data"
 READY_PREFIX = "spu ready"
+SWITCH_INTERVAL_S = 0.0005
 
 
 @click.group()
@@ -58,6 +59,9 @@ def run(data_dir: Path | None, public_addr: str, private_addr: str, spu_id: int)
             raise UserError(str(err)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir, public_addr, private_addr, spu_id)
+    # The loop hands appends to worker threads and back: a shorter GIL switch
+    # interval (default 5 ms) keeps a busy thread from delaying a push that long.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         asyncio.run(_serve(SpuServer(config)))
     except OSError as err:

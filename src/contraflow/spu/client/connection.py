@@ -28,7 +28,7 @@ from contraflow.spu.protocol import (
     parse_header,
     unpack_meta,
 )
-from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.storage.batch import Buffer
 
 # Responses can be bigger than requests (a fetch of max_bytes plus one whole batch).
@@ -87,6 +87,7 @@ class Connection:
             )
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
+        tune_socket(writer.get_extra_info("socket"))
         return cls(reader, writer)
 
     def next_id(self) -> int:

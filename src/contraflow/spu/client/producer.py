@@ -18,6 +18,7 @@ from typing import Any
 
 from contraflow.spu.client.aio import AsyncSpuClient, TopicPartition
 from contraflow.spu.client.connection import Buffer
+from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.batch import Headers, encode_batch
 from contraflow.spu.storage.compression import Compression
@@ -146,20 +147,16 @@ class AsyncProducer:
 
 
 class Producer:
-    """Thread-side twin of AsyncProducer for a `SpuClient`."""
+    """Thread-side twin of AsyncProducer for a `SpuClient`: any thread may `send`."""
 
-    def __init__(self, client: Any, settings: ProducerSettings | None = None) -> None:
-        from contraflow.spu.client.sync import SpuClient
-
-        assert isinstance(client, SpuClient)
+    def __init__(self, client: SpuClient, settings: ProducerSettings | None = None) -> None:
         self._client = client
-        self._loop = client._thread.loop
+        self._loop = client.loop
         self.settings = settings or ProducerSettings()
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._pending: dict[TopicPartition, _Pending] = {}
         self._generation: dict[TopicPartition, int] = {}
-        self._in_flight = threading.BoundedSemaphore(self.settings.max_in_flight)
-        self._outstanding: set[concurrent.futures.Future[tuple[int, int]]] = set()
+        self._in_flight = 0
 
     def send(
         self,
@@ -170,6 +167,7 @@ class Producer:
         headers: Headers | None = None,
         timestamp: int | None = None,
     ) -> concurrent.futures.Future[int]:
+        """Queue one record; blocks only while `max_in_flight` batches await their answer."""
         tp = (topic, partition)
         future: concurrent.futures.Future[int] = concurrent.futures.Future()
         with self._lock:
@@ -177,60 +175,68 @@ class Producer:
             if pending is None:
                 pending = self._pending[tp] = _Pending()
                 generation = self._generation[tp] = self._generation.get(tp, 0) + 1
+                delay = self.settings.linger_ms / 1000
                 self._loop.call_soon_threadsafe(
-                    self._loop.call_later,
-                    self.settings.linger_ms / 1000,
-                    self._linger_expired,
-                    tp,
-                    generation,
+                    self._loop.call_later, delay, self._linger_expired, tp, generation
                 )
             pending.add(value, key, headers, timestamp, future)
-            full = pending.size >= self.settings.batch_bytes
-            ready = self._pending.pop(tp) if full else None
+            ready = self._pending.pop(tp) if pending.size >= self.settings.batch_bytes else None
+            if ready is not None:
+                while self._in_flight >= self.settings.max_in_flight:
+                    self._lock.wait()
+                self._in_flight += 1
         if ready is not None:
-            self._ship(tp, ready)
+            self._ship(tp, ready, from_loop=False)
         return future
 
     def _linger_expired(self, tp: TopicPartition, generation: int) -> None:
-        """Loop thread: ship the batch this timer was started for, unless it already left."""
+        """Loop thread: ship the batch this timer was started for, unless it already left.
+        Never waits for an in-flight slot (that would block the loop)."""
         with self._lock:
             if self._generation.get(tp) != generation or tp not in self._pending:
                 return
             ready = self._pending.pop(tp)
-        threading.Thread(target=self._ship, args=(tp, ready), daemon=True).start()
+            self._in_flight += 1
+        self._ship(tp, ready, from_loop=True)
 
-    def _ship(self, tp: TopicPartition, pending: _Pending) -> None:
-        self._in_flight.acquire()
+    def _ship(self, tp: TopicPartition, pending: _Pending, *, from_loop: bool) -> None:
+        """Encode and hand the batch to the client's loop; settle futures when answered."""
         try:
             batch = pending.encode(self.settings.compression)
         except Exception as err:
-            self._in_flight.release()
+            self._release()
             _settle(pending.futures, -1, err, lambda f, o: f.set_result(o))
             return
         produce = self._client.aio.produce_encoded(tp[0], tp[1], batch, self.settings.acks)
-        done = asyncio.run_coroutine_threadsafe(produce, self._loop)
+        if from_loop:
+            task: asyncio.Future[tuple[int, int]] = asyncio.ensure_future(produce)
+            task.add_done_callback(lambda done: self._finished(pending, done))
+        else:
+            future = asyncio.run_coroutine_threadsafe(produce, self._loop)
+            future.add_done_callback(lambda done: self._finished(pending, done))
+
+    def _finished(self, pending: _Pending, done: Any) -> None:
+        self._release()
+        error = done.exception()
+        base = -1 if error is not None else done.result()[0]
+        _settle(pending.futures, base, error, lambda f, o: f.set_result(o))
+
+    def _release(self) -> None:
         with self._lock:
-            self._outstanding.add(done)
-
-        def finished(result: concurrent.futures.Future[tuple[int, int]]) -> None:
-            self._in_flight.release()
-            with self._lock:
-                self._outstanding.discard(result)
-            error = result.exception()
-            base = -1 if error is not None else result.result()[0]
-            _settle(pending.futures, base, error, lambda f, o: f.set_result(o))
-
-        done.add_done_callback(finished)
+            self._in_flight -= 1
+            self._lock.notify_all()
 
     def flush(self) -> None:
+        """Send everything queued and wait until every batch is answered."""
         with self._lock:
             ready = list(self._pending.items())
             self._pending.clear()
+            self._in_flight += len(ready)
         for tp, pending in ready:
-            self._ship(tp, pending)
+            self._ship(tp, pending, from_loop=False)
         with self._lock:
-            outstanding = list(self._outstanding)
-        concurrent.futures.wait(outstanding)
+            while self._in_flight:
+                self._lock.wait()
 
     def close(self) -> None:
         self.flush()

@@ -85,6 +85,11 @@ class SpuClient:
         )
         self.addr = addr
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The client's private event loop (its own thread)."""
+        return self._thread.loop
+
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._thread.run(coro)
 

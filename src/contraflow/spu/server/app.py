@@ -16,7 +16,7 @@ from typing import Any
 
 from contraflow.spu.ledger import BatchLedger
 from contraflow.spu.protocol import ApiKey
-from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
 from contraflow.spu.server.partitions import Partitions
@@ -109,6 +109,7 @@ class SpuServer:
         host, port = parse_addr(addr)
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            tune_socket(writer.get_extra_info("socket"))
             conn = Connection(reader, writer, dispatch, self.config.limits, allowed)
             self._connections.add(conn)
             try:

@@ -1,9 +1,9 @@
 """One client connection: cut frames, dispatch them as tasks, write responses.
 
 Requests on a connection run concurrently (up to `max_inflight`; past that the
-connection simply stops reading, which is back-pressure, not an error), except
-that requests which change state (produce, staging, commits, admin) go through
-a FIFO gate so a client's appends land in the order it sent them.
+connection simply stops reading, which is back-pressure, not an error); the
+dispatcher puts requests that change state through FIFO `order_lock`s so a
+client's appends land in the order it sent them.
 A frame that cannot be delimited closes the connection; anything else wrong with
 a request gets an error response and the connection keeps going.
 """
@@ -71,19 +71,6 @@ class Limits:
     max_staged_bytes: int = 64 * 1024 * 1024
 
 
-# Requests whose effects must follow the order the client sent them in.
-ORDERED_APIS = frozenset(
-    {
-        ApiKey.PRODUCE,
-        ApiKey.TXN_STAGE,
-        ApiKey.TXN_COMMIT,
-        ApiKey.TXN_ABORT,
-        ApiKey.CREATE_TOPIC,
-        ApiKey.DELETE_TOPIC,
-        ApiKey.OFFSET_COMMIT,
-    }
-)
-
 Dispatch = Callable[["Connection", FrameHeader, memoryview], Awaitable[Reply | None]]
 
 
@@ -109,7 +96,7 @@ class Connection:
         self.limits = limits
         self._allowed = allowed_apis
         self._inflight = asyncio.Semaphore(limits.max_inflight)
-        self._order = asyncio.Lock()
+        self._order: dict[object, asyncio.Lock] = {}
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.streams: dict[int, asyncio.Task[None]] = {}
@@ -173,10 +160,15 @@ class Connection:
                 ErrorCode.UNSUPPORTED_VERSION,
                 f"{api.name} version {header.api_version} not supported ({low}..{high})",
             )
-        if api in ORDERED_APIS:
-            async with self._order:
-                return await self._dispatch(self, header, body)
         return await self._dispatch(self, header, body)
+
+    def order_lock(self, key: object) -> asyncio.Lock:
+        """FIFO lock for requests whose effects must keep the order they were sent in
+        (asyncio locks wake waiters first come, first served)."""
+        lock = self._order.get(key)
+        if lock is None:
+            lock = self._order[key] = asyncio.Lock()
+        return lock
 
     async def send(
         self, api_key: int, correlation_id: int, fields: dict[str, Any], payload: Sequence[Part] = ()

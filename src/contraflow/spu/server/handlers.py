@@ -64,6 +64,14 @@ def translate(err: Exception) -> SpuError:
     return SpuError(ErrorCode.UNKNOWN, f"{type(err).__name__}: {err}")
 
 
+# Effects keep the order a client sent them in: appends per partition (so
+# pipelined produces to different partitions do not wait for each other), the
+# other state changes per connection.
+PER_PARTITION_ORDER = frozenset({ApiKey.PRODUCE, ApiKey.TXN_STAGE})
+CONNECTION_ORDER = frozenset(
+    {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
+)
+
 Handler = Callable[[Connection, Any, memoryview, int], Awaitable[Reply | None]]
 
 
@@ -111,8 +119,16 @@ class Handlers:
         api = ApiKey(header.api_key)
         meta = unpack_meta(body[: header.meta_length])
         request: Any = parse_request(REQUEST_TYPES[api], meta)
+        handler = self._table[api]
+        payload = body[header.meta_length :]
         try:
-            return await self._table[api](conn, request, body[header.meta_length :], header.correlation_id)
+            if api in PER_PARTITION_ORDER:
+                async with conn.order_lock((request.topic, request.partition)):
+                    return await handler(conn, request, payload, header.correlation_id)
+            if api in CONNECTION_ORDER:
+                async with conn.order_lock(None):
+                    return await handler(conn, request, payload, header.correlation_id)
+            return await handler(conn, request, payload, header.correlation_id)
         except Exception as err:
             raise translate(err) from err
 

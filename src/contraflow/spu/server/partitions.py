@@ -1,8 +1,8 @@
 """The server's single door to the storage engine.
 
 Everything the server writes goes through here so three rules hold in one place:
-- a per-partition write gate serialises plain produces with transaction commits,
-  so a commit's appends are contiguous and can be undone by truncation;
+- a per-partition write gate keeps plain produces out while a transaction
+  commits, so a commit's appends are contiguous and can be undone by truncation;
 - while a commit appends, a fence at its first offset caps committed reads, and
   only `publish` (after the ledger's commit record) lifts it, so a committed
   reader never sees part of a transaction;
@@ -32,6 +32,44 @@ from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
 
 TopicPartition = tuple[str, int]
+
+
+class SharedGate:
+    """A partition's write gate: plain produces share it (so their fsyncs can be one
+    group commit), a transaction commit holds it alone. Waiting commits go first."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sharers = 0
+        self._exclusive = False
+        self._exclusive_waiting = 0
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._exclusive_waiting:
+                self._cond.wait()
+            self._sharers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sharers -= 1
+                if not self._sharers:
+                    self._cond.notify_all()
+
+    def acquire_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive_waiting += 1
+            while self._exclusive or self._sharers:
+                self._cond.wait()
+            self._exclusive_waiting -= 1
+            self._exclusive = True
+
+    def release_exclusive(self) -> None:
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
 
 
 def split_batches(payload: memoryview, *, verify: bool) -> list[memoryview]:
@@ -82,7 +120,7 @@ class Partitions:
     def __init__(self, store: Store, on_publish: Callable[[TopicPartition], None]) -> None:
         self.store = store
         self._on_publish = on_publish
-        self._gates: dict[TopicPartition, threading.Lock] = {}
+        self._gates: dict[TopicPartition, SharedGate] = {}
         self._gates_lock = threading.Lock()
         # tp -> first offset of a commit in progress: committed reads stop there.
         self._fences: dict[TopicPartition, int] = {}
@@ -95,25 +133,31 @@ class Partitions:
 
     # -- writes (worker threads) -----------------------------------------------------------------
 
-    def _gate(self, tp: TopicPartition) -> threading.Lock:
+    def _gate(self, tp: TopicPartition) -> SharedGate:
         with self._gates_lock:
-            return self._gates.setdefault(tp, threading.Lock())
+            gate = self._gates.get(tp)
+            if gate is None:
+                gate = self._gates[tp] = SharedGate()
+            return gate
 
     @contextmanager
     def locked(self, tps: Iterable[TopicPartition]) -> Iterator[None]:
-        """Hold the write gates of `tps`, taken in sorted order so commits cannot deadlock."""
+        """Hold the write gates of `tps` alone, taken in sorted order so commits cannot deadlock."""
         gates = [self._gate(tp) for tp in sorted(set(tps))]
-        for gate in gates:
-            gate.acquire()
+        taken: list[SharedGate] = []
         try:
+            for gate in gates:
+                gate.acquire_exclusive()
+                taken.append(gate)
             yield
         finally:
-            for gate in reversed(gates):
-                gate.release()
+            for gate in reversed(taken):
+                gate.release_exclusive()
 
     def produce(self, tp: TopicPartition, batches: list[memoryview], durable: bool) -> tuple[int, int]:
-        """Append a plain produce; returns (first offset, last offset)."""
-        with self.locked([tp]):
+        """Append a plain produce; returns (first offset, last offset). Produces share the
+        gate: the engine orders concurrent appends itself and groups their fsyncs."""
+        with self._gate(tp).shared():
             self._check_not_fenced(tp)
             first, last = -1, -1
             for batch in batches:
