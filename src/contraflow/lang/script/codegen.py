@@ -183,6 +183,7 @@ class Codegen:
         self.scope = Scope()
         self.copy_on_let = False
         self.field_cache: dict[str, _FieldCache] = {}
+        self.node_vars: dict[int, str] = {}
         self.aggregates: list[AggregateCall] | None = None
         self.compile_arg: Callable[[ast.Expr, str], Any] | None = None
         for name, value in consts.items():
@@ -233,9 +234,10 @@ class Codegen:
             for param in params:
                 self.line(f"{param} = _own({param})")
         result = self.block(body)
-        if kind == "script":
+        ends_with_exit = bool(body) and isinstance(body[-1], (ast.Emit, ast.Drop))
+        if kind == "script" and not ends_with_exit:
             self.line(f"return _R(None, {result}, False, state, meta)", node)
-        else:
+        elif kind != "script":
             self.line(f"return {result}", node)
         self.indent -= 1
         self.scope = saved
@@ -770,10 +772,17 @@ class Codegen:
 
     # Variables holding extraction results / nested subjects, keyed by node identity.
     def extractor_var(self, pat: ast.ExtractorPattern) -> str:
-        return f"_e{id(pat)}"
+        return self.node_var("_e", pat)
 
     def field_var(self, fp: ast.FieldPred) -> str:
-        return f"_s{id(fp)}"
+        return self.node_var("_s", fp)
+
+    def node_var(self, prefix: str, node: ast.Node) -> str:
+        """The variable tied to one pattern node (the same node always gets the same name)."""
+        key = id(node)
+        if key not in self.node_vars:
+            self.node_vars[key] = f"{prefix}{next(self.counter)}"
+        return self.node_vars[key]
 
     def bound_value(self, pat: ast.Pattern, s: str) -> str:
         """The value a binding sees: the subject, with extracted values in place of their fields."""
@@ -918,4 +927,18 @@ class FnCodegen:
 
 
 def uses_nested_assignment(script: ast.Node) -> bool:
-    return any(isinstance(n, ast.Let) and n.target.segments for n in walk(script))
+    """Whether the code can modify a value in place, so values bound elsewhere must be copies.
+
+    `let $key = v` and `let event.key = v` only modify the metadata/event
+    container itself, which matters only if that whole container is also read
+    (`$`, `event`) and so could be shared.
+    """
+    nodes = list(walk(script))
+    bare_roots = {n.root for n in nodes if isinstance(n, ast.Path) and not n.segments}
+    for n in nodes:
+        if not isinstance(n, ast.Let) or not n.target.segments:
+            continue
+        target = n.target
+        if len(target.segments) > 1 or target.root not in ("event", "meta") or target.root in bare_roots:
+            return True
+    return False
