@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -187,3 +188,40 @@ def test_aggregate_argument_errors_point_at_the_call() -> None:
     with pytest.raises(ScriptRuntimeError) as info:
         select.accumulate(aggs, {"x": "text"})
     assert info.value.position is not None and str(info.value.position) == "w.trickle:1:1"
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | st.sampled_from(["error", "db", "warn", ""]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["level", "service", "x"]), inner)
+    ),
+    max_leaves=8,
+)
+
+PATTERNS = """
+match event of
+  case %{ level == "error", service == "db" } => let $c = 1; "critical"
+  case r = %{ level ~= glob|w*|, absent service } => r
+  case %{ x > 1 } when event.x < 4 => event.x
+  case %[ "db" ] => "array-with-db"
+  case %( _, %{ present level } ) => "pair"
+  case {"level": "warn"} => "exact"
+  case _ when present event.x => "has-x"
+  default => null
+end
+"""
+
+
+@settings(max_examples=200, deadline=None)
+@given(event=_json)
+def test_compiled_patterns_agree_with_the_interpreter(event: object) -> None:
+    script = parse_script(PATTERNS)
+    compiled, reference = compile_script(script, name="p"), Interpreter(script, name="p")
+    outcomes = []
+    for engine in (compiled, reference):
+        try:
+            result = engine.run(event, {})
+            outcomes.append(orjson.dumps([result.event, result.meta], option=orjson.OPT_SORT_KEYS))
+        except ScriptRuntimeError as err:
+            outcomes.append(orjson.dumps(["error", err.message]))
+    assert outcomes[0] == outcomes[1]

@@ -1,232 +1,39 @@
-"""Compiling tremor-script to Python source, once per script.
+"""Compiling tremor-script to Python, once per script: the public entry points.
 
-The syntax tree is translated into the text of one Python function (plus one
-per `fn`), executed once with `exec`, and then called per event: no tree walk
-per event. Record patterns become direct dict lookups, metadata assignments
-become dict stores, and only operations whose Python meaning differs from
-Tremor's call into `values`.
-
-Runtime errors cost nothing until they happen: every generated line is mapped
-to the source node it came from, and when an exception escapes the generated
-code its line number is turned back into a tremor position.
+`codegen` translates the syntax tree into the text of one Python function
+(plus one per `fn`); this module executes that text once with `exec` and wraps
+the function, which is then called per event: no tree walk per event. Runtime
+errors cost nothing until they happen (`locate` maps them back to the source).
+Constants are computed here, at compile time.
 """
 
 from __future__ import annotations
 
-import ast as pyast
-import difflib
 import itertools
-import keyword
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
-from types import FrameType, TracebackType
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
-from contraflow.lang.script import ast, stdlib, values
-from contraflow.lang.script.aggr import AGGREGATES, Aggregate, lookup_aggregate
-from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
+from contraflow.lang.errors import ScriptRuntimeError, SourceText
+from contraflow.lang.script import ast
+from contraflow.lang.script.aggr import Aggregate
+from contraflow.lang.script.codegen import Codegen, FnCodegen, Scope, pyname, uses_nested_assignment, walk
+from contraflow.lang.script.locate import Locator
+from contraflow.lang.script.results import AggregateCall, Env, ScriptResult
 
-# Result kinds returned by the generated function.
-
-_RO_ROOTS = ("args", "group", "window")
-_STMT_NODES = (ast.Match, ast.For, ast.Patch, ast.Let, ast.Emit, ast.Drop)
-_PY_LITERAL_TYPES = (str, int, float, bool, type(None))
-
-_HELPERS: dict[str, Any] = {
-    "_M": values.MISSING,
-    "_eq": values.eq,
-    "_ne": values.ne,
-    "_bool": values.bool_operand,
-    "_xor": values.xor,
-    "_get_index": values.get_index,
-    "_get_range": values.get_range,
-    "_lookup": values.lookup,
-    "_interp": values.interpolate,
-    "_set_path": values.set_path,
-    "_own": values.copy_value,
-    "_merge": values.merge_expr,
-    "_patch_start": values.patch_start,
-    "_patch_apply": values.patch_apply,
-    "_items": values.items_of,
-    "_fail": values.fail,
-}
-_BINARY_HELPERS = {
-    "+": "_add",
-    "-": "_sub",
-    "*": "_mul",
-    "/": "_div",
-    "%": "_mod",
-    "&": "_band",
-    "|": "_bor",
-    "^": "_bxor",
-    "<<": "_shl",
-    ">>": "_shr",
-    ">>>": "_ushr",
-    "==": "_eq",
-    "!=": "_ne",
-    "<": "_lt",
-    "<=": "_le",
-    ">": "_gt",
-    ">=": "_ge",
-    "xor": "_xor",
-}
-_UNARY_HELPERS = {"-": "_neg", "+": "_pos", "not": "_not", "!": "_bnot"}
-for _op, _name in _BINARY_HELPERS.items():
-    _HELPERS[_name] = values.BINARY[_op]
-for _op, _name in _UNARY_HELPERS.items():
-    _HELPERS[_name] = values.UNARY[_op]
-
-
-def _pattern_cmp(op: str) -> Callable[[Any, Any], bool]:
-    """Comparison inside a record pattern: incomparable values simply do not match."""
-    fn = values.BINARY[op]
-
-    def cmp(a: Any, b: Any) -> bool:
-        if a is values.MISSING:
-            return False
-        try:
-            return bool(fn(a, b))
-        except ScriptRuntimeError:
-            return False
-
-    return cmp
-
-
-def _array_match(arr: list[Any], preds: tuple[Callable[[Any], bool], ...]) -> bool:
-    """`%[p1, p2]`: every element pattern matches at least one element."""
-    return all(any(p(e) for e in arr) for p in preds)
-
-
-_HELPERS["_arr"] = _array_match
-for _op in ("<", "<=", ">", ">=", "!="):
-    _HELPERS[f"_p{_BINARY_HELPERS[_op]}"] = _pattern_cmp(_op)
-
-
-@dataclass(slots=True)
-class ScriptResult:
-    """What one run of a script produced.
-
-    `port` is None for the default output (`out`), or the port named by
-    `emit ... => "port"`. `event` is the emitted value (the value of the last
-    expression when the script ends without `emit`); `dropped` is true after `drop`.
-    """
-
-    port: str | None
-    event: Any
-    dropped: bool
-    state: Any
-    meta: Any
-
-
-_HELPERS["_R"] = ScriptResult
-
-
-class Env:
-    """What a compiled expression can see: the event, its metadata, state, args, group, window."""
-
-    __slots__ = ("event", "meta", "state", "args", "group", "window")
-
-    def __init__(
-        self,
-        event: Any = None,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> None:
-        self.event = event
-        self.meta = meta if meta is not None else {}
-        self.state = state
-        self.args = args if args is not None else {}
-        self.group = group
-        self.window = window
-
-
-@dataclass
-class _LineInfo:
-    pos: Position
-    what: str
-    path: ast.Path | None = None
-
-
-class _Located:
-    """Maps generated line numbers back to tremor positions."""
-
-    def __init__(self, filename: str, lines: dict[int, _LineInfo], node: str) -> None:
-        self.filename = filename
-        self.lines = lines
-        self.node = node
-
-    def error(self, exc: BaseException) -> ScriptRuntimeError:
-        outermost = isinstance(exc, RecursionError)
-        info, frame = self._line_of(exc.__traceback__, outermost)
-        message = None
-        if (
-            info is not None
-            and info.path is not None
-            and frame is not None
-            and not isinstance(exc, ScriptRuntimeError)
-        ):
-            message = _explain_path(info.path, frame)
-        return ScriptRuntimeError(message or _message_for(exc, info), info.pos if info else None, self.node)
-
-    def _line_of(
-        self, tb: TracebackType | None, outermost: bool
-    ) -> tuple[_LineInfo | None, FrameType | None]:
-        """The mapped line (and its frame) where the exception left generated code."""
-        found: tuple[_LineInfo | None, FrameType | None] = (None, None)
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == self.filename and tb.tb_lineno in self.lines:
-                found = (self.lines[tb.tb_lineno], tb.tb_frame)
-                if outermost:
-                    return found
-            tb = tb.tb_next
-        return found
-
-
-def _explain_path(path: ast.Path, frame: FrameType) -> str | None:
-    """Re-walk an inlined path read with the checked accessors to say exactly which step failed."""
-    root = "l_" + (path.name or "") if path.root == "local" else path.root
-    if root in frame.f_locals:
-        value = frame.f_locals[root]
-    elif path.root == "local" and f"_c_{path.name}" in frame.f_globals:
-        value = frame.f_globals[f"_c_{path.name}"]
-    else:
-        return None
-    for seg in path.segments:
-        if isinstance(seg, ast.KeySeg):
-            key: Any = seg.key
-        elif isinstance(seg, ast.IndexSeg) and _is_plain_str(seg.index):
-            assert isinstance(seg.index, ast.Literal)
-            key = seg.index.value
-        else:
-            return None
-        try:
-            value = values.get_key(value, key)
-        except ScriptRuntimeError as err:
-            return err.message
-    return None
-
-
-def _message_for(exc: BaseException, info: _LineInfo | None) -> str:
-    where = f" in `{info.what}`" if info and info.what else ""
-    if isinstance(exc, ScriptRuntimeError):
-        return exc.message
-    if isinstance(exc, KeyError):
-        return f"trying to access a non-existing key `{exc.args[0]}`{where}"
-    if isinstance(exc, NameError):
-        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace(
-            "`l_", "`"
-        )
-    if isinstance(exc, RecursionError):
-        return "maximum recursion depth exceeded"
-    if isinstance(exc, (TypeError, IndexError, AttributeError)):
-        return f"invalid access{where}: {exc}"
-    if isinstance(exc, (OverflowError, ValueError)):
-        return f"invalid value{where}: {exc}"
-    return f"{type(exc).__name__}{where}: {exc}"
+__all__ = [
+    "AggregateCall",
+    "CompiledExpr",
+    "CompiledScript",
+    "CompiledSelect",
+    "Env",
+    "ScriptResult",
+    "compile_expr",
+    "compile_script",
+    "compile_select",
+    "compile_text",
+    "walk",
+]
 
 
 @dataclass
@@ -240,7 +47,7 @@ class CompiledScript:
     name: str
     python_source: str
     fn: Callable[..., ScriptResult]
-    locator: _Located
+    locator: Locator
 
     def run(
         self,
@@ -266,7 +73,7 @@ class CompiledExpr:
 
     python_source: str
     fn: Callable[..., Any]
-    locator: _Located
+    locator: Locator
 
     def __call__(self, env: Any) -> Any:
         return self.call(env.event, env.meta, env.state, env.args, env.group, env.window)
@@ -289,16 +96,6 @@ class CompiledExpr:
 
 
 @dataclass
-class AggregateCall:
-    """One aggregate call in a windowed select's target: which aggregate, and its argument expressions."""
-
-    name: str
-    cls: type[Aggregate]
-    args: list[CompiledExpr]
-    position: Position
-
-
-@dataclass
 class CompiledSelect:
     """A windowed select target: aggregates fed per event, the target computed when the window emits.
 
@@ -311,7 +108,7 @@ class CompiledSelect:
 
     python_source: str
     fn: Callable[..., Any]
-    locator: _Located
+    locator: Locator
     aggregates: list[AggregateCall]
 
     def new_aggregates(self) -> list[Aggregate]:
@@ -359,830 +156,6 @@ class CompiledSelect:
             raise self.locator.error(exc) from exc
 
 
-# ---------------------------------------------------------------- tree helpers
-
-
-def children(node: Any) -> Iterator[Any]:
-    """Direct sub-nodes of an AST node (through tuples and pairs)."""
-    if not is_dataclass(node):
-        return
-    for f in fields(node):
-        yield from _flatten(getattr(node, f.name))
-
-
-def _flatten(value: Any) -> Iterator[Any]:
-    if isinstance(value, ast.Node):
-        yield value
-    elif isinstance(value, tuple):
-        for item in value:
-            yield from _flatten(item)
-
-
-def walk(node: Any) -> Iterator[Any]:
-    yield node
-    for child in children(node):
-        yield from walk(child)
-
-
-def _needs_statements(node: Any) -> bool:
-    return any(isinstance(n, _STMT_NODES) for n in walk(node))
-
-
-def _has_extractor(pattern: ast.Pattern) -> bool:
-    return any(isinstance(n, ast.ExtractorPattern) for n in walk(pattern))
-
-
-def _pyname(prefix: str, name: str) -> str:
-    clean = name if name.isidentifier() and not keyword.iskeyword(name) else name.encode().hex()
-    return f"{prefix}{clean}"
-
-
-def _did_you_mean(name: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(name, options, n=1)
-    return f"did you mean `{close[0]}`?" if close else ""
-
-
-# ---------------------------------------------------------------- code generation
-
-
-@dataclass
-class _FieldCache:
-    """Variables holding a match subject's dict-ness and its prefetched fields (MISSING if absent)."""
-
-    is_dict: str
-    fields: dict[str, str]
-
-
-@dataclass
-class _Scope:
-    """Names visible in the function being generated."""
-
-    locals: set[str] = field(default_factory=set)
-    in_fn: str | None = None  # python name of the user function being compiled
-    fn_params: tuple[str, ...] = ()
-    allow_emit: bool = True
-
-
-class _Codegen:
-    def __init__(
-        self,
-        source: SourceText | None,
-        filename: str,
-        consts: Mapping[str, Any],
-        fns: Mapping[str, ast.FnDefn],
-    ) -> None:
-        self.source = source
-        self.filename = filename
-        self.lines: list[str] = []
-        self.linemap: dict[int, _LineInfo] = {}
-        self.indent = 0
-        self.globals: dict[str, Any] = dict(_HELPERS)
-        self.counter = itertools.count()
-        self.consts: dict[str, str] = {}
-        self.fns: dict[str, ast.FnDefn] = dict(fns)
-        self.fn_names: dict[str, str] = {}
-        self.scope = _Scope()
-        self.copy_on_let = False
-        self.field_cache: dict[str, _FieldCache] = {}
-        self.aggregates: list[AggregateCall] | None = None
-        for name, value in consts.items():
-            self.add_const(name, value)
-
-    # ------------------------------------------------------------ plumbing
-    def error(self, message: str, pos: Position, hint: str = "") -> LangError:
-        return LangError(message, pos, self.source, hint=hint)
-
-    def tmp(self) -> str:
-        return f"_t{next(self.counter)}"
-
-    def line(self, code: str, node: ast.Node | None = None, what: str = "") -> None:
-        self.lines.append("    " * self.indent + code)
-        if node is not None:
-            self.linemap[len(self.lines)] = _LineInfo(node.pos, what)
-
-    def add_global(self, prefix: str, value: Any) -> str:
-        name = f"{prefix}{next(self.counter)}"
-        self.globals[name] = value
-        return name
-
-    def add_const(self, name: str, value: Any) -> None:
-        py = _pyname("_c_", name)
-        self.globals[py] = value
-        self.consts[name] = py
-
-    def literal(self, value: Any) -> str:
-        if type(value) in _PY_LITERAL_TYPES and not (type(value) is float and value != value):
-            return repr(value)
-        return self.add_global("_k", value)
-
-    # ------------------------------------------------------------ functions
-    def function(
-        self,
-        pyname: str,
-        params: list[str],
-        body: tuple[ast.Expr, ...],
-        scope: _Scope,
-        node: ast.Node,
-        kind: str,
-    ) -> None:
-        """Emit `def pyname(params): body` returning per `kind` ('script', 'expr', 'fn')."""
-        saved, self.scope = self.scope, scope
-        self.line(f"def {pyname}({', '.join(params)}):", node)
-        self.indent += 1
-        if kind == "fn" and self.copy_on_let:
-            for param in params:
-                self.line(f"{param} = _own({param})")
-        result = self.block(body)
-        if kind == "script":
-            self.line(f"return _R(None, {result}, False, state, meta)", node)
-        else:
-            self.line(f"return {result}", node)
-        self.indent -= 1
-        self.scope = saved
-
-    def block(self, body: tuple[ast.Expr, ...]) -> str:
-        """Compile expressions in order; the Python expression of the last one's value."""
-        result = "None"
-        for i, expr in enumerate(body):
-            value = self.expr(expr)
-            if i == len(body) - 1:
-                result = value
-            elif not (_is_trivial(value) or _is_literal_code(value)):
-                self.line(f"_ = {value}", expr, "")
-        return result
-
-    def owned(self, code: str) -> str:
-        """`code`, copied if the script may later modify the bound value in place (value semantics)."""
-        return f"_own({code})" if self.copy_on_let else code
-
-    def hoist(self, code: str, node: ast.Node, what: str = "") -> str:
-        """Evaluate `code` into a fresh temporary on its own line (for precise error positions)."""
-        name = self.tmp()
-        self.line(f"{name} = {code}", node, what)
-        return name
-
-    # ------------------------------------------------------------ expressions
-    def expr(self, node: ast.Expr, inline: bool = False) -> str:
-        """Python code for `node`'s value; may emit statements unless `inline` (then it must not)."""
-        method = getattr(self, f"_x_{type(node).__name__}")
-        result: str = method(node, inline)
-        return result
-
-    def _x_Literal(self, node: ast.Literal, inline: bool) -> str:
-        return self.literal(node.value)
-
-    def _x_Interpolated(self, node: ast.Interpolated, inline: bool) -> str:
-        parts = [repr(p) if isinstance(p, str) else self.expr(p, inline) for p in node.parts]
-        return f"_interp({', '.join(parts)})"
-
-    def _x_RecordLit(self, node: ast.RecordLit, inline: bool) -> str:
-        items = []
-        for key, value in node.fields:
-            k = self.expr(key, inline)
-            if not (isinstance(key, ast.Literal) and isinstance(key.value, str)):
-                k = f"_interp({k})"
-            items.append(f"{k}: {self.expr(value, inline)}")
-        return "{" + ", ".join(items) + "}"
-
-    def _x_ArrayLit(self, node: ast.ArrayLit, inline: bool) -> str:
-        return "[" + ", ".join(self.expr(i, inline) for i in node.items) + "]"
-
-    def _x_Unary(self, node: ast.Unary, inline: bool) -> str:
-        if (
-            node.op == "-"
-            and isinstance(node.operand, ast.Literal)
-            and type(node.operand.value) in (int, float)
-        ):
-            return self.literal(values.neg(node.operand.value))
-        code = f"{_UNARY_HELPERS[node.op]}({self.expr(node.operand, inline)})"
-        return code if inline else self.hoist(code, node, node.op)
-
-    def _x_Binary(self, node: ast.Binary, inline: bool) -> str:
-        if node.op in ("and", "or"):
-            return self._logic(node, inline)
-        left = self.expr(node.left, inline)
-        right = self.expr(node.right, inline)
-        if node.op in ("==", "!=") and _is_plain_str(node.right):
-            code = f"({left} {node.op} {right})"
-        elif node.op in ("==", "!=") and _is_plain_str(node.left):
-            code = f"({right} {node.op} {left})"
-        else:
-            code = f"{_BINARY_HELPERS[node.op]}({left}, {right})"
-        return code if inline else self.hoist(code, node, node.op)
-
-    def _logic(self, node: ast.Binary, inline: bool) -> str:
-        left = self.expr(node.left, inline)
-        if not _needs_statements(node.right):
-            right = self.expr(node.right, inline=True)
-            code = f"(_bool({left}) {node.op} _bool({right}))"
-            return code if inline else self.hoist(code, node, node.op)
-        if inline:
-            raise self.error("this expression cannot appear here", node.pos)
-        result = self.hoist(f"_bool({left})", node, node.op)
-        test = result if node.op == "and" else f"not {result}"
-        self.line(f"if {test}:", node)
-        self.indent += 1
-        right = self.expr(node.right)
-        self.line(f"{result} = _bool({right})", node.right, node.op)
-        self.indent -= 1
-        return result
-
-    def _x_Present(self, node: ast.Present, inline: bool) -> str:
-        path = node.path
-        root = self.path_root(path)
-        if root is None:
-            code = "False"
-        else:
-            code = root
-            for seg in path.segments:
-                code = f"_lookup({code}, {self.segment_key(seg, inline)})"
-            code = f"({code} is not _M)" if path.segments else "True"
-        if node.absent:
-            code = f"(not {code})"
-        return code
-
-    def _x_Path(self, node: ast.Path, inline: bool) -> str:
-        root = self.path_root(node)
-        if root is None:
-            raise self.unknown_name(node)
-        code = root
-        for seg in node.segments:
-            if isinstance(seg, ast.KeySeg):
-                code = f"{code}[{seg.key!r}]"
-            elif isinstance(seg, ast.IndexSeg) and _is_plain_str(seg.index):
-                code = f"{code}[{self.expr(seg.index, True)}]"
-            elif isinstance(seg, ast.IndexSeg):
-                code = f"_get_index({code}, {self.expr(seg.index, inline)})"
-            else:
-                code = f"_get_range({code}, {self.expr(seg.start, inline)}, {self.expr(seg.end, inline)})"
-        if inline or not node.segments:
-            return code
-        name = self.tmp()
-        self.lines.append("    " * self.indent + f"{name} = {code}")
-        self.linemap[len(self.lines)] = _LineInfo(node.pos, node.text(), node)
-        return name
-
-    def segment_key(self, seg: ast.Segment, inline: bool) -> str:
-        if isinstance(seg, ast.KeySeg):
-            return repr(seg.key)
-        if isinstance(seg, ast.IndexSeg):
-            return self.expr(seg.index, inline)
-        raise self.error("`present`/`absent` cannot test a range", seg.pos)
-
-    def path_root(self, node: ast.Path) -> str | None:
-        """Python code for the path's root, or None for an unknown local name."""
-        if node.root != "local":
-            if self.scope.in_fn is not None:
-                raise self.error(
-                    f"functions cannot access `{node.text()}`",
-                    node.pos,
-                    "pass the value as an argument instead",
-                )
-            return node.root
-        name = node.name or ""
-        if name in self.scope.locals:
-            return _pyname("l_", name)
-        if name in self.consts:
-            return self.consts[name]
-        return None
-
-    def unknown_name(self, node: ast.Path) -> LangError:
-        name = node.name or ""
-        options = sorted(self.scope.locals | set(self.consts))
-        hint = (
-            _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
-        )
-        return self.error(f"unknown name `{name}`", node.pos, hint)
-
-    def _x_Call(self, node: ast.Call, inline: bool) -> str:
-        if node.name.startswith("aggr::"):
-            return self.aggregate_call(node)
-        args = [self.expr(a, inline) for a in node.args]
-        target = self.call_target(node)
-        code = f"{target}({', '.join(args)})"
-        return code if inline else self.hoist(code, node, f"{node.name}(...)")
-
-    def aggregate_call(self, node: ast.Call) -> str:
-        """An aggregate in a windowed select: its value is the window's, passed in as `_aggr[i]`."""
-        cls = lookup_aggregate(node.name)
-        if cls is None:
-            hint = _did_you_mean(node.name, sorted(AGGREGATES)) or "see aggr::stats::* and aggr::win::*"
-            raise self.error(f"unknown aggregate function `{node.name}`", node.pos, hint)
-        if self.aggregates is None:
-            raise self.error(
-                f"aggregate function `{node.name}` can only be used in the target of a windowed select",
-                node.pos,
-            )
-        n = len(node.args)
-        if n < cls.min_args or n > cls.max_args:
-            expected = (
-                str(cls.min_args) if cls.min_args == cls.max_args else f"{cls.min_args} to {cls.max_args}"
-            )
-            raise self.error(
-                f"wrong number of arguments for `{node.name}`: got {n}, expected {expected}", node.pos
-            )
-        for arg in node.args:
-            nested = next(
-                (c for c in walk(arg) if isinstance(c, ast.Call) and c.name.startswith("aggr::")), None
-            )
-            if nested is not None:
-                raise self.error("aggregate functions cannot be nested", nested.pos)
-        consts = {name: self.globals[py] for name, py in self.consts.items() if py in self.globals}
-        compiled_args = [
-            compile_expr(arg, name=node.name, consts=consts, fns=self.fns, source=self.source)
-            for arg in node.args
-        ]
-        self.aggregates.append(AggregateCall(node.name, cls, compiled_args, node.pos))
-        return f"_aggr[{len(self.aggregates) - 1}]"
-
-    def call_target(self, node: ast.Call) -> str:
-        name = node.name
-        if name == "recur":
-            if self.scope.in_fn is None:
-                raise self.error("`recur` can only be used inside a function", node.pos)
-            if len(node.args) != len(self.scope.fn_params):
-                raise self.arity_error(node, len(self.scope.fn_params))
-            return self.scope.in_fn
-        if name in self.fns:
-            defn = self.fns[name]
-            if len(node.args) != len(defn.params):
-                raise self.arity_error(node, len(defn.params))
-            return self.fn_names[name]
-        fn = stdlib.lookup(name)
-        if fn is None:
-            options = list(self.fns) + stdlib.all_names()
-            hint = _did_you_mean(name, options) or "check the module and function name"
-            raise self.error(f"unknown function `{name}`", node.pos, hint)
-        n = len(node.args)
-        if n < fn.min_args or (fn.max_args is not None and n > fn.max_args):
-            raise self.error(
-                f"wrong number of arguments for `{name}`: got {n}, expected {fn.arity_text()}", node.pos
-            )
-        py = _pyname("_f_", fn.name.replace("::", "__"))
-        self.globals[py] = fn.fn
-        return py
-
-    def arity_error(self, node: ast.Call, expected: int) -> LangError:
-        return self.error(
-            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}",
-            node.pos,
-        )
-
-    # ------------------------------------------------------------ statements
-    def _statement_only(self, node: ast.Node, inline: bool) -> None:
-        if inline:
-            raise self.error(
-                f"`{_keyword(node)}` cannot be used inside this expression",
-                node.pos,
-                "compute it with `let` first and use the variable here",
-            )
-
-    def _x_Let(self, node: ast.Let, inline: bool) -> str:
-        self._statement_only(node, inline)
-        target = node.target
-        value = self.expr(node.value)
-        if self.copy_on_let and not isinstance(
-            node.value, (ast.Literal, ast.Interpolated, ast.Binary, ast.Unary)
-        ):
-            value = f"_own({value})"
-        if target.root in _RO_ROOTS:
-            raise self.error(f"cannot assign to `{target.root}`: it is read-only", target.pos)
-        if self.scope.in_fn is not None and target.root != "local":
-            raise self.error(f"functions cannot assign to `{target.text()}`", target.pos)
-        if target.root == "local":
-            name = target.name or ""
-            if name in self.consts and name not in self.scope.locals:
-                raise self.error(f"cannot assign to constant `{name}`", target.pos)
-            if target.segments and name not in self.scope.locals:
-                raise self.unknown_name(target)
-            self.scope.locals.add(name)
-            root = _pyname("l_", name)
-        else:
-            root = target.root
-        if _is_trivial(value) or _is_literal_code(value):
-            result = value
-        else:
-            result = self.tmp()
-            self.line(f"{result} = {value}", node.value, "")
-        if not target.segments:
-            self.line(f"{root} = {result}", node, target.text())
-        elif (
-            len(target.segments) == 1
-            and isinstance(target.segments[0], ast.KeySeg)
-            and target.root in ("event", "meta")
-        ):
-            self.line(f"{root}[{target.segments[0].key!r}] = {result}", node, target.text())
-        else:
-            keys = ", ".join(self.segment_key(s, False) for s in target.segments)
-            self.line(f"{root} = _set_path({root}, [{keys}], {result})", node, target.text())
-        return result
-
-    def _x_Emit(self, node: ast.Emit, inline: bool) -> str:
-        self._statement_only(node, inline)
-        if not self.scope.allow_emit or self.scope.in_fn is not None:
-            raise self.error("`emit` is only allowed in scripts", node.pos)
-        value = "event" if node.value is None else self.expr(node.value)
-        port = "None" if node.port is None else self.expr(node.port)
-        self.line(f"return _R({port}, {value}, False, state, meta)", node, "emit")
-        return "None"
-
-    def _x_Drop(self, node: ast.Drop, inline: bool) -> str:
-        self._statement_only(node, inline)
-        if not self.scope.allow_emit or self.scope.in_fn is not None:
-            raise self.error("`drop` is only allowed in scripts", node.pos)
-        self.line("return _R(None, None, True, state, meta)", node, "drop")
-        return "None"
-
-    def _x_Merge(self, node: ast.Merge, inline: bool) -> str:
-        code = f"_merge({self.expr(node.target, inline)}, {self.expr(node.value, inline)})"
-        return code if inline else self.hoist(code, node, "merge")
-
-    def _x_Patch(self, node: ast.Patch, inline: bool) -> str:
-        self._statement_only(node, inline)
-        rec = self.hoist(f"_patch_start({self.expr(node.target)})", node, "patch")
-        for op in node.ops:
-            key = "None" if op.key is None else self.expr(op.key)
-            value = "None" if op.value is None else self.expr(op.value)
-            self.line(f"_patch_apply({rec}, {op.op!r}, {key}, {value})", op, f"patch {op.op}")
-        return rec
-
-    def _x_For(self, node: ast.For, inline: bool) -> str:
-        self._statement_only(node, inline)
-        src = self.expr(node.target)
-        acc = self.hoist("[]", node)
-        key_var, value_var = self.tmp(), self.tmp()
-        self.line(f"for {key_var}, {value_var} in _items({src}):", node, "for")
-        self.indent += 1
-        done = self.tmp() if len(node.cases) > 1 else None
-        if done:
-            self.line(f"{done} = False")
-        for i, case in enumerate(node.cases):
-            opened = 0
-            if done and i > 0:
-                self.line(f"if not {done}:")
-                self.indent += 1
-                opened += 1
-            for name, var in ((case.key, key_var), (case.value, value_var)):
-                self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {self.owned(var)}")
-            if case.guard is not None:
-                self.line(f"if _bool({self.expr(case.guard)}):", case.guard, "when")
-                self.indent += 1
-                opened += 1
-            value = self.block(case.body)
-            self.line(f"{acc}.append({value})", case)
-            if done:
-                self.line(f"{done} = True")
-            self.indent -= opened
-        self.indent -= 1
-        return acc
-
-    def _x_Match(self, node: ast.Match, inline: bool) -> str:
-        self._statement_only(node, inline)
-        subject = self.expr(node.target)
-        if not subject.isidentifier():
-            subject = self.hoist(subject, node.target)
-        result = self.tmp()
-        if any(case.guard is not None for case in node.cases):
-            self.guarded_cases(node, subject, result)
-        else:
-            self.plain_cases(node, subject, result)
-        return result
-
-    def plain_cases(self, node: ast.Match, subject: str, result: str) -> None:
-        """Cases without guards: one if/elif/else chain, the first matching pattern wins."""
-        self.prefetch_fields(node.cases, subject)
-        try:
-            self._plain_chain(node, subject, result)
-        finally:
-            self.field_cache.pop(subject, None)
-
-    def _plain_chain(self, node: ast.Match, subject: str, result: str) -> None:
-        keyword = "if"
-        for case in node.cases:
-            cond, binds = self.pattern(case.pattern, subject)
-            if cond == "True":
-                self.line("else:" if keyword == "elif" else "if True:", case, "case")
-            else:
-                self.line(f"{keyword} {cond}:", case, "case")
-            self.indent += 1
-            for name, value in binds:
-                self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
-            self.line(f"{result} = {self.block(case.body)}", case)
-            self.indent -= 1
-            if cond == "True":
-                return
-            keyword = "elif"
-        self.line("else:")
-        self.indent += 1
-        self.line("_fail('no case matched and the match has no default case')", node, "match")
-        self.indent -= 1
-
-    def guarded_cases(self, node: ast.Match, subject: str, result: str) -> None:
-        """Cases with `when` guards: a failed guard falls through to the next case."""
-        done = self.tmp()
-        self.line(f"{result} = None")
-        self.line(f"{done} = False")
-        self.match_cases(node.cases, subject, result, done)
-        self.line(f"if not {done}:")
-        self.indent += 1
-        self.line("_fail('no case matched and the match has no default case')", node, "match")
-        self.indent -= 1
-
-    def match_cases(self, cases: tuple[ast.Case, ...], subject: str, result: str, done: str) -> None:
-        for i, case in enumerate(cases):
-            opened = 0
-            if i > 0:
-                self.line(f"if not {done}:")
-                self.indent += 1
-                opened += 1
-            cond, binds = self.pattern(case.pattern, subject)
-            if cond != "True":
-                self.line(f"if {cond}:", case, "case")
-                self.indent += 1
-                opened += 1
-            for name, value in binds:
-                self.scope.locals.add(name)
-                self.line(f"{_pyname('l_', name)} = {self.owned(value)}", case)
-            if case.guard is not None:
-                guard = self.expr(case.guard)
-                self.line(f"if _bool({guard}):", case.guard, "when")
-                self.indent += 1
-                opened += 1
-            self.line(f"{done} = True")
-            value = self.block(case.body)
-            self.line(f"{result} = {value}", case)
-            self.indent -= opened
-
-    # ------------------------------------------------------------ patterns
-    def pattern(self, pat: ast.Pattern, subject: str) -> tuple[str, list[tuple[str, str]]]:
-        """A Python condition testing `subject` against `pat`, and the locals it binds."""
-        if isinstance(pat, ast.BindPattern):
-            cond, binds = self.pattern(pat.pattern, subject)
-            bound = self.bound_value(pat.pattern, subject)
-            return cond, [*binds, (pat.name, bound)]
-        return self.test(pat, subject), []
-
-    def test(self, pat: ast.Pattern, s: str) -> str:
-        if isinstance(pat, ast.AnyPattern):
-            return "True"
-        if isinstance(pat, ast.ExprPattern):
-            value = self.pattern_value(pat.expr)
-            if _is_plain_str(pat.expr):
-                return f"{s} == {value}"
-            return f"_eq({s}, {value})"
-        if isinstance(pat, ast.ExtractorPattern):
-            return f"({self.extractor_var(pat)} := {self.extractor(pat)}({s})) is not _M"
-        if isinstance(pat, ast.RecordPattern):
-            return self.record_test(pat, s)
-        if isinstance(pat, ast.ArrayPattern):
-            preds = [f"lambda _e: {self.test(e, '_e')}" for e in pat.elems]
-            tail = f" and _arr({s}, ({', '.join(preds)},))" if preds else ""
-            return f"(type({s}) is list{tail})"
-        if isinstance(pat, ast.TuplePattern):
-            n = len(pat.elems)
-            parts = [f"type({s}) is list", f"len({s}) {'>=' if pat.open else '=='} {n}"]
-            parts += [self.test(e, f"{s}[{i}]") for i, e in enumerate(pat.elems)]
-            return "(" + " and ".join(p for p in parts if p != "True") + ")"
-        if isinstance(pat, ast.BindPattern):
-            raise self.error("a binding `name = pattern` is only allowed at the top of a case", pat.pos)
-        raise self.error(f"unsupported pattern {type(pat).__name__}", pat.pos)
-
-    def record_test(self, pat: ast.RecordPattern, s: str) -> str:
-        cache = self.field_cache.get(s)
-        parts = [cache.is_dict if cache else f"type({s}) is dict"]
-        for fp in pat.fields:
-            key = repr(fp.key)
-            field = cache.fields.get(fp.key) if cache else None
-            got = field or f"{s}.get({key}, _M)"
-            if fp.op == "present":
-                parts.append(f"{field} is not _M" if field else f"{key} in {s}")
-            elif fp.op == "absent":
-                parts.append(f"{field} is _M" if field else f"{key} not in {s}")
-            elif fp.op == "~":
-                assert isinstance(fp.value, ast.ExtractorPattern)
-                parts.append(self.test(fp.value, got))
-            elif fp.op == "~=":
-                assert isinstance(fp.value, ast.Pattern)
-                sub = self.field_var(fp)
-                parts.append(f"({sub} := {s}.get({key}, _M)) is not _M and {self.test(fp.value, sub)}")
-            else:
-                assert isinstance(fp.value, ast.Expr)
-                value = self.pattern_value(fp.value)
-                if fp.op == "==" and _is_plain_str(fp.value):
-                    parts.append(f"{got} == {value}")
-                elif fp.op == "==":
-                    parts.append(
-                        f"{field} is not _M and _eq({field}, {value})"
-                        if field
-                        else f"{key} in {s} and _eq({s}[{key}], {value})"
-                    )
-                elif fp.op == "!=" and _is_plain_str(fp.value):
-                    parts.append(
-                        f"{field} is not _M and {field} != {value}"
-                        if field
-                        else f"{key} in {s} and {s}[{key}] != {value}"
-                    )
-                else:
-                    parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
-        return "(" + " and ".join(parts) + ")"
-
-    def prefetch_fields(self, cases: tuple[ast.Case, ...], subject: str) -> None:
-        """Look up, once, every field the cases' record patterns test (a match over a few fields
-        then costs one dict lookup per field, however many cases mention it)."""
-        patterns = [c.pattern.pattern if isinstance(c.pattern, ast.BindPattern) else c.pattern for c in cases]
-        records = [r for r in patterns if isinstance(r, ast.RecordPattern)]
-        if len(records) < 2:
-            return
-        keys = list(dict.fromkeys(fp.key for r in records for fp in r.fields if fp.op != "~="))
-        is_dict = self.tmp()
-        cache = _FieldCache(is_dict, {k: self.tmp() for k in keys})
-        self.line(f"{is_dict} = type({subject}) is dict")
-        if keys:
-            self.line(f"if {is_dict}:")
-            self.indent += 1
-            for key, var in cache.fields.items():
-                self.line(f"{var} = {subject}.get({key!r}, _M)")
-            self.indent -= 1
-            self.line("else:")
-            self.indent += 1
-            self.line(" = ".join(cache.fields.values()) + " = _M")
-            self.indent -= 1
-        self.field_cache[subject] = cache
-
-    def pattern_value(self, expr: ast.Expr) -> str:
-        if _needs_statements(expr):
-            raise self.error(
-                "patterns can only compare with plain expressions",
-                expr.pos,
-                "compute the value with `let` before the match",
-            )
-        return self.expr(expr, inline=True)
-
-    def extractor(self, pat: ast.ExtractorPattern) -> str:
-        if pat.kind not in EXTRACTORS:
-            raise self.error(
-                f"unknown extractor `{pat.kind}`", pat.pos, "supported: " + ", ".join(sorted(EXTRACTORS))
-            )
-        try:
-            fn = build_extractor(pat.kind, pat.text)
-        except Exception as exc:  # noqa: BLE001 - a bad regex or format is the user's error
-            raise self.error(f"invalid `{pat.kind}` extractor: {exc}", pat.pos) from None
-        return self.add_global("_X", fn)
-
-    # Variables holding extraction results / nested subjects, keyed by node identity.
-    def extractor_var(self, pat: ast.ExtractorPattern) -> str:
-        return f"_e{id(pat)}"
-
-    def field_var(self, fp: ast.FieldPred) -> str:
-        return f"_s{id(fp)}"
-
-    def bound_value(self, pat: ast.Pattern, s: str) -> str:
-        """The value a binding sees: the subject, with extracted values in place of their fields."""
-        if isinstance(pat, ast.ExtractorPattern):
-            return self.extractor_var(pat)
-        if not isinstance(pat, ast.RecordPattern) or not _has_extractor(pat):
-            return s
-        replaced = []
-        for fp in pat.fields:
-            if fp.op == "~" and isinstance(fp.value, ast.ExtractorPattern):
-                replaced.append(f"{fp.key!r}: {self.extractor_var(fp.value)}")
-            elif fp.op == "~=" and isinstance(fp.value, ast.Pattern) and _has_extractor(fp.value):
-                replaced.append(f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}")
-        return "{**" + s + ", " + ", ".join(replaced) + "}"
-
-
-def _is_trivial(code: str) -> bool:
-    return code.isidentifier() or code in ("None", "True", "False")
-
-
-def _is_literal_code(code: str) -> bool:
-    """Whether generated code is a Python literal (safe to repeat, no side effects)."""
-    try:
-        pyast.literal_eval(code)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _is_plain_str(node: ast.Expr) -> bool:
-    return isinstance(node, ast.Literal) and type(node.value) is str
-
-
-def _keyword(node: ast.Node) -> str:
-    return {
-        ast.Match: "match",
-        ast.For: "for",
-        ast.Patch: "patch",
-        ast.Let: "let",
-        ast.Emit: "emit",
-        ast.Drop: "drop",
-    }.get(type(node), type(node).__name__.lower())
-
-
-# ---------------------------------------------------------------- entry points
-
-
-def _fn_of_cases(defn: ast.FnDefn) -> tuple[ast.Case, ...]:
-    """`fn f(a, b) of case (x, 1) => ...`: bare names in the argument tuple bind the argument."""
-    out = []
-    for case in defn.cases or ():
-        pat = case.pattern
-        if isinstance(pat, ast.TuplePattern):
-            elems = tuple(
-                ast.BindPattern(e.pos, e.expr.name or "", ast.AnyPattern(e.pos))
-                if isinstance(e, ast.ExprPattern)
-                and isinstance(e.expr, ast.Path)
-                and e.expr.root == "local"
-                and not e.expr.segments
-                else e
-                for e in pat.elems
-            )
-            pat = ast.TuplePattern(pat.pos, elems, pat.open)
-        out.append(ast.Case(case.pos, pat, case.guard, case.body))
-    return tuple(out)
-
-
-class _FnCodegen:
-    """Generates the Python function for one `fn` definition."""
-
-    def __init__(self, gen: _Codegen) -> None:
-        self.gen = gen
-
-    def define(self, name: str, defn: ast.FnDefn) -> None:
-        """Emit the Python function for `defn`, callable as `name`."""
-        gen = self.gen
-        py = gen.fn_names[name]
-        params = [_pyname("l_", p) for p in defn.params]
-        saved_copy, gen.copy_on_let = gen.copy_on_let, _uses_nested_assignment(defn)
-        scope = _Scope(locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False)
-        if defn.cases is None:
-            gen.function(py, params, defn.body, scope, defn, "fn")
-            gen.copy_on_let = saved_copy
-            return
-        saved, gen.scope = gen.scope, scope
-        gen.line(f"def {py}({', '.join(params)}):", defn)
-        gen.indent += 1
-        if gen.copy_on_let:
-            for param in params:
-                gen.line(f"{param} = _own({param})")
-        subject = gen.hoist("[" + ", ".join(params) + "]", defn)
-        result, done = gen.tmp(), gen.tmp()
-        gen.line(f"{result} = None")
-        gen.line(f"{done} = False")
-        cases = _fn_of_cases(defn)
-        flat = []
-        for case in cases:
-            if isinstance(case.pattern, ast.TuplePattern):
-                binds = [(i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)]
-                elems = tuple(
-                    ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems
-                )
-                flat.append(
-                    (
-                        ast.Case(
-                            case.pos,
-                            ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
-                            case.guard,
-                            case.body,
-                        ),
-                        binds,
-                    )
-                )
-            else:
-                flat.append((case, []))
-        for i, (case, binds) in enumerate(flat):
-            opened = 0
-            if i > 0:
-                gen.line(f"if not {done}:")
-                gen.indent += 1
-                opened += 1
-            cond, _ = gen.pattern(case.pattern, subject)
-            if cond != "True":
-                gen.line(f"if {cond}:", case, "case")
-                gen.indent += 1
-                opened += 1
-            for index, bind in binds:
-                gen.scope.locals.add(bind.name)
-                gen.line(f"{_pyname('l_', bind.name)} = {subject}[{index}]")
-            if case.guard is not None:
-                gen.line(f"if _bool({gen.expr(case.guard)}):", case.guard, "when")
-                gen.indent += 1
-                opened += 1
-            gen.line(f"{done} = True")
-            gen.line(f"{result} = {gen.block(case.body)}", case)
-            gen.indent -= opened
-        gen.line(f"if not {done}:")
-        gen.indent += 1
-        gen.line(f"_fail('no case of function `{defn.name}` matched its arguments')", defn, defn.name)
-        gen.indent -= 1
-        gen.line(f"return {result}")
-        gen.indent -= 1
-        gen.scope = saved
-        gen.copy_on_let = saved_copy
-
-
 def _counter_filename(name: str) -> str:
     return f"<tremor:{name}:{next(_FILE_IDS)}>"
 
@@ -1196,29 +169,29 @@ def _prepare(
     consts: Mapping[str, Any] | None,
     fns: Mapping[str, ast.FnDefn] | None,
     script: ast.Script | None,
-) -> _Codegen:
+) -> Codegen:
     """A code generator holding the functions and constants the script can use.
 
     Constant names are known before functions are generated (a function may
     read a constant); constant values are computed afterwards, in order, so a
     constant may call a function.
     """
-    gen = _Codegen(source, _counter_filename(name), consts or {}, fns or {})
+    gen = Codegen(source, _counter_filename(name), consts or {}, fns or {})
     all_fns = list((fns or {}).items()) + [(f.name, f) for f in (script.fns if script else ())]
     for fn_name, defn in all_fns:
         gen.fns[fn_name] = defn
-        gen.fn_names[fn_name] = _pyname("_u_", fn_name.replace("::", "__"))
+        gen.fn_names[fn_name] = pyname("_u_", fn_name.replace("::", "__"))
     script_consts = script.consts if script else ()
     for const in script_consts:
-        gen.consts[const.name] = _pyname("_c_", const.name)
+        gen.consts[const.name] = pyname("_c_", const.name)
     for fn_name, defn in all_fns:
-        _FnCodegen(gen).define(fn_name, defn)
+        FnCodegen(gen).define(fn_name, defn)
     for const in script_consts:
         gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
 
 
-def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
+def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     for node in walk(const.value):
         if isinstance(node, ast.Path) and node.root != "local":
             raise gen.error(
@@ -1226,7 +199,7 @@ def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
                 node.pos,
                 "a constant is computed once, before any event",
             )
-    sub = _Codegen(gen.source, _counter_filename(const.name), {}, {})
+    sub = Codegen(gen.source, _counter_filename(const.name), {}, {})
     sub.counter = gen.counter
     sub.globals = dict(gen.globals)
     sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
@@ -1235,7 +208,7 @@ def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
         "_const",
         ["event", "meta", "state", "args", "group", "window"],
         (const.value,),
-        _Scope(allow_emit=False),
+        Scope(allow_emit=False),
         const,
         "expr",
     )
@@ -1243,21 +216,17 @@ def _const_value(gen: _Codegen, const: ast.ConstDefn) -> Any:
     try:
         return fn(None, {}, None, {}, None, None)
     except Exception as exc:  # noqa: BLE001
-        err = _Located(sub.filename, sub.linemap, const.name).error(exc)
+        err = Locator(sub.filename, sub.linemap, const.name).error(exc)
         raise gen.error(f"cannot compute constant `{const.name}`: {err.message}", const.pos) from None
 
 
-def _exec(gen: _Codegen, entry: str) -> Callable[..., Any]:
+def _exec(gen: Codegen, entry: str) -> Callable[..., Any]:
     text = "\n".join(gen.lines) + "\n"
     code = compile(text, gen.filename, "exec")
     namespace = gen.globals
     exec(code, namespace)  # noqa: S102 - this is the compiler's output, run once
     fn: Callable[..., Any] = namespace[entry]
     return fn
-
-
-def _uses_nested_assignment(script: ast.Node) -> bool:
-    return any(isinstance(n, ast.Let) and n.target.segments for n in walk(script))
 
 
 def compile_script(
@@ -1273,17 +242,17 @@ def compile_script(
     Raises LangError for unknown names, unknown functions, wrong arity and misplaced statements.
     """
     gen = _prepare(source or script_ast.source, name, consts, fns, script_ast)
-    gen.copy_on_let = _uses_nested_assignment(script_ast)
+    gen.copy_on_let = uses_nested_assignment(script_ast)
     gen.function(
         "_script",
         ["event", "meta", "state", "args", "group", "window"],
         script_ast.exprs,
-        _Scope(),
+        Scope(),
         script_ast,
         "script",
     )
     fn = _exec(gen, "_script")
-    return CompiledScript(name, "\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
+    return CompiledScript(name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
 def compile_expr(
@@ -1300,12 +269,12 @@ def compile_expr(
         "_expr",
         ["event", "meta", "state", "args", "group", "window"],
         (expr_ast,),
-        _Scope(allow_emit=False),
+        Scope(allow_emit=False),
         expr_ast,
         "expr",
     )
     fn = _exec(gen, "_expr")
-    return CompiledExpr("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name))
+    return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
 def compile_select(
@@ -1319,16 +288,22 @@ def compile_select(
     """Compile the target of a windowed select, where `aggr::` calls are allowed (see `CompiledSelect`)."""
     gen = _prepare(source, name, consts, fns, None)
     gen.aggregates = []
+    visible = {const: gen.globals[py] for const, py in gen.consts.items() if py in gen.globals}
+
+    def compile_arg(arg: ast.Expr, call_name: str) -> CompiledExpr:
+        return compile_expr(arg, name=call_name, consts=visible, fns=gen.fns, source=gen.source)
+
+    gen.compile_arg = compile_arg
     gen.function(
         "_select",
         ["event", "meta", "state", "args", "group", "window", "_aggr"],
         (expr_ast,),
-        _Scope(allow_emit=False),
+        Scope(allow_emit=False),
         expr_ast,
         "expr",
     )
     fn = _exec(gen, "_select")
-    return CompiledSelect("\n".join(gen.lines), fn, _Located(gen.filename, gen.linemap, name), gen.aggregates)
+    return CompiledSelect("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name), gen.aggregates)
 
 
 def compile_text(text: str, *, name: str, file: str = "<script>") -> CompiledScript:
