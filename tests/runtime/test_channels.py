@@ -20,7 +20,7 @@ def test_dots_and_dashes_cannot_collide() -> None:
     assert channel_topic("a-2eb", "c", "out") != channel_topic("a.b", "c", "out")
 
 
-@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
+@given(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12))
 def test_any_name_is_a_valid_distinct_topic(flow: str, alias: str) -> None:
     topic = channel_topic(flow, alias, "out")
     assert validate_topic_name(topic) == topic
