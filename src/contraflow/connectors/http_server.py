@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -52,9 +52,10 @@ class Response:
     body: bytes = b""
 
 
-def headers_of(scope: Scope) -> dict[str, list[str]]:
+def headers_of_pairs(pairs: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+    """Raw header pairs as Tremor's header meta: lower-case name -> list of values."""
     headers: dict[str, list[str]] = {}
-    for name, value in scope["headers"]:
+    for name, value in pairs:
         headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
     return headers
 
@@ -134,7 +135,7 @@ class HttpServerConnector(Connector):
                 "query": scope["query_string"].decode("latin-1") or None,
             },
             "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
-            "headers": headers_of(scope),
+            "headers": headers_of_pairs(scope["headers"]),
         }
         return {"stream": rid, "request": request, "http_server": {"request_id": rid, "request": request}}
 
