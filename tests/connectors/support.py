@@ -67,8 +67,14 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 20.0) -> T:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def sink_event(value: Any, meta: dict[str, Any] | None = None, *, port: str = "in", frames: list[bytes] | None = None,
-               offset: int = -1) -> SinkEvent:
+def sink_event(
+    value: Any,
+    meta: dict[str, Any] | None = None,
+    *,
+    port: str = "in",
+    frames: list[bytes] | None = None,
+    offset: int = -1,
+) -> SinkEvent:
     """An event as the runtime hands it to a sink: channel bytes plus json-encoded, newline-separated frames."""
     raw = orjson.dumps(value)
     return SinkEvent(raw, meta or {}, frames if frames is not None else [raw + b"\n"], port, offset)

@@ -231,7 +231,10 @@ def test_missing_file_fails_connect(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"path": "x", "mode": "read", "chunksize": 1}, "connector 'c' (file): unknown config key 'chunksize'"),
+        (
+            {"path": "x", "mode": "read", "chunksize": 1},
+            "connector 'c' (file): unknown config key 'chunksize'",
+        ),
         ({"path": "x"}, "connector 'c' (file): missing config key 'mode'"),
         ({"path": "x", "mode": "apend"}, "connector 'c' (file): config key 'mode' must be one of"),
         ({"path": "x", "mode": "read", "chunk_size": 0}, "config key 'chunk_size' must be an integer >= 1"),

@@ -37,11 +37,18 @@ class Upstream:
             await self.gate.wait()
         self.in_flight -= 1
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        self.requests.append({"method": scope["method"], "path": scope["path"], "headers": headers, "body": body})
+        self.requests.append(
+            {"method": scope["method"], "path": scope["path"], "headers": headers, "body": body}
+        )
         status = self.statuses.pop(0) if self.statuses else 200
         reply = orjson.dumps({"got": len(self.requests)})
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"x-upstream", b"yes")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"x-upstream", b"yes")],
+            }
+        )
         await send({"type": "http.response.body", "body": reply})
 
     async def start(self, port: int = 0) -> int:
@@ -67,16 +74,23 @@ def test_events_become_requests_and_responses_become_events() -> None:
         conn = client(port, method="put", headers={"X-Token": "abc"})
         await conn.connect()
         override = {"http_client": {"request": {"method": "PATCH", "url": f"http://127.0.0.1:{port}/other"}}}
-        await conn.send([
-            sink_event({"n": 1}, {"correlation": "c-1"}, offset=0),
-            sink_event({"n": 2}, override, offset=1),
-        ])
-        assert sorted((r["method"], r["path"]) for r in upstream.requests) == [("PATCH", "/other"), ("PUT", "/in")]
+        await conn.send(
+            [
+                sink_event({"n": 1}, {"correlation": "c-1"}, offset=0),
+                sink_event({"n": 2}, override, offset=1),
+            ]
+        )
+        assert sorted((r["method"], r["path"]) for r in upstream.requests) == [
+            ("PATCH", "/other"),
+            ("PUT", "/in"),
+        ]
         put = next(r for r in upstream.requests if r["method"] == "PUT")
         assert put["body"] == b'{"n":1}\n' and put["headers"]["x-token"] == "abc"
         assert put["headers"]["content-type"] == "application/json"
         answers = [await conn.pull(), await conn.pull()]
-        metas = sorted((a.meta for a in answers if a is not None), key=lambda m: m["http_client"]["request"]["method"])
+        metas = sorted(
+            (a.meta for a in answers if a is not None), key=lambda m: m["http_client"]["request"]["method"]
+        )
         assert [m["http_client"]["response"]["status"] for m in metas] == [200, 200]
         assert metas[1]["correlation"] == "c-1" and metas[1]["http_client"]["request"]["method"] == "PUT"
         assert metas[0]["http_client"]["response"]["headers"]["x-upstream"] == ["yes"]

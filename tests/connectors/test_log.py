@@ -35,7 +35,11 @@ def test_source_tails_and_acks_commit_the_consumer_offset(spu: SpuClient, spu_ad
         first = pulled[0]
         assert first is not None and first.meta is not None
         assert first.meta["log"] == {
-            "topic": topic, "partition": 0, "offset": 0, "timestamp": first.meta["log"]["timestamp"], "key": "k"
+            "topic": topic,
+            "partition": 0,
+            "offset": 0,
+            "timestamp": first.meta["log"]["timestamp"],
+            "key": "k",
         }
         for item in pulled[:2] + pulled[3:4]:  # 0, 1 and 3: the acknowledged prefix ends at 2
             assert item is not None
@@ -102,7 +106,10 @@ def test_sink_writes_each_channel_offset_exactly_once_across_restarts(
     spu: SpuClient, spu_addr: str, topic: str
 ) -> None:
     def batch(offsets: range) -> list:
-        return [sink_event({"n": i}, {"log": {"key": f"k{i}"}}, frames=[f"{i}".encode()], offset=i) for i in offsets]
+        return [
+            sink_event({"n": i}, {"log": {"key": f"k{i}"}}, frames=[f"{i}".encode()], offset=i)
+            for i in offsets
+        ]
 
     async def crashed_run() -> None:
         conn = log(spu_addr, topic=topic)
@@ -143,7 +150,9 @@ def test_missing_topic_and_bad_config_are_reported(spu_addr: str) -> None:
             await conn.connect()
 
     run(body())
-    with pytest.raises(ConnectorConfigError, match="connector 'c' \\(log\\): config key 'start' must be one of"):
+    with pytest.raises(
+        ConnectorConfigError, match="connector 'c' \\(log\\): config key 'start' must be one of"
+    ):
         LogConnector.check_config("c", {"topic": "t", "start": "beginning"})
     with pytest.raises(ConnectorConfigError, match="missing config key 'topic'"):
         LogConnector.check_config("c", {})

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
@@ -61,7 +61,7 @@ class LogOptions:
     topic: str
     partition: int
     consumer: str
-    start: str
+    start: Literal["earliest", "latest"]
 
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> LogOptions:
@@ -70,7 +70,7 @@ class LogOptions:
             cfg.string("topic"),
             cfg.integer("partition", 0),
             cfg.string("consumer", f"{flow_id}.{alias}"),
-            cfg.choice("start", {"earliest", "latest"}, "earliest"),
+            "latest" if cfg.choice("start", {"earliest", "latest"}, "earliest") == "latest" else "earliest",
         )
 
 
@@ -255,7 +255,9 @@ class LogConnector(Connector):
         if remaining:
             first, last = remaining[0].offset, remaining[-1].offset
             batch = encode_batch(*self._columns(remaining, last))
-            await self._client.stage(self.producer_id, first, self.options.topic, self.options.partition, batch)
+            await self._client.stage(
+                self.producer_id, first, self.options.topic, self.options.partition, batch
+            )
             await self._client.commit(self.producer_id, first, expected_batches=1)
         self._written_through = events[-1].offset
 

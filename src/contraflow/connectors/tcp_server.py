@@ -117,7 +117,8 @@ class TcpServerConnector(Connector):
         try:
             await pump(reader, self.inbox, stream, meta, self.options.buf_size)
         finally:
-            self._handlers.discard(task)  # type: ignore[arg-type]
+            if task is not None:
+                self._handlers.discard(task)
         # The peer closed its side; replies may still be written until it closes completely.
 
     async def pull(self) -> SourceData | None:
