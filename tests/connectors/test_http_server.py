@@ -36,7 +36,7 @@ def test_response_is_sent_only_after_the_ack() -> None:
             assert request["method"] == "POST"
             assert request["url"]["path"] == "/ingest" and request["url"]["query"] == "x=1"
             assert request["headers"]["x-id"] == ["7"]
-            assert item.meta["http_server"]["request_id"] == item.stream
+            assert item.meta["http_server"]["request_id"] == item.stream == item.token
             end = await conn.pull()
             assert end is not None and end.end_stream and end.stream == item.stream
             await asyncio.sleep(0.2)

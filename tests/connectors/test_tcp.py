@@ -77,9 +77,8 @@ def test_server_replies_on_the_connection_the_event_came_from() -> None:
         # The pipeline's reply carries the request's metadata back to the sink side.
         await conn.send([sink_event("echo", dict(item.meta), frames=[b"echo b\n"])])
         assert await asyncio.wait_for(rb.readline(), 2) == b"echo b\n"
-        # Routing by peer address works too.
-        await conn.send([sink_event("x", {"tcp_server": item.meta["tcp_server"]}, frames=[b"again\n"])])
-        assert await asyncio.wait_for(rb.readline(), 2) == b"again\n"
+        with pytest.raises(DeliveryFailed, match=r"no \$tcp_server.peer"):
+            await conn.send([sink_event("nowhere", {"stream": item.stream}, frames=[b"x\n"])])
         wa.write(b"from a\n")
         await wa.drain()
         assert (await conn.pull()).data == b"from a\n"  # type: ignore[union-attr]

@@ -7,11 +7,11 @@ codec and preprocessors, one stream per request; an empty body is the event
 `null`). Metadata, as Tremor's:
 `$request = {"method", "url": {"scheme", "host", "port", "path", "query"},
 "protocol", "headers": {name: [values]}}`, the same under
-`$http_server.request`, and `$http_server.request_id` (also `$stream`).
+`$http_server.request`, and `$http_server.request_id`.
 
 Response, whichever comes first:
-- a reply event on the `in` port carrying the request's metadata (a pipeline
-  that passes `$` on, or sets `$http_server.request_id`): its encoded frames
+- a reply event on the `in` port carrying the request's
+  `$http_server.request_id` (a pipeline that passes `$` on keeps it): its encoded frames
   are the body, `$response = {"status", "headers"}` (or
   `$http_server.response`) set status and headers (default 200 and the
   codec's content type);
@@ -144,7 +144,7 @@ class HttpServerConnector(Connector):
             "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
             "headers": headers_of_pairs(scope["headers"]),
         }
-        return {"stream": rid, "request": request, "http_server": {"request_id": rid, "request": request}}
+        return {"request": request, "http_server": {"request_id": rid, "request": request}}
 
     async def _enqueue(self, rid: int, meta: dict[str, Any], body: bytes) -> None:
         if not body:
@@ -204,9 +204,7 @@ class HttpServerConnector(Connector):
 
 def _request_id(meta: Mapping[str, Any]) -> Any:
     nested = meta.get("http_server")
-    if isinstance(nested, dict) and "request_id" in nested:
-        return nested["request_id"]
-    return meta.get("stream")
+    return nested.get("request_id") if isinstance(nested, dict) else None
 
 
 async def _read_body(receive: Receive) -> bytes:
