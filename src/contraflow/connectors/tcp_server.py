@@ -46,7 +46,6 @@ from contraflow.connectors.inbox import Inbox, pump
 from contraflow.connectors.options import ConfigReader
 from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
 
-
 # How long replies can still be sent on a connection after the peer stopped sending.
 REPLY_LINGER_S = 10.0
 
