@@ -374,8 +374,7 @@ class FlowInstance:
                 task.cancel()
         for run in self.pipelines.values():
             await asyncio.to_thread(run.stop)
-        for tracker in self.acks.values():
-            await tracker.fail_all()
+        # Tokens still pending are neither acked nor failed: their data is read again after a restart.
         for inst in self.connectors.values():
             try:
                 await inst.connector.close()

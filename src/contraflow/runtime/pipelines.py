@@ -89,6 +89,7 @@ def start_pipeline_query(
     checkpoint_root: Path,
 ) -> PipelineRun:
     """Start `graph` as a Spark query from its input channels to its output channels."""
+    _activate(spark)
     checkpoint = checkpoint_root / flow_id / alias
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     name = f"{flow_id}.{alias}"
@@ -108,6 +109,12 @@ def start_pipeline_query(
             consumer={port: consumer for port, (_, consumer) in inputs.items()},
         )
     return PipelineRun(flow_id, alias, inputs, outputs, query)
+
+
+def _activate(spark: Any) -> None:
+    """Make `spark` the JVM's active session on this thread: Spark looks Python data sources up
+    through the thread's active session, and the runtime starts queries from worker threads."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def _passthrough(
