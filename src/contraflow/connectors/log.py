@@ -1,0 +1,293 @@
+"""`log`: consume a user topic of the SPU as events, or produce events to one.
+
+Config: `topic` (required), `partition` (default 0); for consuming also
+`consumer` (the consumer name whose committed offset is the resume point,
+default `<flow>.<alias>`) and `start` (`earliest`, the default, or `latest`:
+where a consumer with no committed offset begins).
+
+Source: tails the partition with a push stream from the SPU (no polling),
+reading committed records only. Every record is one chunk for the codec
+(its value), with `$log = {"topic", "partition", "offset", "timestamp",
+"key"}` (key as text when it is UTF-8, else null). Acks commit the consumer
+offset (the next offset to read) over the longest acknowledged prefix,
+coalesced into one commit in flight at a time; a fail rewinds the stream to
+the failed record (at-least-once). A restart resumes at the committed offset.
+
+Sink: each event becomes one record (its encoded frames; key from
+`$log.key` when it is a string). When the runtime gives channel offsets
+(`SinkEvent.offset >= 0`) a batch is written exactly once: it is staged and
+committed as an SPU transaction under producer `log.<flow>.<alias>` with the
+batch's first channel offset as batch id, and its last record carries the
+header `contraflow.through` (the last channel offset written). After a
+restart, a batch whose id the SPU ledger already holds is recognised, the
+`through` header of the last record written says how far it went, and only
+the rest is written. This relies on the runtime resuming at a batch boundary
+it committed, which it does (it commits only after `send` returns).
+Without channel offsets records are produced plainly (at-least-once).
+
+Reconnects: the SPU client reconnects and retries by itself; an SPU that stays
+away surfaces as `ConnectionLost` (breaker open, the runtime reconnects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from contraflow.connectors.acks import AckWindow
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorConfigError,
+    ConnectorContext,
+    SinkEvent,
+    SourceData,
+    register,
+)
+from contraflow.connectors.options import ConfigReader
+from contraflow.spu.api import FetchResult
+from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
+from contraflow.spu.protocol import SpuError
+from contraflow.spu.protocol.errors import ErrorCode
+from contraflow.spu.storage.batch import Record, encode_batch
+
+THROUGH_HEADER = "contraflow.through"
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    topic: str
+    partition: int
+    consumer: str
+    start: str
+
+    @classmethod
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> LogOptions:
+        cfg = ConfigReader(alias, kind, config)
+        return cls(
+            cfg.string("topic"),
+            cfg.integer("partition", 0),
+            cfg.string("consumer", f"{flow_id}.{alias}"),
+            cfg.choice("start", {"earliest", "latest"}, "earliest"),
+        )
+
+
+def _key_text(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        return key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@register("log")
+class LogConnector(Connector):
+    config_keys = frozenset({"topic", "partition", "consumer", "start"})
+    required_keys = frozenset({"topic"})
+    is_source = True
+    is_sink = True
+    acknowledges = True
+
+    def __init__(self, ctx: ConnectorContext) -> None:
+        super().__init__(ctx)
+        self.options = LogOptions.read(ctx.alias, self.kind, ctx.config, ctx.flow_id)
+        self.producer_id = f"log.{ctx.flow_id}.{ctx.alias}"
+        self._client: AsyncSpuClient | None = None
+        self._stream: StreamFetch | None = None
+        self._results: AsyncIterator[FetchResult] | None = None
+        self._records: list[Record] = []
+        self._position = 0  # next offset to hand out
+        self._window = AckWindow()
+        self._rewind_to: int | None = None
+        self._committer: asyncio.Task[None] | None = None
+        self._to_commit: int | None = None
+        self._written_through: int | None = None  # last channel offset known to be in the topic
+
+    @classmethod
+    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
+        super().check_config(alias, config)
+        LogOptions.read(alias, cls.kind, config)
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        if self._client is not None:
+            return
+        if not self.ctx.spu_addr:
+            raise ConnectorConfigError(f"connector '{self.ctx.alias}' (log): the runtime has no SPU address")
+        client = AsyncSpuClient(self.ctx.spu_addr)
+        try:
+            await client.describe_topic(self.options.topic)
+        except SpuError as err:
+            await client.close()
+            if err.code in (ErrorCode.UNKNOWN_TOPIC, ErrorCode.UNKNOWN_PARTITION):
+                raise ConnectorConfigError(
+                    f"connector '{self.ctx.alias}' (log): topic '{self.options.topic}' does not exist "
+                    f"(create it with `contraflow topic create {self.options.topic}`)"
+                ) from None
+            raise ConnectionLost(f"SPU {self.ctx.spu_addr}: {err}") from err
+        self._client = client
+
+    async def _open_stream(self, offset: int | None) -> None:
+        """Start tailing at `offset`, or at the consumer's committed offset (else `start`)."""
+        assert self._client is not None
+        o = self.options
+        if self._stream is not None:
+            await self._stream.close()
+        if offset is None:
+            offset = await self._client.fetch_offset(o.consumer, o.topic, o.partition)
+        if offset is None:
+            offset = await self._client.list_offsets(o.topic, o.partition, o.start) or 0
+        self._stream = self._client.stream(o.topic, o.partition, offset)
+        await self._stream.open()
+        self._results = aiter(self._stream)
+        self._records, self._position = [], offset
+        self._window = AckWindow(offset)
+
+    async def close(self) -> None:
+        if self._committer is not None:
+            await asyncio.wait([self._committer])
+        if self._stream is not None:
+            await self._stream.close()
+            self._stream = None
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    # -- source ------------------------------------------------------------------------------------
+
+    async def pull(self) -> SourceData | None:
+        if self._client is None or self.ctx.quiescing.is_set():
+            return None
+        if self._results is None or self._rewind_to is not None:
+            rewind, self._rewind_to = self._rewind_to, None
+            await self._open_stream(rewind)
+        while not self._records:
+            if not await self._fetch():
+                return None
+        record = self._records.pop(0)
+        self._window.issue(record.offset, record.offset, record.offset + 1)
+        meta = {
+            "log": {
+                "topic": self.options.topic,
+                "partition": self.options.partition,
+                "offset": record.offset,
+                "timestamp": record.timestamp,
+                "key": _key_text(record.key),
+            }
+        }
+        return SourceData(data=record.value, meta=meta, token=record.offset)
+
+    async def _fetch(self) -> bool:
+        """Wait for the next pushed records; False when the flow quiesced first."""
+        assert self._results is not None
+        nxt = asyncio.ensure_future(anext(self._results))
+        stop = asyncio.ensure_future(self.ctx.quiescing.wait())
+        await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not nxt.done():
+            nxt.cancel()
+            return False
+        try:
+            result = nxt.result()
+        except SpuError as err:
+            self._results = None
+            raise ConnectionLost(f"tailing {self.options.topic}: {err}") from err
+        for batch in result.batches:
+            self._records.extend(batch.records(start_offset=self._position))
+        if self._records:
+            self._position = self._records[-1].offset + 1
+        return True
+
+    async def ack(self, token: Any) -> None:
+        committed = self._window.ack(token)
+        if committed is not None:
+            self._to_commit = committed
+            if self._committer is None or self._committer.done():
+                self._committer = asyncio.create_task(self._commit_offsets())
+
+    async def _commit_offsets(self) -> None:
+        o = self.options
+        while self._to_commit is not None and self._client is not None:
+            offset, self._to_commit = self._to_commit, None
+            try:
+                await self._client.commit_offset(o.consumer, o.topic, o.partition, offset)
+            except SpuError as err:  # the next ack commits a later offset; a restart re-reads a little
+                self.ctx.logger.warning("committing offset %d of %s failed: %s", offset, o.topic, err)
+
+    async def fail(self, token: Any) -> None:
+        position = self._window.fail(token)
+        if position is not None:
+            self._rewind_to = position
+
+    # -- sink --------------------------------------------------------------------------------------
+
+    async def send(self, events: Sequence[SinkEvent]) -> None:
+        if self._client is None:
+            raise ConnectionLost("not connected to the SPU")
+        try:
+            if events and all(e.offset >= 0 for e in events):
+                await self._send_exactly_once(list(events))
+            elif events:
+                await self._client.produce(
+                    self.options.topic, self.options.partition, *self._columns(events, None)
+                )
+        except SpuError as err:
+            self._written_through = None  # unknown whether it landed: ask the ledger next time
+            raise ConnectionLost(f"producing to {self.options.topic}: {err}") from err
+
+    async def _send_exactly_once(self, events: list[SinkEvent]) -> None:
+        assert self._client is not None
+        remaining = events
+        if self._written_through is None:
+            # After a restart (or a failure that left it unknown) the ledger says what was written:
+            # every committed batch id found there is skipped up to its `through` header.
+            while remaining:
+                through = await self._through_from_ledger(remaining[0].offset)
+                if through is None:
+                    break
+                remaining = [e for e in remaining if e.offset > through]
+        else:
+            remaining = [e for e in remaining if e.offset > self._written_through]
+        if remaining:
+            first, last = remaining[0].offset, remaining[-1].offset
+            batch = encode_batch(*self._columns(remaining, last))
+            await self._client.stage(self.producer_id, first, self.options.topic, self.options.partition, batch)
+            await self._client.commit(self.producer_id, first, expected_batches=1)
+        self._written_through = events[-1].offset
+
+    async def _through_from_ledger(self, batch_id: int) -> int | None:
+        """The last channel offset a batch committed under `batch_id` wrote; None if there was none."""
+        assert self._client is not None
+        o = self.options
+        ends = await self._client.ledger(self.producer_id, batch_id)
+        end = ends.get((o.topic, o.partition)) if ends else None
+        if end is None:
+            return None
+        result = await self._client.fetch(o.topic, o.partition, end - 1)
+        for batch in result.batches:
+            for record in batch.records(start_offset=end - 1):
+                for name, value in record.headers:
+                    if name == THROUGH_HEADER:
+                        return int(value)
+        return None
+
+    def _columns(
+        self, events: Sequence[SinkEvent], through: int | None
+    ) -> tuple[list[bytes], list[bytes | None], list[list[tuple[str, bytes]]]]:
+        values = [b"".join(e.frames) for e in events]
+        keys: list[bytes | None] = []
+        for e in events:
+            nested = e.meta.get("log")
+            key = nested.get("key") if isinstance(nested, dict) else None
+            keys.append(key.encode() if isinstance(key, str) else None)
+        headers: list[list[tuple[str, bytes]]] = [[] for _ in events]
+        if through is not None:
+            headers[-1] = [(THROUGH_HEADER, str(through).encode())]
+        return values, keys, headers
+
+    def status(self) -> dict[str, Any]:
+        return {"topic": self.options.topic, "committed": self._window.committed, "position": self._position}
