@@ -51,3 +51,22 @@ async def connect_with_retry(
             await asyncio.wait_for(stop.wait(), delay)
         delay = min(policy.max_interval_s, delay * policy.growth_rate)
     return False
+
+
+class SharedConnect:
+    """One (re)connect at a time per connector: the source and sink sides of a bidirectional
+    connector (tcp_client, http_client) may both notice a lost connection; they share the attempt."""
+
+    def __init__(self, connector: Connector, on_failure: Callable[[str], None], stop: asyncio.Event) -> None:
+        self.connector = connector
+        self.policy = ReconnectPolicy.of(connector.ctx.spec.reconnect)
+        self.on_failure = on_failure
+        self.stop = stop
+        self._attempt: asyncio.Task[bool] | None = None
+
+    async def __call__(self) -> bool:
+        if self._attempt is None or self._attempt.done():
+            self._attempt = asyncio.ensure_future(
+                connect_with_retry(self.connector, self.policy, self.on_failure, self.stop)
+            )
+        return await asyncio.shield(self._attempt)

@@ -26,12 +26,13 @@ from contraflow.connectors.base import Connector, ConnectorContext, connector_cl
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
 from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.pipelines import PipelineRun, start_pipeline_query
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import SinkRunner
-from contraflow.runtime.source import SourceRunner, connect_source
+from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Topology
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.storage.config import TopicConfig
@@ -62,6 +63,8 @@ class ConnectorInstance:
     sink: SinkRunner | None = None
     paused: bool = False
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    connect: SharedConnect | None = None
 
     @property
     def ctx(self) -> ConnectorContext:
@@ -184,11 +187,16 @@ class FlowInstance:
         outputs = {port: c.topic for port, c in self.topology.outputs_of("connector", alias).items()}
         inputs = [(c.topic, r.consumer, r.to.port) for c, r in self.topology.inputs_of("connector", alias)]
         metrics = self.services.metrics
+        inst.connect = SharedConnect(
+            inst.connector, functools.partial(self._connect_failed, alias), inst.closing
+        )
         if cls.is_source and set(outputs) - {"err"}:
             acks = None
             if cls.acknowledges:
                 acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
-            inst.source = SourceRunner(inst.connector, outputs, self.producer, inst.gate, acks, metrics)
+            inst.source = SourceRunner(
+                inst.connector, outputs, self.producer, inst.gate, acks, metrics, inst.connect
+            )
             for sink in self.topology.downstream_connectors(alias):
                 inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
         if cls.is_sink and inputs:
@@ -202,6 +210,7 @@ class FlowInstance:
                 self.settings.delivery,
                 metrics,
                 functools.partial(self._sink_breaker, alias),
+                inst.connect,
             )
 
     # -- running -------------------------------------------------------------------------------
@@ -211,7 +220,7 @@ class FlowInstance:
         inst = self.connectors[alias]
         if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
             await inst.sink.ready.wait()
-        elif not await connect_source(runner, lambda why: log.warning("%s: %s", runner.ctx.name, why)):
+        elif not await runner.reconnect("starting"):
             return
         await self._guard(runner.run(), alias)
 
@@ -270,6 +279,9 @@ class FlowInstance:
                 why,
                 extra={"event": "breaker", "flow": self.id, "sink": sink, "open": is_open, "why": why},
             )
+
+    def _connect_failed(self, alias: str, why: str) -> None:
+        log.warning("flow %s: connector %s: %s", self.id, alias, why)
 
     def _source_backpressure(self, alias: str, channel: str, stop: bool, why: str) -> None:
         gate = self.connectors[alias].gate
@@ -365,6 +377,7 @@ class FlowInstance:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
         for inst in self.connectors.values():
+            inst.closing.set()
             if inst.sink is not None:
                 inst.sink.stop.set()
         for inst in self.connectors.values():

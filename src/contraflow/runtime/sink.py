@@ -22,7 +22,7 @@ from typing import Any
 from contraflow.codecs import CodecError
 from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkEvent
 from contraflow.events import Event, decode_value, encode_value
-from contraflow.runtime.connection import ReconnectPolicy, connect_with_retry
+from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.wire import SinkEncoder
@@ -47,6 +47,7 @@ class SinkRunner:
         delivery: DeliverySettings,
         metrics: Any,
         breaker: Callable[[bool, str], None],
+        connect: SharedConnect,
     ) -> None:
         self.connector = connector
         self.ctx = connector.ctx
@@ -58,6 +59,7 @@ class SinkRunner:
         self.delivery = delivery
         self.metrics = metrics
         self.breaker = breaker
+        self.connect_shared = connect
         self.encoder = SinkEncoder(self.ctx, connector.structured)
         self.committed: dict[str, int] = {}
         self._send_lock = asyncio.Lock()
@@ -67,10 +69,7 @@ class SinkRunner:
 
     async def connect(self) -> bool:
         """Controlled start: connect before any source upstream may pull."""
-        self.connected = await self._reconnect("starting")
-        if self.connected:
-            self.ready.set()
-        return self.connected
+        return await self._reconnect("starting")
 
     async def run(self) -> None:
         await asyncio.gather(*(self._tail(topic, consumer, port) for topic, consumer, port in self.inputs))
@@ -119,6 +118,7 @@ class SinkRunner:
                     await self.connector.send(events)
             except ConnectionLost as err:
                 self.connected = False
+                self.ready.clear()
                 if not await self._reconnect(f"connection lost: {err}"):
                     await self._to_err(f"connection lost: {err}", [(e.raw, _headers(e)) for e in events])
                     return
@@ -147,14 +147,10 @@ class SinkRunner:
     async def _reconnect(self, why: str) -> bool:
         """Hold the breaker open while the outside end is unreachable; close it once connected."""
         self.breaker(True, why)
-        policy = ReconnectPolicy.of(self.ctx.spec.reconnect)
-
-        def failed(reason: str) -> None:
-            self.breaker(True, reason)
-
-        ok = await connect_with_retry(self.connector, policy, failed, self.stop)
+        ok = await self.connect_shared()
         if ok:
             self.connected = True
+            self.ready.set()
             self.breaker(False, "connected")
         return ok
 

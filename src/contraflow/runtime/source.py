@@ -13,10 +13,10 @@ import contextlib
 import logging
 from typing import Any
 
-from contraflow.connectors.base import Connector, SourceData
+from contraflow.connectors.base import ConnectionLost, Connector, SourceData
 from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
-from contraflow.runtime.connection import ReconnectPolicy, connect_with_retry
+from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer
@@ -35,6 +35,7 @@ class SourceRunner:
         gate: Gate,
         acks: AckTracker | None,
         metrics: Any,
+        connect: SharedConnect,
     ) -> None:
         self.connector = connector
         self.ctx = connector.ctx
@@ -43,6 +44,7 @@ class SourceRunner:
         self.gate = gate
         self.acks = acks
         self.metrics = metrics
+        self.connect = connect
         self.decoder = SourceDecoder(self.ctx, connector.structured)
         self.exhausted = False
         self.stopped = asyncio.Event()
@@ -59,7 +61,12 @@ class SourceRunner:
         while not quiescing.is_set():
             if await _until(self.gate.wait(), quiescing) is STOPPED:
                 break
-            pulled = await _until(self.connector.pull(), quiescing)
+            try:
+                pulled = await _until(self.connector.pull(), quiescing)
+            except ConnectionLost as err:
+                if not await self.reconnect(str(err)):
+                    break
+                continue
             if pulled is STOPPED:
                 break
             if pulled is None:
@@ -70,6 +77,12 @@ class SourceRunner:
             assert isinstance(pulled, SourceData)
             await self._append(self.decoder.decode(pulled), pulled.token)
             await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
+
+    async def reconnect(self, why: str) -> bool:
+        """The outside end went away: reconnect (shared with the sink side of the same connector)."""
+        log.warning("%s: %s; reconnecting", self.ctx.name, why)
+        result = await _until(self.connect(), self.ctx.quiescing)
+        return result is True
 
     async def _append(self, decoded: Decoded, token: Any) -> None:
         appends: dict[str, asyncio.Future[int]] = {}
@@ -107,9 +120,3 @@ async def _until(work: Any, stop: asyncio.Event) -> Any:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
     return STOPPED
-
-
-async def connect_source(runner: SourceRunner, on_failure: Any) -> bool:
-    """Connect the source's outside end with its reconnect policy."""
-    policy = ReconnectPolicy.of(runner.ctx.spec.reconnect)
-    return await connect_with_retry(runner.connector, policy, on_failure, runner.ctx.quiescing)
