@@ -44,7 +44,7 @@ def troy(fid: str, body: str, args: str = "") -> str:
 
 
 def write_events(path: Path, count: int, start: int = 0) -> list[dict[str, Any]]:
-    events = [{"n": i, "msg": "event number %d" % i} for i in range(start, start + count)]
+    events = [{"n": i, "msg": f"event number {i}"} for i in range(start, start + count)]
     path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     return events
 
