@@ -45,10 +45,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import orjson
-
 from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
 from contraflow.errors import UserError
+from contraflow.events import decode_value
 from contraflow.lang.graph import ConnectorSpec
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -111,7 +110,7 @@ class SinkEvent:
 
     def value(self) -> Any:
         """The decoded event value."""
-        return orjson.loads(self.raw)
+        return decode_value(self.raw)
 
     @property
     def stream(self) -> int | None:
