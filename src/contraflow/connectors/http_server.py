@@ -150,8 +150,8 @@ class HttpServerConnector(Connector):
         if not body:
             await self.inbox.put(SourceData(events=[(None, meta)], stream=rid, meta=meta, token=rid))
             return
-        await self.inbox.put(SourceData(data=body, stream=rid, meta=meta, token=rid))
-        await self.inbox.put(SourceData(stream=rid, meta=meta, end_stream=True))
+        # The body is a whole stream: it ends with its data, so the preprocessors flush it.
+        await self.inbox.put(SourceData(data=body, stream=rid, meta=meta, token=rid, end_stream=True))
 
     async def pull(self) -> SourceData | None:
         return await self.inbox.get()
