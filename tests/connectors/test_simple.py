@@ -145,7 +145,7 @@ def test_bench_stops_after_secs_and_reports_when_nothing_comes_back(tmp_path: Pa
 
     report, seen = run(body())
     assert seen[:2] == [b"event 0", b"event 1"]  # one decoded line per pull without a separate preprocessor
-    assert 50 < report["sent"] <= 200  # ~1 ms interval for 0.2 s
+    assert 10 < report["sent"] <= 201  # one event per 1 ms interval, for 0.2 s at most
     assert report["received"] == 0 and report["latency_ns"] is None
 
 

@@ -160,7 +160,7 @@ class FileConnector(Connector):
 
     async def close(self) -> None:
         if self._chunks is not None:
-            await asyncio.to_thread(self._chunks.reader.close)
+            await asyncio.to_thread(self._chunks.close)
             self._chunks = None
         if self._checkpoint is not None:
             await self._checkpoint.flush()

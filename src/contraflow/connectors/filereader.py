@@ -11,6 +11,7 @@ a line: a restart resumes exactly after the last delivered line.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -103,21 +104,35 @@ class ContentReader:
 
 
 class AlignedChunks:
-    """Content chunks cut after the last separator; the unterminated tail comes last, at EOF."""
+    """Content chunks cut after the last separator; the unterminated tail comes last, at EOF.
+
+    Calls run in worker threads; a lock keeps a read that outlived its
+    cancelled caller from racing a seek or close.
+    """
 
     def __init__(self, reader: ContentReader, separator: bytes | None) -> None:
         self.reader = reader
         self.separator = separator
         self._pending = b""
         self.position = 0
+        self._lock = threading.Lock()
 
     def seek(self, position: int) -> None:
-        self.reader.open(position)
-        self._pending = b""
-        self.position = position
+        with self._lock:
+            self.reader.open(position)
+            self._pending = b""
+            self.position = position
+
+    def close(self) -> None:
+        with self._lock:
+            self.reader.close()
 
     def next(self) -> Chunk | None:
         """The next chunk; None at the end of the file."""
+        with self._lock:
+            return self._next()
+
+    def _next(self) -> Chunk | None:
         while True:
             data = self.reader.read()
             if not data:

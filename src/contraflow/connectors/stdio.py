@@ -13,6 +13,7 @@ never blocks the loop. No config.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -78,6 +79,9 @@ class StdioConnector(Connector):
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+            # The event loop made stdin non-blocking (shared with the dup); give it back as it was.
+            with contextlib.suppress(OSError, ValueError):
+                os.set_blocking(sys.stdin.fileno(), True)
 
 
 def _write(stream: BinaryIO, frames: list[bytes]) -> None:

@@ -87,7 +87,11 @@ class TcpClientConnector(Connector):
     async def send(self, events: Sequence[SinkEvent]) -> None:
         if not self.connected or self._writer is None:
             raise ConnectionLost(f"not connected to {self.options.url}")
-        await write(self._writer, b"".join(f for e in events for f in e.frames), str(self.options.url))
+        try:
+            await write(self._writer, b"".join(f for e in events for f in e.frames), str(self.options.url))
+        except ConnectionLost:
+            self._lost = True  # reconnect even if the reader has not seen the end yet
+            raise
 
     async def _disconnect(self) -> None:
         if self._reader_task is not None:
