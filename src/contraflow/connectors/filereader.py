@@ -132,6 +132,14 @@ class AlignedChunks:
         with self._lock:
             return self._next()
 
+    def next_many(self, count: int) -> list[Chunk]:
+        """Up to `count` next chunks (fewer at the end of the file, none after it): one thread hop for many."""
+        with self._lock:
+            chunks = []
+            while len(chunks) < count and (chunk := self._next()) is not None:
+                chunks.append(chunk)
+            return chunks
+
     def _next(self) -> Chunk | None:
         while True:
             data = self.reader.read()

@@ -72,6 +72,7 @@ class TcpServerConnector(Connector):
         self._peers: dict[tuple[str, int], _Peer] = {}  # by peer (host, port)
         self._ids = itertools.count(1)
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @classmethod
     def read(cls, alias: str, config: Mapping[str, Any]) -> tuple[SocketOptions, int]:
@@ -120,6 +121,10 @@ class TcpServerConnector(Connector):
             await pump(reader, self.inbox, stream, meta, self.options.buf_size)
             # The peer closed its sending side; replies can still go out for a while (half-close).
             await asyncio.sleep(REPLY_LINGER_S)
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # close() ended this handler: return normally, asyncio's server logs cancelled handlers.
         finally:
             if task is not None:
                 self._handlers.discard(task)
@@ -154,6 +159,7 @@ class TcpServerConnector(Connector):
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        self._closing = True
         for handler in list(self._handlers):
             handler.cancel()
         peers, self._peers = list(self._peers.values()), {}
