@@ -135,7 +135,7 @@ class AlignedChunks:
     def next_many(self, count: int) -> list[Chunk]:
         """Up to `count` next chunks (fewer at the end of the file, none after it): one thread hop for many."""
         with self._lock:
-            chunks = []
+            chunks: list[Chunk] = []
             while len(chunks) < count and (chunk := self._next()) is not None:
                 chunks.append(chunk)
             return chunks
