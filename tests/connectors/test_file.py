@@ -244,3 +244,24 @@ def test_missing_file_fails_connect(tmp_path: Path) -> None:
 def test_config_errors_name_alias_and_key(config: dict, message: str) -> None:
     with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         FileConnector.check_config("c", config)
+
+
+def test_truncated_file_is_read_from_the_start(tmp_path: Path) -> None:
+    path, state = tmp_path / "in.json", tmp_path / "state"
+    path.write_bytes(CONTENT)
+
+    async def body(ack_all: bool) -> bytes:
+        conn = reader(path, state)
+        await conn.connect()
+        pulled = await drain(conn)
+        if ack_all:
+            for _, token in pulled:
+                await conn.ack(token)
+        await conn.close()
+        return b"".join(d for d, _ in pulled)
+
+    run(body(ack_all=True))
+    with path.open("r+b") as f:  # same inode, shorter than the saved position
+        f.truncate(0)
+        f.write(b'{"again":1}\n')
+    assert run(body(ack_all=False)) == b'{"again":1}\n'

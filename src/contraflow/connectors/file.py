@@ -108,7 +108,7 @@ class FileConnector(Connector):
         self._rewind_to: int | None = None
         self._checkpoint = (
             Checkpoint(ctx.state_dir / f"{ctx.alias}.file.json")
-            if ctx.state_dir is not None and self.exact
+            if ctx.state_dir is not None and self.exact and self.reading
             else None
         )
         self._out: BinaryIO | None = None
@@ -148,9 +148,9 @@ class FileConnector(Connector):
         if not saved:
             return 0
         position = int(saved.get("position", 0))
-        if identity.same_file(int(saved.get("device", -1)), int(saved.get("inode", -1)), 0) and (
-            saved.get("compressed") or identity.size >= position
-        ):
+        same = identity.same_file(int(saved.get("device", -1)), int(saved.get("inode", -1)))
+        # Positions of a compressed file count decompressed bytes: the file's size says nothing.
+        if same and (saved.get("compressed") or identity.size >= position):
             self.ctx.logger.info("resuming %s at byte %d", self.options.path, position)
             return position
         self.ctx.logger.warning("%s was replaced or truncated: reading it from the start", self.options.path)

@@ -39,8 +39,8 @@ class FileIdentity:
         st = os.stat(path)
         return cls(st.st_dev, st.st_ino, st.st_size)
 
-    def same_file(self, device: int, inode: int, size: int) -> bool:
-        return (self.device, self.inode) == (device, inode) and self.size >= size
+    def same_file(self, device: int, inode: int) -> bool:
+        return (self.device, self.inode) == (device, inode)
 
 
 class ContentReader:
