@@ -104,6 +104,8 @@ class HttpClientConnector(Connector):
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(self.options.concurrency)
         self._at_capacity = False
+        self._in_flight = 0
+        self._waiting = 0
         self._delivered: set[int] = set()  # events of the current batch already answered
         self._pulled = False
         self.dropped_responses = 0
@@ -152,14 +154,21 @@ class HttpClientConnector(Connector):
         await self._emit(event, response)
 
     async def _acquire(self) -> None:
-        if self._slots.locked() and not self._at_capacity:
+        """A request slot; while requests wait for one, the breaker is open (Tremor's "at capacity")."""
+        if self._in_flight >= self.options.concurrency and not self._at_capacity:
             self._at_capacity = True
             self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
-        await self._slots.acquire()
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        self._in_flight += 1
 
     def _release(self) -> None:
+        self._in_flight -= 1
         self._slots.release()
-        if self._at_capacity:
+        if self._at_capacity and self._waiting == 0:
             self._at_capacity = False
             self.ctx.close_breaker()
 
@@ -170,6 +179,8 @@ class HttpClientConnector(Connector):
             response = await self._client.request(
                 method, url, headers=headers, content=b"".join(event.frames)
             )
+        except httpx.ConnectTimeout as err:
+            raise ConnectionLost(f"{method} {url}: connecting timed out") from err
         except httpx.TimeoutException as err:
             raise DeliveryFailed(f"{method} {url}: timed out", retryable=True) from err
         except (httpx.TransportError, OSError) as err:
@@ -228,7 +239,7 @@ class HttpClientConnector(Connector):
 
     def status(self) -> dict[str, Any]:
         return {
-            "in_flight": self.options.concurrency - self._slots._value,  # noqa: SLF001 - no public accessor
+            "in_flight": self._in_flight,
             "dropped_responses": self.dropped_responses,
         }
 
