@@ -32,6 +32,7 @@ away surfaces as `ConnectionLost` (breaker open, the runtime reconnects).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -98,7 +99,8 @@ class LogConnector(Connector):
         self._client: AsyncSpuClient | None = None
         self._stream: StreamFetch | None = None
         self._results: AsyncIterator[FetchResult] | None = None
-        self._records: list[Record] = []
+        self._records: deque[Record] = deque()
+        self._started = False
         self._position = 0  # next offset to hand out
         self._window = AckWindow()
         self._rewind_to: int | None = None
@@ -131,21 +133,26 @@ class LogConnector(Connector):
             raise ConnectionLost(f"SPU {self.ctx.spu_addr}: {err}") from err
         self._client = client
 
-    async def _open_stream(self, offset: int | None) -> None:
-        """Start tailing at `offset`, or at the consumer's committed offset (else `start`)."""
+    async def _first_offset(self) -> int:
+        """Where a fresh run starts: the consumer's committed offset, else `start`."""
         assert self._client is not None
         o = self.options
-        if self._stream is not None:
-            await self._stream.close()
-        if offset is None:
-            offset = await self._client.fetch_offset(o.consumer, o.topic, o.partition)
+        offset = await self._client.fetch_offset(o.consumer, o.topic, o.partition)
         if offset is None:
             offset = await self._client.list_offsets(o.topic, o.partition, o.start) or 0
-        self._stream = self._client.stream(o.topic, o.partition, offset)
+        self._window = AckWindow(offset)
+        return offset
+
+    async def _open_stream(self, offset: int) -> None:
+        """(Re)start tailing at `offset`; records read ahead of it are dropped."""
+        assert self._client is not None
+        if self._stream is not None:
+            await self._stream.close()
+        self._stream = self._client.stream(self.options.topic, self.options.partition, offset)
         await self._stream.open()
         self._results = aiter(self._stream)
-        self._records, self._position = [], offset
-        self._window = AckWindow(offset)
+        self._records.clear()
+        self._position = offset
 
     async def close(self) -> None:
         if self._committer is not None:
@@ -162,13 +169,16 @@ class LogConnector(Connector):
     async def pull(self) -> SourceData | None:
         if self._client is None or self.ctx.quiescing.is_set():
             return None
-        if self._results is None or self._rewind_to is not None:
+        if self._rewind_to is not None:
             rewind, self._rewind_to = self._rewind_to, None
             await self._open_stream(rewind)
+        elif self._results is None:  # first pull, or the stream broke: go on after what was handed out
+            await self._open_stream(self._next_offset if self._started else await self._first_offset())
+            self._started = True
         while not self._records:
             if not await self._fetch():
                 return None
-        record = self._records.pop(0)
+        record = self._records.popleft()
         self._window.issue(record.offset, record.offset, record.offset + 1)
         meta = {
             "log": {
@@ -180,6 +190,11 @@ class LogConnector(Connector):
             }
         }
         return SourceData(data=record.value, meta=meta, token=record.offset)
+
+    @property
+    def _next_offset(self) -> int:
+        """The offset the next pull hands out (buffered records come before the stream position)."""
+        return self._records[0].offset if self._records else self._position
 
     async def _fetch(self) -> bool:
         """Wait for the next pushed records; False when the flow quiesced first."""
