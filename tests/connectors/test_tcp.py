@@ -218,3 +218,27 @@ def test_config_errors(kind: str, config: dict, message: str) -> None:
     cls = TcpServerConnector if kind == "tcp_server" else TcpClientConnector
     with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cls.check_config("c", config)
+
+
+def test_server_pushes_back_on_a_peer_while_the_flow_does_not_pull() -> None:
+    async def body() -> None:
+        conn = make("tcp_server", {"url": "127.0.0.1:0", "buf_size": 4096})
+        assert isinstance(conn, TcpServerConnector)
+        await conn.connect()
+        _, writer = await asyncio.open_connection("127.0.0.1", conn.port)
+        payload = b"x" * (32 << 20)  # far more than the bounded inbox plus the kernel's buffers
+        writer.write(payload)
+        draining = asyncio.create_task(writer.drain())
+        await asyncio.sleep(0.3)
+        assert not draining.done()  # nobody pulls: the server stopped reading, TCP holds the peer back
+        received = 0
+        while received < len(payload):
+            item = await conn.pull()
+            assert item is not None
+            received += len(item.data or b"")
+        await asyncio.wait_for(draining, 10)
+        assert received == len(payload)
+        writer.close()
+        await conn.close()
+
+    run(body(), timeout=60)
