@@ -55,13 +55,31 @@ def _header_lists(column: pa.Array) -> Sequence[Sequence[tuple[str, bytes]]]:
     return [[(h["key"], h["value"]) for h in row or ()] for row in column.to_pylist()]
 
 
-def make_event(value: bytes | None, headers: Sequence[tuple[str, bytes]], origin: Origin) -> Event:
-    """An input record as an undecoded event (meta from its `meta` header)."""
-    meta: dict[str, Any] = {}
+def input_metas(column: pa.Array) -> list[dict[str, Any] | None] | None:
+    """Each row's metadata (its `meta` header), or None when no row has headers at all."""
+    if len(column.values) == 0:
+        return None
+    return [_meta(hdrs) or None for hdrs in _header_lists(column)]
+
+
+def _meta(headers: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
     for name, data in headers:
         if name == META_HEADER:
             meta = orjson.loads(data)
-    return Event(None, meta, value if value is not None else b"null", origin)
+            return meta if isinstance(meta, dict) else {}
+    return {}
+
+
+def meta_headers(metas: Sequence[bytes | None]) -> pa.Array:
+    """Packed record headers carrying each row's metadata JSON (null for rows without)."""
+    if not any(metas):
+        return pa.nulls(len(metas), pa.binary())
+    return pa.array([pack_headers([(META_HEADER, m)]) if m else None for m in metas], pa.binary())
+
+
+def make_event(value: bytes | None, headers: Sequence[tuple[str, bytes]], origin: Origin) -> Event:
+    """An input record as an undecoded event (meta from its `meta` header)."""
+    return Event(None, _meta(headers), value if value is not None else b"null", origin)
 
 
 class OutputColumns:
@@ -93,7 +111,11 @@ class OutputColumns:
 
     def to_arrow(self) -> pa.RecordBatch:
         batch = pa.RecordBatch.from_arrays(
-            [pa.array(self.topic, pa.string()), pa.array(self.value, pa.binary()), pa.array(self.headers, pa.binary())],
+            [
+                pa.array(self.topic, pa.string()),
+                pa.array(self.value, pa.binary()),
+                pa.array(self.headers, pa.binary()),
+            ],
             schema=OUTPUT_SCHEMA,
         )
         self.topic, self.value, self.headers = [], [], []
@@ -104,4 +126,3 @@ class OutputColumns:
         rows = zip(self.topic, self.value, self.headers, strict=True)
         self.topic, self.value, self.headers = [], [], []
         return iter(list(rows))
-

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
@@ -61,7 +60,11 @@ def start_pipeline(
     _check_ports(graph, inputs, outputs)
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
     source = _union(spark, plan, spu, _consumers(consumer, inputs))
-    rows = _stateful_rows(spark, plan, source, checkpoint, partition_by) if graph.stateful else _stateless_rows(plan, source)
+    rows = (
+        _stateful_rows(spark, plan, source, checkpoint, partition_by)
+        if graph.stateful
+        else _stateless_rows(plan, source)
+    )
     writer = (
         rows.writeStream.format("contraflow")
         .option("spu", spu)
@@ -157,7 +160,9 @@ def _key_column(partition_by: str | None) -> Column:
     if _EVENT_PATH.match(partition_by):
         path = "$" + partition_by[len("event") :]
         return F.coalesce(F.get_json_object(F.col("value").cast("string"), path), F.lit(""))
-    raise UserError(f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}")
+    raise UserError(
+        f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}"
+    )
 
 
 def _initial_state(spark: SparkSession, checkpoint: str) -> DataFrame | None:

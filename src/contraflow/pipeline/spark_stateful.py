@@ -92,7 +92,9 @@ class PipelineProcessor(StatefulProcessor):
             stored = state.get()
             if stored is not None and stored[0] is not None:
                 self.loaded[node] = stored[0]
-        self.executor.restore({node: orjson.loads(self.loaded.get(node, fresh)) for node, fresh in self.fresh.items()})
+        self.executor.restore(
+            {node: orjson.loads(self.loaded.get(node, fresh)) for node, fresh in self.fresh.items()}
+        )
 
     def _finish(self) -> None:
         """Store the states that changed and move the timer to the executor's next deadline."""
