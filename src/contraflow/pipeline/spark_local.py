@@ -72,6 +72,7 @@ def run_on_spark(
 
 def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Path) -> LocalResult:
     from contraflow.pipeline.spark_query import start_pipeline
+    from contraflow.pipeline.spark_state import export_state
     from contraflow.spark import session
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu
@@ -98,11 +99,31 @@ def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Pat
             )
             query.awaitTermination()
             failure = query.exception()
+            if failure is not None:
+                raise UserError(f"the pipeline's Spark query failed: {failure}")
+            result = LocalResult({port: read_topic(client, topic) for port, topic in outputs.items()})
+            if graph.stateful:
+                _finish(graph, export_state(spark, root / "checkpoint"), result)
         finally:
             spark.stop()
-        if failure is not None:
-            raise UserError(f"the pipeline's Spark query failed: {failure}")
-        return LocalResult({port: read_topic(client, topic) for port, topic in outputs.items()})
+        return result
+
+
+def _finish(graph: PipelineGraph, snapshot: dict[str, Any], result: LocalResult) -> None:
+    """Fire the timers still pending when the input ended, as `run_local` does.
+
+    The query stopped with windows or batches open; restoring each key's
+    state into an executor here and advancing its clock to the last deadline
+    emits them exactly as a query that kept running would have.
+    """
+    from contraflow.pipeline.executor import PipelineExecutor
+    from contraflow.pipeline.local import finish
+
+    for states in snapshot["keys"].values():
+        executor = PipelineExecutor(graph)
+        executor.restore({**executor.snapshot(), **states})
+        for port, event in finish(executor):
+            result.ports.setdefault(port, []).append(event.channel_bytes())
 
 
 def read_topic(client: Any, topic: str) -> list[bytes]:
