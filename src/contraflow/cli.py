@@ -24,6 +24,8 @@ COMMANDS: dict[str, str] = {
     "consume": "contraflow.spu.commands:consume",
     "spu": "contraflow.spu.server_commands:spu",
     "run": "contraflow.run_command:run",
+    "query": "contraflow.pipeline.commands:query",
+    "state": "contraflow.pipeline.commands:state",
 }
 
 

@@ -163,6 +163,9 @@ class ConnectorContext:
     quiescing: asyncio.Event = field(default_factory=asyncio.Event)
     state_dir: Path | None = None
     spu_addr: str | None = None
+    # Ports connected in the flow: a connector may skip a side nothing uses (stdio without `out`).
+    outputs: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
     open_breaker: Callable[[str], None] = lambda reason: None
     close_breaker: Callable[[], None] = lambda: None
     stop_runtime: Callable[[], None] = lambda: None

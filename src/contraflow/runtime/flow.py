@@ -115,6 +115,8 @@ class FlowInstance:
                 state_dir=self.services.data_dir / "connectors" / self.id / alias,
                 spu_addr=self.services.spu_addr,
                 stop_runtime=self.services.stop_runtime,
+                outputs=frozenset(self.topology.outputs_of("connector", alias)),
+                inputs=frozenset(r.to.port for _, r in self.topology.inputs_of("connector", alias)),
             )
             ctx.open_breaker = functools.partial(self._sink_breaker, alias, True)
             ctx.close_breaker = functools.partial(self._sink_breaker, alias, False, "recovered")
@@ -152,12 +154,16 @@ class FlowInstance:
         for alias, inst in self.connectors.items():
             if inst.sink is not None:
                 inst.tasks.append(
-                    asyncio.create_task(self._run_sink(inst.sink), name=f"sink {self.id}/{alias}")
+                    asyncio.create_task(
+                        self._guard(self._run_sink(inst.sink), alias), name=f"sink {self.id}/{alias}"
+                    )
                 )
         for alias, inst in self.connectors.items():
             if inst.source is not None:
                 inst.tasks.append(
-                    asyncio.create_task(self._run_source(inst.source), name=f"source {self.id}/{alias}")
+                    asyncio.create_task(
+                        self._guard(self._run_source(inst.source), alias), name=f"source {self.id}/{alias}"
+                    )
                 )
 
     async def _start_pipelines(self) -> None:
@@ -222,17 +228,20 @@ class FlowInstance:
             await inst.sink.ready.wait()
         elif not await runner.reconnect("starting"):
             return
-        await self._guard(runner.run(), alias)
+        await runner.run()
 
     async def _run_sink(self, runner: SinkRunner) -> None:
         if await runner.connect():
-            await self._guard(runner.run(), runner.ctx.alias)
+            await runner.run()
 
     async def _guard(self, work: Any, alias: str) -> None:
         try:
             await work
         except asyncio.CancelledError:
             raise
+        except UserError as err:  # a mistake only the outside world could reveal (missing topic...)
+            log.error("flow %s: connector %s: %s", self.id, alias, err)
+            self.error = f"connector {alias}: {err}"
         except Exception as err:
             log.exception("flow %s: connector %s failed", self.id, alias)
             self.error = f"connector {alias}: {err}"

@@ -107,6 +107,7 @@ def start_pipeline_query(
             checkpoint=str(checkpoint),
             name=name,
             consumer={port: consumer for port, (_, consumer) in inputs.items()},
+            flow=flow_id,
         )
     return PipelineRun(flow_id, alias, inputs, outputs, query)
 

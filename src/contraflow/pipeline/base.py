@@ -1,0 +1,128 @@
+"""What every node runner shares: the push-function wiring, the executor context, error events.
+
+Nodes are wired once into plain closures: a node's output port is a function
+that pushes an `Item` into the next node (or appends it to the executor's
+output), so running a pipeline is a chain of direct calls with no graph walk
+and no queue per event. Events leave depth first, in the order they are made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from contraflow.lang.errors import ScriptRuntimeError
+from contraflow.lang.graph import Node
+from contraflow.lang.script.locate import Locator
+from contraflow.pipeline.item import Item
+
+Push = Callable[[Item], None]
+
+
+def drop(item: Item) -> None:
+    """The push of a port nothing is connected to."""
+
+
+class Context:
+    """State shared by every node of one executor (nested pipelines included).
+
+    `now_ns` is the ingest time of the event being processed (or the tick time);
+    `signals` holds what the runtime publishes for QoS operators, keyed by node path.
+    """
+
+    __slots__ = ("now_ns", "signals")
+
+    def __init__(self) -> None:
+        self.now_ns = 0
+        self.signals: dict[str, Any] = {}
+
+
+class NodeRunner:
+    """One pipeline node at run time. Subclasses override `push` (or `input`) and the state hooks."""
+
+    stateful = False
+    # True when every event leaves on `out` untouched: the wiring then skips the node entirely.
+    identity = False
+    # True when the node may change an event's value or metadata in place (fan-out then copies).
+    mutates = False
+
+    def __init__(self, node: Node, ctx: Context, path: str) -> None:
+        self.name = node.name
+        self.path = path
+        self.ctx = ctx
+        self.outs: dict[str, Push] = {}
+        self.out: Push = drop
+        self.err: Push = drop
+
+    def connect(self, outs: dict[str, Push]) -> None:
+        """Receive the push function of each output port (ports without edges get `drop`)."""
+        self.outs = outs
+        self.out = outs.get("out", drop)
+        self.err = outs.get("err", drop)
+
+    def input(self, port: str) -> Push:
+        """The push function for input `port` (single-input nodes have just `push`)."""
+        return self.push
+
+    def push(self, item: Item) -> None:
+        self.out(item)
+
+    def tick(self, now_ns: int) -> None:
+        """Processing time advanced to `now_ns` (interval windows, batch timeouts)."""
+
+    def deadline(self, latest: bool = False) -> int | None:
+        """The earliest (or with `latest`, the last) pending timer of this node, if any."""
+        return None
+
+    def snapshot(self) -> Any:
+        """The node's whole state as JSON-ready values; None when it holds nothing (the RFC's null)."""
+        return None
+
+    def restore(self, state: Any) -> None:
+        """Replace the node's state with a `snapshot()` result."""
+
+    def reset(self) -> None:
+        """Back to the state of a node that has seen no event."""
+        self.restore(None)
+
+    # The compiled expressions of this node, to map an exception back to its source position.
+    locators: tuple[Locator, ...] = ()
+
+    def fail(self, item: Item, exc: BaseException) -> None:
+        """Turn a failure on `item` into an event on this node's `err` port; never raises."""
+        self.err(error_item(self.name, item, exc, self.locators))
+
+
+def locate(exc: BaseException, locators: tuple[Locator, ...]) -> BaseException:
+    """The located ScriptRuntimeError for an exception raised in one of `locators`' generated code."""
+    if isinstance(exc, ScriptRuntimeError):
+        return exc
+    files = set()
+    tb = exc.__traceback__
+    while tb is not None:
+        files.add(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    for locator in locators:
+        if locator.filename in files:
+            return locator.error(exc)
+    return exc
+
+
+def error_item(node: str, item: Item, exc: BaseException, locators: tuple[Locator, ...] = ()) -> Item:
+    """`{"error", "node", "position", "event"}` for a failed event, metadata kept."""
+    if isinstance(exc, orjson.JSONDecodeError):
+        message, position = f"invalid JSON: {exc}", None
+    else:
+        err = locate(exc, locators)
+        if isinstance(err, ScriptRuntimeError):
+            message, position = err.message, (str(err.position) if err.position else None)
+        else:
+            message, position = str(err) or type(err).__name__, None
+    value = {"error": message, "node": node, "position": position, "event": item.original()}
+    return Item(value, item.meta, None)
+
+
+class NodeError(Exception):
+    """A run-time failure of an operator (bad configuration for an event, missing metadata)."""

@@ -1,0 +1,141 @@
+"""`contraflow query` (try a Trickle pipeline on local Spark) and `contraflow state` (export/import).
+
+Both import PySpark only inside the command body, so `contraflow --help`
+stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import IO
+
+import click
+import orjson
+
+from contraflow.errors import UserError
+from contraflow.pipeline.spark_plan import IngestMode
+
+INGEST_MODES: dict[str, IngestMode] = {"now": "timestamp", "index": "offset"}
+
+
+@click.command("query")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--ingest-ns",
+    type=click.Choice(sorted(INGEST_MODES)),
+    default="now",
+    show_default=True,
+    help="Ingest time of each event: the time it was read (now) or its input position 0, 1, 2... (index).",
+)
+def query(file: Path, ingest_ns: str) -> None:
+    """Run the Trickle pipeline FILE on local Spark over JSON lines on standard input.
+
+    Prints every event of the `out` port as one JSON line; events on `err` go to
+    standard error. Exits once the input is consumed and its results are emitted.
+    """
+    from contraflow.lang.commands import compile_path
+    from contraflow.lang.graph import PipelineGraph
+    from contraflow.pipeline.spark_local import quiet_process_output, run_on_spark
+
+    if file.suffix != ".trickle":
+        raise UserError(f"{file}: contraflow query runs a .trickle file")
+    graph = compile_path(file)
+    assert isinstance(graph, PipelineGraph)
+    lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer if line.strip()]
+    with tempfile.TemporaryDirectory(prefix="contraflow-query-") as tmp:
+        work = Path(tmp)
+        with quiet_process_output(work / "spark.log") as (out, err):
+            result = run_on_spark(graph, lines, ingest=INGEST_MODES[ingest_ns], work_dir=work)
+            _write_lines(out, result.ports.get("out", []))
+            _write_lines(err, result.ports.get("err", []))
+
+
+def _write_lines(stream: IO[bytes], values: list[bytes]) -> None:
+    for value in values:
+        stream.write(value + b"\n")
+    stream.flush()
+
+
+@click.group("state")
+def state() -> None:
+    """Export or import the state of a stateful pipeline (to move it to another runtime)."""
+
+
+_data_dir_option = click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The runtime's data directory [default: $CONTRAFLOW_DATA_DIR or ./contraflow-data].",
+)
+
+
+def _checkpoint(data_dir: Path | None, flow: str, pipeline: str) -> Path:
+    from contraflow.pipeline.spark_state import checkpoint_path
+    from contraflow.spark.session import default_data_dir
+
+    return checkpoint_path(data_dir or default_data_dir(), flow, pipeline)
+
+
+@state.command("export")
+@click.argument("flow")
+@click.argument("pipeline")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
+@_data_dir_option
+def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
+    """Write the state of PIPELINE in FLOW to FILE as JSON ('-' for standard output).
+
+    Works while the pipeline runs: it reads the last committed micro-batch.
+    """
+    from contraflow.pipeline.spark_local import quiet_process_output
+    from contraflow.pipeline.spark_state import export_state
+    from contraflow.spark import session
+
+    checkpoint = _checkpoint(data_dir, flow, pipeline)
+    if not checkpoint.is_dir():
+        raise UserError(f"pipeline {flow}/{pipeline} has no checkpoint at {checkpoint}")
+    with (
+        tempfile.TemporaryDirectory(prefix="contraflow-state-") as tmp,
+        quiet_process_output(Path(tmp) / "spark.log") as (out, _err),
+    ):
+        spark = session(master="local[1]", data_dir=Path(tmp) / "spark")
+        try:
+            snapshot = export_state(spark, checkpoint)
+        finally:
+            spark.stop()
+        data = orjson.dumps(snapshot, option=orjson.OPT_INDENT_2) + b"\n"
+        if str(file) == "-":
+            out.write(data)
+        else:
+            file.write_bytes(data)
+
+
+@state.command("import")
+@click.argument("flow")
+@click.argument("pipeline")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
+@_data_dir_option
+def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
+    """Make FILE (from `state export`) the state PIPELINE in FLOW starts with.
+
+    The pipeline must not have run here yet; it picks the state up when it starts.
+    """
+    from contraflow.pipeline.spark_state import import_state
+
+    raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
+    try:
+        snapshot = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise UserError(f"{file}: not JSON ({error})") from None
+    if not isinstance(snapshot, dict):
+        raise UserError(f"{file}: not a pipeline state snapshot")
+    target = import_state(_checkpoint(data_dir, flow, pipeline), snapshot)
+    click.echo(f"state of {flow}/{pipeline} ({len(snapshot['keys'])} key(s)) waits in {target}", err=True)
+
+
+def _read(file: Path) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as error:
+        raise UserError(f"{file}: {error.strerror}") from None

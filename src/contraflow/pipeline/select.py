@@ -1,0 +1,145 @@
+"""The `select` node: where, group by, target (windowed or not), having.
+
+`select event from in where ... into out` hands the incoming item on as is, so
+its raw bytes leave untouched; any other target builds a new value. A select
+with no clause but `select event` is an identity node the wiring skips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
+from contraflow.lang.script import ast as sast
+from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
+from contraflow.pipeline.base import Context, NodeRunner
+from contraflow.pipeline.grouping import GroupFn, compile_group
+from contraflow.pipeline.item import Item
+from contraflow.pipeline.windows import Windows
+
+
+class ClauseError(Exception):
+    """`where`/`having` evaluated to something other than a boolean."""
+
+
+def is_bare_event(expr: Any) -> bool:
+    """True for the expression `event` itself (no path segments)."""
+    return isinstance(expr, sast.Path) and expr.root == "event" and not expr.segments
+
+
+def _check_bool(value: Any, clause: str) -> bool:
+    if value is True or value is False:
+        return value
+    raise ClauseError(f"`{clause}` must evaluate to a boolean, got {type(value).__name__}")
+
+
+class SelectRunner(NodeRunner):
+    def __init__(self, node: Node, ctx: Context, path: str, graph: PipelineGraph) -> None:
+        super().__init__(node, ctx, path)
+        spec = node.spec
+        assert isinstance(spec, SelectSpec)
+        self.args = graph.args
+        self.passes_item = is_bare_event(spec.target.ast) and not spec.windows
+        self.identity = (
+            self.passes_item and spec.where is None and spec.having is None and spec.group_by is None
+        )
+
+        def expr(e: Any) -> CompiledExpr:
+            return compile_expr(e.ast, name=node.name, consts=graph.constants, fns=graph.functions)
+
+        self.where = expr(spec.where) if spec.where is not None else None
+        self.having = expr(spec.having) if spec.having is not None else None
+        self.groups: GroupFn | None = None
+        locators = [c.locator for c in (self.where, self.having) if c is not None]
+        if spec.group_by is not None:
+            self.groups, group_exprs = compile_group(spec.group_by, graph, node.name)
+            locators += [g.locator for g in group_exprs]
+        self.windows: Windows | None = None
+        if spec.windows:
+            selected = compile_select(
+                spec.target.ast, name=node.name, consts=graph.constants, fns=graph.functions
+            )
+            self.windows = Windows(spec.windows, selected, graph, node.name)
+            self.stateful = True
+            locators.append(selected.locator)
+            self.target_fn = None
+        else:
+            target = expr(spec.target)
+            locators.append(target.locator)
+            self.target_fn = target.fn
+        self.where_fn = self.where.fn if self.where is not None else None
+        self.having_fn = self.having.fn if self.having is not None else None
+        self.locators = tuple(locators)
+
+    def push(self, item: Item) -> None:
+        try:
+            event = item.decode()
+            meta = item.meta_dict()
+            args = self.args
+            if self.where_fn is not None and not _check_bool(
+                self.where_fn(event, meta, None, args, None, None), "where"
+            ):
+                return
+            groups = self.groups(event, meta, args) if self.groups is not None else [None]
+            if self.windows is not None:
+                outputs = self._windowed(groups, event, meta)
+            else:
+                outputs = self._plain(groups, item, event, meta)
+        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
+            self.fail(item, exc)
+            return
+        for out in outputs:
+            self.out(out)
+
+    def _plain(self, groups: list[Any], item: Item, event: Any, meta: dict[str, Any]) -> list[Item]:
+        outputs: list[Item] = []
+        target, having, args = self.target_fn, self.having_fn, self.args
+        assert target is not None
+        for group in groups:
+            value = target(event, meta, None, args, group, None)
+            if having is not None and not _check_bool(having(value, meta, None, args, group, None), "having"):
+                continue
+            if self.passes_item and not outputs:
+                outputs.append(item)
+            else:
+                outputs.append(Item(value, meta if not outputs else dict(meta), None))
+        return outputs
+
+    def _windowed(self, groups: list[Any], event: Any, meta: dict[str, Any]) -> list[Item]:
+        assert self.windows is not None
+        emitted = []
+        for dims in groups:
+            emitted += self.windows.on_event(dims, event, meta, self.ctx.now_ns)
+        return self._having(emitted, meta)
+
+    def _having(self, emitted: list[tuple[Any, Any, str]], meta: dict[str, Any] | None) -> list[Item]:
+        having, args = self.having_fn, self.args
+        outputs = []
+        for value, group, window in emitted:
+            if having is not None and not _check_bool(
+                having(value, meta or {}, None, args, group, window), "having"
+            ):
+                continue
+            outputs.append(Item(value, dict(meta) if meta else None, None))
+        return outputs
+
+    def tick(self, now_ns: int) -> None:
+        if self.windows is None:
+            return
+        try:
+            outputs = self._having(self.windows.tick(now_ns), None)
+        except Exception as exc:  # noqa: BLE001
+            self.fail(Item(None, None, None), exc)
+            return
+        for out in outputs:
+            self.out(out)
+
+    def deadline(self, latest: bool = False) -> int | None:
+        return self.windows.deadline(latest) if self.windows is not None else None
+
+    def snapshot(self) -> Any:
+        return self.windows.snapshot() if self.windows is not None else None
+
+    def restore(self, state: Any) -> None:
+        if self.windows is not None:
+            self.windows.restore(state)

@@ -1,0 +1,139 @@
+"""Run one pipeline on an embedded Spark and SPU over a finite input (what `contraflow query` does).
+
+Everything lives in a temporary directory: an SPU with one topic per port,
+a local Spark session, and the query's checkpoint. The query runs with
+Spark's available-now trigger, so it stops by itself once the input topic is
+consumed and every batch it produced is committed to the output topics.
+
+Spark and its JVM write banners and warnings to the process's stdout and
+stderr; `quiet_process_output` points both file descriptors at a log file
+while Spark starts (children inherit them), so the caller's own output stays
+clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from contraflow.errors import UserError
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.spark_plan import IngestMode
+
+PRODUCE_CHUNK = 1000
+
+
+@dataclass
+class LocalResult:
+    """Record values per output port, in the order the pipeline emitted them."""
+
+    ports: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """Send fds 1 and 2 (and so every child process's output) to `log_path`.
+
+    Yields writable handles on the original stdout and stderr; they are
+    restored on exit.
+    """
+    saved = [os.dup(1), os.dup(2)]
+    with open(log_path, "ab") as log:
+        for fd in (1, 2):
+            os.dup2(log.fileno(), fd)
+        out, err = os.fdopen(os.dup(saved[0]), "wb"), os.fdopen(os.dup(saved[1]), "wb")
+        try:
+            yield out, err
+        finally:
+            out.flush()
+            err.flush()
+            out.close()
+            err.close()
+            for fd, original in zip((1, 2), saved, strict=True):
+                os.dup2(original, fd)
+                os.close(original)
+
+
+def run_on_spark(
+    graph: PipelineGraph, lines: Iterable[bytes], *, ingest: IngestMode, work_dir: Path | None = None
+) -> LocalResult:
+    """Feed `lines` to the pipeline's `in` port on local Spark; collect what every output port emitted."""
+    if "in" not in graph.inputs:
+        raise UserError(f"pipeline '{graph.name}' has no 'in' port to read standard input from")
+    with contextlib.ExitStack() as stack:
+        root = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="contraflow-query-")))
+        return _run(graph, list(lines), ingest, root)
+
+
+def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Path) -> LocalResult:
+    from contraflow.pipeline.spark_query import start_pipeline
+    from contraflow.pipeline.spark_state import export_state
+    from contraflow.spark import session
+    from contraflow.spu.client import SpuClient
+    from contraflow.spu.embedded import EmbeddedSpu
+
+    with EmbeddedSpu(root / "spu", mode="thread") as spu, SpuClient(spu.addr) as client:
+        outputs = {port: f"{graph.name}.{port}" for port in graph.outputs}
+        for topic in ["input", *outputs.values()]:
+            client.create_topic(topic)
+        for start in range(0, len(lines), PRODUCE_CHUNK):
+            client.produce("input", 0, lines[start : start + PRODUCE_CHUNK])
+        spark = session(master=os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[2]"), data_dir=root / "spark")
+        try:
+            query = start_pipeline(
+                spark,
+                graph,
+                spu=spu.addr,
+                inputs={"in": "input"},
+                outputs=outputs,
+                checkpoint=str(root / "checkpoint"),
+                name=f"query-{graph.name}",
+                consumer="query",
+                trigger="availableNow",
+                ingest=ingest,
+            )
+            query.awaitTermination()
+            failure = query.exception()
+            if failure is not None:
+                raise UserError(f"the pipeline's Spark query failed: {failure}")
+            result = LocalResult({port: read_topic(client, topic) for port, topic in outputs.items()})
+            if graph.stateful:
+                _finish(graph, export_state(spark, root / "checkpoint"), result)
+        finally:
+            spark.stop()
+        return result
+
+
+def _finish(graph: PipelineGraph, snapshot: dict[str, Any], result: LocalResult) -> None:
+    """Fire the timers still pending when the input ended, as `run_local` does.
+
+    The query stopped with windows or batches open; restoring each key's
+    state into an executor here and advancing its clock to the last deadline
+    emits them exactly as a query that kept running would have.
+    """
+    from contraflow.pipeline.executor import PipelineExecutor
+    from contraflow.pipeline.local import finish
+
+    for states in snapshot["keys"].values():
+        executor = PipelineExecutor(graph)
+        executor.restore({**executor.snapshot(), **states})
+        for port, event in finish(executor):
+            result.ports.setdefault(port, []).append(event.channel_bytes())
+
+
+def read_topic(client: Any, topic: str) -> list[bytes]:
+    """Every record value of `topic`, partition by partition, in offset order."""
+    values: list[bytes] = []
+    for described in client.describe_topic(topic).partitions:
+        offset = described.log_start_offset
+        while offset < described.high_watermark:
+            result = client.fetch(topic, described.partition, offset)
+            for batch in result.batches:
+                values += [bytes(r.value) for r in batch.records(start_offset=offset)]
+            offset = result.next_offset
+    return values

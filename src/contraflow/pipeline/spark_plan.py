@@ -1,0 +1,89 @@
+"""What a pipeline's Spark query needs in its Python workers, as one picklable value.
+
+Spark pickles the functions it runs on executors; keeping everything they need
+(graph, port-to-topic maps, ingest mode) in one frozen dataclass makes that
+explicit, and lets a worker that runs many tasks compile the graph once
+(`executor()` caches by the plan's fingerprint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pickle
+import traceback
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+from contraflow.events import Event, decode_value
+from contraflow.lang.graph import PipelineGraph
+
+IngestMode = Literal["timestamp", "offset"]
+DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
+
+_executors: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """A compiled pipeline bound to its topics.
+
+    `ingest` picks each event's ingest time: the record's log timestamp
+    (`timestamp`, the normal case) or its offset (`offset`: the input position,
+    for deterministic interval windows). Timers (the pipeline tick) only run
+    in `timestamp` mode, where ingest time and wall-clock time agree.
+    """
+
+    graph: PipelineGraph
+    flow: str
+    name: str
+    inputs: dict[str, str]
+    outputs: dict[str, str]
+    ingest: IngestMode = "timestamp"
+    executor_class: str = DEFAULT_EXECUTOR
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(pickle.dumps((self.graph.to_dict(), self.flow, self.name))).hexdigest()
+
+    @property
+    def ticks(self) -> bool:
+        return self.ingest == "timestamp"
+
+    def new_executor(self) -> Any:
+        module, attr = self.executor_class.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        return cls(self.graph, flow=self.flow, name=self.name)
+
+    def executor(self) -> Any:
+        """This worker's executor for the plan (compiled once per worker process)."""
+        key = f"{self.executor_class}/{self.fingerprint}"
+        executor = _executors.get(key)
+        if executor is None:
+            executor = _executors[key] = self.new_executor()
+        return executor
+
+
+def failure_event(error: BaseException, event: Event) -> Event:
+    """An `err` event for an exception the executor did not turn into one itself.
+
+    The executor reports script and codec errors as `err` events; this is the
+    last line of defence that keeps a Spark query alive on anything else.
+    """
+    try:
+        original: Any = decode_value(event.raw) if event.raw is not None else event.value
+    except ValueError:
+        original = (event.raw or b"").decode("utf-8", "replace")
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    return Event(
+        {
+            "error": f"{type(error).__name__}: {error}",
+            "node": None,
+            "position": f"{frame.filename}:{frame.lineno}" if frame else None,
+            "event": original,
+        },
+        dict(event.meta),
+        None,
+        event.origin,
+    )

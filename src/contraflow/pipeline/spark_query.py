@@ -1,0 +1,193 @@
+"""One Spark streaming query per pipeline: input channel topics in, one topic per output port out.
+
+The query reads each input port's topic with the `contraflow` source (as a
+named consumer, so the runtime's credits throttle it and its offsets are
+committed on the SPU), runs the pipeline, and writes every output row to the
+topic of its port through the `contraflow` sink (one SPU transaction per
+micro-batch). Stateless pipelines are a `mapInArrow`; stateful ones a
+`transformWithState` keyed by the pipeline's partition key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from contraflow.errors import UserError
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.spark_columns import INPUT_DDL, OUTPUT_DDL
+from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark_state import has_progress, pending_import
+from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
+from contraflow.pipeline.spark_stateless import StatelessBatches
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+POOL_PROPERTY = "spark.scheduler.pool"
+_EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def start_pipeline(
+    spark: SparkSession,
+    graph: PipelineGraph,
+    *,
+    spu: str,
+    inputs: Mapping[str, str],
+    outputs: Mapping[str, str],
+    checkpoint: str,
+    name: str,
+    consumer: str | Mapping[str, str],
+    trigger: str | None = None,
+    partition_by: str | None = None,
+    flow: str = "",
+    ingest: IngestMode = "timestamp",
+    pool: str | None = None,
+) -> StreamingQuery:
+    """Start `graph` as the streaming query `name` and return it.
+
+    `inputs`/`outputs` map the pipeline's ports to topics (output ports left
+    out are discarded). `consumer` is the consumer name the sources commit
+    offsets under: one name, or one per input port. `trigger` is a Spark
+    processing-time interval ("500 milliseconds") or "availableNow".
+    `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
+    stream per value of that field, or `partition` for one per input
+    partition; by default the whole pipeline is one ordered stream.
+    `pool` puts the query's jobs in that FAIR scheduler pool.
+    """
+    _check_ports(graph, inputs, outputs)
+    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
+    source = _union(spark, plan, spu, _consumers(consumer, inputs))
+    rows = (
+        _stateful_rows(spark, plan, source, checkpoint, partition_by)
+        if graph.stateful
+        else _stateless_rows(plan, source)
+    )
+    writer = (
+        rows.writeStream.format("contraflow")
+        .option("spu", spu)
+        .option("checkpointLocation", checkpoint)
+        .queryName(name)
+        .outputMode("append")
+    )
+    if trigger == "availableNow":
+        writer = writer.trigger(availableNow=True)
+    elif trigger:
+        writer = writer.trigger(processingTime=trigger)
+    return _start_in_pool(spark, writer, pool)
+
+
+def _check_ports(graph: PipelineGraph, inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+    if not inputs:
+        raise UserError(f"pipeline '{graph.name}' needs at least one input topic")
+    for kind, ports, known in (("input", inputs, graph.inputs), ("output", outputs, graph.outputs)):
+        unknown = sorted(set(ports) - set(known))
+        if unknown:
+            raise UserError(f"pipeline '{graph.name}' has no {kind} port(s) {unknown}; it has {known}")
+
+
+def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> dict[str, str]:
+    if isinstance(consumer, str):
+        return {port: consumer for port in inputs}
+    missing = sorted(set(inputs) - set(consumer))
+    if missing:
+        raise UserError(f"no consumer name for input port(s) {missing}")
+    return dict(consumer)
+
+
+def _union(spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]) -> DataFrame:
+    """Every input port's topic as rows of INPUT_DDL, one source per port."""
+    from pyspark.sql import functions as F
+
+    frames = []
+    for port, topic in plan.inputs.items():
+        raw = (
+            spark.readStream.format("contraflow")
+            .option("spu", spu)
+            .option("topic", topic)
+            .option("consumer", consumers[port])
+            .load()
+        )
+        ingest = F.col("offset") if plan.ingest == "offset" else F.unix_micros("timestamp") * 1000
+        frames.append(
+            raw.select(
+                F.lit(port).alias("port"),
+                "topic",
+                "partition",
+                "offset",
+                ingest.cast("bigint").alias("ingest_ns"),
+                "value",
+                "headers",
+            )
+        )
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union
+
+
+def _stateless_rows(plan: PipelinePlan, source: DataFrame) -> DataFrame:
+    return source.mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+
+
+def _stateful_rows(
+    spark: SparkSession, plan: PipelinePlan, source: DataFrame, checkpoint: str, partition_by: str | None
+) -> DataFrame:
+    keyed = source.withColumn(KEY_COLUMN, _key_column(partition_by))
+    nodes = sorted(plan.new_executor().snapshot())
+    processor = PipelineProcessor(plan, nodes)
+    time_mode = "ProcessingTime" if plan.ticks else "None"
+    initial = _initial_state(spark, checkpoint)
+    return keyed.groupBy(KEY_COLUMN).transformWithState(
+        processor,
+        OUTPUT_DDL,
+        "Append",
+        time_mode,
+        initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
+    )
+
+
+def _key_column(partition_by: str | None) -> Column:
+    """The partition key as a string column: constant, the input partition, or an event field."""
+    from pyspark.sql import functions as F
+
+    if partition_by is None:
+        return F.lit("")
+    if partition_by == "partition":
+        return F.concat_ws("/", F.col("port"), F.col("topic"), F.col("partition").cast("string"))
+    if _EVENT_PATH.match(partition_by):
+        path = "$" + partition_by[len("event") :]
+        return F.coalesce(F.get_json_object(F.col("value").cast("string"), path), F.lit(""))
+    raise UserError(
+        f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}"
+    )
+
+
+def _initial_state(spark: SparkSession, checkpoint: str) -> DataFrame | None:
+    """An imported snapshot waiting for this checkpoint's first batch, as initial-state rows."""
+    if has_progress(checkpoint):
+        return None
+    snapshot = pending_import(checkpoint)
+    if snapshot is None:
+        return None
+    rows = [(key, states) for key, states in snapshot.items()]
+    return spark.createDataFrame(rows, INITIAL_STATE_DDL)
+
+
+def _start_in_pool(spark: SparkSession, writer: Any, pool: str | None) -> StreamingQuery:
+    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over)."""
+    context = spark.sparkContext
+    previous = context.getLocalProperty(POOL_PROPERTY)
+    if pool is not None:
+        context.setLocalProperty(POOL_PROPERTY, pool)
+    try:
+        query: StreamingQuery = writer.start()
+    finally:
+        if pool is not None:
+            context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
+    return query
+
+
+__all__ = ["INPUT_DDL", "start_pipeline"]

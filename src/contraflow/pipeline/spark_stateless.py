@@ -1,0 +1,91 @@
+"""Stateless pipelines: the node graph as one function over Arrow batches (`mapInArrow`).
+
+No state crosses a batch, so Spark may run it on every input partition in
+parallel and in any order; only the order within a partition is kept, which is
+all a stateless pipeline can observe.
+
+Batches go through the executor's batch entry point (`process_values`: a list
+of channel values in, per-port value and metadata columns out), so there is
+no Python object per event beyond its bytes. An output column that *is* the
+input list (a pipeline that only routes) reuses the input Arrow column as is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contraflow.pipeline.spark_columns import (
+    OUTPUT_SCHEMA,
+    OutputColumns,
+    input_events,
+    input_metas,
+    meta_headers,
+)
+from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
+
+
+class StatelessBatches:
+    """The `mapInArrow` function of a stateless pipeline (picklable: it only holds the plan)."""
+
+    def __init__(self, plan: PipelinePlan) -> None:
+        self.plan = plan
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        executor = self.plan.executor()
+        for batch in batches:
+            for port, rows in _by_port(batch):
+                yield from self._run(executor, port, rows)
+
+    def _run(self, executor: Any, port: str, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        value_column = rows.column(rows.schema.get_field_index("value"))
+        values = value_column.to_pylist()
+        metas = input_metas(rows.column(rows.schema.get_field_index("headers")))
+        ingest = rows.column(rows.schema.get_field_index("ingest_ns")).to_pylist()
+        try:
+            results = executor.process_values(port, values, metas, ingest)
+        except Exception:  # the executor keeps bad events off this path; never fail the query on one
+            yield from event_by_event(self.plan, executor, rows)
+            return
+        for out_port, (out_values, out_metas) in results.items():
+            topic = self.plan.outputs.get(out_port)
+            if topic is None or not out_values:
+                continue
+            column = value_column if out_values is values else pa.array(out_values, pa.binary())
+            columns = [_repeat(topic, len(out_values)), column, meta_headers(out_metas)]
+            yield pa.RecordBatch.from_arrays(columns, schema=OUTPUT_SCHEMA)
+
+
+def event_by_event(plan: PipelinePlan, executor: Any, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """Run rows one event at a time, turning any exception into that event's `err` record."""
+    out = OutputColumns(plan.outputs)
+    for port, event, ingest_ns in input_events(rows):
+        origin = event.origin
+        try:
+            outputs = executor.process(port, event, ingest_ns)
+        except Exception as error:
+            outputs = [("err", failure_event(error, event))]
+        out.extend(outputs, origin)
+    if len(out):
+        yield out.to_arrow()
+
+
+def _repeat(text: str, count: int) -> pa.Array:
+    """`text` `count` times, as a dictionary-decoded string column (one copy of the text)."""
+    return pa.DictionaryArray.from_arrays(pa.nulls(count, pa.int32()).fill_null(0), pa.array([text])).cast(
+        pa.string()
+    )
+
+
+def _by_port(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """Split a batch by input port (a batch normally comes from one source, so one port)."""
+    ports = batch.column(batch.schema.get_field_index("port"))
+    unique = ports.unique().to_pylist()
+    if len(unique) == 1:
+        yield unique[0], batch
+        return
+    for port in unique:
+        yield port, batch.filter(pc.equal(ports, port))

@@ -1,0 +1,233 @@
+"""Tumbling windows of a select, per group, chained as tilt frames (Tremor's semantics).
+
+Each group owns one `Frame` per window of the select. A count window (`size`)
+takes the event in and then closes when it is full. A time window
+(`interval`) opens at the time of its first event and closes when an event's
+time (the window `script`'s value, else the ingest time) or a tick reaches
+the end; the event that closed it starts the next window. A closing frame
+emits the select's target over its aggregates and folds them into the next
+frame (that frame counts one step per merged window). Groups whose frames are
+all empty are dropped, so idle keys cost nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contraflow.lang.graph import PipelineGraph, WindowSpec
+from contraflow.lang.script.aggr import Aggregate
+from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
+from contraflow.pipeline.grouping import group_key
+from contraflow.pipeline.item import Item
+
+
+class WindowScriptError(Exception):
+    """A window script returned something that is not a non-negative integer."""
+
+
+class Frame:
+    """One window of one group: its aggregates, how many events/merges it holds, when it closes."""
+
+    __slots__ = ("aggs", "n", "count", "next_ns")
+
+    def __init__(self, aggs: list[Aggregate]) -> None:
+        self.aggs = aggs
+        self.n = 0
+        self.count = 0
+        self.next_ns: int | None = None
+
+
+class Group:
+    __slots__ = ("value", "frames")
+
+    def __init__(self, value: list[Any] | None, frames: list[Frame]) -> None:
+        self.value = value
+        self.frames = frames
+
+
+class Windows:
+    """The groups and tilt frames of one windowed select, and how events and ticks move them."""
+
+    def __init__(
+        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str
+    ) -> None:
+        self.specs = specs
+        self.select = select
+        self.args = graph.args
+        self.names = [spec.name for spec in specs]
+        self.scripts: list[CompiledScript | None] = [
+            compile_script(spec.script.ast, name=node, consts=graph.constants, fns=graph.functions)
+            if spec.script is not None
+            else None
+            for spec in specs
+        ]
+        limits = [spec.max_groups for spec in specs if spec.max_groups is not None]
+        self.max_groups = min(limits) if limits else None
+        self.keep_empty = any(spec.emit_empty_windows for spec in specs)
+        # Time windows without a script follow processing time: ticks close them.
+        self.ticking = specs[0].interval_ns is not None and self.scripts[0] is None
+        self.groups: dict[Any, Group] = {}
+        self.dropped = 0
+
+    # --- events -----------------------------------------------------------------------------
+
+    def on_event(
+        self, dims: list[Any] | None, event: Any, meta: dict[str, Any], now_ns: int
+    ) -> list[tuple[Any, Any, str]]:
+        """Feed one event to its group; returns (target value, group, window name) for every closed window."""
+        key = group_key(dims)
+        group = self.groups.get(key)
+        if group is None:
+            if self.max_groups is not None and len(self.groups) >= self.max_groups:
+                self.dropped += 1
+                return []
+            group = self.groups[key] = Group(dims, [Frame(self.select.new_aggregates()) for _ in self.specs])
+        emitted: list[tuple[Any, Any, str]] = []
+        self._step(group, 0, event, meta, None, now_ns, emitted)
+        self._evict_if_idle(key, group)
+        return emitted
+
+    def _step(
+        self,
+        group: Group,
+        level: int,
+        event: Any,
+        meta: dict[str, Any],
+        prev: list[Aggregate] | None,
+        now_ns: int,
+        emitted: list[tuple[Any, Any, str]],
+        tick_ns: int | None = None,
+    ) -> None:
+        """Tremor's window step: decide include/close for this frame, close it, then add the event."""
+        spec = self.specs[level]
+        frame = group.frames[level]
+        if spec.size is not None:
+            frame.count += self._script_value(level, event, meta, 1)
+            include = frame.count >= spec.size
+            if include:
+                frame.count -= spec.size
+                self._add(group, level, event, meta, prev)
+                self._close(group, level, event, meta, now_ns, emitted, tick_ns)
+            else:
+                self._add(group, level, event, meta, prev)
+            return
+        time = tick_ns if tick_ns is not None else self._script_value(level, event, meta, now_ns)
+        if self._advance(frame, spec, time):
+            self._close(group, level, event, meta, now_ns, emitted, tick_ns)
+        self._add(group, level, event, meta, prev)
+
+    def _script_value(self, level: int, event: Any, meta: dict[str, Any], default: int) -> int:
+        script = self.scripts[level]
+        if script is None:
+            return default
+        value = script.run(event, meta, None, self.args).event
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise WindowScriptError(
+                f"the script of window '{self.names[level]}' must give a non-negative integer, got {value!r}"
+            )
+        return value
+
+    @staticmethod
+    def _advance(frame: Frame, spec: WindowSpec, time: int) -> bool:
+        """Move a time frame's clock to `time`; True when the current window closes."""
+        assert spec.interval_ns is not None
+        if frame.next_ns is None:
+            frame.next_ns = time + spec.interval_ns
+            return False
+        if frame.next_ns <= time:
+            frame.next_ns = time + spec.interval_ns
+            return True
+        return False
+
+    def _add(
+        self, group: Group, level: int, event: Any, meta: dict[str, Any], prev: list[Aggregate] | None
+    ) -> None:
+        frame = group.frames[level]
+        if prev is None:
+            self.select.accumulate(frame.aggs, event, meta, None, self.args, group.value, self.names[level])
+        else:
+            for agg, done in zip(frame.aggs, prev, strict=True):
+                agg.merge(done)
+        frame.n += 1
+
+    def _close(
+        self,
+        group: Group,
+        level: int,
+        event: Any,
+        meta: dict[str, Any],
+        now_ns: int,
+        emitted: list[tuple[Any, Any, str]],
+        tick_ns: int | None,
+    ) -> None:
+        """Emit the frame's target (unless empty), fold it into the next frame, start a new window."""
+        frame = group.frames[level]
+        if frame.n > 0 or self.specs[level].emit_empty_windows:
+            name = self.names[level]
+            value = self.select.emit(frame.aggs, event, meta, None, self.args, group.value, name)
+            emitted.append((value, group.value, name))
+            if level + 1 < len(self.specs):
+                self._step(group, level + 1, event, meta, frame.aggs, now_ns, emitted, tick_ns)
+        frame.aggs = self.select.new_aggregates()
+        frame.n = 0
+
+    def _evict_if_idle(self, key: Any, group: Group) -> None:
+        if not self.keep_empty and all(f.n == 0 and f.count == 0 for f in group.frames):
+            del self.groups[key]
+
+    # --- processing time --------------------------------------------------------------------
+
+    def tick(self, now_ns: int) -> list[tuple[Any, Any, str]]:
+        """Close every group's time window that ends at or before `now_ns`."""
+        emitted: list[tuple[Any, Any, str]] = []
+        if not self.ticking:
+            return emitted
+        spec = self.specs[0]
+        for key, group in list(self.groups.items()):
+            frame = group.frames[0]
+            if frame.next_ns is not None and frame.next_ns <= now_ns and self._advance(frame, spec, now_ns):
+                self._close(group, 0, None, {}, now_ns, emitted, now_ns)
+                self._evict_if_idle(key, group)
+        return emitted
+
+    def deadline(self, latest: bool = False) -> int | None:
+        """When the first (or last) group's open time window ends."""
+        if not self.ticking:
+            return None
+        times = [g.frames[0].next_ns for g in self.groups.values() if g.frames[0].next_ns is not None]
+        if not times:
+            return None
+        return max(times) if latest else min(times)
+
+    # --- state --------------------------------------------------------------------------------
+
+    def snapshot(self) -> Any:
+        if not self.groups and not self.dropped:
+            return None
+        return {
+            "groups": [
+                [g.value, [[f.n, f.count, f.next_ns, [a.snapshot() for a in f.aggs]] for f in g.frames]]
+                for g in self.groups.values()
+            ],
+            "dropped": self.dropped,
+        }
+
+    def restore(self, state: Any) -> None:
+        self.groups = {}
+        self.dropped = 0
+        if state is None:
+            return
+        calls = self.select.aggregates
+        for dims, frames in state["groups"]:
+            restored = []
+            for n, count, next_ns, aggs in frames:
+                frame = Frame([call.cls.restore(data) for call, data in zip(calls, aggs, strict=True)])
+                frame.n, frame.count, frame.next_ns = n, count, next_ns
+                restored.append(frame)
+            self.groups[group_key(dims)] = Group(dims, restored)
+        self.dropped = state.get("dropped", 0)
+
+
+def tick_item(value: Any) -> Item:
+    """An item for a window closed by a tick (no triggering event, empty metadata)."""
+    return Item(value, None, None)
