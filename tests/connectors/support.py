@@ -32,6 +32,8 @@ def make(
     postprocessors: list[Any] | None = None,
     stop_runtime: Callable[[], None] = lambda: None,
     breaker: list[str] | None = None,
+    outputs: frozenset[str] = frozenset({"out", "err"}),
+    inputs: frozenset[str] = frozenset({"in"}),
 ) -> Connector:
     """A connector instance with a context as the runtime builds one (config checked first)."""
     cls = connector_class(kind)
@@ -55,6 +57,8 @@ def make(
         logger=logging.getLogger(f"test.{alias}"),
         state_dir=state_dir,
         spu_addr=spu_addr,
+        outputs=outputs,
+        inputs=inputs,
         open_breaker=lambda reason: signals.append(f"open:{reason}"),
         close_breaker=lambda: signals.append("close"),
         stop_runtime=stop_runtime,

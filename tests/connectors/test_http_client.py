@@ -204,3 +204,20 @@ def test_timeout_is_a_retryable_failure() -> None:
 def test_config_errors(config: dict, message: str) -> None:
     with pytest.raises(ConnectorConfigError, match=f"connector 'c' \\(http_client\\): {message}"):
         HttpClientConnector.check_config("c", config)
+
+
+def test_responses_are_not_kept_when_nothing_reads_out() -> None:
+    async def body() -> None:
+        upstream = Upstream()
+        port = await upstream.start()
+        conn = make("http_client", {"url": f"127.0.0.1:{port}"}, outputs=frozenset({"err"}))
+        assert isinstance(conn, HttpClientConnector)
+        await conn.connect()
+        # More requests than the response queue holds: nothing waits for a reader that does not exist.
+        for start in range(0, 300, 100):
+            await conn.send([sink_event({"n": i}, offset=i) for i in range(start, start + 100)])
+        assert len(upstream.requests) == 300 and conn.inbox.empty()
+        await conn.close()
+        await upstream.stop()
+
+    run(body())

@@ -10,7 +10,7 @@ from contraflow.codecs import preprocessors
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed, SourceData
 from contraflow.connectors.tcp_client import TcpClientConnector
 from contraflow.connectors.tcp_server import TcpServerConnector
-from tests.connectors.support import make, run, sink_event
+from tests.connectors.support import eventually, make, run, sink_event
 
 
 def server() -> TcpServerConnector:
@@ -242,3 +242,28 @@ def test_server_pushes_back_on_a_peer_while_the_flow_does_not_pull() -> None:
         await conn.close()
 
     run(body(), timeout=60)
+
+
+def test_client_without_out_drops_replies_and_still_notices_the_close() -> None:
+    async def body() -> None:
+        async def reply_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            data = await reader.readexactly(100_000)
+            writer.write(data)
+            await writer.drain()
+            writer.close()
+
+        srv = await asyncio.start_server(reply_and_close, "127.0.0.1", 0)
+        conn = make(
+            "tcp_client", {"url": f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"}, outputs=frozenset()
+        )
+        assert isinstance(conn, TcpClientConnector)
+        await conn.connect()
+        await conn.send([sink_event("a", frames=[b"x" * 100_000])])  # echoed back, read and dropped
+        await eventually(lambda: not conn.connected)  # the server's close is seen without anyone pulling
+        assert conn.inbox.empty()
+        with pytest.raises(ConnectionLost):
+            await conn.send([sink_event("b")])
+        await conn.close()
+        srv.close()
+
+    run(body())

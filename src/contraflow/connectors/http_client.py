@@ -22,8 +22,8 @@ Delivery, as the runtime sees it:
 - a timeout, a 5xx or a 429: `DeliveryFailed(retryable=True)`: retried
   with backoff by the runtime, then the `err` port;
 - any other status is an answer: it is delivered as a response event.
-Responses are queued for `pull()` in a bounded queue; if the flow never
-pulls (nothing connected to `out`) they are dropped and counted instead.
+Responses are queued for `pull()` in a bounded queue (a full queue holds
+sending back) when `out` is connected, and not kept at all when it is not.
 """
 
 from __future__ import annotations
@@ -107,8 +107,6 @@ class HttpClientConnector(Connector):
         self._in_flight = 0
         self._waiting = 0
         self._delivered: set[int] = set()  # events of the current batch already answered
-        self._pulled = False
-        self.dropped_responses = 0
 
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
@@ -219,17 +217,12 @@ class HttpClientConnector(Connector):
             if not response.content
             else SourceData(data=response.content, meta=meta)
         )
-        if self.inbox.put_nowait(item):
-            return
-        if self._pulled:
-            await self.inbox.put(item)  # back-pressure from the flow reading responses
-        else:
-            self.dropped_responses += 1
+        if "out" in self.ctx.outputs:
+            await self.inbox.put(item)  # a full queue holds sending back: the flow reads responses slower
 
     # -- source ------------------------------------------------------------------------------------
 
     async def pull(self) -> SourceData | None:
-        self._pulled = True
         return await self.inbox.get()
 
     async def close(self) -> None:
@@ -238,10 +231,7 @@ class HttpClientConnector(Connector):
             await client.aclose()
 
     def status(self) -> dict[str, Any]:
-        return {
-            "in_flight": self._in_flight,
-            "dropped_responses": self.dropped_responses,
-        }
+        return {"in_flight": self._in_flight}
 
 
 def _key(event: SinkEvent) -> int:

@@ -1,7 +1,8 @@
 """`stdio`: standard input as a source; standard output and error as a sink (Tremor's `stdio`).
 
 Source: stdin read in chunks as one stream (the preprocessors frame it, e.g.
-`separate` for lines); end of input ends the source. Pipes and terminals are
+`separate` for lines); end of input ends the source. Stdin is left alone
+when nothing is connected to `out` (stdio used only for output). Pipes and terminals are
 read through the event loop; a regular file redirected to stdin (which epoll
 cannot watch) is read in a worker thread.
 
@@ -36,8 +37,8 @@ class StdioConnector(Connector):
         self._eof = False
 
     async def connect(self) -> None:
-        if self._reader is not None or self._eof:
-            return
+        if self._reader is not None or self._eof or "out" not in self.ctx.outputs:
+            return  # stdin is only touched when something reads from this connector
         reader = asyncio.StreamReader(limit=CHUNK_SIZE)
         loop = asyncio.get_running_loop()
         try:
@@ -49,7 +50,7 @@ class StdioConnector(Connector):
             self._reader = None
 
     async def pull(self) -> SourceData | None:
-        if self._eof:
+        if self._eof or "out" not in self.ctx.outputs:
             return None
         if self._reader is not None:
             read = asyncio.ensure_future(self._reader.read(CHUNK_SIZE))

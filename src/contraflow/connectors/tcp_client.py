@@ -73,7 +73,15 @@ class TcpClientConnector(Connector):
         self._stream = next(self._streams)
         meta = {"tcp_client": {"peer": peer_of(writer)}}
         self._reader_task = asyncio.create_task(
-            pump(reader, self.inbox, self._stream, meta, self.options.buf_size, self._on_end)
+            pump(
+                reader,
+                self.inbox,
+                self._stream,
+                meta,
+                self.options.buf_size,
+                self._on_end,
+                keep="out" in self.ctx.outputs,
+            )
         )
 
     def _on_end(self) -> None:
