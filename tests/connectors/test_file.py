@@ -265,3 +265,23 @@ def test_truncated_file_is_read_from_the_start(tmp_path: Path) -> None:
         f.truncate(0)
         f.write(b'{"again":1}\n')
     assert run(body(ack_all=False)) == b'{"again":1}\n'
+
+
+@pytest.mark.parametrize("mode", ["truncate", "write", "overwrite"])
+def test_a_resumed_flow_appends_instead_of_truncating(tmp_path: Path, mode: str) -> None:
+    path, state = tmp_path / "out.json", tmp_path / "state"
+    path.write_bytes(b"before the flow\n")
+
+    async def write(value: int, state_dir: Path | None) -> None:
+        conn = make("file", {"path": str(path), "mode": mode}, state_dir=state_dir)
+        await conn.connect()
+        await conn.send([sink_event({"run": value})])
+        await conn.close()
+
+    run(write(1, state))  # first start: the mode applies
+    assert path.read_bytes() == b'{"run":1}\n' + (b"before the flow\n"[10:] if mode == "overwrite" else b"")
+    first = path.read_bytes()
+    run(write(2, state))  # the same flow resumes (e.g. after SIGKILL): nothing it delivered is lost
+    assert path.read_bytes() == first + b'{"run":2}\n'
+    run(write(3, None))  # without state (a fresh flow) the mode applies again
+    assert path.read_bytes().startswith(b'{"run":3}\n')

@@ -18,6 +18,12 @@ after the last separator; with no preprocessors every chunk is one frame. For
 other framings (length-prefixed...) a chunk boundary can split a frame, so
 the position is not saved and a restart reads the file from the start.
 
+Writing: `write`/`truncate` and `overwrite` apply when the flow starts for
+the first time. When the same flow resumes (its state directory says this
+connector already wrote the file), the file is appended to instead: the
+channel feeding the sink resumes after what was delivered before, so
+truncating would lose those events.
+
 Compressed files (gzip, zstd, lz4, xz, bzip2, zlib) are detected by their
 magic bytes and decompressed as a stream; positions then count decompressed
 bytes. A leading `decompress` preprocessor names the algorithm (default
@@ -112,6 +118,11 @@ class FileConnector(Connector):
             else None
         )
         self._out: BinaryIO | None = None
+        self._sink_marker = (
+            Checkpoint(ctx.state_dir / f"{ctx.alias}.file-sink.json")
+            if ctx.state_dir is not None and not self.reading
+            else None
+        )
         self._ready: deque[Chunk] = deque()  # chunks read ahead in one worker-thread call
 
     @classmethod
@@ -159,8 +170,27 @@ class FileConnector(Connector):
     def _open_writer(self) -> BinaryIO:
         path = self.options.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, WRITE_FLAGS[self.options.mode], 0o644)
+        flags = WRITE_FLAGS[self.options.mode]
+        if self._resuming_writer():
+            self.ctx.logger.info(
+                "flow resumed: appending to %s instead of mode '%s'", path, self.options.mode
+            )
+            flags = WRITE_FLAGS["append"]
+        fd = os.open(path, flags, 0o644)
+        if self._sink_marker is not None:
+            self._sink_marker.write_now({"path": str(path.resolve()), "mode": self.options.mode})
         return os.fdopen(fd, "wb")
+
+    def _resuming_writer(self) -> bool:
+        """True when this connector already wrote this file in an earlier run of the flow.
+
+        The channel it reads from resumes after what was delivered then, so
+        truncating (or overwriting from the start) would lose those events.
+        """
+        if self._sink_marker is None or not self.options.path.exists():
+            return False
+        marker = self._sink_marker.load()
+        return marker is not None and marker.get("path") == str(self.options.path.resolve())
 
     async def close(self) -> None:
         if self._chunks is not None:
