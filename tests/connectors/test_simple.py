@@ -42,7 +42,7 @@ def test_metronome_ticks_at_its_interval_with_increasing_ids() -> None:
         t[1]["onramp"] == "metronome" and abs(t[1]["ingest_ns"] - time.time_ns()) < 10**10 for t in ticks
     )
     gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:], strict=False)]
-    assert all(0.035 < g < 0.2 for g in gaps), gaps
+    assert all(0.035 < g < 1.0 for g in gaps), gaps  # never early (no bursts); late only on a loaded box
 
 
 def test_metronome_requires_a_positive_interval() -> None:
@@ -65,7 +65,7 @@ def test_exit_stops_the_runtime_after_the_delay_with_the_event_code() -> None:
         return time.monotonic() - started, conn
 
     elapsed, conn = run(body())
-    assert 0.09 < elapsed < 1.0
+    assert 0.09 < elapsed < 3.0
     assert conn.status() == {"exit_requested": True, "code": 3, "graceful": True, "delay_ns": 100_000_000}
 
 
