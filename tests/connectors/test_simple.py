@@ -133,6 +133,7 @@ def test_bench_stops_after_secs_and_reports_when_nothing_comes_back(tmp_path: Pa
             "bench",
             {"source": str(path), "stop_after_secs": 0.2, "base64": True, "interval": 1_000_000},
             stop_runtime=stopped.set,
+            inputs=frozenset(),  # nothing comes back: the report follows the source at once
         )
         assert isinstance(conn, BenchConnector)
         await conn.connect()
@@ -140,13 +141,35 @@ def test_bench_stops_after_secs_and_reports_when_nothing_comes_back(tmp_path: Pa
         while (item := await conn.pull()) is not None:
             assert item.data is not None
             seen.append(item.data)
-        await asyncio.wait_for(stopped.wait(), 5)  # nothing came back: the report follows a drain timeout
+        await asyncio.wait_for(stopped.wait(), 1)
         return conn.finish(), seen
 
     report, seen = run(body())
     assert seen[:2] == [b"event 0", b"event 1"]  # one decoded line per pull without a separate preprocessor
     assert 10 < report["sent"] <= 201  # one event per 1 ms interval, for 0.2 s at most
     assert report["received"] == 0 and report["latency_ns"] is None
+    assert report["seconds"] < 0.5  # the rate is over the sending time, not any waiting after it
+
+
+def test_bench_reports_after_a_drain_timeout_when_some_events_never_come_back(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    path.write_bytes(b"".join(orjson.dumps({"n": i}) + b"\n" for i in range(10)))
+
+    async def body() -> dict:
+        stopped = asyncio.Event()
+        conn = make("bench", {"path": str(path), "iters": 1}, stop_runtime=stopped.set)
+        assert isinstance(conn, BenchConnector)
+        conn.drain_timeout_s = 0.2
+        await conn.connect()
+        while (item := await conn.pull()) is not None:
+            assert item.data is not None and item.meta is not None
+            if orjson.loads(item.data)["n"] % 2 == 0:  # a "pipeline" that filters odd events out
+                await conn.send([SinkEvent(item.data, dict(item.meta), [item.data])])
+        await asyncio.wait_for(stopped.wait(), 5)
+        return conn.finish()
+
+    report = run(body())
+    assert report["sent"] == 10 and report["received"] == 5 and report["latency_ns"]["count"] == 5
 
 
 def test_bench_config_needs_exactly_one_path() -> None:
