@@ -150,7 +150,7 @@ def test_server_errors_are_retryable_and_a_retry_skips_what_was_delivered() -> N
     run(body())
 
 
-def test_concurrency_limit_opens_and_closes_the_breaker() -> None:
+def test_saturated_concurrency_limit_opens_and_closes_the_breaker() -> None:
     async def body() -> None:
         signals: list[str] = []
         upstream = Upstream(gate=asyncio.Event())
@@ -158,15 +158,18 @@ def test_concurrency_limit_opens_and_closes_the_breaker() -> None:
         conn = make("http_client", {"url": f"127.0.0.1:{port}", "concurrency": 2}, breaker=signals)
         await conn.connect()
         sending = asyncio.create_task(conn.send([sink_event({"n": i}, offset=i) for i in range(4)]))
+        assert isinstance(conn, HttpClientConnector)
+        conn.saturation_s = 0.2
         while upstream.in_flight < 2:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        assert signals == []  # waiting for a slot is normal at first: batches exceed the concurrency
+        await asyncio.sleep(0.3)
         assert upstream.in_flight == 2  # never more than the limit
-        assert signals == ["open:2 requests in flight (concurrency limit)"]
+        assert signals == ["open:2 requests in flight (concurrency limit)"]  # saturated: breaker open
         assert upstream.gate is not None
         upstream.gate.set()
         await asyncio.wait_for(sending, 5)
-        # One open while requests waited for a slot, one close when none waited any more: no flapping.
+        # One open while requests kept waiting for a slot, one close when none waits any more.
         assert signals == ["open:2 requests in flight (concurrency limit)", "close"]
         assert len(upstream.requests) == 4
         await conn.close()
@@ -221,3 +224,19 @@ def test_responses_are_not_kept_when_nothing_reads_out() -> None:
         await upstream.stop()
 
     run(body())
+
+
+def test_a_batch_larger_than_the_concurrency_against_a_fast_server_keeps_the_breaker_closed() -> None:
+    async def body() -> list[str]:
+        signals: list[str] = []
+        upstream = Upstream()
+        port = await upstream.start()
+        conn = make("http_client", {"url": f"127.0.0.1:{port}", "concurrency": 2}, breaker=signals)
+        await conn.connect()
+        await conn.send([sink_event({"n": i}, offset=i) for i in range(20)])
+        assert len(upstream.requests) == 20
+        await conn.close()
+        await upstream.stop()
+        return signals
+
+    assert run(body()) == []

@@ -17,8 +17,11 @@ Delivery, as the runtime sees it:
   `connect()` (which probes the server with a TCP connection) by its
   `reconnect` policy until the server is back, then sends the batch again.
   Requests of the batch that had already succeeded are not sent twice;
-- all `concurrency` slots busy: the breaker opens until a slot frees
-  (Tremor's "at capacity" signal), without failing anything;
+- never more than `concurrency` requests in flight; when requests have waited
+  for a slot without a break for `SATURATION_S` (0.5 s: the server is
+  saturated at this concurrency), the breaker opens until none waits (Tremor's
+  "at capacity" signal), without failing anything. Waiting alone is normal:
+  the runtime hands over batches larger than the concurrency;
 - a timeout, a 5xx or a 429: `DeliveryFailed(retryable=True)`: retried
   with backoff by the runtime, then the `err` port;
 - any other status is an answer: it is delivered as a response event.
@@ -52,6 +55,7 @@ from contraflow.connectors.options import ConfigReader
 NS_PER_S = 1_000_000_000
 RETRYABLE_STATUS = frozenset({429})
 QUEUED_RESPONSES = 256
+SATURATION_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class HttpClientConnector(Connector):
     required_keys = frozenset({"url"})
     is_source = True
     is_sink = True
+    # Requests must wait for a slot this long without a break before the breaker opens.
+    saturation_s = SATURATION_S
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
@@ -104,6 +110,7 @@ class HttpClientConnector(Connector):
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(self.options.concurrency)
         self._at_capacity = False
+        self._saturation: asyncio.TimerHandle | None = None
         self._in_flight = 0
         self._waiting = 0
         self._delivered: set[int] = set()  # events of the current batch already answered
@@ -152,21 +159,32 @@ class HttpClientConnector(Connector):
         await self._emit(event, response)
 
     async def _acquire(self) -> None:
-        """A request slot; while requests wait for one, the breaker is open (Tremor's "at capacity")."""
-        if self._in_flight >= self.options.concurrency and not self._at_capacity:
-            self._at_capacity = True
-            self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
+        """A request slot. Requests waiting for one without a break for `saturation_s` open the
+        breaker (the server is saturated at this concurrency); it closes when none waits."""
         self._waiting += 1
+        if self._waiting == 1 and self._in_flight >= self.options.concurrency:
+            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
         try:
             await self._slots.acquire()
         finally:
             self._waiting -= 1
+            if self._waiting == 0:
+                self._unsaturated()
         self._in_flight += 1
 
     def _release(self) -> None:
         self._in_flight -= 1
         self._slots.release()
-        if self._at_capacity and self._waiting == 0:
+
+    def _saturated(self) -> None:
+        self._at_capacity = True
+        self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
+
+    def _unsaturated(self) -> None:
+        if self._saturation is not None:
+            self._saturation.cancel()
+            self._saturation = None
+        if self._at_capacity:
             self._at_capacity = False
             self.ctx.close_breaker()
 
