@@ -117,6 +117,7 @@ async def _main(options: RunOptions, deployment: Deployment) -> None:
         await runtime.stop_requested.wait()
         console.print("[dim]quiescing: sources stopped, draining pipelines and sinks...[/dim]")
         await runtime.quiesce_all()
+        _ignore_late_signals(loop)
         status.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await status
@@ -124,6 +125,14 @@ async def _main(options: RunOptions, deployment: Deployment) -> None:
         console.print(
             "[dim]stopped[/dim]" + (f" [red](errors in {', '.join(failed)})[/red]" if failed else "")
         )
+
+
+def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Flows are stopped: a SIGTERM arriving while Spark shuts down (its JVM stops its Python
+    workers) must not turn a clean exit into "killed by SIGTERM"."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _setup_logging(console: Any) -> None:
