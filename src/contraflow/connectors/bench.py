@@ -41,6 +41,7 @@ import orjson
 
 from contraflow.codecs.compression import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
+from contraflow.connectors.filereader import leading_separator
 from contraflow.connectors.histogram import Histogram
 from contraflow.connectors.options import ConfigReader
 from contraflow.connectors.timing import Ticker, sleep_unless
@@ -118,10 +119,9 @@ class BenchConnector(Connector):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.options = BenchOptions.read(ctx.alias, self.kind, ctx.config)
-        pre = ctx.spec.preprocessors
         # Lines can travel many per pull, joined again by the separator the runtime splits them at.
-        batchable = pre and pre[0].name == "separate" and not self.options.chunk_size
-        self.separator = str(pre[0].config.get("separator", "\n")).encode() if batchable else None
+        separator = leading_separator(ctx.spec.preprocessors)
+        self.separator = None if self.options.chunk_size else separator
         self.items: list[bytes] = []
         self.latency = Histogram(self.options.significant_figures)
         self.sent = self.sent_bytes = self.received = self.received_bytes = 0

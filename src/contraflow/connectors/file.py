@@ -51,7 +51,13 @@ from contraflow.connectors.base import (
     register,
 )
 from contraflow.connectors.checkpoint import Checkpoint
-from contraflow.connectors.filereader import AlignedChunks, Chunk, ContentReader, FileIdentity
+from contraflow.connectors.filereader import (
+    AlignedChunks,
+    Chunk,
+    ContentReader,
+    FileIdentity,
+    leading_separator,
+)
 from contraflow.connectors.options import ConfigReader
 from contraflow.lang.graph import PluginRef
 
@@ -90,9 +96,8 @@ def framing(preprocessors: Sequence[PluginRef]) -> tuple[str, bytes | None, bool
         algorithm = str(stages.pop(0).config.get("algorithm", "autodetect"))
     if not stages:
         return algorithm, None, True
-    if stages[0].name == "separate":
-        return algorithm, str(stages[0].config.get("separator", "\n")).encode(), True
-    return algorithm, None, False
+    separator = leading_separator(stages)
+    return algorithm, separator, separator is not None
 
 
 @register("file")

@@ -12,11 +12,20 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from contraflow.codecs.compression import MAGIC_BYTES, StreamDecompressor, detect
+from contraflow.lang.graph import PluginRef
+
+
+def leading_separator(preprocessors: Sequence[PluginRef]) -> bytes | None:
+    """The separator byte when the chain starts with `separate`: chunks may then end after any separator."""
+    if preprocessors and preprocessors[0].name == "separate":
+        return str(preprocessors[0].config.get("separator", "\n")).encode()
+    return None
 
 
 @dataclass(frozen=True)
