@@ -196,3 +196,56 @@ def test_source_survives_an_spu_restart_without_gaps_or_duplicates(tmp_path: Pat
         assert run(body(), timeout=60) == [0, 1, 2, 3]
     finally:
         spu.stop()
+
+
+def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr: str) -> None:
+    from contraflow.spu.storage.config import TopicConfig
+
+    spu.create_topic("multi", TopicConfig(partitions=3))
+    for p in range(3):
+        spu.produce("multi", p, [f"{p}-{i}".encode() for i in range(4)])
+
+    async def body() -> None:
+        conn = log(spu_addr, topic="multi", consumer="all")
+        await conn.connect()
+        items = [await conn.pull() for _ in range(12)]
+        got = sorted(i.data for i in items if i is not None and i.data is not None)
+        assert got == sorted(f"{p}-{i}".encode() for p in range(3) for i in range(4))
+        by_partition: dict[int, list] = {}
+        for item in items:
+            assert item is not None and item.meta is not None
+            by_partition.setdefault(item.meta["log"]["partition"], []).append(item)
+        assert all(
+            [i.meta["log"]["offset"] for i in part] == [0, 1, 2, 3] for part in by_partition.values()
+        )  # each partition in order
+        for item in by_partition[0] + by_partition[1][:2]:
+            await conn.ack(item.token)
+        await conn.fail(by_partition[2][1].token)  # partition 2 is read again from offset 1
+        again = [await conn.pull() for _ in range(3)]
+        assert [(a.meta["log"]["partition"], a.meta["log"]["offset"]) for a in again if a and a.meta] == [
+            (2, 1),
+            (2, 2),
+            (2, 3),
+        ]
+        await eventually(lambda: [spu.fetch_offset("all", "multi", p) for p in range(3)] == [4, 2, None])
+        await conn.close()
+
+    run(body())
+
+    async def one_partition() -> list[bytes | None]:
+        conn = log(spu_addr, topic="multi", partition=1, consumer="one")
+        await conn.connect()
+        items = [await conn.pull() for _ in range(4)]
+        await conn.close()
+        return [i.data if i else None for i in items]
+
+    assert run(one_partition()) == [f"1-{i}".encode() for i in range(4)]
+
+    async def out_of_range() -> None:
+        conn = log(spu_addr, topic="multi", partition=3)
+        with pytest.raises(
+            ConnectorConfigError, match="config key 'partition' is 3, but topic 'multi' has 3"
+        ):
+            await conn.connect()
+
+    run(out_of_range())
