@@ -35,6 +35,7 @@ def test_response_is_sent_only_after_the_ack() -> None:
             request = item.meta["request"]
             assert request["method"] == "POST"
             assert request["url"]["path"] == "/ingest" and request["url"]["query"] == "x=1"
+            assert (request["url"]["host"], request["url"]["port"]) == ("127.0.0.1", conn.port)
             assert request["headers"]["x-id"] == ["7"]
             assert item.meta["http_server"]["request_id"] == item.stream == item.token
             assert item.end_stream  # the body is a whole stream

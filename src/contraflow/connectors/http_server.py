@@ -131,18 +131,19 @@ class HttpServerConnector(Connector):
         await _respond(send, response)
 
     def _meta(self, scope: Scope, rid: int) -> dict[str, Any]:
-        server = scope.get("server") or (self.url.host, self.port)
+        headers = headers_of_pairs(scope["headers"])
+        host, port = _authority(headers, scope.get("server") or (self.url.host, self.port))
         request = {
             "method": scope["method"],
             "url": {
                 "scheme": scope.get("scheme", "http"),
-                "host": str(server[0]),
-                "port": int(server[1]),
+                "host": host,
+                "port": port,
                 "path": unquote(scope["path"]),
                 "query": scope["query_string"].decode("latin-1") or None,
             },
             "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
-            "headers": headers_of_pairs(scope["headers"]),
+            "headers": headers,
         }
         return {"request": request, "http_server": {"request_id": rid, "request": request}}
 
@@ -200,6 +201,17 @@ class HttpServerConnector(Connector):
 
     def status(self) -> dict[str, Any]:
         return {"pending_requests": len(self._pending)}
+
+
+def _authority(headers: Mapping[str, list[str]], server: Sequence[Any]) -> tuple[str, int]:
+    """Host and port the client addressed (its Host header), else the listening address."""
+    host_header = headers.get("host", [""])[0]
+    host, sep, port = host_header.rpartition(":")
+    if sep and port.isdigit() and host:
+        return host.strip("[]"), int(port)
+    if host_header and not sep:
+        return host_header, int(server[1])
+    return str(server[0]), int(server[1])
 
 
 def _request_id(meta: Mapping[str, Any]) -> Any:
