@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, connector_class
+from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, connector_class
 from contraflow.lang.graph import ConnectorSpec, PluginRef
 
 T = TypeVar("T")
@@ -82,12 +82,6 @@ def sink_event(
     """An event as the runtime hands it to a sink: channel bytes plus json-encoded, newline-separated frames."""
     raw = orjson.dumps(value)
     return SinkEvent(raw, meta or {}, frames if frames is not None else [raw + b"\n"], port, offset)
-
-
-async def frames_of(conn: Connector, data: SourceData) -> list[bytes]:
-    """Split a pulled chunk into lines as a `separate` preprocessor would."""
-    assert data.data is not None
-    return [line for line in data.data.split(b"\n") if line]
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0) -> None:
