@@ -41,8 +41,11 @@ def test_metronome_ticks_at_its_interval_with_increasing_ids() -> None:
     assert all(
         t[1]["onramp"] == "metronome" and abs(t[1]["ingest_ns"] - time.time_ns()) < 10**10 for t in ticks
     )
-    gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:], strict=False)]
-    assert all(0.035 < g < 1.0 for g in gaps), gaps  # never early (no bursts); late only on a loaded box
+    # A fixed-rate schedule: tick k is never before k intervals after the first (no bursts); a tick
+    # delayed by a busy machine may be followed by an on-time one, so single gaps can be short.
+    since_first = [t[0] - ticks[0][0] for t in ticks]
+    assert all(since_first[k] >= 0.9 * k * 0.05 for k in range(4)), since_first
+    assert since_first[-1] < 2.0, since_first
 
 
 def test_metronome_requires_a_positive_interval() -> None:
