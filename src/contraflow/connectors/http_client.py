@@ -18,7 +18,7 @@ Delivery, as the runtime sees it:
   `reconnect` policy until the server is back, then sends the batch again.
   Requests of the batch that had already succeeded are not sent twice;
 - never more than `concurrency` requests in flight; when requests have waited
-  for a slot without a break for `SATURATION_S` (0.5 s: the server is
+  for a slot without a break for `SATURATION_S` (1 s: the server is
   saturated at this concurrency), the breaker opens until none waits (Tremor's
   "at capacity" signal), without failing anything. Waiting alone is normal:
   the runtime hands over batches larger than the concurrency;
@@ -55,7 +55,7 @@ from contraflow.connectors.options import ConfigReader
 NS_PER_S = 1_000_000_000
 RETRYABLE_STATUS = frozenset({429})
 QUEUED_RESPONSES = 256
-SATURATION_S = 0.5
+SATURATION_S = 1.0
 
 
 @dataclass(frozen=True)
