@@ -97,8 +97,17 @@ def load_items(options: BenchOptions) -> list[bytes]:
 @register("bench")
 class BenchConnector(Connector):
     config_keys = frozenset(
-        {"path", "source", "interval", "chunk_size", "iters", "stop_after_secs", "base64",
-         "significant_figures", "warmup_secs"}
+        {
+            "path",
+            "source",
+            "interval",
+            "chunk_size",
+            "iters",
+            "stop_after_secs",
+            "base64",
+            "significant_figures",
+            "warmup_secs",
+        }
     )
     is_source = True
     is_sink = True
@@ -165,7 +174,9 @@ class BenchConnector(Connector):
         o = self.options
         if self.ctx.quiescing.is_set() or (o.iters is not None and self._iteration >= o.iters):
             return True
-        return o.stop_after_s is not None and time.monotonic_ns() - self._started_ns >= o.stop_after_s * NS_PER_S
+        return (
+            o.stop_after_s is not None and time.monotonic_ns() - self._started_ns >= o.stop_after_s * NS_PER_S
+        )
 
     def _next_batch(self, size: int) -> list[bytes]:
         batch = self.items[self._index : self._index + size]

@@ -68,7 +68,9 @@ class FileOptions:
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> FileOptions:
         cfg = ConfigReader(alias, kind, config)
-        return cls(Path(cfg.string("path")), cfg.choice("mode", MODES), cfg.integer("chunk_size", 8192, minimum=1))
+        return cls(
+            Path(cfg.string("path")), cfg.choice("mode", MODES), cfg.integer("chunk_size", 8192, minimum=1)
+        )
 
 
 def framing(preprocessors: Sequence[PluginRef]) -> tuple[str, bytes | None, bool]:
@@ -130,7 +132,9 @@ class FileConnector(Connector):
         path = self.options.path
         identity = FileIdentity.of(path)  # FileNotFoundError: the runtime reports and retries
         start = self._resume_position(identity)
-        self._chunks = AlignedChunks(ContentReader(path, self.options.chunk_size, self.algorithm), self.separator)
+        self._chunks = AlignedChunks(
+            ContentReader(path, self.options.chunk_size, self.algorithm), self.separator
+        )
         self._chunks.seek(start)
         self._identity = identity
         self._window = AckWindow(start)
@@ -196,7 +200,9 @@ class FileConnector(Connector):
     async def fail(self, token: Any) -> None:
         position = self._window.fail(token)
         if position is not None:
-            self.ctx.logger.warning("delivery failed: reading %s again from byte %d", self.options.path, position)
+            self.ctx.logger.warning(
+                "delivery failed: reading %s again from byte %d", self.options.path, position
+            )
             self._rewind_to = position
 
     @property
@@ -208,7 +214,9 @@ class FileConnector(Connector):
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
         if self._out is None:
-            raise DeliveryFailed(f"file {self.options.path} is opened for mode '{self.options.mode}'", retryable=False)
+            raise DeliveryFailed(
+                f"file {self.options.path} is opened for mode '{self.options.mode}'", retryable=False
+            )
         data = b"".join(frame for event in events for frame in event.frames)
         try:
             await asyncio.to_thread(_write_all, self._out, data)

@@ -73,7 +73,9 @@ class ClientOptions:
         for name, value in cfg.record("headers").items():
             values = value if isinstance(value, list) else [value]
             if not all(isinstance(v, str) for v in values):
-                raise cfg.error("headers", f"values must be strings or arrays of strings, got {value!r} for {name!r}")
+                raise cfg.error(
+                    "headers", f"values must be strings or arrays of strings, got {value!r} for {name!r}"
+                )
             headers[str(name).lower()] = values
         timeout = cfg.optional_integer("timeout", minimum=1)
         url = cfg.string("url")
@@ -165,7 +167,9 @@ class HttpClientConnector(Connector):
         assert self._client is not None
         method, url, headers = self._target(event)
         try:
-            response = await self._client.request(method, url, headers=headers, content=b"".join(event.frames))
+            response = await self._client.request(
+                method, url, headers=headers, content=b"".join(event.frames)
+            )
         except httpx.TimeoutException as err:
             raise DeliveryFailed(f"{method} {url}: timed out", retryable=True) from err
         except (httpx.TransportError, OSError) as err:
@@ -189,13 +193,20 @@ class HttpClientConnector(Connector):
     async def _emit(self, event: SinkEvent, response: httpx.Response) -> None:
         meta: dict[str, Any] = {
             "http_client": {
-                "response": {"status": response.status_code, "headers": headers_of_pairs(response.headers.raw)},
+                "response": {
+                    "status": response.status_code,
+                    "headers": headers_of_pairs(response.headers.raw),
+                },
                 "request": {"method": response.request.method, "url": str(response.request.url)},
             }
         }
         if "correlation" in event.meta:
             meta["correlation"] = event.meta["correlation"]
-        item = SourceData(events=[(None, meta)]) if not response.content else SourceData(data=response.content, meta=meta)
+        item = (
+            SourceData(events=[(None, meta)])
+            if not response.content
+            else SourceData(data=response.content, meta=meta)
+        )
         if self.inbox.put_nowait(item):
             return
         if self._pulled:

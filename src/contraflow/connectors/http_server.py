@@ -37,7 +37,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from contraflow.connectors.asgiserver import AsgiServer, Receive, Scope, Send
-from contraflow.connectors.base import Connector, ConnectorContext, DeliveryFailed, SinkEvent, SourceData, register
+from contraflow.connectors.base import (
+    Connector,
+    ConnectorContext,
+    DeliveryFailed,
+    SinkEvent,
+    SourceData,
+    register,
+)
 from contraflow.connectors.inbox import Inbox
 from contraflow.connectors.netaddr import endpoint
 from contraflow.connectors.options import ConfigReader

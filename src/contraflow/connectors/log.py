@@ -255,7 +255,9 @@ class LogConnector(Connector):
         if remaining:
             first, last = remaining[0].offset, remaining[-1].offset
             batch = encode_batch(*self._columns(remaining, last))
-            await self._client.stage(self.producer_id, first, self.options.topic, self.options.partition, batch)
+            await self._client.stage(
+                self.producer_id, first, self.options.topic, self.options.partition, batch
+            )
             await self._client.commit(self.producer_id, first, expected_batches=1)
         self._written_through = events[-1].offset
 

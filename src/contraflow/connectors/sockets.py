@@ -28,7 +28,9 @@ class SocketOptions:
         options = cfg.record("socket_options")
         for key in options:
             if key not in SOCKET_OPTIONS:
-                raise cfg.error("socket_options", f"has an unknown option '{key}' (known: TCP_NODELAY, SO_REUSEPORT)")
+                raise cfg.error(
+                    "socket_options", f"has an unknown option '{key}' (known: TCP_NODELAY, SO_REUSEPORT)"
+                )
         sub = ConfigReader(alias, kind, options)
         return cls(
             endpoint(cfg),

@@ -21,7 +21,14 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, SinkEvent, SourceData, register
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorContext,
+    SinkEvent,
+    SourceData,
+    register,
+)
 from contraflow.connectors.inbox import Inbox, pump
 from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
 

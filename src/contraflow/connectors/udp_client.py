@@ -15,7 +15,14 @@ import errno
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, DeliveryFailed, SinkEvent, register
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorContext,
+    DeliveryFailed,
+    SinkEvent,
+    register,
+)
 from contraflow.connectors.netaddr import Endpoint, endpoint
 from contraflow.connectors.options import ConfigReader
 
@@ -70,7 +77,9 @@ class UdpClientConnector(Connector):
                 try:
                     self._transport.sendto(frame)
                 except OSError as err:
-                    raise DeliveryFailed(f"datagram to {self.url}: {err.strerror or err}", retryable=False) from err
+                    raise DeliveryFailed(
+                        f"datagram to {self.url}: {err.strerror or err}", retryable=False
+                    ) from err
         await asyncio.sleep(0)  # let the kernel report a refused port before the batch counts as sent
         self._check()
 
