@@ -71,6 +71,7 @@ def run(
         files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status
     )
     deployment = compile_all(files)
+    check_all(deployment, options.data_dir)
     asyncio.run(_main(options, deployment))
 
 
@@ -89,6 +90,16 @@ def compile_all(files: tuple[Path, ...]) -> Deployment:
     if not merged.flows:
         raise UserError("nothing to run: no `deploy flow` in " + ", ".join(map(str, files)))
     return merged
+
+
+def check_all(deployment: Deployment, data_dir: Path) -> None:
+    """Connector kinds and configs, channel settings: every mistake before Spark takes seconds to start."""
+    from contraflow.api.metrics import RuntimeMetrics
+    from contraflow.runtime.flow import FlowInstance, Services
+
+    services = Services("", None, data_dir, RuntimeMetrics(), lambda: None)
+    for flow_id, graph in deployment.flows.items():
+        FlowInstance(flow_id, graph, services).prepare()
 
 
 async def _main(options: RunOptions, deployment: Deployment) -> None:

@@ -208,7 +208,7 @@ class FlowInstance:
             if cls.acknowledges:
                 acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
             inst.source = SourceRunner(
-                inst.connector, outputs, self.producer, inst.gate, acks, metrics, inst.connect
+                inst.connector, outputs, self.client, inst.gate, acks, metrics, inst.connect
             )
             for sink in self.topology.downstream_connectors(alias):
                 inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
@@ -235,6 +235,7 @@ class FlowInstance:
             await inst.sink.ready.wait()
         elif not await runner.reconnect("starting"):
             return
+        await runner.restore_position()
         await runner.run()
 
     async def _run_sink(self, runner: SinkRunner) -> None:
