@@ -97,7 +97,7 @@ class NodeRunner:
 
 def locate(exc: BaseException, locators: tuple[Locator, ...]) -> BaseException:
     """The located ScriptRuntimeError for an exception raised in one of `locators`' generated code."""
-    if isinstance(exc, ScriptRuntimeError):
+    if isinstance(exc, ScriptRuntimeError) and exc.position is not None:
         return exc
     files = set()
     tb = exc.__traceback__

@@ -102,14 +102,13 @@ class Windows:
         spec = self.specs[level]
         frame = group.frames[level]
         if spec.size is not None:
-            frame.count += self._script_value(level, event, meta, 1)
-            include = frame.count >= spec.size
-            if include:
-                frame.count -= spec.size
-                self._add(group, level, event, meta, prev)
+            count = frame.count + self._script_value(level, event, meta, 1)
+            self._add(group, level, event, meta, prev)  # first: a failing event must not count
+            if count >= spec.size:
+                frame.count = count - spec.size
                 self._close(group, level, event, meta, now_ns, emitted, tick_ns)
             else:
-                self._add(group, level, event, meta, prev)
+                frame.count = count
             return
         time = tick_ns if tick_ns is not None else self._script_value(level, event, meta, now_ns)
         if self._advance(frame, spec, time):

@@ -151,7 +151,7 @@ class WiredGraph:
         for edge in self.graph.successors(name):
             by_port.setdefault(edge.from_port, []).append(entry[(edge.to_node, edge.to_port)])
         ports: dict[str, tuple[Push, bool]] = {}
-        for port in {*node.outputs, *by_port}:
+        for port in {*node.outputs, "err", *by_port}:
             targets = by_port.get(port, [])
             if not targets:
                 ports[port] = (err_sink if port == "err" else drop, False)
