@@ -23,6 +23,10 @@ from contraflow.pipeline.base import Context, Push
 from contraflow.pipeline.item import UNDECODED, Item
 from contraflow.pipeline.wiring import WiredGraph
 
+# Events per step of the batch loop: emitted items are turned into bytes after each step,
+# so at most this many live items wait at a time.
+_CHUNK = 4096
+
 Columns = tuple[list[bytes], list[bytes | None]]
 
 
@@ -109,18 +113,22 @@ class PipelineExecutor:
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
         ctx = self.ctx
-        times = ingest_ns if isinstance(ingest_ns, list) else None
-        if times is None:
-            ctx.now_ns = ingest_ns  # type: ignore[assignment]
         emitted = self._emitted
         columns: dict[str, Columns] = {}
-        for i, raw in enumerate(values):
-            if times is not None:
-                ctx.now_ns = times[i]
-            push(Item(UNDECODED, metas[i] if metas is not None else None, raw))
-            if len(emitted) > 4096:
-                _collect(emitted, columns)
-        _collect(emitted, columns)
+        chunk = _CHUNK
+        for start in range(0, len(values), chunk):
+            end = start + chunk
+            part = values[start:end]
+            part_metas = metas[start:end] if metas is not None else [None] * len(part)
+            if isinstance(ingest_ns, list):
+                for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
+                    ctx.now_ns = now
+                    push(Item(UNDECODED, meta, raw))
+            else:
+                ctx.now_ns = ingest_ns
+                for raw, meta in zip(part, part_metas, strict=True):
+                    push(Item(UNDECODED, meta, raw))
+            _collect(emitted, columns)
         return columns
 
     def _pure_routing(self) -> dict[str, str] | None:
@@ -180,10 +188,18 @@ def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
 
 def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> None:
     """Move emitted items into per-port output columns (bytes and packed metadata)."""
+    last_port = None
+    out_values: list[bytes] = []
+    out_metas: list[bytes | None] = []
     for port, item in emitted:
-        cols = columns.get(port)
-        if cols is None:
-            cols = columns[port] = ([], [])
-        cols[0].append(item.to_bytes())
-        cols[1].append(_pack_meta(item.meta))
+        if port is not last_port:
+            cols = columns.get(port)
+            if cols is None:
+                cols = columns[port] = ([], [])
+            out_values, out_metas = cols
+            last_port = port
+        raw = item.raw
+        out_values.append(raw if raw is not None else encode_value(item.value))
+        meta = item.meta
+        out_metas.append(encode_value(meta) if meta else None)
     emitted.clear()

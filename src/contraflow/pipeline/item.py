@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from orjson import loads
+
 from contraflow.events import decode_value, encode_value
+
+# Channel values holding binary data carry `{"$bytes": ...}` (see contraflow.events).
+BYTES_MARK = b'"$bytes"'
 
 # The value slot of an item whose `raw` bytes have not been parsed yet.
 UNDECODED: Any = object()
@@ -31,8 +36,9 @@ class Item:
         """The value, parsing `raw` on first use (raises on bytes that are not JSON)."""
         value = self.value
         if value is UNDECODED:
-            assert self.raw is not None
-            value = self.value = decode_value(self.raw)
+            raw = self.raw
+            assert raw is not None
+            value = self.value = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
         return value
 
     def meta_dict(self) -> dict[str, Any]:

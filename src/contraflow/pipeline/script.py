@@ -14,7 +14,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.pipeline.base import Context, NodeRunner, drop
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import UNDECODED, Item
 
 
 def assigns_into(body: Any, root: str) -> bool:
@@ -48,8 +48,13 @@ class ScriptRunner(NodeRunner):
 
     def push(self, item: Item) -> None:
         try:
-            event = item.decode()
-            result = self.fn(event, item.meta_dict(), self.state, self.args, None, None)
+            event = item.value
+            if event is UNDECODED:
+                event = item.decode()
+            meta = item.meta
+            if meta is None:
+                meta = item.meta = {}
+            result = self.fn(event, meta, self.state, self.args, None, None)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.events import decode_value
 from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner
 from contraflow.pipeline.grouping import GroupFn, compile_group
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, loads
 from contraflow.pipeline.windows import Windows
 
 
@@ -61,7 +62,7 @@ class SelectRunner(NodeRunner):
             )
             self.windows = Windows(spec.windows, selected, graph, node.name)
             self.stateful = True
-            locators.append(selected.locator)
+            locators += [selected.locator, *self.windows.locators]
             self.target_fn = None
         else:
             target = expr(spec.target)
@@ -70,6 +71,39 @@ class SelectRunner(NodeRunner):
         self.where_fn = self.where.fn if self.where is not None else None
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)
+
+        if self.windows is None and self.groups is None:
+            self.push = self._push_plain  # type: ignore[method-assign]
+
+    def _push_plain(self, item: Item) -> None:
+        """The common case, kept to a few direct calls: no window, no grouping."""
+        try:
+            event = item.value
+            if event is UNDECODED:
+                raw = item.raw
+                event = item.value = loads(raw) if BYTES_MARK not in raw else decode_value(raw)  # type: ignore[operator,arg-type]
+            meta = item.meta
+            if meta is None:
+                meta = item.meta = {}
+            args = self.args
+            where = self.where_fn
+            if where is not None:
+                keep = where(event, meta, None, args, None, None)
+                if keep is not True and not _check_bool(keep, "where"):
+                    return
+            if self.passes_item and self.having_fn is None:
+                self.out(item)
+                return
+            target = self.target_fn
+            assert target is not None
+            value = target(event, meta, None, args, None, None)
+            having = self.having_fn
+            if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
+                return
+        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
+            self.fail(item, exc)
+            return
+        self.out(item if self.passes_item else Item(value, meta, None))
 
     def push(self, item: Item) -> None:
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import PipelineGraph, WindowSpec
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
@@ -68,6 +69,11 @@ class Windows:
         self.ticking = specs[0].interval_ns is not None and self.scripts[0] is None
         self.groups: dict[Any, Group] = {}
         self.dropped = 0
+        # A time frame always holds the event just added, so only count windows can empty a group here.
+        self.evict_on_event = specs[0].size is not None
+        # Per aggregate: its argument functions (raw generated code, located on failure) and position.
+        self.accumulators = [([a.fn for a in call.args], call.position) for call in select.aggregates]
+        self.locators = [a.locator for call in select.aggregates for a in call.args]
 
     # --- events -----------------------------------------------------------------------------
 
@@ -75,7 +81,7 @@ class Windows:
         self, dims: list[Any] | None, event: Any, meta: dict[str, Any], now_ns: int
     ) -> list[tuple[Any, Any, str]]:
         """Feed one event to its group; returns (target value, group, window name) for every closed window."""
-        key = group_key(dims)
+        key = dims[0] if dims is not None and len(dims) == 1 and type(dims[0]) is str else group_key(dims)
         group = self.groups.get(key)
         if group is None:
             if self.max_groups is not None and len(self.groups) >= self.max_groups:
@@ -84,7 +90,8 @@ class Windows:
             group = self.groups[key] = Group(dims, [Frame(self.select.new_aggregates()) for _ in self.specs])
         emitted: list[tuple[Any, Any, str]] = []
         self._step(group, 0, event, meta, None, now_ns, emitted)
-        self._evict_if_idle(key, group)
+        if self.evict_on_event:
+            self._evict_if_idle(key, group)
         return emitted
 
     def _step(
@@ -110,7 +117,12 @@ class Windows:
             else:
                 frame.count = count
             return
-        time = tick_ns if tick_ns is not None else self._script_value(level, event, meta, now_ns)
+        if tick_ns is not None:
+            time = tick_ns
+        elif self.scripts[level] is None:
+            time = now_ns
+        else:
+            time = self._script_value(level, event, meta, now_ns)
         if self._advance(frame, spec, time):
             self._close(group, level, event, meta, now_ns, emitted, tick_ns)
         self._add(group, level, event, meta, prev)
@@ -143,7 +155,17 @@ class Windows:
     ) -> None:
         frame = group.frames[level]
         if prev is None:
-            self.select.accumulate(frame.aggs, event, meta, None, self.args, group.value, self.names[level])
+            args, value, window = self.args, group.value, self.names[level]
+            for agg, (fns, position) in zip(frame.aggs, self.accumulators):  # noqa: B905 - same length
+                try:
+                    if not fns:
+                        agg.accumulate()
+                    elif len(fns) == 1:
+                        agg.accumulate(fns[0](event, meta, None, args, value, window))
+                    else:
+                        agg.accumulate(*[fn(event, meta, None, args, value, window) for fn in fns])
+                except ScriptRuntimeError as err:
+                    raise ScriptRuntimeError(err.message, err.position or position, err.node) from err
         else:
             for agg, done in zip(frame.aggs, prev, strict=True):
                 agg.merge(done)
@@ -171,8 +193,12 @@ class Windows:
         frame.n = 0
 
     def _evict_if_idle(self, key: Any, group: Group) -> None:
-        if not self.keep_empty and all(f.n == 0 and f.count == 0 for f in group.frames):
-            del self.groups[key]
+        if self.keep_empty:
+            return
+        for frame in group.frames:
+            if frame.n or frame.count:
+                return
+        del self.groups[key]
 
     # --- processing time --------------------------------------------------------------------
 
