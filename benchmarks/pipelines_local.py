@@ -126,9 +126,7 @@ def base_tumbling(batch: Batch) -> int:
 
 def base_counter(batch: Batch) -> int:
     out = []
-    count = 0
-    for raw in batch[0]:
-        count += 1
+    for count, raw in enumerate(batch[0], start=1):
         out.append(orjson.dumps({"count": count, "event": orjson.loads(raw)}))
     return len(out)
 
@@ -157,7 +155,9 @@ def main() -> None:
                 seconds, emitted[side] = measure(fn, batch)
                 times[side].append(seconds)
         if emitted["executor"] != emitted["baseline"]:
-            raise SystemExit(f"{name}: executor emitted {emitted['executor']}, baseline {emitted['baseline']}")
+            raise SystemExit(
+                f"{name}: executor emitted {emitted['executor']}, baseline {emitted['baseline']}"
+            )
         executor_eps = N / statistics.median(times["executor"])
         baseline_eps = N / statistics.median(times["baseline"])
         result[name] = {

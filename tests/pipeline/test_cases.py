@@ -31,7 +31,11 @@ def directive(line: bytes) -> dict[str, Any] | None:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(value, dict) and value and all(k.startswith("$") for k in value if k not in ("ingest_ns", "meta")):
+    if (
+        isinstance(value, dict)
+        and value
+        and all(k.startswith("$") for k in value if k not in ("ingest_ns", "meta"))
+    ):
         return value
     return None
 
@@ -78,7 +82,11 @@ def matches(want: Any, got: Any) -> bool:
     if isinstance(want, str) and want.startswith("$SUB:"):
         return isinstance(got, str) and want[5:] in got
     if isinstance(want, dict):
-        return isinstance(got, dict) and want.keys() == got.keys() and all(matches(v, got[k]) for k, v in want.items())
+        return (
+            isinstance(got, dict)
+            and want.keys() == got.keys()
+            and all(matches(v, got[k]) for k, v in want.items())
+        )
     if isinstance(want, list):
         return isinstance(got, list) and len(want) == len(got) and all(map(matches, want, got))
     if isinstance(want, float) and isinstance(got, float):
