@@ -63,7 +63,7 @@ class PipelineExecutor:
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
         value = UNDECODED if event.raw is not None and event.value is None else event.value
-        push(Item(value, event.meta or None, event.raw))
+        push([value, event.meta or None, event.raw])
         return self._drain(event.origin)
 
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
@@ -123,11 +123,11 @@ class PipelineExecutor:
             if isinstance(ingest_ns, list):
                 for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
                     ctx.now_ns = now
-                    push(Item(UNDECODED, meta, raw))
+                    push([UNDECODED, meta, raw])
             else:
                 ctx.now_ns = ingest_ns
                 for raw, meta in zip(part, part_metas, strict=True):
-                    push(Item(UNDECODED, meta, raw))
+                    push([UNDECODED, meta, raw])
             _collect(emitted, columns)
         return columns
 
@@ -178,8 +178,8 @@ def _sink(emitted: list[tuple[str, Item]], port: str) -> Push:
 
 
 def _to_event(item: Item, origin: tuple[str, int, int] | None) -> Event:
-    value = None if item.value is UNDECODED else item.value
-    return Event(value, item.meta or {}, item.raw, origin)
+    value = None if item[0] is UNDECODED else item[0]
+    return Event(value, item[1] or {}, item[2], origin)
 
 
 def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
@@ -198,8 +198,8 @@ def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> No
                 cols = columns[port] = ([], [])
             out_values, out_metas = cols
             last_port = port
-        raw = item.raw
-        out_values.append(raw if raw is not None else encode_value(item.value))
-        meta = item.meta
+        raw = item[2]
+        out_values.append(raw if raw is not None else encode_value(item[0]))
+        meta = item[1]
         out_metas.append(encode_value(meta) if meta else None)
     emitted.clear()

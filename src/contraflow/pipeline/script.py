@@ -14,7 +14,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.pipeline.base import Context, NodeRunner, drop
-from contraflow.pipeline.item import UNDECODED, Item
+from contraflow.pipeline.item import UNDECODED, Item, decode
 
 
 def assigns_into(body: Any, root: str) -> bool:
@@ -48,12 +48,12 @@ class ScriptRunner(NodeRunner):
 
     def push(self, item: Item) -> None:
         try:
-            event = item.value
+            event = item[0]
             if event is UNDECODED:
-                event = item.decode()
-            meta = item.meta
+                event = decode(item)
+            meta = item[1]
             if meta is None:
-                meta = item.meta = {}
+                meta = item[1] = {}
             result = self.fn(event, meta, self.state, self.args, None, None)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
@@ -63,10 +63,10 @@ class ScriptRunner(NodeRunner):
             return
         value = result.event
         if value is event and not self.changes_event:
-            item.meta = result.meta
+            item[1] = result.meta
             out = item
         else:
-            out = Item(value, result.meta, None)
+            out = [value, result.meta, None]
         port = result.port
         if port is None:
             self.out(out)

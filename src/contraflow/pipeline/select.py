@@ -15,7 +15,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner
 from contraflow.pipeline.grouping import GroupFn, compile_group
-from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, loads
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, decode, loads, meta_dict
 from contraflow.pipeline.windows import Windows
 
 
@@ -78,13 +78,13 @@ class SelectRunner(NodeRunner):
     def _push_plain(self, item: Item) -> None:
         """The common case, kept to a few direct calls: no window, no grouping."""
         try:
-            event = item.value
+            event = item[0]
             if event is UNDECODED:
-                raw = item.raw
-                event = item.value = loads(raw) if BYTES_MARK not in raw else decode_value(raw)  # type: ignore[operator,arg-type]
-            meta = item.meta
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            meta = item[1]
             if meta is None:
-                meta = item.meta = {}
+                meta = item[1] = {}
             args = self.args
             where = self.where_fn
             if where is not None:
@@ -103,12 +103,12 @@ class SelectRunner(NodeRunner):
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return
-        self.out(item if self.passes_item else Item(value, meta, None))
+        self.out(item if self.passes_item else [value, meta, None])
 
     def push(self, item: Item) -> None:
         try:
-            event = item.decode()
-            meta = item.meta_dict()
+            event = decode(item)
+            meta = meta_dict(item)
             args = self.args
             if self.where_fn is not None and not _check_bool(
                 self.where_fn(event, meta, None, args, None, None), "where"
@@ -136,7 +136,7 @@ class SelectRunner(NodeRunner):
             if self.passes_item and not outputs:
                 outputs.append(item)
             else:
-                outputs.append(Item(value, meta if not outputs else dict(meta), None))
+                outputs.append([value, meta if not outputs else dict(meta), None])
         return outputs
 
     def _windowed(self, groups: list[Any], event: Any, meta: dict[str, Any]) -> list[Item]:
@@ -154,7 +154,7 @@ class SelectRunner(NodeRunner):
                 having(value, meta or {}, None, args, group, window), "having"
             ):
                 continue
-            outputs.append(Item(value, dict(meta) if meta else None, None))
+            outputs.append([value, dict(meta) if meta else None, None])
         return outputs
 
     def tick(self, now_ns: int) -> None:
@@ -163,7 +163,7 @@ class SelectRunner(NodeRunner):
         try:
             outputs = self._having(self.windows.tick(now_ns), None)
         except Exception as exc:  # noqa: BLE001
-            self.fail(Item(None, None, None), exc)
+            self.fail([None, None, None], exc)
             return
         for out in outputs:
             self.out(out)

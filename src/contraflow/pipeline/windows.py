@@ -19,7 +19,6 @@ from contraflow.lang.graph import PipelineGraph, WindowSpec
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
 from contraflow.pipeline.grouping import group_key
-from contraflow.pipeline.item import Item
 
 
 class WindowScriptError(Exception):
@@ -251,8 +250,3 @@ class Windows:
                 restored.append(frame)
             self.groups[group_key(dims)] = Group(dims, restored)
         self.dropped = state.get("dropped", 0)
-
-
-def tick_item(value: Any) -> Item:
-    """An item for a window closed by a tick (no triggering event, empty metadata)."""
-    return Item(value, None, None)

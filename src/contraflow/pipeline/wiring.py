@@ -17,7 +17,7 @@ from typing import Any
 
 from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph
 from contraflow.pipeline.base import Context, NodeRunner, Push, drop
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import Item, copy_item
 from contraflow.pipeline.operators import OPERATORS
 from contraflow.pipeline.script import ScriptRunner
 from contraflow.pipeline.select import SelectRunner
@@ -95,7 +95,7 @@ def fan_out(targets: list[tuple[Push, bool]]) -> Push:
 
     def copying(item: Item) -> None:
         for push, mutates in plan:
-            push(item.copy() if mutates else item)
+            push(copy_item(item) if mutates else item)
 
     return copying
 
