@@ -345,3 +345,19 @@ def test_ports_of_a_nested_pipeline_with_several_inputs(query: Any) -> None:
         )
     )
     assert values(feed(executor, ["l", "r"])) == [{"left": "l"}, {"right": "r"}]
+
+
+def test_replacing_metadata_in_one_branch_leaves_the_other_alone(query: Any) -> None:
+    executor = PipelineExecutor(
+        query(
+            """
+            define script reset script let $ = {"b": 2}; event end;
+            create script reset;
+            select event from in into reset;
+            select {"m": $} from reset into out;
+            select {"m": $} from in into out;
+            """
+        )
+    )
+    out = executor.process("in", Event.from_raw(b"1", {"a": 1}), 0)
+    assert values(out) == [{"m": {"b": 2}}, {"m": {"a": 1}}]

@@ -63,8 +63,8 @@ class ScriptRunner(NodeRunner):
             return
         value = result.event
         if value is event and not self.changes_event:
-            item[1] = result.meta
-            out = item
+            # the same item when nothing changed; `let $ = ...` replaced the metadata: a new item, same bytes
+            out = item if result.meta is meta else [event, result.meta, item[2]]
         else:
             out = [value, result.meta, None]
         port = result.port
