@@ -361,3 +361,9 @@ def test_replacing_metadata_in_one_branch_leaves_the_other_alone(query: Any) -> 
     )
     out = executor.process("in", Event.from_raw(b"1", {"a": 1}), 0)
     assert values(out) == [{"m": {"b": 2}}, {"m": {"a": 1}}]
+
+
+def test_binary_values_keep_the_channel_bytes_form(query: Any) -> None:
+    executor = PipelineExecutor(query('select {"b": event, "n": type::is_binary(event)} from in into out;'))
+    out = executor.process_values("in", [b'{"$bytes": "AAE="}'], None, 0)
+    assert [orjson.loads(v) for v in out["out"][0]] == [{"b": {"$bytes": "AAE="}, "n": True}]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from orjson import dumps
+
 from contraflow.events import Event, encode_value
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.base import Context, Push
@@ -199,7 +201,12 @@ def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> No
             out_values, out_metas = cols
             last_port = port
         raw = item[2]
-        out_values.append(raw if raw is not None else encode_value(item[0]))
+        if raw is None:
+            try:
+                raw = dumps(item[0])
+            except TypeError:  # bytes inside: the channel's {"$bytes": ...} form
+                raw = encode_value(item[0])
+        out_values.append(raw)
         meta = item[1]
-        out_metas.append(encode_value(meta) if meta else None)
+        out_metas.append(_pack_meta(meta) if meta else None)
     emitted.clear()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.events import decode_value
 from contraflow.lang.graph import Node, ScriptSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.pipeline.base import Context, NodeRunner, drop
-from contraflow.pipeline.item import UNDECODED, Item, decode
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, loads
 
 
 def assigns_into(body: Any, root: str) -> bool:
@@ -50,7 +51,8 @@ class ScriptRunner(NodeRunner):
         try:
             event = item[0]
             if event is UNDECODED:
-                event = decode(item)
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
             meta = item[1]
             if meta is None:
                 meta = item[1] = {}

@@ -51,8 +51,14 @@ class SelectRunner(NodeRunner):
         self.where = expr(spec.where) if spec.where is not None else None
         self.having = expr(spec.having) if spec.having is not None else None
         self.groups: GroupFn | None = None
+        # `group by <expr>` (the common case) skips the general group machinery: one group, `[value]`.
+        self.group_expr: Any = None
         locators = [c.locator for c in (self.where, self.having) if c is not None]
-        if spec.group_by is not None:
+        if spec.group_by is not None and spec.group_by.mode == "expr":
+            single = expr(spec.group_by.expr)
+            self.group_expr = single.fn
+            locators.append(single.locator)
+        elif spec.group_by is not None:
             self.groups, group_exprs = compile_group(spec.group_by, graph, node.name)
             locators += [g.locator for g in group_exprs]
         self.windows: Windows | None = None
@@ -72,7 +78,9 @@ class SelectRunner(NodeRunner):
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)
 
-        if self.windows is None and self.groups is None:
+        if self.windows is not None:
+            self.push = self._push_windowed  # type: ignore[method-assign]
+        elif self.groups is None and self.group_expr is None:
             self.push = self._push_plain  # type: ignore[method-assign]
 
     def _push_plain(self, item: Item) -> None:
@@ -105,7 +113,46 @@ class SelectRunner(NodeRunner):
             return
         self.out(item if self.passes_item else [value, meta, None])
 
+    def _push_windowed(self, item: Item) -> None:
+        """Windowed select: feed the event's groups; emit what their windows closed."""
+        try:
+            event = item[0]
+            if event is UNDECODED:
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            meta = item[1]
+            if meta is None:
+                meta = item[1] = {}
+            args = self.args
+            where = self.where_fn
+            if where is not None:
+                keep = where(event, meta, None, args, None, None)
+                if keep is not True and not _check_bool(keep, "where"):
+                    return
+            windows = self.windows
+            assert windows is not None
+            now = self.ctx.now_ns
+            emitted: list[tuple[Any, Any, str]] = []
+            if self.group_expr is not None:
+                windows.on_event(
+                    [self.group_expr(event, meta, None, args, None, None)], event, meta, now, emitted
+                )
+            elif self.groups is not None:
+                for dims in self.groups(event, meta, args):
+                    windows.on_event(dims, event, meta, now, emitted)
+            else:
+                windows.on_event(None, event, meta, now, emitted)
+            if not emitted:
+                return
+            outputs = self._having(emitted, meta)
+        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
+            self.fail(item, exc)
+            return
+        for out in outputs:
+            self.out(out)
+
     def push(self, item: Item) -> None:
+        """Grouped select without windows: one output per group."""
         try:
             event = decode(item)
             meta = meta_dict(item)
@@ -114,11 +161,12 @@ class SelectRunner(NodeRunner):
                 self.where_fn(event, meta, None, args, None, None), "where"
             ):
                 return
-            groups = self.groups(event, meta, args) if self.groups is not None else [None]
-            if self.windows is not None:
-                outputs = self._windowed(groups, event, meta)
+            if self.group_expr is not None:
+                groups = [[self.group_expr(event, meta, None, args, None, None)]]
             else:
-                outputs = self._plain(groups, item, event, meta)
+                assert self.groups is not None
+                groups = self.groups(event, meta, args)
+            outputs = self._plain(groups, item, event, meta)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return
@@ -138,13 +186,6 @@ class SelectRunner(NodeRunner):
             else:
                 outputs.append([value, meta if not outputs else dict(meta), None])
         return outputs
-
-    def _windowed(self, groups: list[Any], event: Any, meta: dict[str, Any]) -> list[Item]:
-        assert self.windows is not None
-        emitted = []
-        for dims in groups:
-            emitted += self.windows.on_event(dims, event, meta, self.ctx.now_ns)
-        return self._having(emitted, meta)
 
     def _having(self, emitted: list[tuple[Any, Any, str]], meta: dict[str, Any] | None) -> list[Item]:
         having, args = self.having_fn, self.args

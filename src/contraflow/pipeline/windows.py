@@ -68,6 +68,8 @@ class Windows:
         self.ticking = specs[0].interval_ns is not None and self.scripts[0] is None
         self.groups: dict[Any, Group] = {}
         self.dropped = 0
+        # The first window's interval when it follows ingest time (no script): `on_event` inlines it.
+        self.clock_interval = specs[0].interval_ns if self.scripts[0] is None else None
         # A time frame always holds the event just added, so only count windows can empty a group here.
         self.evict_on_event = specs[0].size is not None
         # Per aggregate: its argument functions (raw generated code, located on failure) and position.
@@ -77,21 +79,35 @@ class Windows:
     # --- events -----------------------------------------------------------------------------
 
     def on_event(
-        self, dims: list[Any] | None, event: Any, meta: dict[str, Any], now_ns: int
-    ) -> list[tuple[Any, Any, str]]:
-        """Feed one event to its group; returns (target value, group, window name) for every closed window."""
+        self,
+        dims: list[Any] | None,
+        event: Any,
+        meta: dict[str, Any],
+        now_ns: int,
+        emitted: list[tuple[Any, Any, str]],
+    ) -> None:
+        """Feed one event to its group; appends (target value, group, window name) for every closed window."""
         key = dims[0] if dims is not None and len(dims) == 1 and type(dims[0]) is str else group_key(dims)
         group = self.groups.get(key)
         if group is None:
             if self.max_groups is not None and len(self.groups) >= self.max_groups:
                 self.dropped += 1
-                return []
+                return
             group = self.groups[key] = Group(dims, [Frame(self.select.new_aggregates()) for _ in self.specs])
-        emitted: list[tuple[Any, Any, str]] = []
+        interval = self.clock_interval
+        if interval is not None:  # the common time window, inlined: see `_step`
+            frame = group.frames[0]
+            end = frame.next_ns
+            if end is None:
+                frame.next_ns = now_ns + interval
+            elif end <= now_ns:
+                frame.next_ns = now_ns + interval
+                self._close(group, 0, event, meta, now_ns, emitted, None)
+            self._add(group, 0, event, meta, None)
+            return
         self._step(group, 0, event, meta, None, now_ns, emitted)
         if self.evict_on_event:
             self._evict_if_idle(key, group)
-        return emitted
 
     def _step(
         self,
@@ -188,7 +204,8 @@ class Windows:
             emitted.append((value, group.value, name))
             if level + 1 < len(self.specs):
                 self._step(group, level + 1, event, meta, frame.aggs, now_ns, emitted, tick_ns)
-        frame.aggs = self.select.new_aggregates()
+        for agg in frame.aggs:  # the next frame has merged them already: reuse the objects
+            agg.init()
         frame.n = 0
 
     def _evict_if_idle(self, key: Any, group: Group) -> None:
