@@ -367,3 +367,10 @@ def test_binary_values_keep_the_channel_bytes_form(query: Any) -> None:
     executor = PipelineExecutor(query('select {"b": event, "n": type::is_binary(event)} from in into out;'))
     out = executor.process_values("in", [b'{"$bytes": "AAE="}'], None, 0)
     assert [orjson.loads(v) for v in out["out"][0]] == [{"b": {"$bytes": "AAE="}, "n": True}]
+
+
+def test_unchanged_output_events_write_their_original_bytes(query: Any) -> None:
+    raw = b'{"b":1,  "a":2}'
+    executor = PipelineExecutor(query("select event from in where event.a == 2 into out;"))
+    [(_, event)] = executor.process("in", Event.from_raw(raw), 0)
+    assert event.channel_bytes() is raw and event.decoded == {"b": 1, "a": 2}

@@ -180,8 +180,11 @@ def _sink(emitted: list[tuple[str, Item]], port: str) -> Push:
 
 
 def _to_event(item: Item, origin: tuple[str, int, int] | None) -> Event:
-    value = None if item[0] is UNDECODED else item[0]
-    return Event(value, item[1] or {}, item[2], origin)
+    """An output event; an unchanged one carries only its raw bytes, so `channel_bytes()` reuses them."""
+    raw = item[2]
+    if raw is not None:
+        return Event(None, item[1] or {}, raw, origin)
+    return Event(item[0], item[1] or {}, None, origin)
 
 
 def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
