@@ -23,10 +23,10 @@ import orjson
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 
-N = 200_000
+N = 100_000
 KEYS = 10_000
 REPEATS = 3
-STEP_NS = 1_000_000  # ingest times 1 ms apart: 200 s of events, 20 windows of 10 s
+STEP_NS = 2_000_000  # ingest times 2 ms apart: 200 s of events, 20 windows of 10 s
 INTERVAL_NS = 10_000_000_000
 
 PASSTHROUGH = "select event from in into out;"

@@ -15,6 +15,7 @@ A bad event never raises: it becomes an error record on the `err` output.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from orjson import dumps
@@ -114,6 +115,23 @@ class PipelineExecutor:
         push = self._input(port)
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
+        # Every event allocates containers that refcounting frees at once (values are trees, never
+        # cycles); the cyclic collector would only keep rescanning the long-lived node state.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run_batch(push, values, metas, ingest_ns)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run_batch(
+        self,
+        push: Push,
+        values: list[bytes],
+        metas: list[dict[str, Any] | None] | None,
+        ingest_ns: list[int] | int,
+    ) -> dict[str, Columns]:
         ctx = self.ctx
         emitted = self._emitted
         columns: dict[str, Columns] = {}
