@@ -192,11 +192,12 @@ def measure(
                 {"spu": addr, "topic": out, "checkpointLocation": str(work / out)},
             )
             ours.append(records / secs)
-            generated = spark.readStream.format("bench_generator").option("total", str(records)).load()
-            secs, _ = timed_query(
-                transform(generated), "noop", {"checkpointLocation": str(work / f"plain-{out}")}
-            )
-            plain.append(records / secs)
+            for sink, runs in (("bench_generator", plain), ("noop", noop)):
+                generated = spark.readStream.format("bench_generator").option("total", str(records)).load()
+                secs, _ = timed_query(
+                    transform(generated), sink, {"checkpointLocation": str(work / f"{sink}-{out}")}
+                )
+                runs.append(records / secs)
         results[label] = {
             "events_per_s": round(statistics.median(ours)),
             "baseline_events_per_s": round(statistics.median(plain)),
