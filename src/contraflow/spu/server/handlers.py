@@ -71,6 +71,13 @@ CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
 
+
+def read_budget(conn: Connection, max_bytes: int) -> int:
+    """A read's byte budget, kept well inside the frame limit (a client sized its
+    buffers for that); at least one whole batch is always returned anyway."""
+    return max(1, min(max_bytes, conn.limits.max_frame_bytes // 2))
+
+
 Handler = Callable[[Connection, Any, memoryview, int], Awaitable[Reply | None]]
 
 
@@ -156,7 +163,8 @@ class Handlers:
 
     async def fetch(self, conn: Connection, req: m.FetchRequest, payload: memoryview, cid: int) -> Reply:
         check_isolation(req.isolation)
-        view = self._partitions.read((req.topic, req.partition), req.offset, req.max_bytes, req.isolation)
+        max_bytes = read_budget(conn, req.max_bytes)
+        view = self._partitions.read((req.topic, req.partition), req.offset, max_bytes, req.isolation)
         return Reply(view.fields(), view.parts)
 
     async def stream_fetch(
@@ -167,7 +175,9 @@ class Handlers:
         tp = (req.topic, req.partition)
         offset = self._partitions.start_offset(tp, req.offset)
         self._streams.open(
-            conn, cid, StreamState(tp, offset, max(1, req.max_bytes), req.credit_bytes, req.isolation)
+            conn,
+            cid,
+            StreamState(tp, offset, read_budget(conn, req.max_bytes), req.credit_bytes, req.isolation),
         )
         return Reply({"stream_id": cid, "offset": offset, "opened": True})
 
