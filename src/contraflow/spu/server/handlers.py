@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from contraflow.errors import UserError
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
     Acks,
@@ -27,41 +26,14 @@ from contraflow.spu.protocol import (
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
 from contraflow.spu.server.connection import Connection, Reply
+from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import Partitions, split_batches
 from contraflow.spu.server.streams import StreamRegistry, StreamState
-from contraflow.spu.storage import errors as storage_errors
-from contraflow.spu.storage.batch import CorruptBatchError
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-_ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
-    (storage_errors.TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
-    (storage_errors.TopicExistsError, ErrorCode.TOPIC_EXISTS),
-    (storage_errors.PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
-    (storage_errors.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
-    (storage_errors.InvalidBatchError, ErrorCode.CORRUPT_BATCH),
-    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
-    (UserError, ErrorCode.INVALID_ARGUMENT),
-    (ValueError, ErrorCode.INVALID_ARGUMENT),
-    (TypeError, ErrorCode.INVALID_ARGUMENT),
-    (storage_errors.StorageError, ErrorCode.STORAGE_ERROR),
-    (OSError, ErrorCode.STORAGE_ERROR),
-]
-
-
-def translate(err: Exception) -> SpuError:
-    """The wire error for an engine exception; the message is kept word for word."""
-    if isinstance(err, SpuError):
-        return err
-    for kind, code in _ERRORS:
-        if isinstance(err, kind):
-            return SpuError(code, str(err))
-    log.exception("unexpected error", exc_info=err)
-    return SpuError(ErrorCode.UNKNOWN, f"{type(err).__name__}: {err}")
-
 
 # Effects keep the order a client sent them in: appends per partition (so
 # pipelined produces to different partitions do not wait for each other), the
@@ -235,6 +207,7 @@ class Handlers:
         self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
     ) -> Reply:
         await self._blocking(self._store.delete_topic, req.name)
+        self._streams.topic_deleted(req.name)
         return Reply()
 
     async def list_topics(
