@@ -229,7 +229,14 @@ class Handlers:
         self._partitions.check_exists(tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
-            req.producer_id, req.batch_id, tp, batches, writer=req.writer, attempt=req.attempt, owner=conn.id
+            req.producer_id,
+            req.batch_id,
+            tp,
+            batches,
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=conn.id,
         )
         return Reply({"staged": accepted, "already_committed": not accepted})
 
