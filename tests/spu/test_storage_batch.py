@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from contraflow.spu.storage.batch import (
     HEADER_SIZE,
+    MAGIC_POS,
     BatchHeader,
     CorruptBatchError,
     check_batch,
@@ -70,7 +71,7 @@ def test_stamping_keeps_the_crc_valid() -> None:
 
 def test_stamped_prefix_rewrites_only_offset_and_epoch() -> None:
     raw = encode_batch([b"a"])
-    rebuilt = stamped_prefix(raw, 99, 3) + raw[17:]
+    rebuilt = stamped_prefix(raw, 99, 3) + raw[MAGIC_POS:]
     header = check_batch(rebuilt)
     assert (header.base_offset, header.leader_epoch, header.crc) == (99, 3, BatchHeader.parse(raw).crc)
 
@@ -110,3 +111,40 @@ def test_records_skip_below_start_offset() -> None:
         (11, None, b"b", 2),
         (12, b"m", b"c", 3),
     ]
+
+
+records_strategy = st.lists(
+    st.tuples(
+        st.binary(max_size=50),
+        st.none() | st.binary(max_size=10),
+        st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=5)), max_size=2),
+        st.integers(min_value=0, max_value=2**41),
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(records=records_strategy, codec=st.sampled_from(CODECS), with_keys=st.booleans())
+@settings(max_examples=80, deadline=None)
+def test_random_records_round_trip(
+    records: list[tuple[bytes, bytes | None, list[tuple[str, bytes]], int]],
+    codec: Compression,
+    with_keys: bool,
+) -> None:
+    values, keys, headers, stamps = (list(column) for column in zip(*records, strict=True))
+    raw = encode_batch(values, keys if with_keys else None, headers, stamps, compression=codec)
+    batch = decode_batch(raw, verify=True)
+    assert [bytes(v) for v in batch.values()] == values
+    assert batch.value_array().to_pylist() == values
+    table = batch.to_arrow()
+    assert table.column("key").to_pylist() == (keys if with_keys else [None] * len(values))
+    assert table.column("value").to_pylist() == values
+    assert table.column("offset").to_pylist() == list(range(len(values)))
+    assert table.column("timestamp").cast(pa.int64()).to_pylist() == stamps
+    expected_keys = keys if with_keys else [None] * len(values)
+    assert [None if k is None else bytes(k) for k in batch.keys()] == expected_keys  # noqa: SIM118 (not a dict)
+    assert batch.headers() == headers
+    assert batch.timestamps() == stamps
+    assert batch.header.max_timestamp == max(stamps)
+    assert batch.record_count == len(values)

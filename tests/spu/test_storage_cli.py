@@ -132,3 +132,28 @@ def test_unusable_data_dir_is_one_error_line(tmp_path: Path) -> None:
         assert result.returncode != 0
         [line] = result.stderr.splitlines()
         assert line.startswith("error: ") and str(not_a_dir) in line
+
+
+def test_damaged_topic_metadata_is_one_error_line(tmp_path: Path) -> None:
+    ok(tmp_path, "topic", "create", "t")
+    (tmp_path / "topics" / "t" / "topic.json").write_text("{not json")
+    result = run(tmp_path, "consume", "t", "-B", "-d")
+    assert result.returncode != 0
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: unreadable topic metadata") and "topic.json" in line
+
+
+def test_consume_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
+    ok(tmp_path, "topic", "create", "t")
+    ok(tmp_path, "produce", "t", stdin="".join(f"{i:08d}\n" for i in range(50_000)))
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "contraflow", "consume", "t", "-B", "-d"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=subprocess_env(CONTRAFLOW_DATA_DIR=str(tmp_path)),
+    )
+    assert reader.stdout is not None and reader.stderr is not None
+    assert reader.stdout.readline() == b"00000000\n"
+    reader.stdout.close()  # like `| head -1`
+    assert reader.wait(timeout=60) == 0
+    assert reader.stderr.read() == b""

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storage_helpers import read_all
 
 from contraflow.spu.storage.batch import check_batch, decode_batch, encode_batch
@@ -214,3 +217,77 @@ def test_interval_policy_is_flushed_by_the_clock(tmp_path: Path) -> None:
     time.sleep(0.03)
     part.flush_if_due()
     assert part.high_watermark == 1 and part.stats.fsyncs == 1
+
+
+def test_truncate_to_cuts_across_segments_without_disturbing_readers(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    written = fill(part, 60)
+    held = part.read(150, 10_000)  # views over the bytes about to be removed
+    held_bytes = [bytes(v) for v in held.batches]
+    segments_before = len(part.segments)
+
+    assert part.truncate_to(150) == 148, "a cut inside a batch removes the whole batch"
+    assert part.log_end_offset == part.high_watermark == 148
+    assert len(part.segments) < segments_before
+    assert [bytes(v) for v in held.batches] == held_bytes, "old views still read the old bytes"
+    assert [v for _, v in read_all(part)] == written[:148]
+    assert part.offset_for_timestamp(10**12) is None
+
+    assert part.append_records([b"new"]) == (148, 148)
+    part.close()
+    again = make(tmp_path)
+    assert not again.recovery.repaired
+    assert [v for _, v in read_all(again)] == [*written[:148], b"new"]
+
+
+def test_truncate_to_a_segment_boundary_reactivates_the_previous_segment(tmp_path: Path) -> None:
+    part = make(tmp_path)
+    written = fill(part, 40)
+    boundary = part.segments[1].base_offset
+    assert part.truncate_to(boundary) == boundary
+    assert part.segments[-1].next_offset == boundary
+    part.append_records([b"tail"])
+    assert [v for _, v in read_all(part)] == [*written[:boundary], b"tail"]
+
+
+def test_follower_appends_keep_the_leaders_offsets_and_epoch(tmp_path: Path) -> None:
+    leader = make(tmp_path / "leader")
+    leader.leader_epoch = 4
+    leader.append_records([b"a", b"b"])
+    leader.append_records([b"c"])
+    follower = make(tmp_path / "follower")
+    batches = [bytes(v) for v in leader.read(0).batches]
+    assert follower.append_encoded(batches[0], assign_offsets=False) == (0, 1)
+    with pytest.raises(InvalidBatchError, match="starts at offset 0, but the log ends at 2"):
+        follower.append_encoded(batches[0], assign_offsets=False)
+    follower.append_encoded(batches[1], assign_offsets=False)
+    copied = [bytes(v) for v in follower.read(0).batches]
+    assert copied == batches
+    assert check_batch(copied[1]).leader_epoch == 4
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=40),
+    data=st.data(),
+)
+@settings(max_examples=40, deadline=None)
+def test_truncate_then_reopen_is_a_prefix(sizes: list[int], data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        part = Partition(Path(tmp), "t", 0, TopicConfig(segment_bytes=1024, index_interval_bytes=100))
+        written: list[bytes] = []
+        starts = []
+        for n in sizes:
+            starts.append(len(written))
+            values = [b"v%d" % (len(written) + i) * 10 for i in range(n)]
+            part.append_records(values)
+            written += values
+        offset = data.draw(st.integers(min_value=0, max_value=len(written)))
+        end = part.truncate_to(offset)
+        expected_end = (
+            max([s for s in starts if s <= offset] or [0]) if offset < len(written) else len(written)
+        )
+        assert end == expected_end
+        if data.draw(st.booleans()):
+            part.close()
+        reopened = Partition(Path(tmp), "t", 0, TopicConfig(segment_bytes=1024, index_interval_bytes=100))
+        assert [v for _, v in read_all(reopened)] == written[:end]

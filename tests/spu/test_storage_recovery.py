@@ -34,7 +34,7 @@ batches_strategy = st.lists(st.lists(st.binary(max_size=60), min_size=1, max_siz
     damage=st.sampled_from(["truncate", "flip", "lose-index"]),
     data=st.data(),
 )
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_crash_recovers_an_intact_prefix(
     batches: list[list[bytes]], codec: Compression, damage: str, data: st.DataObject
 ) -> None:

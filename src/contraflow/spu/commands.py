@@ -343,6 +343,8 @@ def consume(
         _consume_loop(log, name, positions, exit_at_end)
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:  # `consume ... | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     finally:
         log.close()
 

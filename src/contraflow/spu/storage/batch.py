@@ -54,6 +54,9 @@ HEADER = struct.Struct(">qiibIhiqqqix")
 HEADER_SIZE: Final = HEADER.size  # 56
 LENGTH_PREFIX: Final = 12  # base_offset + batch_length: what precedes the counted bytes
 CRC_START: Final = 21  # attributes onwards are covered by the CRC
+EPOCH_POS: Final = 12
+MAGIC_POS: Final = 16
+CRC_POS: Final = 17
 _CRC = struct.Struct(">I")
 _STAMP = struct.Struct(">qii")  # base_offset, batch_length, leader_epoch
 _STAMP_EPOCH = struct.Struct(">i")
@@ -134,7 +137,7 @@ def verify_crc(buf: Buffer) -> bool:
     """True if the batch in `buf` (exactly one batch) matches its stored CRC."""
     if len(buf) < HEADER_SIZE:
         return False
-    (stored,) = _CRC.unpack_from(buf, 17)
+    (stored,) = _CRC.unpack_from(buf, CRC_POS)
     return bool(stored == compute_crc(buf))
 
 
@@ -162,15 +165,14 @@ def stamp(buf: bytearray | memoryview, base_offset: int, leader_epoch: int | Non
     """Write the offset (and epoch) into a batch in place; the CRC stays valid."""
     _BASE_OFFSET.pack_into(buf, 0, base_offset)
     if leader_epoch is not None:
-        _STAMP_EPOCH.pack_into(buf, 12, leader_epoch)
+        _STAMP_EPOCH.pack_into(buf, EPOCH_POS, leader_epoch)
 
 
 def stamped_prefix(buf: Buffer, base_offset: int, leader_epoch: int | None = None) -> bytes:
-    """The first 17 bytes of `buf` with offset/epoch replaced: lets a writer stamp an
-    immutable batch by writing this prefix followed by `buf[17:]` (no copy of the body)."""
+    """The first MAGIC_POS bytes of `buf` with offset/epoch replaced: a writer stamps an
+    immutable batch by writing this prefix and then `buf[MAGIC_POS:]` (no copy of the body)."""
     _, length, epoch = _STAMP.unpack_from(buf, 0)
-    prefix = _STAMP.pack(base_offset, length, epoch if leader_epoch is None else leader_epoch)
-    return prefix + bytes(memoryview(buf)[16:17])
+    return _STAMP.pack(base_offset, length, epoch if leader_epoch is None else leader_epoch)
 
 
 # -- encoding ---------------------------------------------------------------------------------------
@@ -277,7 +279,7 @@ def encode_batch(
     HEADER.pack_into(
         out, 0, base_offset, batch_length, leader_epoch, MAGIC, 0, attributes, count - 1, *fields
     )
-    _CRC.pack_into(out, 17, compute_crc(out))
+    _CRC.pack_into(out, CRC_POS, compute_crc(out))
     return out
 
 
@@ -401,6 +403,40 @@ class DecodedBatch:
         offsets, data = self.value_buffers()
         return pa.Array.from_buffers(
             pa.binary(), self.record_count, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+
+    def key_array(self) -> Any:
+        """The keys as a pyarrow BinaryArray (nulls where absent), sharing memory."""
+        import pyarrow as pa
+
+        buffers = self.key_buffers()
+        if buffers is None:
+            return pa.nulls(self.record_count, pa.binary())
+        validity, offsets, data = buffers
+        return pa.Array.from_buffers(
+            pa.binary(),
+            self.record_count,
+            [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
+        )
+
+    def to_arrow(self) -> Any:
+        """The batch as a pyarrow RecordBatch: offset int64, timestamp[ms], key, value.
+        Keys and values share the batch's memory; offsets and timestamps are
+        computed from the delta columns."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n, cols = self.record_count, self._columns
+        if _LITTLE:
+            deltas = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(cols.offset_deltas)])
+            ts_deltas = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols.ts_deltas)])
+            offsets = pc.add(deltas.cast(pa.int64()), self.base_offset)
+            stamps = pc.add(ts_deltas, self.header.first_timestamp)
+        else:
+            offsets, stamps = pa.array(self.offsets(), pa.int64()), pa.array(self.timestamps(), pa.int64())
+        return pa.RecordBatch.from_arrays(
+            [offsets, stamps.cast(pa.timestamp("ms")), self.key_array(), self.value_array()],
+            names=["offset", "timestamp", "key", "value"],
         )
 
     # per-record views -------------------------------------------------------------------------------

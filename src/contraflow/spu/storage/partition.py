@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contraflow.spu.storage.batch import (
+    MAGIC_POS,
     BatchHeader,
     Buffer,
     CorruptBatchError,
@@ -185,24 +186,32 @@ class Partition:
         batch = encode_batch(values, keys, headers, timestamps, compression)
         return self._append(memoryview(batch), BatchHeader.parse(batch))
 
-    def append_encoded(self, batch: Buffer) -> tuple[int, int]:
+    def append_encoded(self, batch: Buffer, *, assign_offsets: bool = True) -> tuple[int, int]:
         """Append a producer-built batch: the CRC is checked, the offset and leader epoch
-        are stamped (without copying the body); returns (first offset, last offset)."""
+        are stamped (without copying the body); returns (first offset, last offset).
+
+        With `assign_offsets=False` (a follower copying its leader's log) the batch
+        keeps its offsets and epoch, and must start exactly at the log end."""
         view = memoryview(batch)
         try:
             header = check_batch(view)
         except CorruptBatchError as err:
             raise InvalidBatchError(f"rejected batch for {self.topic}/{self.number}: {err}") from None
-        return self._append(view, header)
+        return self._append(view, header, assign=assign_offsets)
 
-    def _append(self, view: memoryview, header: BatchHeader) -> tuple[int, int]:
+    def _append(self, view: memoryview, header: BatchHeader, *, assign: bool = True) -> tuple[int, int]:
         with self._lock:
             self._check_writable()
+            if not assign and header.base_offset != self._leo:
+                raise InvalidBatchError(
+                    f"batch for {self.topic}/{self.number} starts at offset {header.base_offset}, "
+                    f"but the log ends at {self._leo}"
+                )
             seg = self.segments[-1]
             if not seg.fits(header.total_size, header.record_count):
                 seg = self._roll()
             base = self._leo
-            parts = (stamped_prefix(view, base, self.leader_epoch), view[17:])
+            parts = (stamped_prefix(view, base, self.leader_epoch), view[MAGIC_POS:]) if assign else (view,)
             seg.append(parts, header, base)
             end = self._leo = base + header.record_count
             self.stats.appends += 1
@@ -278,6 +287,39 @@ class Partition:
         write_offset(self.directory / RECOVERY_POINT, seg.base_offset)
         self.enforce_retention()
         return seg
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or after `offset` (a whole batch when `offset` falls
+        inside one) and return the new log end. For followers whose log diverged from
+        the leader's, and for undoing appends. Readers holding views or file slices
+        of the removed data keep valid (old) bytes: nothing mapped is cut in place."""
+        with self._lock:
+            self._check_writable()
+            if offset >= self._leo:
+                return self._leo
+            if offset < self.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"cannot truncate {self.topic}/{self.number} to {offset}: "
+                    f"the log starts at {self.log_start_offset}"
+                )
+            keep = bisect.bisect_right(self._bases, offset) - 1
+            for doomed in self.segments[keep + 1 :]:
+                doomed.delete()
+            del self.segments[keep + 1 :], self._bases[keep + 1 :]
+            seg = self.segments[-1]
+            position = seg.position_of(offset)
+            if position < seg.size:
+                seg.cut(position)
+            else:
+                seg.make_active()
+            self._leo = seg.next_offset
+            self._durable_end = min(self._durable_end, self._leo)
+            self._hw = min(self._hw, self._leo)
+            write_offset(self.directory / RECOVERY_POINT, seg.base_offset)
+            if not self.hw_follows_flush:
+                write_offset(self.directory / HIGH_WATERMARK, self._hw)
+            fsync_dir(self.directory)
+            return self._leo
 
     def _check_writable(self) -> None:
         if self._closed:

@@ -102,8 +102,8 @@ def recover_segments(
         for seg in kept[:-1]:
             seg.freeze()
         last.make_active()
-    if report.repaired:
-        log.warning("recovered %s", report)
+    if report.repaired:  # a read-only open repairs nothing on disk: it only works around it
+        log.log(logging.WARNING if writable else logging.DEBUG, "recovered %s", report)
     return kept, report
 
 

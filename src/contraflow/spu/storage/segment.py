@@ -28,6 +28,24 @@ from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
 MAX_RELATIVE_OFFSET = (1 << 32) - 1
 
 
+def _copy_range(src: int, dst: int, length: int) -> None:
+    """Copy the first `length` bytes of one file to another, in the kernel when it can."""
+    done = 0
+    try:
+        while done < length:
+            n = os.copy_file_range(src, dst, length - done, done, done)
+            if n == 0:
+                break
+            done += n
+    except OSError:  # no copy_file_range across these files: copy through user space
+        pass
+    while done < length:
+        chunk = os.pread(src, min(1 << 20, length - done), done)
+        if not chunk:
+            raise OSError(f"file ended at byte {done} while copying {length} bytes")
+        done += os.pwrite(dst, chunk, done)
+
+
 def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -70,6 +88,7 @@ class Segment:
         self.last_batch_offset = -1
         self._since_index = 0
         self._map: mmap.mmap | None = None
+        self._indexes_loaded = True
         self.index: EntryTable
         self.time_index: EntryTable
 
@@ -98,8 +117,6 @@ class Segment:
         seg.time_index = time_index or EntryTable(None, TIME_ENTRY, capacity, writable=False)
         seg._indexes_loaded = index is not None and time_index is not None
         return seg
-
-    _indexes_loaded = True
 
     def indexes_consistent(self, next_offset: int | None) -> bool:
         """Both indexes exist, lie inside the log, and the last offset entry points at the batch it names."""
@@ -199,6 +216,25 @@ class Segment:
             self._track(pos, header)
             pos += header.total_size
         return ScanOutcome(pos, None)
+
+    def cut(self, position: int) -> None:
+        """Drop everything from `position` (a batch boundary) while readers may hold views.
+
+        Truncating a mapped file in place would make their pages vanish (SIGBUS),
+        so the kept prefix is copied to a new file that replaces the old one; open
+        maps and FileSlices keep reading the old inode until they are dropped.
+        """
+        tmp = self.log_path.with_name(self.log_path.name + ".cut")
+        with io.FileIO(tmp, "w") as out:
+            _copy_range(self.file.fileno(), out.fileno(), position)
+            os.fsync(out.fileno())
+        os.replace(tmp, self.log_path)
+        self.file = io.FileIO(self.log_path, "r+")
+        self._map = None
+        self.size = position
+        outcome = self.rebuild(self.base_offset)
+        if outcome.error is not None:  # the prefix was checked on open and on append
+            raise CorruptBatchError(f"{self.log_path} at byte {outcome.valid_end}: {outcome.error}")
 
     def truncate_file(self, size: int) -> None:
         """Cut the log file (recovery only: never while readers hold views of the tail)."""

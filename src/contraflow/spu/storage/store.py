@@ -14,7 +14,6 @@ it read-only to consume.
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import logging
 import os
@@ -175,8 +174,11 @@ class Store:
             path = self.topics_dir / name / TOPIC_FILE
             if name.startswith(".") or "/" in name or not path.exists():
                 raise TopicNotFoundError(name)
-            meta: dict[str, Any] = orjson.loads(path.read_bytes())
-            topic = _Topic(name, TopicConfig.from_dict(meta["config"]), int(meta["created_ms"]))
+            try:
+                meta: dict[str, Any] = orjson.loads(path.read_bytes())
+                topic = _Topic(name, TopicConfig.from_dict(meta["config"]), int(meta["created_ms"]))
+            except (ValueError, KeyError, TypeError) as err:
+                raise StorageError(f"unreadable topic metadata {path}: {err}") from None
             self._topics[name] = topic
             return topic
 
@@ -290,15 +292,19 @@ class Store:
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
-        for topic in self._topics.values():
-            for part in topic.partitions.values():
-                part.close()
-        if self._lock_fd is not None:
-            try:
-                os.ftruncate(self._lock_fd, 0)
-            except OSError as err:  # pragma: no cover - only on a vanished volume
-                if err.errno != errno.EIO:
-                    raise
+        try:
+            for topic in self._topics.values():
+                for part in topic.partitions.values():
+                    part.close()
+        finally:
+            self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            os.ftruncate(self._lock_fd, 0)  # no stale pid for the next error message
+        finally:
             os.close(self._lock_fd)
             self._lock_fd = None
 
