@@ -25,7 +25,8 @@ def test_records_survive_reopen_and_a_torn_tail_is_cut(tmp_path: Path) -> None:
     assert [(d.producer_id, d.batch_id, d.starts) for d in reopened.dangling()] == [("p", 2, {("t", 0): 9})]
     reopened.record_abort("p", 2)
     reopened.close()
-    assert BatchLedger(path).dangling() == []
+    with BatchLedger(path) as final:
+        assert final.dangling() == []
 
 
 def test_flipped_byte_ends_the_journal_at_the_last_intact_record(tmp_path: Path) -> None:
@@ -38,9 +39,9 @@ def test_flipped_byte_ends_the_journal_at_the_last_intact_record(tmp_path: Path)
     data = bytearray(path.read_bytes())
     data[-3] ^= 0xFF
     path.write_bytes(bytes(data))
-    reopened = BatchLedger(path)
-    assert reopened.lookup("p", 1) == {("t", 0): 1}
-    assert reopened.lookup("p", 2) is None
+    with BatchLedger(path) as reopened:
+        assert reopened.lookup("p", 1) == {("t", 0): 1}
+        assert reopened.lookup("p", 2) is None
     assert path.stat().st_size == size_after_first
 
 
@@ -54,8 +55,8 @@ def test_retention_remembers_a_floor_across_compaction_and_reopen(tmp_path: Path
     assert ledger.lookup("p", 1099) == {("t", 0): 1099}
     ledger.close()
     assert path.stat().st_size < 1000 * 20  # compacted, not 1100 records
-    reopened = BatchLedger(path, retain_per_producer=3)
-    assert reopened.is_forgotten("p", 5)
-    assert reopened.lookup("p", 1097) == {("t", 0): 1097}
-    assert reopened.lookup("other", 1) == {("t", 1): 1}
-    assert not reopened.is_forgotten("other", 0)
+    with BatchLedger(path, retain_per_producer=3) as reopened:
+        assert reopened.is_forgotten("p", 5)
+        assert reopened.lookup("p", 1097) == {("t", 0): 1097}
+        assert reopened.lookup("other", 1) == {("t", 1): 1}
+        assert not reopened.is_forgotten("other", 0)
