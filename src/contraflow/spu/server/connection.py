@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -34,8 +33,8 @@ from contraflow.spu.protocol import (
 
 log = logging.getLogger(__name__)
 
-# Below this size a file slice is read and written like any buffer: sendfile's
-# per-call setup costs more than the copy.
+# Below this size a read goes out as mmap views written like any buffer:
+# sendfile's per-call set-up (drain, pause, resume) costs more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 
 _connection_ids = itertools.count(1)
@@ -218,14 +217,10 @@ class Connection:
                 self._drop()
 
     async def _send_file(self, part: FileSlice) -> None:
-        if part.length >= SENDFILE_MIN_BYTES:
-            loop = asyncio.get_running_loop()
-            await loop.sendfile(self.writer.transport, part.file, part.position, part.length)
-            return
-        data = os.pread(part.file.fileno(), part.length, part.position)
-        if len(data) != part.length:
-            raise OSError(f"segment read returned {len(data)} of {part.length} bytes")
-        self.writer.write(data)
+        loop = asyncio.get_running_loop()
+        sent = await loop.sendfile(self.writer.transport, part.file, part.position, part.length)
+        if sent != part.length:  # the file got shorter under us: the frame cannot be completed
+            raise OSError(f"sendfile sent {sent} of {part.length} bytes")
 
     def _drop(self) -> None:
         """Abort the transport at once; `serve` notices and cleans up."""

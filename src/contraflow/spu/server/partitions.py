@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.connection import FileSlice, Part
+from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -207,7 +207,10 @@ class Partitions:
         return max(offset, part.log_start_offset)
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, isolation: str) -> ReadView:
+        """Whole batches as payload parts: file slices for sendfile when the read is big
+        enough to be worth it, else the mmap views themselves (written without a copy)."""
         result = self.partition(tp).read(offset, max_bytes, isolation=isolation)  # type: ignore[arg-type]
+        batches = result.batches
         slices = [FileSlice(s.file, s.position, s.length) for s in result.slices]
         high_watermark, next_offset = result.high_watermark, result.next_offset
         # Read the fence after the data: a fence seen missing here means the commit
@@ -216,9 +219,9 @@ class Partitions:
         if fence is not None:
             high_watermark = min(high_watermark, fence)
             if isolation == "committed" and next_offset > fence:
-                slices, next_offset = _cut_at(result.batches, slices, fence, offset)
-        parts: list[Part] = list(slices)
+                batches, slices, next_offset = _cut_at(batches, slices, fence, offset)
         size = sum(s.length for s in slices)
+        parts: list[Part] = list(slices) if size >= SENDFILE_MIN_BYTES else list(batches)
         tail = result.log_end_offset > high_watermark
         return ReadView(parts, size, next_offset, high_watermark, result.log_start_offset, tail)
 
@@ -237,16 +240,18 @@ class Partitions:
 
 def _cut_at(
     batches: list[memoryview], slices: list[FileSlice], fence: int, offset: int
-) -> tuple[list[FileSlice], int]:
+) -> tuple[list[memoryview], list[FileSlice], int]:
     """Drop the batches at or past `fence` from the end of a read (they are one contiguous tail)."""
     drop = 0
     next_offset = max(offset, 0)
+    kept_views: list[memoryview] = []
     for view in batches:
         header = BatchHeader.parse(view)
         if header.last_offset >= fence:
             drop += header.total_size
         else:
             next_offset = header.next_offset
+            kept_views.append(view)
     kept: list[FileSlice] = []
     for s in reversed(slices):
         if drop >= s.length:
@@ -255,4 +260,4 @@ def _cut_at(
         kept.append(FileSlice(s.file, s.position, s.length - drop))
         drop = 0
     kept.reverse()
-    return kept, next_offset
+    return kept_views, kept, next_offset
