@@ -102,6 +102,8 @@ class Connection:
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.streams: dict[int, asyncio.Task[None]] = {}
+        # Per-connection helpers the dispatcher keeps (e.g. ordered appenders).
+        self.attachments: dict[object, Any] = {}
         self.closed = False
         self._cleaned = False
         peer = writer.get_extra_info("peername")

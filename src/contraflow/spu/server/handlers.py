@@ -25,9 +25,10 @@ from contraflow.spu.protocol import (
 )
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
+from contraflow.spu.server.appender import OrderedAppender
 from contraflow.spu.server.connection import Connection, Reply
 from contraflow.spu.server.errors import translate
-from contraflow.spu.server.partitions import Partitions, split_batches
+from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
 from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.transactions import TransactionCoordinator
@@ -36,9 +37,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Effects keep the order a client sent them in: appends per partition (so
-# pipelined produces to different partitions do not wait for each other), the
-# other state changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.PRODUCE, ApiKey.TXN_STAGE})
+# pipelined produces to different partitions do not wait for each other; produces
+# go through the connection's OrderedAppender for the partition), the other state
+# changes per connection.
+PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -128,7 +130,12 @@ class Handlers:
             raise SpuError(ErrorCode.INVALID_ARGUMENT, f"acks must be 0, 1 or 2, got {req.acks}")
         batches = split_batches(payload, verify=False)
         tp = (req.topic, req.partition)
-        base, last = await self._blocking(self._partitions.produce, tp, batches, acks is Acks.COMMITTED)
+        appender = conn.attachments.get(("appender", tp))
+        if appender is None:
+            appender = conn.attachments[("appender", tp)] = OrderedAppender(
+                self._partitions, self._executor, tp
+            )
+        base, last = await appender.append(AppendRequest(batches, acks is Acks.COMMITTED))
         if acks is Acks.NONE:
             return None
         return Reply({"base_offset": base, "last_offset": last})

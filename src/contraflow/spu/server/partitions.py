@@ -96,6 +96,17 @@ def split_batches(payload: memoryview, *, verify: bool) -> list[memoryview]:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One produce request's batches; `durable`: answer only once fsynced (acks=committed)."""
+
+    batches: list[memoryview]
+    durable: bool
+
+
+AppendResult = tuple[int, int] | Exception
+
+
+@dataclass(frozen=True, slots=True)
 class ReadView:
     """A read ready to send: payload parts plus the offsets the client needs."""
 
@@ -155,18 +166,35 @@ class Partitions:
                 gate.release_exclusive()
 
     def produce(self, tp: TopicPartition, batches: list[memoryview], durable: bool) -> tuple[int, int]:
-        """Append a plain produce; returns (first offset, last offset). Produces share the
-        gate: the engine orders concurrent appends itself and groups their fsyncs."""
+        """Append one plain produce; returns (first offset, last offset)."""
+        (result,) = self.produce_many(tp, [AppendRequest(batches, durable)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def produce_many(self, tp: TopicPartition, requests: list[AppendRequest]) -> list[AppendResult]:
+        """Append produce requests in order, each answered on its own (a bad batch fails
+        only its request). Produces share the gate: the engine orders concurrent appends
+        and groups their fsyncs; one fsync covers every request here that asked for it."""
+        results: list[AppendResult] = []
         with self._gate(tp).shared():
-            self._check_not_fenced(tp)
-            first, last = -1, -1
-            for batch in batches:
-                base, last = self.append(tp, batch)
-                first = base if first < 0 else first
-            if durable:
-                self.sync(tp)
+            for request in requests:
+                try:
+                    self._check_not_fenced(tp)
+                    first, last = -1, -1
+                    for batch in request.batches:
+                        base, last = self.append(tp, batch)
+                        first = base if first < 0 else first
+                    results.append((first, last))
+                except Exception as err:
+                    results.append(err)
+            if any(r.durable for r in requests):
+                try:
+                    self.sync(tp)
+                except Exception as err:
+                    results = [err if r.durable else res for r, res in zip(requests, results, strict=True)]
         self._on_publish(tp)
-        return first, last
+        return results
 
     def _check_not_fenced(self, tp: TopicPartition) -> None:
         """Gate held and still fenced: a commit failed midway; appending now would put
