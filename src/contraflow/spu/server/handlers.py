@@ -8,7 +8,6 @@ Storage exceptions are translated to error codes in one place (`translate`).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
@@ -33,7 +32,6 @@ from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.transactions import TransactionCoordinator
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Effects keep the order a client sent them in: appends per partition (so
