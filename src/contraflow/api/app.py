@@ -236,4 +236,22 @@ def create_app(runtime: RuntimeFacade) -> FastAPI:
     install_error_handlers(app)
     add_runtime_routes(app.router, runtime)
     add_metrics_route(app.router, runtime)
+    _drop_422_from_openapi(app)
     return app
+
+
+def _drop_422_from_openapi(app: FastAPI) -> None:
+    """FastAPI documents a 422 for every route with parameters; this API answers 400 instead."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    operation["responses"].pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]
