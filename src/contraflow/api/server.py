@@ -116,8 +116,8 @@ class ApiServer:
 async def serve(app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve `app` until this coroutine's task is cancelled, then shut down gracefully."""
     server = ApiServer(app, host, port)
-    await server.start()
     try:
+        await server.start()
         await server.wait()
     finally:
         await server.stop()
