@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -33,6 +34,7 @@ from contraflow.api.facade import (
 )
 from contraflow.api.metrics import RuntimeMetrics
 from contraflow.api.server import ApiServer
+from contraflow.lang.graph import Deployment, FlowGraph
 from contraflow.lang.troy.compiler import compile_source
 
 TWO_FLOWS = """
@@ -61,6 +63,11 @@ end;
 deploy flow main from ingest;
 deploy flow second from ingest with file = "b.log" end;
 """
+
+
+@functools.cache
+def two_flows() -> Deployment:
+    return compile_source(TWO_FLOWS, "flows.troy")
 
 
 class InMemoryRuntime:
@@ -117,12 +124,16 @@ class InMemoryRuntime:
             if flow_id in self.flows:
                 raise FlowExists(flow_id)
         for flow_id, graph in deployment.flows.items():
-            connectors: dict[str, tuple[State, Connectivity]] = {
-                a: ("running", "connected") for a in graph.connectors
-            }
-            self.flows[flow_id] = describe_flow(graph, "running", connectors)
+            self.add(graph)
             self.changes.append(("deploy", flow_id))
         return list(deployment.flows)
+
+    def add(self, graph: FlowGraph) -> None:
+        """Start a compiled flow: it and its connectors are running and connected."""
+        connectors: dict[str, tuple[State, Connectivity]] = {
+            a: ("running", "connected") for a in graph.connectors
+        }
+        self.flows[graph.name] = describe_flow(graph, "running", connectors)
 
     async def undeploy(self, flow_id: str) -> FlowStatus:
         flow = await self.get_flow(flow_id)
@@ -190,8 +201,8 @@ def runtime(api_runtime: InMemoryRuntime) -> InMemoryRuntime:
     api_runtime.changes.clear()
     api_runtime.fail_with = None
     api_runtime.metrics = RuntimeMetrics()
-    asyncio.run(api_runtime.deploy(TWO_FLOWS, "flows.troy"))
-    api_runtime.changes.clear()
+    for graph in two_flows().flows.values():
+        api_runtime.add(graph)
     return api_runtime
 
 

@@ -221,3 +221,10 @@ def test_undeploy(client: httpx.Client, runtime: InMemoryRuntime) -> None:
     assert_error(client.get("/v1/flows/main"), 404)
     assert [f["alias"] for f in client.get("/v1/flows").json()] == ["second"]
     assert runtime.changes == [("undeploy", "main")]
+
+
+def test_trailing_slash_redirects(client: httpx.Client) -> None:
+    r = client.get("/v1/flows/", follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"].endswith("/v1/flows")
+    assert client.get("/v1/flows/", follow_redirects=True).status_code == 200
