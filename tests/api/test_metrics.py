@@ -131,3 +131,15 @@ def test_openmetrics_on_request(client: httpx.Client, runtime: InMemoryRuntime) 
     assert r.headers["content-type"].startswith("application/openmetrics-text")
     assert r.text.rstrip().endswith("# EOF")
     assert 'contraflow_connector_events_total{connector="src",flow="main",port="out"} 1.0' in r.text
+
+
+def test_a_flow_deployed_again_starts_from_zero() -> None:
+    """forget_flow drops cached children too: a redeployed flow's counters restart."""
+    m = RuntimeMetrics()
+    query = {"flow": "f", "connector": "c", "port": "out"}
+    m.connector_events("f", "c", "out", events=5, nbytes=50)
+    m.forget_flow("f")
+    assert m.registry.get_sample_value("contraflow_connector_events_total", query) is None
+    m.connector_events("f", "c", "out", events=2, nbytes=20)
+    assert m.registry.get_sample_value("contraflow_connector_events_total", query) == 2
+    assert m.registry.get_sample_value("contraflow_connector_bytes_total", query) == 20
