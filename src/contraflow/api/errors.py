@@ -112,7 +112,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("internal error in %s %s", request.method, request.url.path, exc_info=exc)
+    # One line here; Starlette re-raises after this reply, so the server logs the traceback.
+    log.error("internal error in %s %s: %r", request.method, request.url.path, exc)
     return error_response(500, f"internal error: {type(exc).__name__}")
 
 

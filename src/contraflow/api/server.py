@@ -72,6 +72,7 @@ class ApiServer:
         config = uvicorn.Config(
             app,
             lifespan="off",
+            log_config=None,  # the runtime configures logging; uvicorn's loggers propagate to it
             log_level="warning",
             access_log=False,
             server_header=False,
