@@ -70,3 +70,37 @@ def test_json_parse_and_filter(spark, spu, spu_addr, topic_name, checkpoint) -> 
     query.stop()
     got = sorted(orjson.loads(v)["n"] for v in read_all(spu, dst))
     assert got == [e["n"] for e in events if e["level"] == "error"]
+
+
+def test_one_query_routes_rows_to_several_topics_with_headers(
+    spark, spu, spu_addr, topic_name, checkpoint
+) -> None:
+    src, good, bad = topic_name + "-in", topic_name + "-good", topic_name + "-bad"
+    for name in (src, good, bad):
+        spu.create_topic(name)
+    spu.produce(src, 0, [b"%d" % i for i in range(20)], headers=[[("n", b"%d" % i)] for i in range(20)])
+    rows = (
+        spark.readStream.format("contraflow")
+        .option("spu", spu_addr)
+        .option("topic", src)
+        .load()
+        .select(
+            "value",
+            "headers",
+            F.when(F.col("value").cast("string").cast("int") % 4 == 0, F.lit(bad))
+            .otherwise(F.lit(good))
+            .alias("topic"),
+        )
+    )
+    query = (
+        rows.writeStream.format("contraflow")
+        .option("spu", spu_addr)
+        .option("checkpointLocation", checkpoint)
+        .start()
+    )
+    query.processAllAvailable()
+    query.stop()
+    assert sorted(int(v) for v in read_all(spu, bad)) == [0, 4, 8, 12, 16]
+    assert len(read_all(spu, good)) == 15
+    [batch] = spu.fetch(bad, 0, 0).batches
+    assert [dict(h)["n"] for h in batch.headers()] == [r.value for r in batch.records()]

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.storage.batch import DecodedBatch, encode_binary_column
+from contraflow.spu.storage.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.storage.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -38,24 +38,8 @@ SOURCE_DDL = (
 )
 
 
-def _int_array(buf: memoryview, dtype: str) -> np.ndarray:
-    return np.frombuffer(buf, dtype=dtype)
-
-
-def _keys(batch: DecodedBatch) -> pa.Array:
-    buffers = batch.key_buffers()
-    if buffers is None:
-        return pa.nulls(batch.record_count, pa.binary())
-    validity, offsets, data = buffers
-    return pa.Array.from_buffers(
-        pa.binary(),
-        batch.record_count,
-        [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
-    )
-
-
 def _headers(batch: DecodedBatch) -> pa.Array:
-    if not batch.header.attributes & 0x20:  # no record in the batch has headers
+    if not batch.header.attributes & HAS_HEADERS:
         offsets = pa.array(np.zeros(batch.record_count + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, pa.array([], HEADER_TYPE.value_type))
     rows = [[{"key": k, "value": v} for k, v in hdrs] for hdrs in batch.headers()]
@@ -65,23 +49,22 @@ def _headers(batch: DecodedBatch) -> pa.Array:
 def batch_to_arrow(
     topic: str, partition: int, batch: DecodedBatch, start: int, end: int
 ) -> pa.RecordBatch | None:
-    """The records of `batch` with offsets in [start, end) as Arrow rows of SOURCE_SCHEMA."""
-    base = batch.base_offset
-    lo, hi = max(0, start - base), min(batch.record_count, end - base)
+    """The records of `batch` with offsets in [start, end) as Arrow rows of SOURCE_SCHEMA
+    (keys and values share the batch's memory)."""
+    lo, hi = max(0, start - batch.base_offset), min(batch.record_count, end - batch.base_offset)
     if lo >= hi:
         return None
+    core = batch.to_arrow()
     count = batch.record_count
-    offsets = base + _int_array(batch._columns.offset_deltas, "<i4").astype(np.int64)
-    micros = (batch.header.first_timestamp + _int_array(batch.timestamp_delta_buffer(), "<i8")) * 1000
     columns = [
         pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, dtype=np.int32)), pa.array([topic])).cast(
             pa.string()
         ),
         pa.array(np.full(count, partition, dtype=np.int32)),
-        pa.array(offsets),
-        pa.array(micros, pa.timestamp("us", tz="UTC")),
-        _keys(batch),
-        batch.value_array(),
+        core.column("offset"),
+        core.column("timestamp").cast(pa.timestamp("us", tz="UTC")),
+        core.column("key"),
+        core.column("value"),
         _headers(batch),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA).slice(lo, hi - lo)
@@ -110,33 +93,75 @@ class Route:
 
 
 def _binary(column: pa.Array) -> pa.Array:
-    """Values as a 32-bit-offset binary array (strings are reinterpreted, not copied)."""
+    """A column as a 32-bit-offset binary array starting at offset 0 (strings are reinterpreted)."""
     if pa.types.is_string(column.type):
-        return column.view(pa.binary())
-    if pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
-        return column.cast(pa.binary())
-    if not pa.types.is_binary(column.type):
-        raise TypeError(f"the value column must be binary or string, not {column.type}")
-    return column
+        column = column.view(pa.binary())
+    elif pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
+        column = column.cast(pa.binary())
+    elif not pa.types.is_binary(column.type):
+        raise TypeError(f"expected a binary or string column, not {column.type}")
+    return pa.concat_arrays([column]) if column.offset else column
 
 
-def encode_values(column: pa.Array, compression: Compression | str | None = None) -> bytearray:
-    """A log batch holding `column`'s values, built from its Arrow buffers."""
-    values = _binary(column)
+def _buffers(column: pa.Array) -> tuple[bytes, memoryview]:
+    """(offsets rebased to start at 0, the data they cover) of a binary array."""
+    count = len(column)
+    raw = np.frombuffer(column.buffers()[1], dtype="<i4", count=count + 1)
+    first, last = int(raw[0]), int(raw[-1])
+    data = column.buffers()[2]
+    view = memoryview(data)[first:last] if data is not None else memoryview(b"")
+    return (raw - first if first else raw).astype("<i4", copy=False).tobytes(), view
+
+
+def _key_buffers(column: pa.Array) -> tuple[memoryview | None, bytes, memoryview] | None:
+    keys = _binary(column)
+    if keys.null_count == len(keys):
+        return None
+    validity = memoryview(keys.buffers()[0])[: (len(keys) + 7) // 8] if keys.null_count else None
+    offsets, data = _buffers(keys)
+    return validity, offsets, data
+
+
+def _packed_headers(column: pa.Array) -> pa.Array | None:
+    """Headers as one packed binary value per row: contraflow's own (already packed,
+    binary) or Kafka's list<struct<key, value>> packed here."""
+    if column.null_count == len(column):
+        return None
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        return pc.fill_null(column, pack_headers([]))
+    rows = column.to_pylist()
+    return pa.array([pack_headers([(h["key"], h["value"]) for h in row or ()]) for row in rows], pa.binary())
+
+
+def encode_rows(rows: pa.Table | pa.RecordBatch, compression: Compression | str | None = None) -> bytearray:
+    """A log batch holding the rows' `value` (and `key`, `headers` if present), built from Arrow buffers."""
+    names = rows.schema.names
+    values = _binary(_column(rows, "value"))
     if values.null_count:
         values = pc.fill_null(values, b"")
-    count = len(values)
-    raw = np.frombuffer(values.buffers()[1], dtype="<i4", count=count + 1, offset=values.offset * 4)
-    first, last = int(raw[0]), int(raw[-1])
-    offsets = raw - first if first else raw
-    data = memoryview(values.buffers()[2])[first:last] if values.buffers()[2] is not None else b""
-    return encode_binary_column(offsets.astype("<i4", copy=False).tobytes(), data, count, compression)
+    keys = _key_buffers(_column(rows, "key")) if "key" in names else None
+    headers = _packed_headers(_column(rows, "headers")) if "headers" in names else None
+    return encode_columns(
+        len(values),
+        _buffers(values),
+        keys=keys,
+        headers=None if headers is None else _buffers(_binary(headers)),
+        compression=compression,
+    )
+
+
+def _column(rows: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
+    column = rows.column(name)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+PAYLOAD_COLUMNS = ("value", "key", "headers")
 
 
 def route_rows(
     batch: pa.RecordBatch, default_topic: str | None, partitions_of: dict[str, int], spread: int
-) -> Iterator[tuple[Route, pa.Array]]:
-    """Split a batch's `value` column by destination topic and partition.
+) -> Iterator[tuple[Route, pa.Table]]:
+    """Split a batch's rows by destination topic and partition.
 
     `topic` and `partition` columns pick the destination row by row; without
     them rows go to `default_topic`, and to partition `spread` modulo the
@@ -144,28 +169,27 @@ def route_rows(
     while each task's rows keep their order in one partition).
     """
     names = batch.schema.names
-    values = batch.column(names.index("value"))
-    topics = batch.column(names.index("topic")) if "topic" in names else None
-    parts = batch.column(names.index("partition")) if "partition" in names else None
-    if topics is None and parts is None:
+    payload = pa.Table.from_batches([batch.select([n for n in PAYLOAD_COLUMNS if n in names])])
+    if "topic" not in names and "partition" not in names:
         if default_topic is None:
             raise ValueError("rows have no 'topic' column and the sink has no 'topic' option")
-        yield Route(default_topic, spread % partitions_of[default_topic]), values
+        yield Route(default_topic, spread % partitions_of[default_topic]), payload
         return
-    table = pa.table(
-        {
-            "value": values,
-            "t": topics if topics is not None else pa.nulls(len(values), pa.string()),
-            "p": parts.cast(pa.int32()) if parts is not None else pa.nulls(len(values), pa.int32()),
-        }
+    count = batch.num_rows
+    topics = batch.column(names.index("topic")) if "topic" in names else pa.nulls(count, pa.string())
+    parts = (
+        batch.column(names.index("partition")).cast(pa.int32())
+        if "partition" in names
+        else pa.nulls(count, pa.int32())
     )
-    for key in table.group_by(["t", "p"], use_threads=False).aggregate([]).to_pylist():
+    keyed = pa.table({"t": topics, "p": parts})
+    for key in keyed.group_by(["t", "p"], use_threads=False).aggregate([]).to_pylist():
         topic = key["t"] if key["t"] is not None else default_topic
         if topic is None:
             raise ValueError("a row has a null 'topic' and the sink has no 'topic' option")
-        mask = pc.and_(_matches(table["t"], key["t"]), _matches(table["p"], key["p"]))
-        partition = key["p"] if key["p"] is not None else spread
-        yield Route(topic, partition % partitions_of[topic]), table.filter(mask)["value"].combine_chunks()
+        mask = pc.and_(_matches(keyed["t"], key["t"]), _matches(keyed["p"], key["p"]))
+        partition = key["p"] if key["p"] is not None else spread % partitions_of[topic]
+        yield Route(topic, partition), payload.filter(mask)
 
 
 def _matches(column: pa.ChunkedArray, value: object) -> pa.ChunkedArray:

@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from contraflow.errors import UserError
-from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_values, route_rows
+from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_rows, route_rows
 from contraflow.spark.credit import read_credit
 from contraflow.spark.offsets import (
     PartitionOffsets,
@@ -288,13 +288,13 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             for topic in _topics_named(rows, self.options.topic):
                 if topic not in partition_counts:
                     partition_counts[topic] = len(client.describe_topic(topic).partitions)
-            for route, values in route_rows(rows, self.options.topic, partition_counts, task):
-                batch = encode_values(values, self.options.compression)
+            for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
+                batch = encode_rows(routed, self.options.compression)
                 client.stage(
                     query_id, batch_id, route.topic, route.partition, batch, writer=str(task), attempt=attempt
                 )
                 staged.batches += 1
-                staged.records += len(values)
+                staged.records += routed.num_rows
                 staged.routes.append((route.topic, route.partition))
         return staged
 

@@ -267,7 +267,7 @@ def encode_batch(
     body += _binary_column(values)
     if headers is not None and any(headers):
         attributes |= HAS_HEADERS
-        body += _binary_column([msgpack.packb(list(h)) for h in headers])
+        body += _binary_column([pack_headers(h) for h in headers])
     return assemble_batch(
         count,
         body,
@@ -280,23 +280,50 @@ def encode_batch(
     )
 
 
-def encode_binary_column(
-    value_offsets: Buffer,
-    value_data: Buffer,
+BinaryBuffers = tuple[Buffer, Buffer]
+"""(int32 little-endian offsets[N+1] starting at 0, data): the Arrow binary layout."""
+
+
+def _buffers_section(column: BinaryBuffers, count: int) -> list[Buffer]:
+    offsets, data = column
+    return [offsets, _pad(4 * (count + 1)), data, _pad(len(data))]
+
+
+def encode_columns(
     count: int,
-    compression: Compression | str | None = Compression.NONE,
+    values: BinaryBuffers,
     *,
+    keys: tuple[Buffer | None, Buffer, Buffer] | None = None,
+    headers: BinaryBuffers | None = None,
+    compression: Compression | str | None = Compression.NONE,
     producer_id: int = -1,
 ) -> bytearray:
-    """Encode a batch from a ready binary column (int32 little-endian offsets[N+1]
-    starting at 0, then the data): what an Arrow BinaryArray already holds, so a
-    writer coming from Arrow builds the batch without touching single records."""
+    """Encode a batch from ready columns in Arrow's layout: what a pyarrow BinaryArray
+    already holds, so a writer coming from Arrow builds the batch without touching
+    single records. `keys` is (validity bitmap or None, offsets, data); `headers`
+    holds each record's headers packed as `encode_batch` packs them."""
     if count == 0:
         raise ValueError("a batch needs at least one record")
     now = time.time_ns() // 1_000_000
-    values = [value_offsets, _pad(4 * (count + 1)), value_data, _pad(len(value_data))]
-    body: list[Buffer] = [bytes(8 * count), _offset_deltas(count), *values]
-    return assemble_batch(count, body, 0, (now, now), compression, producer_id=producer_id)
+    attributes = 0
+    body: list[Buffer] = [bytes(8 * count), _offset_deltas(count)]
+    if keys is not None:
+        validity, *key_column = keys
+        attributes |= HAS_KEYS
+        if validity is not None:
+            attributes |= KEY_NULLS
+            body += [validity, _pad(len(validity))]
+        body += _buffers_section((key_column[0], key_column[1]), count)
+    body += _buffers_section(values, count)
+    if headers is not None:
+        attributes |= HAS_HEADERS
+        body += _buffers_section(headers, count)
+    return assemble_batch(count, body, attributes, (now, now), compression, producer_id=producer_id)
+
+
+def pack_headers(headers: Headers) -> bytes:
+    """One record's headers as stored in a batch's headers column."""
+    return bytes(msgpack.packb(list(headers)))
 
 
 def assemble_batch(
