@@ -65,6 +65,7 @@ class PipelineExecutor:
         """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
+        self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
         push([value, event.meta or None, event.raw])
         return self._drain(event.origin)
@@ -134,6 +135,7 @@ class PipelineExecutor:
     ) -> dict[str, Columns]:
         ctx = self.ctx
         emitted = self._emitted
+        emitted.clear()
         columns: dict[str, Columns] = {}
         chunk = _CHUNK
         for start in range(0, len(values), chunk):
