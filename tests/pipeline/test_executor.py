@@ -374,3 +374,42 @@ def test_unchanged_output_events_write_their_original_bytes(query: Any) -> None:
     executor = PipelineExecutor(query("select event from in where event.a == 2 into out;"))
     [(_, event)] = executor.process("in", Event.from_raw(raw), 0)
     assert event.channel_bytes() is raw and event.decoded == {"b": 1, "a": 2}
+
+
+def test_a_change_further_down_one_branch_is_not_seen_by_the_other(query: Any) -> None:
+    executor = PipelineExecutor(
+        query(
+            """
+            define script mark script let event.marked = true; event end;
+            define window one from tumbling with size = 1 end;
+            create script mark;
+            select event from in where event.v > 0 into mark;
+            select event from mark into out;
+            select aggr::win::collect_flattened(event) from in[one] into out;
+            """
+        )
+    )
+    out = executor.process("in", Event.from_raw(b'{"v": 1}'), 0)
+    assert values(out) == [{"v": 1, "marked": True}, [{"v": 1}]]
+
+
+def test_a_change_after_a_nested_pipeline_is_not_seen_by_a_branch_inside_it(query: Any) -> None:
+    executor = PipelineExecutor(
+        query(
+            """
+            define pipeline inner
+            pipeline
+              select event from in where true into out;
+              select {"inside": event} from in into out;
+            end;
+            define script mark script let event.marked = true; event end;
+            create pipeline p from inner;
+            create script mark;
+            select event from in into p;
+            select event from p into mark;
+            select event from mark into out;
+            """
+        )
+    )
+    out = executor.process("in", Event.from_raw(b'{"v": 1}'), 0)
+    assert values(out) == [{"v": 1, "marked": True}, {"inside": {"v": 1}, "marked": True}]
