@@ -4,7 +4,8 @@ Four pipelines over the same ~200-byte JSON events, each run through
 `PipelineExecutor.process_values` (what `mapInArrow`/`transformWithState`
 call) and through a plain Python loop written for that one job (orjson, dicts,
 lists): (a) passthrough, (b) parse, filter, enrich, (c) tumbling 10-second
-count per key over 10k keys, (d) the pipeline-state RFC's counter script.
+count per key over 10k keys, (d) the pipeline-state RFC's counter script, plus
+a round robin over two outputs (events cross a real node, never parsed).
 Prints one JSON object: events/s of both (medians over repeats, the two take
 turns so machine load affects them alike) and executor/baseline ratios.
 """
@@ -30,6 +31,14 @@ STEP_NS = 2_000_000  # ingest times 2 ms apart: 200 s of events, 20 windows of 1
 INTERVAL_NS = 10_000_000_000
 
 PASSTHROUGH = "select event from in into out;"
+# Events that cross a real node without being parsed (the per-event cost of the executor itself).
+ROUNDROBIN = """
+define operator rr from qos::roundrobin with outputs = ["a", "b"] end;
+create operator rr;
+select event from in into rr;
+select event from rr/a into out;
+select event from rr/b into out;
+"""
 ENRICH = """
 select merge event of {"alert": true, "service_upper": string::uppercase(event.service)} end
 from in
@@ -99,6 +108,16 @@ def base_passthrough(batch: Batch) -> int:
     return len(out) + 0 * len(metas)
 
 
+def base_roundrobin(batch: Batch) -> int:
+    a: list[bytes] = []
+    b: list[bytes] = []
+    targets = (a, b)
+    for i, raw in enumerate(batch[0]):
+        targets[i % 2].append(raw)
+    out = a + b
+    return len(out)
+
+
 def base_enrich(batch: Batch) -> int:
     out = []
     for raw in batch[0]:
@@ -141,6 +160,7 @@ def main() -> None:
     batch = make_events()
     cases: dict[str, tuple[str, Callable[[Batch], int]]] = {
         "passthrough": (PASSTHROUGH, base_passthrough),
+        "roundrobin_no_decode": (ROUNDROBIN, base_roundrobin),
         "parse_filter_enrich": (ENRICH, base_enrich),
         "tumbling_count_10k_keys": (TUMBLING, base_tumbling),
         "counter_script": (COUNTER, base_counter),

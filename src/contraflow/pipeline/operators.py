@@ -262,6 +262,11 @@ class RoundRobin(NodeRunner):
 
     def push(self, item: Item) -> None:
         signal = self.ctx.signals.get(self.path)
+        if not signal:  # every output available: plain rotation
+            i = self.next
+            self.next = (i + 1) % len(self.pushes)
+            self.pushes[i](item)
+            return
         down = set(signal.get("unavailable", ())) if isinstance(signal, dict) else set()
         n = len(self.ports)
         for step in range(n):
