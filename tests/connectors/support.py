@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, connector_class
+from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, connector_class
 from contraflow.lang.graph import ConnectorSpec, PluginRef
 
 T = TypeVar("T")
@@ -32,6 +32,8 @@ def make(
     postprocessors: list[Any] | None = None,
     stop_runtime: Callable[[], None] = lambda: None,
     breaker: list[str] | None = None,
+    outputs: frozenset[str] = frozenset({"out", "err"}),
+    inputs: frozenset[str] = frozenset({"in"}),
 ) -> Connector:
     """A connector instance with a context as the runtime builds one (config checked first)."""
     cls = connector_class(kind)
@@ -55,6 +57,8 @@ def make(
         logger=logging.getLogger(f"test.{alias}"),
         state_dir=state_dir,
         spu_addr=spu_addr,
+        outputs=outputs,
+        inputs=inputs,
         open_breaker=lambda reason: signals.append(f"open:{reason}"),
         close_breaker=lambda: signals.append("close"),
         stop_runtime=stop_runtime,
@@ -67,17 +71,17 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 20.0) -> T:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def sink_event(value: Any, meta: dict[str, Any] | None = None, *, port: str = "in", frames: list[bytes] | None = None,
-               offset: int = -1) -> SinkEvent:
+def sink_event(
+    value: Any,
+    meta: dict[str, Any] | None = None,
+    *,
+    port: str = "in",
+    frames: list[bytes] | None = None,
+    offset: int = -1,
+) -> SinkEvent:
     """An event as the runtime hands it to a sink: channel bytes plus json-encoded, newline-separated frames."""
     raw = orjson.dumps(value)
     return SinkEvent(raw, meta or {}, frames if frames is not None else [raw + b"\n"], port, offset)
-
-
-async def frames_of(conn: Connector, data: SourceData) -> list[bytes]:
-    """Split a pulled chunk into lines as a `separate` preprocessor would."""
-    assert data.data is not None
-    return [line for line in data.data.split(b"\n") if line]
 
 
 async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 5.0) -> None:

@@ -231,7 +231,10 @@ def test_missing_file_fails_connect(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"path": "x", "mode": "read", "chunksize": 1}, "connector 'c' (file): unknown config key 'chunksize'"),
+        (
+            {"path": "x", "mode": "read", "chunksize": 1},
+            "connector 'c' (file): unknown config key 'chunksize'",
+        ),
         ({"path": "x"}, "connector 'c' (file): missing config key 'mode'"),
         ({"path": "x", "mode": "apend"}, "connector 'c' (file): config key 'mode' must be one of"),
         ({"path": "x", "mode": "read", "chunk_size": 0}, "config key 'chunk_size' must be an integer >= 1"),
@@ -241,3 +244,44 @@ def test_missing_file_fails_connect(tmp_path: Path) -> None:
 def test_config_errors_name_alias_and_key(config: dict, message: str) -> None:
     with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         FileConnector.check_config("c", config)
+
+
+def test_truncated_file_is_read_from_the_start(tmp_path: Path) -> None:
+    path, state = tmp_path / "in.json", tmp_path / "state"
+    path.write_bytes(CONTENT)
+
+    async def body(ack_all: bool) -> bytes:
+        conn = reader(path, state)
+        await conn.connect()
+        pulled = await drain(conn)
+        if ack_all:
+            for _, token in pulled:
+                await conn.ack(token)
+        await conn.close()
+        return b"".join(d for d, _ in pulled)
+
+    run(body(ack_all=True))
+    with path.open("r+b") as f:  # same inode, shorter than the saved position
+        f.truncate(0)
+        f.write(b'{"again":1}\n')
+    assert run(body(ack_all=False)) == b'{"again":1}\n'
+
+
+@pytest.mark.parametrize("mode", ["truncate", "write", "overwrite"])
+def test_a_resumed_flow_appends_instead_of_truncating(tmp_path: Path, mode: str) -> None:
+    path, state = tmp_path / "out.json", tmp_path / "state"
+    path.write_bytes(b"before the flow\n")
+
+    async def write(value: int, state_dir: Path | None) -> None:
+        conn = make("file", {"path": str(path), "mode": mode}, state_dir=state_dir)
+        await conn.connect()
+        await conn.send([sink_event({"run": value})])
+        await conn.close()
+
+    run(write(1, state))  # first start: the mode applies
+    assert path.read_bytes() == b'{"run":1}\n' + (b"before the flow\n"[10:] if mode == "overwrite" else b"")
+    first = path.read_bytes()
+    run(write(2, state))  # the same flow resumes (e.g. after SIGKILL): nothing it delivered is lost
+    assert path.read_bytes() == first + b'{"run":2}\n'
+    run(write(3, None))  # without state (a fresh flow) the mode applies again
+    assert path.read_bytes().startswith(b'{"run":3}\n')

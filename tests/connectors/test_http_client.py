@@ -37,11 +37,18 @@ class Upstream:
             await self.gate.wait()
         self.in_flight -= 1
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-        self.requests.append({"method": scope["method"], "path": scope["path"], "headers": headers, "body": body})
+        self.requests.append(
+            {"method": scope["method"], "path": scope["path"], "headers": headers, "body": body}
+        )
         status = self.statuses.pop(0) if self.statuses else 200
         reply = orjson.dumps({"got": len(self.requests)})
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"x-upstream", b"yes")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"x-upstream", b"yes")],
+            }
+        )
         await send({"type": "http.response.body", "body": reply})
 
     async def start(self, port: int = 0) -> int:
@@ -67,16 +74,23 @@ def test_events_become_requests_and_responses_become_events() -> None:
         conn = client(port, method="put", headers={"X-Token": "abc"})
         await conn.connect()
         override = {"http_client": {"request": {"method": "PATCH", "url": f"http://127.0.0.1:{port}/other"}}}
-        await conn.send([
-            sink_event({"n": 1}, {"correlation": "c-1"}, offset=0),
-            sink_event({"n": 2}, override, offset=1),
-        ])
-        assert sorted((r["method"], r["path"]) for r in upstream.requests) == [("PATCH", "/other"), ("PUT", "/in")]
+        await conn.send(
+            [
+                sink_event({"n": 1}, {"correlation": "c-1"}, offset=0),
+                sink_event({"n": 2}, override, offset=1),
+            ]
+        )
+        assert sorted((r["method"], r["path"]) for r in upstream.requests) == [
+            ("PATCH", "/other"),
+            ("PUT", "/in"),
+        ]
         put = next(r for r in upstream.requests if r["method"] == "PUT")
         assert put["body"] == b'{"n":1}\n' and put["headers"]["x-token"] == "abc"
         assert put["headers"]["content-type"] == "application/json"
         answers = [await conn.pull(), await conn.pull()]
-        metas = sorted((a.meta for a in answers if a is not None), key=lambda m: m["http_client"]["request"]["method"])
+        metas = sorted(
+            (a.meta for a in answers if a is not None), key=lambda m: m["http_client"]["request"]["method"]
+        )
         assert [m["http_client"]["response"]["status"] for m in metas] == [200, 200]
         assert metas[1]["correlation"] == "c-1" and metas[1]["http_client"]["request"]["method"] == "PUT"
         assert metas[0]["http_client"]["response"]["headers"]["x-upstream"] == ["yes"]
@@ -136,7 +150,7 @@ def test_server_errors_are_retryable_and_a_retry_skips_what_was_delivered() -> N
     run(body())
 
 
-def test_concurrency_limit_opens_and_closes_the_breaker() -> None:
+def test_saturated_concurrency_limit_opens_and_closes_the_breaker() -> None:
     async def body() -> None:
         signals: list[str] = []
         upstream = Upstream(gate=asyncio.Event())
@@ -144,15 +158,20 @@ def test_concurrency_limit_opens_and_closes_the_breaker() -> None:
         conn = make("http_client", {"url": f"127.0.0.1:{port}", "concurrency": 2}, breaker=signals)
         await conn.connect()
         sending = asyncio.create_task(conn.send([sink_event({"n": i}, offset=i) for i in range(4)]))
+        assert isinstance(conn, HttpClientConnector)
+        conn.saturation_s = 0.2
         while upstream.in_flight < 2:
             await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
+        assert signals == []  # waiting for a slot is normal at first: batches exceed the concurrency
+        await asyncio.sleep(0.3)
         assert upstream.in_flight == 2  # never more than the limit
-        assert signals == ["open:2 requests in flight (concurrency limit)"]
+        assert signals == ["open:2 requests in flight (concurrency limit)"]  # saturated: breaker open
         assert upstream.gate is not None
         upstream.gate.set()
         await asyncio.wait_for(sending, 5)
-        assert signals[-1] == "close" and len(upstream.requests) == 4
+        # One open while requests kept waiting for a slot, one close when none waits any more.
+        assert signals == ["open:2 requests in flight (concurrency limit)", "close"]
+        assert len(upstream.requests) == 4
         await conn.close()
         await upstream.stop()
 
@@ -188,3 +207,36 @@ def test_timeout_is_a_retryable_failure() -> None:
 def test_config_errors(config: dict, message: str) -> None:
     with pytest.raises(ConnectorConfigError, match=f"connector 'c' \\(http_client\\): {message}"):
         HttpClientConnector.check_config("c", config)
+
+
+def test_responses_are_not_kept_when_nothing_reads_out() -> None:
+    async def body() -> None:
+        upstream = Upstream()
+        port = await upstream.start()
+        conn = make("http_client", {"url": f"127.0.0.1:{port}"}, outputs=frozenset({"err"}))
+        assert isinstance(conn, HttpClientConnector)
+        await conn.connect()
+        # More requests than the response queue holds: nothing waits for a reader that does not exist.
+        for start in range(0, 300, 100):
+            await conn.send([sink_event({"n": i}, offset=i) for i in range(start, start + 100)])
+        assert len(upstream.requests) == 300 and conn.inbox.empty()
+        await conn.close()
+        await upstream.stop()
+
+    run(body())
+
+
+def test_a_batch_larger_than_the_concurrency_against_a_fast_server_keeps_the_breaker_closed() -> None:
+    async def body() -> list[str]:
+        signals: list[str] = []
+        upstream = Upstream()
+        port = await upstream.start()
+        conn = make("http_client", {"url": f"127.0.0.1:{port}", "concurrency": 2}, breaker=signals)
+        await conn.connect()
+        await conn.send([sink_event({"n": i}, offset=i) for i in range(20)])
+        assert len(upstream.requests) == 20
+        await conn.close()
+        await upstream.stop()
+        return signals
+
+    assert run(body()) == []

@@ -25,7 +25,9 @@ def test_response_is_sent_only_after_the_ack() -> None:
         conn = await started()
         async with httpx.AsyncClient() as client:
             call = asyncio.create_task(
-                client.post(f"http://127.0.0.1:{conn.port}/ingest?x=1", content=b'{"a":1}', headers={"X-Id": "7"})
+                client.post(
+                    f"http://127.0.0.1:{conn.port}/ingest?x=1", content=b'{"a":1}', headers={"X-Id": "7"}
+                )
             )
             item = await conn.pull()
             assert item is not None and item.data == b'{"a":1}' and item.token is not None
@@ -33,10 +35,10 @@ def test_response_is_sent_only_after_the_ack() -> None:
             request = item.meta["request"]
             assert request["method"] == "POST"
             assert request["url"]["path"] == "/ingest" and request["url"]["query"] == "x=1"
+            assert (request["url"]["host"], request["url"]["port"]) == ("127.0.0.1", conn.port)
             assert request["headers"]["x-id"] == ["7"]
-            assert item.meta["http_server"]["request_id"] == item.stream
-            end = await conn.pull()
-            assert end is not None and end.end_stream and end.stream == item.stream
+            assert item.meta["http_server"]["request_id"] == item.stream == item.token
+            assert item.end_stream  # the body is a whole stream
             await asyncio.sleep(0.2)
             assert not call.done()  # not delivered yet: the client is still waiting
             await conn.ack(item.token)
@@ -108,5 +110,7 @@ def test_port_in_use_is_reported_and_config_is_checked() -> None:
         await first.close()
 
     run(body())
-    with pytest.raises(ConnectorConfigError, match="connector 'c' \\(http_server\\): unknown config key 'host'"):
+    with pytest.raises(
+        ConnectorConfigError, match="connector 'c' \\(http_server\\): unknown config key 'host'"
+    ):
         HttpServerConnector.check_config("c", {"url": "127.0.0.1:1", "host": "x"})

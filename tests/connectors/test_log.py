@@ -4,10 +4,12 @@ exactly-once produce across a simulated restart."""
 from __future__ import annotations
 
 import asyncio
+import socket
+from pathlib import Path
 
 import pytest
 
-from contraflow.connectors.base import ConnectorConfigError
+from contraflow.connectors.base import ConnectionLost, ConnectorConfigError
 from contraflow.connectors.log import LogConnector
 from contraflow.spu.client import SpuClient
 from tests.connectors.support import eventually, make, run, sink_event
@@ -35,7 +37,11 @@ def test_source_tails_and_acks_commit_the_consumer_offset(spu: SpuClient, spu_ad
         first = pulled[0]
         assert first is not None and first.meta is not None
         assert first.meta["log"] == {
-            "topic": topic, "partition": 0, "offset": 0, "timestamp": first.meta["log"]["timestamp"], "key": "k"
+            "topic": topic,
+            "partition": 0,
+            "offset": 0,
+            "timestamp": first.meta["log"]["timestamp"],
+            "key": "k",
         }
         for item in pulled[:2] + pulled[3:4]:  # 0, 1 and 3: the acknowledged prefix ends at 2
             assert item is not None
@@ -102,7 +108,10 @@ def test_sink_writes_each_channel_offset_exactly_once_across_restarts(
     spu: SpuClient, spu_addr: str, topic: str
 ) -> None:
     def batch(offsets: range) -> list:
-        return [sink_event({"n": i}, {"log": {"key": f"k{i}"}}, frames=[f"{i}".encode()], offset=i) for i in offsets]
+        return [
+            sink_event({"n": i}, {"log": {"key": f"k{i}"}}, frames=[f"{i}".encode()], offset=i)
+            for i in offsets
+        ]
 
     async def crashed_run() -> None:
         conn = log(spu_addr, topic=topic)
@@ -143,7 +152,100 @@ def test_missing_topic_and_bad_config_are_reported(spu_addr: str) -> None:
             await conn.connect()
 
     run(body())
-    with pytest.raises(ConnectorConfigError, match="connector 'c' \\(log\\): config key 'start' must be one of"):
+    with pytest.raises(
+        ConnectorConfigError, match="connector 'c' \\(log\\): config key 'start' must be one of"
+    ):
         LogConnector.check_config("c", {"topic": "t", "start": "beginning"})
     with pytest.raises(ConnectorConfigError, match="missing config key 'topic'"):
         LogConnector.check_config("c", {})
+
+
+def test_source_survives_an_spu_restart_without_gaps_or_duplicates(tmp_path: Path) -> None:
+    from contraflow.spu.embedded import EmbeddedSpu
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        addr = f"127.0.0.1:{probe.getsockname()[1]}"
+    spu = EmbeddedSpu(tmp_path / "spu", mode="thread", public_addr=addr)
+    spu.start()
+    with SpuClient(addr) as admin:
+        admin.create_topic("restarts")
+        admin.produce("restarts", 0, [b"0", b"1", b"2"])
+
+    async def body() -> list[int]:
+        conn = log(addr, topic="restarts")
+        await conn.connect()
+        offsets = []
+        for _ in range(3):
+            item = await conn.pull()
+            assert item is not None and item.meta is not None
+            offsets.append(item.meta["log"]["offset"])
+        await asyncio.to_thread(spu.stop)
+        with pytest.raises(ConnectionLost):  # the SPU stays away past the client's retries
+            await conn.pull()
+        await asyncio.to_thread(spu.start)  # back, same data, same address
+        with SpuClient(addr) as admin:
+            await asyncio.to_thread(admin.produce, "restarts", 0, [b"3"])
+        item = await conn.pull()  # the runtime pulls again after reconnecting
+        assert item is not None and item.meta is not None
+        offsets.append(item.meta["log"]["offset"])
+        await conn.close()
+        return offsets
+
+    try:
+        assert run(body(), timeout=60) == [0, 1, 2, 3]
+    finally:
+        spu.stop()
+
+
+def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr: str) -> None:
+    from contraflow.spu.storage.config import TopicConfig
+
+    spu.create_topic("multi", TopicConfig(partitions=3))
+    for p in range(3):
+        spu.produce("multi", p, [f"{p}-{i}".encode() for i in range(4)])
+
+    async def body() -> None:
+        conn = log(spu_addr, topic="multi", consumer="all")
+        await conn.connect()
+        items = [await conn.pull() for _ in range(12)]
+        got = sorted(i.data for i in items if i is not None and i.data is not None)
+        assert got == sorted(f"{p}-{i}".encode() for p in range(3) for i in range(4))
+        by_partition: dict[int, list] = {}
+        for item in items:
+            assert item is not None and item.meta is not None
+            by_partition.setdefault(item.meta["log"]["partition"], []).append(item)
+        assert all(
+            [i.meta["log"]["offset"] for i in part] == [0, 1, 2, 3] for part in by_partition.values()
+        )  # each partition in order
+        for item in by_partition[0] + by_partition[1][:2]:
+            await conn.ack(item.token)
+        await conn.fail(by_partition[2][1].token)  # partition 2 is read again from offset 1
+        again = [await conn.pull() for _ in range(3)]
+        assert [(a.meta["log"]["partition"], a.meta["log"]["offset"]) for a in again if a and a.meta] == [
+            (2, 1),
+            (2, 2),
+            (2, 3),
+        ]
+        await eventually(lambda: [spu.fetch_offset("all", "multi", p) for p in range(3)] == [4, 2, None])
+        await conn.close()
+
+    run(body())
+
+    async def one_partition() -> list[bytes | None]:
+        conn = log(spu_addr, topic="multi", partition=1, consumer="one")
+        await conn.connect()
+        items = [await conn.pull() for _ in range(4)]
+        await conn.close()
+        return [i.data if i else None for i in items]
+
+    assert run(one_partition()) == [f"1-{i}".encode() for i in range(4)]
+
+    async def out_of_range() -> None:
+        conn = log(spu_addr, topic="multi", partition=3)
+        with pytest.raises(
+            ConnectorConfigError, match="config key 'partition' is 3, but topic 'multi' has 3"
+        ):
+            await conn.connect()
+
+    run(out_of_range())

@@ -10,7 +10,7 @@ from contraflow.codecs import preprocessors
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed, SourceData
 from contraflow.connectors.tcp_client import TcpClientConnector
 from contraflow.connectors.tcp_server import TcpServerConnector
-from tests.connectors.support import make, run, sink_event
+from tests.connectors.support import eventually, make, run, sink_event
 
 
 def server() -> TcpServerConnector:
@@ -77,9 +77,8 @@ def test_server_replies_on_the_connection_the_event_came_from() -> None:
         # The pipeline's reply carries the request's metadata back to the sink side.
         await conn.send([sink_event("echo", dict(item.meta), frames=[b"echo b\n"])])
         assert await asyncio.wait_for(rb.readline(), 2) == b"echo b\n"
-        # Routing by peer address works too.
-        await conn.send([sink_event("x", {"tcp_server": item.meta["tcp_server"]}, frames=[b"again\n"])])
-        assert await asyncio.wait_for(rb.readline(), 2) == b"again\n"
+        with pytest.raises(DeliveryFailed, match=r"no \$tcp_server.peer"):
+            await conn.send([sink_event("nowhere", {"stream": item.stream}, frames=[b"x\n"])])
         wa.write(b"from a\n")
         await wa.drain()
         assert (await conn.pull()).data == b"from a\n"  # type: ignore[union-attr]
@@ -219,3 +218,52 @@ def test_config_errors(kind: str, config: dict, message: str) -> None:
     cls = TcpServerConnector if kind == "tcp_server" else TcpClientConnector
     with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cls.check_config("c", config)
+
+
+def test_server_pushes_back_on_a_peer_while_the_flow_does_not_pull() -> None:
+    async def body() -> None:
+        conn = make("tcp_server", {"url": "127.0.0.1:0", "buf_size": 4096})
+        assert isinstance(conn, TcpServerConnector)
+        await conn.connect()
+        _, writer = await asyncio.open_connection("127.0.0.1", conn.port)
+        payload = b"x" * (32 << 20)  # far more than the bounded inbox plus the kernel's buffers
+        writer.write(payload)
+        draining = asyncio.create_task(writer.drain())
+        await asyncio.sleep(0.3)
+        assert not draining.done()  # nobody pulls: the server stopped reading, TCP holds the peer back
+        received = 0
+        while received < len(payload):
+            item = await conn.pull()
+            assert item is not None
+            received += len(item.data or b"")
+        await asyncio.wait_for(draining, 10)
+        assert received == len(payload)
+        writer.close()
+        await conn.close()
+
+    run(body(), timeout=60)
+
+
+def test_client_without_out_drops_replies_and_still_notices_the_close() -> None:
+    async def body() -> None:
+        async def reply_and_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            data = await reader.readexactly(100_000)
+            writer.write(data)
+            await writer.drain()
+            writer.close()
+
+        srv = await asyncio.start_server(reply_and_close, "127.0.0.1", 0)
+        conn = make(
+            "tcp_client", {"url": f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"}, outputs=frozenset()
+        )
+        assert isinstance(conn, TcpClientConnector)
+        await conn.connect()
+        await conn.send([sink_event("a", frames=[b"x" * 100_000])])  # echoed back, read and dropped
+        await eventually(lambda: not conn.connected)  # the server's close is seen without anyone pulling
+        assert conn.inbox.empty()
+        with pytest.raises(ConnectionLost):
+            await conn.send([sink_event("b")])
+        await conn.close()
+        srv.close()
+
+    run(body())

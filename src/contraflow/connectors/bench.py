@@ -20,7 +20,8 @@ still carry `$bench.ingest_ns`, their end-to-end latency goes into a
 histogram. When the source is done and everything sent came back (or
 nothing arrived for `DRAIN_TIMEOUT_S`, e.g. a pipeline filtered events), the
 report is printed on stdout as one JSON object and the runtime is asked to
-stop, as Tremor's bench does.
+stop, as Tremor's bench does; with nothing connected to `in`, the report
+(of what was sent) follows as soon as the source is done.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import orjson
 
 from contraflow.codecs.compression import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
+from contraflow.connectors.filereader import leading_separator
 from contraflow.connectors.histogram import Histogram
 from contraflow.connectors.options import ConfigReader
 from contraflow.connectors.timing import Ticker, sleep_unless
@@ -111,20 +113,21 @@ class BenchConnector(Connector):
     )
     is_source = True
     is_sink = True
+    # How long to wait for more events coming back before reporting without them.
+    drain_timeout_s = DRAIN_TIMEOUT_S
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.options = BenchOptions.read(ctx.alias, self.kind, ctx.config)
-        pre = ctx.spec.preprocessors
-        self.separator = (
-            str(pre[0].config.get("separator", "\n")).encode() if pre and pre[0].name == "separate" else None
-        )
+        # Lines can travel many per pull, joined again by the separator the runtime splits them at.
+        separator = leading_separator(ctx.spec.preprocessors)
+        self.separator = None if self.options.chunk_size else separator
         self.items: list[bytes] = []
         self.latency = Histogram(self.options.significant_figures)
         self.sent = self.sent_bytes = self.received = self.received_bytes = 0
         self.report: dict[str, Any] | None = None
         self._index = self._iteration = 0
-        self._started_ns = self._first_in_ns = self._last_in_ns = 0
+        self._started_ns = self._first_in_ns = self._last_in_ns = self._done_ns = 0
         self._source_done = asyncio.Event()
         self._arrived = asyncio.Event()
         self._ticker: Ticker | None = None
@@ -157,7 +160,9 @@ class BenchConnector(Connector):
         if not self._started_ns:
             self._started_ns = time.monotonic_ns()
         if self._exhausted():
-            self._source_done.set()
+            if not self._source_done.is_set():
+                self._done_ns = time.monotonic_ns()
+                self._source_done.set()
             return None
         if self._ticker is not None:
             if await sleep_unless(self.ctx.quiescing, self._ticker.delay()):
@@ -205,10 +210,10 @@ class BenchConnector(Connector):
 
     async def _finish_when_done(self) -> None:
         await self._source_done.wait()
-        while self.received < self.sent:
+        while self.received < self.sent and "in" in self.ctx.inputs:
             self._arrived.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), DRAIN_TIMEOUT_S)
+                await asyncio.wait_for(self._arrived.wait(), self.drain_timeout_s)
             if not self._arrived.is_set():
                 break  # nothing more is coming back (filtered, or nothing connected to `in`)
         self.finish()
@@ -223,7 +228,8 @@ class BenchConnector(Connector):
         return self.report
 
     def _report(self) -> dict[str, Any]:
-        end = self._last_in_ns or time.monotonic_ns()
+        # Throughput of what came back when something did, else of what was sent.
+        end = (self._last_in_ns if self.received else self._done_ns) or time.monotonic_ns()
         seconds = max(end - (self._started_ns or end), 1) / NS_PER_S
         counted = self.received if self.received else self.sent
         counted_bytes = self.received_bytes if self.received else self.sent_bytes

@@ -47,6 +47,10 @@ class Checkpoint:
             record, self._latest = self._latest, None
             await asyncio.to_thread(self._write, record)
 
+    def write_now(self, record: dict[str, Any]) -> None:
+        """Write `record` synchronously (from a worker thread), e.g. before the first write it guards."""
+        self._write(record)
+
     def _write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(self.path, orjson.dumps(record))

@@ -68,11 +68,11 @@ class ExitConnector(Connector):
         """Event fields override the config where they have the right type; others are ignored."""
         if not isinstance(value, dict):
             return self.defaults
-        delay, graceful, code = value.get("delay"), value.get("graceful"), value.get("exit")
+        delay, graceful, code = _int(value.get("delay")), value.get("graceful"), _int(value.get("exit"))
         return ExitRequest(
-            delay if _is_int(delay) and delay >= 0 else self.defaults.delay_ns,
+            delay if delay is not None and delay >= 0 else self.defaults.delay_ns,
             graceful if isinstance(graceful, bool) else self.defaults.graceful,
-            code if _is_int(code) else 0,
+            code if code is not None else 0,
         )
 
     async def _stop_later(self, delay_ns: int) -> None:
@@ -92,5 +92,5 @@ class ExitConnector(Connector):
         return {"exit_requested": True, "code": r.code, "graceful": r.graceful, "delay_ns": r.delay_ns}
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -18,6 +18,12 @@ after the last separator; with no preprocessors every chunk is one frame. For
 other framings (length-prefixed...) a chunk boundary can split a frame, so
 the position is not saved and a restart reads the file from the start.
 
+Writing: `write`/`truncate` and `overwrite` apply when the flow starts for
+the first time. When the same flow resumes (its state directory says this
+connector already wrote the file), the file is appended to instead: the
+channel feeding the sink resumes after what was delivered before, so
+truncating would lose those events.
+
 Compressed files (gzip, zstd, lz4, xz, bzip2, zlib) are detected by their
 magic bytes and decompressed as a stream; positions then count decompressed
 bytes. A leading `decompress` preprocessor names the algorithm (default
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +51,13 @@ from contraflow.connectors.base import (
     register,
 )
 from contraflow.connectors.checkpoint import Checkpoint
-from contraflow.connectors.filereader import AlignedChunks, Chunk, ContentReader, FileIdentity
+from contraflow.connectors.filereader import (
+    AlignedChunks,
+    Chunk,
+    ContentReader,
+    FileIdentity,
+    leading_separator,
+)
 from contraflow.connectors.options import ConfigReader
 from contraflow.lang.graph import PluginRef
 
@@ -57,6 +70,8 @@ WRITE_FLAGS = {
     "overwrite": os.O_WRONLY | os.O_CREAT,
 }
 MODES = frozenset({READ, *WRITE_FLAGS})
+# Chunks read per worker-thread call: a thread hop costs far more than reading 8 KiB from the page cache.
+READ_AHEAD_CHUNKS = 16
 
 
 @dataclass(frozen=True)
@@ -81,9 +96,8 @@ def framing(preprocessors: Sequence[PluginRef]) -> tuple[str, bytes | None, bool
         algorithm = str(stages.pop(0).config.get("algorithm", "autodetect"))
     if not stages:
         return algorithm, None, True
-    if stages[0].name == "separate":
-        return algorithm, str(stages[0].config.get("separator", "\n")).encode(), True
-    return algorithm, None, False
+    separator = leading_separator(stages)
+    return algorithm, separator, separator is not None
 
 
 @register("file")
@@ -105,10 +119,16 @@ class FileConnector(Connector):
         self._rewind_to: int | None = None
         self._checkpoint = (
             Checkpoint(ctx.state_dir / f"{ctx.alias}.file.json")
-            if ctx.state_dir is not None and self.exact
+            if ctx.state_dir is not None and self.exact and self.reading
             else None
         )
         self._out: BinaryIO | None = None
+        self._sink_marker = (
+            Checkpoint(ctx.state_dir / f"{ctx.alias}.file-sink.json")
+            if ctx.state_dir is not None and not self.reading
+            else None
+        )
+        self._ready: deque[Chunk] = deque()  # chunks read ahead in one worker-thread call
 
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
@@ -144,9 +164,9 @@ class FileConnector(Connector):
         if not saved:
             return 0
         position = int(saved.get("position", 0))
-        if identity.same_file(int(saved.get("device", -1)), int(saved.get("inode", -1)), 0) and (
-            saved.get("compressed") or identity.size >= position
-        ):
+        same = identity.same_file(int(saved.get("device", -1)), int(saved.get("inode", -1)))
+        # Positions of a compressed file count decompressed bytes: the file's size says nothing.
+        if same and (saved.get("compressed") or identity.size >= position):
             self.ctx.logger.info("resuming %s at byte %d", self.options.path, position)
             return position
         self.ctx.logger.warning("%s was replaced or truncated: reading it from the start", self.options.path)
@@ -155,12 +175,31 @@ class FileConnector(Connector):
     def _open_writer(self) -> BinaryIO:
         path = self.options.path
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, WRITE_FLAGS[self.options.mode], 0o644)
+        flags = WRITE_FLAGS[self.options.mode]
+        if self._resuming_writer():
+            self.ctx.logger.info(
+                "flow resumed: appending to %s instead of mode '%s'", path, self.options.mode
+            )
+            flags = WRITE_FLAGS["append"]
+        fd = os.open(path, flags, 0o644)
+        if self._sink_marker is not None:
+            self._sink_marker.write_now({"path": str(path.resolve()), "mode": self.options.mode})
         return os.fdopen(fd, "wb")
+
+    def _resuming_writer(self) -> bool:
+        """True when this connector already wrote this file in an earlier run of the flow.
+
+        The channel it reads from resumes after what was delivered then, so
+        truncating (or overwriting from the start) would lose those events.
+        """
+        if self._sink_marker is None or not self.options.path.exists():
+            return False
+        marker = self._sink_marker.load()
+        return marker is not None and marker.get("path") == str(self.options.path.resolve())
 
     async def close(self) -> None:
         if self._chunks is not None:
-            await asyncio.to_thread(self._chunks.reader.close)
+            await asyncio.to_thread(self._chunks.close)
             self._chunks = None
         if self._checkpoint is not None:
             await self._checkpoint.flush()
@@ -175,10 +214,13 @@ class FileConnector(Connector):
             return None
         if self._rewind_to is not None:
             position, self._rewind_to = self._rewind_to, None
+            self._ready.clear()
             await asyncio.to_thread(self._chunks.seek, position)
-        chunk: Chunk | None = await asyncio.to_thread(self._chunks.next)
-        if chunk is None:
-            return None
+        if not self._ready:
+            self._ready.extend(await asyncio.to_thread(self._chunks.next_many, READ_AHEAD_CHUNKS))
+            if not self._ready:
+                return None
+        chunk = self._ready.popleft()
         token = self._next_token
         self._next_token += 1
         self._window.issue(token, chunk.start, chunk.end)

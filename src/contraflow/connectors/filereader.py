@@ -11,11 +11,21 @@ a line: a restart resumes exactly after the last delivered line.
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from contraflow.codecs.compression import MAGIC_BYTES, StreamDecompressor, detect
+from contraflow.lang.graph import PluginRef
+
+
+def leading_separator(preprocessors: Sequence[PluginRef]) -> bytes | None:
+    """The separator byte when the chain starts with `separate`: chunks may then end after any separator."""
+    if preprocessors and preprocessors[0].name == "separate":
+        return str(preprocessors[0].config.get("separator", "\n")).encode()
+    return None
 
 
 @dataclass(frozen=True)
@@ -38,8 +48,8 @@ class FileIdentity:
         st = os.stat(path)
         return cls(st.st_dev, st.st_ino, st.st_size)
 
-    def same_file(self, device: int, inode: int, size: int) -> bool:
-        return (self.device, self.inode) == (device, inode) and self.size >= size
+    def same_file(self, device: int, inode: int) -> bool:
+        return (self.device, self.inode) == (device, inode)
 
 
 class ContentReader:
@@ -103,21 +113,43 @@ class ContentReader:
 
 
 class AlignedChunks:
-    """Content chunks cut after the last separator; the unterminated tail comes last, at EOF."""
+    """Content chunks cut after the last separator; the unterminated tail comes last, at EOF.
+
+    Calls run in worker threads; a lock keeps a read that outlived its
+    cancelled caller from racing a seek or close.
+    """
 
     def __init__(self, reader: ContentReader, separator: bytes | None) -> None:
         self.reader = reader
         self.separator = separator
         self._pending = b""
         self.position = 0
+        self._lock = threading.Lock()
 
     def seek(self, position: int) -> None:
-        self.reader.open(position)
-        self._pending = b""
-        self.position = position
+        with self._lock:
+            self.reader.open(position)
+            self._pending = b""
+            self.position = position
+
+    def close(self) -> None:
+        with self._lock:
+            self.reader.close()
 
     def next(self) -> Chunk | None:
         """The next chunk; None at the end of the file."""
+        with self._lock:
+            return self._next()
+
+    def next_many(self, count: int) -> list[Chunk]:
+        """Up to `count` next chunks (fewer at the end of the file, none after it): one thread hop for many."""
+        with self._lock:
+            chunks: list[Chunk] = []
+            while len(chunks) < count and (chunk := self._next()) is not None:
+                chunks.append(chunk)
+            return chunks
+
+    def _next(self) -> Chunk | None:
         while True:
             data = self.reader.read()
             if not data:

@@ -17,13 +17,16 @@ Delivery, as the runtime sees it:
   `connect()` (which probes the server with a TCP connection) by its
   `reconnect` policy until the server is back, then sends the batch again.
   Requests of the batch that had already succeeded are not sent twice;
-- all `concurrency` slots busy: the breaker opens until a slot frees
-  (Tremor's "at capacity" signal), without failing anything;
+- never more than `concurrency` requests in flight; when requests have waited
+  for a slot without a break for `SATURATION_S` (1 s: the server is
+  saturated at this concurrency), the breaker opens until none waits (Tremor's
+  "at capacity" signal), without failing anything. Waiting alone is normal:
+  the runtime hands over batches larger than the concurrency;
 - a timeout, a 5xx or a 429: `DeliveryFailed(retryable=True)`: retried
   with backoff by the runtime, then the `err` port;
 - any other status is an answer: it is delivered as a response event.
-Responses are queued for `pull()` in a bounded queue; if the flow never
-pulls (nothing connected to `out`) they are dropped and counted instead.
+Responses are queued for `pull()` in a bounded queue (a full queue holds
+sending back) when `out` is connected, and not kept at all when it is not.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from contraflow.connectors.options import ConfigReader
 NS_PER_S = 1_000_000_000
 RETRYABLE_STATUS = frozenset({429})
 QUEUED_RESPONSES = 256
+SATURATION_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class HttpClientConnector(Connector):
     required_keys = frozenset({"url"})
     is_source = True
     is_sink = True
+    # Requests must wait for a slot this long without a break before the breaker opens.
+    saturation_s = SATURATION_S
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
@@ -104,9 +110,10 @@ class HttpClientConnector(Connector):
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(self.options.concurrency)
         self._at_capacity = False
+        self._saturation: asyncio.TimerHandle | None = None
+        self._in_flight = 0
+        self._waiting = 0
         self._delivered: set[int] = set()  # events of the current batch already answered
-        self._pulled = False
-        self.dropped_responses = 0
 
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
@@ -152,13 +159,31 @@ class HttpClientConnector(Connector):
         await self._emit(event, response)
 
     async def _acquire(self) -> None:
-        if self._slots.locked() and not self._at_capacity:
-            self._at_capacity = True
-            self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
-        await self._slots.acquire()
+        """A request slot. Requests waiting for one without a break for `saturation_s` open the
+        breaker (the server is saturated at this concurrency); it closes when none waits."""
+        self._waiting += 1
+        if self._waiting == 1 and self._in_flight >= self.options.concurrency:
+            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._unsaturated()
+        self._in_flight += 1
 
     def _release(self) -> None:
+        self._in_flight -= 1
         self._slots.release()
+
+    def _saturated(self) -> None:
+        self._at_capacity = True
+        self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
+
+    def _unsaturated(self) -> None:
+        if self._saturation is not None:
+            self._saturation.cancel()
+            self._saturation = None
         if self._at_capacity:
             self._at_capacity = False
             self.ctx.close_breaker()
@@ -170,6 +195,8 @@ class HttpClientConnector(Connector):
             response = await self._client.request(
                 method, url, headers=headers, content=b"".join(event.frames)
             )
+        except httpx.ConnectTimeout as err:
+            raise ConnectionLost(f"{method} {url}: connecting timed out") from err
         except httpx.TimeoutException as err:
             raise DeliveryFailed(f"{method} {url}: timed out", retryable=True) from err
         except (httpx.TransportError, OSError) as err:
@@ -182,8 +209,9 @@ class HttpClientConnector(Connector):
         nested = event.meta.get("http_client")
         override = nested.get("request") if isinstance(nested, dict) else None
         override = override if isinstance(override, dict) else {}
-        method = override.get("method") if isinstance(override.get("method"), str) else self.options.method
-        url = override.get("url") if isinstance(override.get("url"), str) else self.options.url
+        method, url = override.get("method"), override.get("url")
+        method = method if isinstance(method, str) else self.options.method
+        url = url if isinstance(url, str) else self.options.url
         headers = dict(self.options.headers)
         for name, value in (override.get("headers") or {}).items():
             headers[str(name).lower()] = [str(v) for v in (value if isinstance(value, list) else [value])]
@@ -207,17 +235,12 @@ class HttpClientConnector(Connector):
             if not response.content
             else SourceData(data=response.content, meta=meta)
         )
-        if self.inbox.put_nowait(item):
-            return
-        if self._pulled:
-            await self.inbox.put(item)  # back-pressure from the flow reading responses
-        else:
-            self.dropped_responses += 1
+        if "out" in self.ctx.outputs:
+            await self.inbox.put(item)  # a full queue holds sending back: the flow reads responses slower
 
     # -- source ------------------------------------------------------------------------------------
 
     async def pull(self) -> SourceData | None:
-        self._pulled = True
         return await self.inbox.get()
 
     async def close(self) -> None:
@@ -226,10 +249,7 @@ class HttpClientConnector(Connector):
             await client.aclose()
 
     def status(self) -> dict[str, Any]:
-        return {
-            "in_flight": self.options.concurrency - self._slots._value,  # noqa: SLF001 - no public accessor
-            "dropped_responses": self.dropped_responses,
-        }
+        return {"in_flight": self._in_flight}
 
 
 def _key(event: SinkEvent) -> int:

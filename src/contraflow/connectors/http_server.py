@@ -7,11 +7,11 @@ codec and preprocessors, one stream per request; an empty body is the event
 `null`). Metadata, as Tremor's:
 `$request = {"method", "url": {"scheme", "host", "port", "path", "query"},
 "protocol", "headers": {name: [values]}}`, the same under
-`$http_server.request`, and `$http_server.request_id` (also `$stream`).
+`$http_server.request`, and `$http_server.request_id`.
 
 Response, whichever comes first:
-- a reply event on the `in` port carrying the request's metadata (a pipeline
-  that passes `$` on, or sets `$http_server.request_id`): its encoded frames
+- a reply event on the `in` port carrying the request's
+  `$http_server.request_id` (a pipeline that passes `$` on keeps it): its encoded frames
   are the body, `$response = {"status", "headers"}` (or
   `$http_server.response`) set status and headers (default 200 and the
   codec's content type);
@@ -131,27 +131,28 @@ class HttpServerConnector(Connector):
         await _respond(send, response)
 
     def _meta(self, scope: Scope, rid: int) -> dict[str, Any]:
-        server = scope.get("server") or (self.url.host, self.port)
+        headers = headers_of_pairs(scope["headers"])
+        host, port = _authority(headers, scope.get("server") or (self.url.host, self.port))
         request = {
             "method": scope["method"],
             "url": {
                 "scheme": scope.get("scheme", "http"),
-                "host": str(server[0]),
-                "port": int(server[1]),
+                "host": host,
+                "port": port,
                 "path": unquote(scope["path"]),
                 "query": scope["query_string"].decode("latin-1") or None,
             },
             "protocol": f"HTTP/{scope.get('http_version', '1.1')}",
-            "headers": headers_of_pairs(scope["headers"]),
+            "headers": headers,
         }
-        return {"stream": rid, "request": request, "http_server": {"request_id": rid, "request": request}}
+        return {"request": request, "http_server": {"request_id": rid, "request": request}}
 
     async def _enqueue(self, rid: int, meta: dict[str, Any], body: bytes) -> None:
         if not body:
             await self.inbox.put(SourceData(events=[(None, meta)], stream=rid, meta=meta, token=rid))
             return
-        await self.inbox.put(SourceData(data=body, stream=rid, meta=meta, token=rid))
-        await self.inbox.put(SourceData(stream=rid, meta=meta, end_stream=True))
+        # The body is a whole stream: it ends with its data, so the preprocessors flush it.
+        await self.inbox.put(SourceData(data=body, stream=rid, meta=meta, token=rid, end_stream=True))
 
     async def pull(self) -> SourceData | None:
         return await self.inbox.get()
@@ -202,11 +203,20 @@ class HttpServerConnector(Connector):
         return {"pending_requests": len(self._pending)}
 
 
+def _authority(headers: Mapping[str, list[str]], server: Sequence[Any]) -> tuple[str, int]:
+    """Host and port the client addressed (its Host header), else the listening address."""
+    host_header = headers.get("host", [""])[0]
+    host, sep, port = host_header.rpartition(":")
+    if sep and port.isdigit() and host:
+        return host.strip("[]"), int(port)
+    if host_header and not sep:
+        return host_header, int(server[1])
+    return str(server[0]), int(server[1])
+
+
 def _request_id(meta: Mapping[str, Any]) -> Any:
     nested = meta.get("http_server")
-    if isinstance(nested, dict) and "request_id" in nested:
-        return nested["request_id"]
-    return meta.get("stream")
+    return nested.get("request_id") if isinstance(nested, dict) else None
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -59,8 +59,12 @@ async def pump(
     meta: dict[str, Any],
     buf_size: int,
     on_end: Callable[[], None] = lambda: None,
+    keep: bool = True,
 ) -> None:
-    """Copy one connection's bytes into the inbox as chunks of `stream`, then its end."""
+    """Copy one connection's bytes into the inbox as chunks of `stream`, then its end.
+
+    With `keep=False` (nothing reads the connector's output) the bytes are read
+    and dropped, so the peer is not held back and a closed connection is noticed."""
     try:
         while True:
             try:
@@ -69,7 +73,9 @@ async def pump(
                 data = b""
             if not data:
                 break
-            await inbox.put(SourceData(data=data, stream=stream, meta=meta))
+            if keep:
+                await inbox.put(SourceData(data=data, stream=stream, meta=meta))
     finally:
         on_end()
-    await inbox.put(SourceData(stream=stream, meta=meta, end_stream=True))
+    if keep:
+        await inbox.put(SourceData(stream=stream, meta=meta, end_stream=True))

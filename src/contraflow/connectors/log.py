@@ -1,17 +1,20 @@
 """`log`: consume a user topic of the SPU as events, or produce events to one.
 
-Config: `topic` (required), `partition` (default 0); for consuming also
+Config: `topic` (required), `partition` (a source reads every partition of
+the topic unless one is named; a sink writes partition 0 unless one is
+named); for consuming also
 `consumer` (the consumer name whose committed offset is the resume point,
 default `<flow>.<alias>`) and `start` (`earliest`, the default, or `latest`:
 where a consumer with no committed offset begins).
 
-Source: tails the partition with a push stream from the SPU (no polling),
-reading committed records only. Every record is one chunk for the codec
+Source: tails each partition with a push stream from the SPU (no polling,
+`logtail.TopicTail`), reading committed records only; partitions are
+interleaved as their records arrive, each in order. Every record is one chunk for the codec
 (its value), with `$log = {"topic", "partition", "offset", "timestamp",
 "key"}` (key as text when it is UTF-8, else null). Acks commit the consumer
-offset (the next offset to read) over the longest acknowledged prefix,
-coalesced into one commit in flight at a time; a fail rewinds the stream to
-the failed record (at-least-once). A restart resumes at the committed offset.
+offset (the next offset to read) of each partition over its longest
+acknowledged prefix, one commit in flight at a time; a fail rewinds that
+partition to the failed record (at-least-once). A restart resumes at the committed offset.
 
 Sink: each event becomes one record (its encoded frames; key from
 `$log.key` when it is a string). When the runtime gives channel offsets
@@ -32,9 +35,9 @@ away surfaces as `ConnectionLost` (breaker open, the runtime reconnects).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
@@ -46,12 +49,12 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
+from contraflow.connectors.logtail import TopicTail
 from contraflow.connectors.options import ConfigReader
-from contraflow.spu.api import FetchResult
-from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
+from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.errors import ErrorCode
-from contraflow.spu.storage.batch import Record, encode_batch
+from contraflow.spu.storage.batch import encode_batch
 
 THROUGH_HEADER = "contraflow.through"
 
@@ -59,18 +62,18 @@ THROUGH_HEADER = "contraflow.through"
 @dataclass(frozen=True)
 class LogOptions:
     topic: str
-    partition: int
+    partition: int | None  # None: every partition (source), partition 0 (sink)
     consumer: str
-    start: str
+    start: Literal["earliest", "latest"]
 
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> LogOptions:
         cfg = ConfigReader(alias, kind, config)
         return cls(
             cfg.string("topic"),
-            cfg.integer("partition", 0),
+            cfg.optional_integer("partition"),
             cfg.string("consumer", f"{flow_id}.{alias}"),
-            cfg.choice("start", {"earliest", "latest"}, "earliest"),
+            "latest" if cfg.choice("start", {"earliest", "latest"}, "earliest") == "latest" else "earliest",
         )
 
 
@@ -96,20 +99,23 @@ class LogConnector(Connector):
         self.options = LogOptions.read(ctx.alias, self.kind, ctx.config, ctx.flow_id)
         self.producer_id = f"log.{ctx.flow_id}.{ctx.alias}"
         self._client: AsyncSpuClient | None = None
-        self._stream: StreamFetch | None = None
-        self._results: AsyncIterator[FetchResult] | None = None
-        self._records: list[Record] = []
-        self._position = 0  # next offset to hand out
-        self._window = AckWindow()
-        self._rewind_to: int | None = None
+        self._partitions: list[int] = []
+        self._tail: TopicTail | None = None
+        self._windows: dict[int, AckWindow] = {}  # per partition: acknowledged prefix
+        self._handed: dict[int, int] = {}  # per partition: next offset not yet handed out
+        self._rewinds: dict[int, int] = {}
+        self._to_commit: dict[int, int] = {}
         self._committer: asyncio.Task[None] | None = None
-        self._to_commit: int | None = None
         self._written_through: int | None = None  # last channel offset known to be in the topic
 
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
         super().check_config(alias, config)
         LogOptions.read(alias, cls.kind, config)
+
+    @property
+    def sink_partition(self) -> int:
+        return self.options.partition or 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -120,7 +126,7 @@ class LogConnector(Connector):
             raise ConnectorConfigError(f"connector '{self.ctx.alias}' (log): the runtime has no SPU address")
         client = AsyncSpuClient(self.ctx.spu_addr)
         try:
-            await client.describe_topic(self.options.topic)
+            description = await client.describe_topic(self.options.topic)
         except SpuError as err:
             await client.close()
             if err.code in (ErrorCode.UNKNOWN_TOPIC, ErrorCode.UNKNOWN_PARTITION):
@@ -129,30 +135,41 @@ class LogConnector(Connector):
                     f"(create it with `contraflow topic create {self.options.topic}`)"
                 ) from None
             raise ConnectionLost(f"SPU {self.ctx.spu_addr}: {err}") from err
+        count = len(description.partitions)
+        wanted = self.options.partition
+        if wanted is not None and wanted >= count:
+            await client.close()
+            raise ConnectorConfigError(
+                f"connector '{self.ctx.alias}' (log): config key 'partition' is {wanted}, "
+                f"but topic '{self.options.topic}' has {count} partition(s)"
+            )
+        self._partitions = [wanted] if wanted is not None else list(range(count))
         self._client = client
 
-    async def _open_stream(self, offset: int | None) -> None:
-        """Start tailing at `offset`, or at the consumer's committed offset (else `start`)."""
+    async def _first_offset(self, partition: int) -> int:
+        """Where a fresh run starts: the consumer's committed offset, else `start`."""
         assert self._client is not None
         o = self.options
-        if self._stream is not None:
-            await self._stream.close()
+        offset = await self._client.fetch_offset(o.consumer, o.topic, partition)
         if offset is None:
-            offset = await self._client.fetch_offset(o.consumer, o.topic, o.partition)
-        if offset is None:
-            offset = await self._client.list_offsets(o.topic, o.partition, o.start) or 0
-        self._stream = self._client.stream(o.topic, o.partition, offset)
-        await self._stream.open()
-        self._results = aiter(self._stream)
-        self._records, self._position = [], offset
-        self._window = AckWindow(offset)
+            offset = await self._client.list_offsets(o.topic, partition, o.start) or 0
+        return offset
+
+    async def _open_tail(self) -> TopicTail:
+        """Tail every partition from the next offset not yet handed out (first: the committed one)."""
+        assert self._client is not None
+        for partition in self._partitions:
+            if partition not in self._handed:
+                self._handed[partition] = await self._first_offset(partition)
+                self._windows[partition] = AckWindow(self._handed[partition])
+        return TopicTail(self._client, self.options.topic, dict(self._handed), self.ctx.quiescing)
 
     async def close(self) -> None:
         if self._committer is not None:
             await asyncio.wait([self._committer])
-        if self._stream is not None:
-            await self._stream.close()
-            self._stream = None
+        if self._tail is not None:
+            await self._tail.close()
+            self._tail = None
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()
@@ -162,66 +179,58 @@ class LogConnector(Connector):
     async def pull(self) -> SourceData | None:
         if self._client is None or self.ctx.quiescing.is_set():
             return None
-        if self._results is None or self._rewind_to is not None:
-            rewind, self._rewind_to = self._rewind_to, None
-            await self._open_stream(rewind)
-        while not self._records:
-            if not await self._fetch():
-                return None
-        record = self._records.pop(0)
-        self._window.issue(record.offset, record.offset, record.offset + 1)
+        if self._tail is None:
+            self._tail = await self._open_tail()
+        for partition, offset in self._rewinds.items():
+            await self._tail.rewind(partition, offset)
+            self._handed[partition] = offset
+        self._rewinds.clear()
+        try:
+            item = await self._tail.next()
+        except SpuError as err:
+            await self._tail.close()
+            self._tail = None  # the next pull resumes every partition after what was handed out
+            raise ConnectionLost(f"tailing {self.options.topic}: {err}") from err
+        if item is None:
+            return None
+        partition, record = item
+        self._handed[partition] = record.offset + 1
+        self._windows[partition].issue(record.offset, record.offset, record.offset + 1)
         meta = {
             "log": {
                 "topic": self.options.topic,
-                "partition": self.options.partition,
+                "partition": partition,
                 "offset": record.offset,
                 "timestamp": record.timestamp,
                 "key": _key_text(record.key),
             }
         }
-        return SourceData(data=record.value, meta=meta, token=record.offset)
-
-    async def _fetch(self) -> bool:
-        """Wait for the next pushed records; False when the flow quiesced first."""
-        assert self._results is not None
-        nxt = asyncio.ensure_future(anext(self._results))
-        stop = asyncio.ensure_future(self.ctx.quiescing.wait())
-        await asyncio.wait({nxt, stop}, return_when=asyncio.FIRST_COMPLETED)
-        stop.cancel()
-        if not nxt.done():
-            nxt.cancel()
-            return False
-        try:
-            result = nxt.result()
-        except SpuError as err:
-            self._results = None
-            raise ConnectionLost(f"tailing {self.options.topic}: {err}") from err
-        for batch in result.batches:
-            self._records.extend(batch.records(start_offset=self._position))
-        if self._records:
-            self._position = self._records[-1].offset + 1
-        return True
+        return SourceData(data=record.value, meta=meta, token=(partition, record.offset))
 
     async def ack(self, token: Any) -> None:
-        committed = self._window.ack(token)
+        partition, offset = token
+        committed = self._windows[partition].ack(offset)
         if committed is not None:
-            self._to_commit = committed
+            self._to_commit[partition] = committed
             if self._committer is None or self._committer.done():
                 self._committer = asyncio.create_task(self._commit_offsets())
 
     async def _commit_offsets(self) -> None:
         o = self.options
-        while self._to_commit is not None and self._client is not None:
-            offset, self._to_commit = self._to_commit, None
+        while self._to_commit and self._client is not None:
+            partition, offset = self._to_commit.popitem()
             try:
-                await self._client.commit_offset(o.consumer, o.topic, o.partition, offset)
+                await self._client.commit_offset(o.consumer, o.topic, partition, offset)
             except SpuError as err:  # the next ack commits a later offset; a restart re-reads a little
-                self.ctx.logger.warning("committing offset %d of %s failed: %s", offset, o.topic, err)
+                self.ctx.logger.warning(
+                    "committing offset %d of %s/%d failed: %s", offset, o.topic, partition, err
+                )
 
     async def fail(self, token: Any) -> None:
-        position = self._window.fail(token)
+        partition, offset = token
+        position = self._windows[partition].fail(offset)
         if position is not None:
-            self._rewind_to = position
+            self._rewinds[partition] = position
 
     # -- sink --------------------------------------------------------------------------------------
 
@@ -233,7 +242,7 @@ class LogConnector(Connector):
                 await self._send_exactly_once(list(events))
             elif events:
                 await self._client.produce(
-                    self.options.topic, self.options.partition, *self._columns(events, None)
+                    self.options.topic, self.sink_partition, *self._columns(events, None)
                 )
         except SpuError as err:
             self._written_through = None  # unknown whether it landed: ask the ledger next time
@@ -255,9 +264,7 @@ class LogConnector(Connector):
         if remaining:
             first, last = remaining[0].offset, remaining[-1].offset
             batch = encode_batch(*self._columns(remaining, last))
-            await self._client.stage(
-                self.producer_id, first, self.options.topic, self.options.partition, batch
-            )
+            await self._client.stage(self.producer_id, first, self.options.topic, self.sink_partition, batch)
             await self._client.commit(self.producer_id, first, expected_batches=1)
         self._written_through = events[-1].offset
 
@@ -266,10 +273,10 @@ class LogConnector(Connector):
         assert self._client is not None
         o = self.options
         ends = await self._client.ledger(self.producer_id, batch_id)
-        end = ends.get((o.topic, o.partition)) if ends else None
+        end = ends.get((o.topic, self.sink_partition)) if ends else None
         if end is None:
             return None
-        result = await self._client.fetch(o.topic, o.partition, end - 1)
+        result = await self._client.fetch(o.topic, self.sink_partition, end - 1)
         for batch in result.batches:
             for record in batch.records(start_offset=end - 1):
                 for name, value in record.headers:
@@ -292,4 +299,5 @@ class LogConnector(Connector):
         return values, keys, headers
 
     def status(self) -> dict[str, Any]:
-        return {"topic": self.options.topic, "committed": self._window.committed, "position": self._position}
+        committed = {str(p): w.committed for p, w in self._windows.items()}
+        return {"topic": self.options.topic, "committed": committed}

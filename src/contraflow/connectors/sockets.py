@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,7 +65,5 @@ async def write(writer: asyncio.StreamWriter, data: bytes, what: str) -> None:
 
 async def close_writer(writer: asyncio.StreamWriter) -> None:
     writer.close()
-    try:
+    with contextlib.suppress(ConnectionError, OSError, TimeoutError):
         await asyncio.wait_for(writer.wait_closed(), 2.0)
-    except (ConnectionError, OSError, TimeoutError):
-        pass

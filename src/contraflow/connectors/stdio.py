@@ -1,7 +1,8 @@
 """`stdio`: standard input as a source; standard output and error as a sink (Tremor's `stdio`).
 
 Source: stdin read in chunks as one stream (the preprocessors frame it, e.g.
-`separate` for lines); end of input ends the source. Pipes and terminals are
+`separate` for lines); end of input ends the source. Stdin is left alone
+when nothing is connected to `out` (stdio used only for output). Pipes and terminals are
 read through the event loop; a regular file redirected to stdin (which epoll
 cannot watch) is read in a worker thread.
 
@@ -13,6 +14,7 @@ never blocks the loop. No config.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -35,8 +37,8 @@ class StdioConnector(Connector):
         self._eof = False
 
     async def connect(self) -> None:
-        if self._reader is not None or self._eof:
-            return
+        if self._reader is not None or self._eof or "out" not in self.ctx.outputs:
+            return  # stdin is only touched when something reads from this connector
         reader = asyncio.StreamReader(limit=CHUNK_SIZE)
         loop = asyncio.get_running_loop()
         try:
@@ -48,7 +50,7 @@ class StdioConnector(Connector):
             self._reader = None
 
     async def pull(self) -> SourceData | None:
-        if self._eof:
+        if self._eof or "out" not in self.ctx.outputs:
             return None
         if self._reader is not None:
             read = asyncio.ensure_future(self._reader.read(CHUNK_SIZE))
@@ -78,6 +80,9 @@ class StdioConnector(Connector):
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+            # The event loop made stdin non-blocking (shared with the dup); give it back as it was.
+            with contextlib.suppress(OSError, ValueError):
+                os.set_blocking(sys.stdin.fileno(), True)
 
 
 def _write(stream: BinaryIO, frames: list[bytes]) -> None:

@@ -73,7 +73,15 @@ class TcpClientConnector(Connector):
         self._stream = next(self._streams)
         meta = {"tcp_client": {"peer": peer_of(writer)}}
         self._reader_task = asyncio.create_task(
-            pump(reader, self.inbox, self._stream, meta, self.options.buf_size, self._on_end)
+            pump(
+                reader,
+                self.inbox,
+                self._stream,
+                meta,
+                self.options.buf_size,
+                self._on_end,
+                keep="out" in self.ctx.outputs,
+            )
         )
 
     def _on_end(self) -> None:
@@ -87,7 +95,11 @@ class TcpClientConnector(Connector):
     async def send(self, events: Sequence[SinkEvent]) -> None:
         if not self.connected or self._writer is None:
             raise ConnectionLost(f"not connected to {self.options.url}")
-        await write(self._writer, b"".join(f for e in events for f in e.frames), str(self.options.url))
+        try:
+            await write(self._writer, b"".join(f for e in events for f in e.frames), str(self.options.url))
+        except ConnectionLost:
+            self._lost = True  # reconnect even if the reader has not seen the end yet
+            raise
 
     async def _disconnect(self) -> None:
         if self._reader_task is not None:

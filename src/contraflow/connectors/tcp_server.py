@@ -7,15 +7,18 @@ Config (Tremor's): `url` (`"host:port"` or `"tcp://host:port"`, required),
 Source: every connection gets its own stream id, so the runtime keeps one
 preprocessor chain per connection and a line split across two reads (or two
 connections writing at once) is framed correctly. Events carry
-`$stream = <id>` and `$tcp_server = {"tls": false, "peer": {"host", "port"}}`;
-the end of a connection ends its stream. Reading pauses while the runtime
+`$tcp_server = {"tls": false, "peer": {"host", "port"}}`; the end of a
+connection ends its stream. Reading pauses while the runtime
 is not pulling (the queue is bounded), which closes the TCP window on peers.
 
-Sink: an event is written to the connection named by its `$stream` (or by
-`$tcp_server.peer`), which is how a flow answers on the connection a request
-came from, as with Tremor's `$tcp_server` meta. An event for a connection
-that is gone fails (non-retryable: the peer left); one with no routing meta
-is written to every open connection.
+Sink: an event is written to the connection named by its `$tcp_server.peer`,
+which is how a flow answers on the connection a request came from, as with
+Tremor's `$tcp_server` meta (a pipeline that passes `$` on keeps it). An
+event for a connection that is gone, or without that meta, fails
+(non-retryable: there is no one to send it to).
+
+After a peer ends its side of a connection, replies can still be sent on it
+for `REPLY_LINGER_S` (10 s), then it is closed.
 
 Reconnects: a server has nothing to reconnect; if binding fails, `connect`
 raises and the runtime retries by its `reconnect` policy.
@@ -43,17 +46,15 @@ from contraflow.connectors.inbox import Inbox, pump
 from contraflow.connectors.options import ConfigReader
 from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
 
+# How long replies can still be sent on a connection after the peer stopped sending.
+REPLY_LINGER_S = 10.0
+
 
 @dataclass
 class _Peer:
     stream: int
-    meta: dict[str, Any]
+    address: tuple[str, int]
     writer: asyncio.StreamWriter
-
-    @property
-    def address(self) -> tuple[str, int]:
-        peer = self.meta["tcp_server"]["peer"]
-        return peer["host"], peer["port"]
 
 
 @register("tcp_server")
@@ -68,9 +69,10 @@ class TcpServerConnector(Connector):
         self.options, self.backlog = self.read(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing)
         self._server: asyncio.Server | None = None
-        self._peers: dict[int, _Peer] = {}
+        self._peers: dict[tuple[str, int], _Peer] = {}  # by peer (host, port)
         self._ids = itertools.count(1)
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._closing = False
 
     @classmethod
     def read(cls, alias: str, config: Mapping[str, Any]) -> tuple[SocketOptions, int]:
@@ -108,55 +110,56 @@ class TcpServerConnector(Connector):
             return
         tune(writer, self.options)
         stream = next(self._ids)
-        meta = {"stream": stream, "tcp_server": {"tls": False, "peer": peer_of(writer)}}
-        peer = _Peer(stream, meta, writer)
-        self._peers[stream] = peer
+        address = peer_of(writer)
+        meta = {"tcp_server": {"tls": False, "peer": address}}
+        peer = _Peer(stream, (address["host"], address["port"]), writer)
+        self._peers[peer.address] = peer
         task = asyncio.current_task()
         if task is not None:
             self._handlers.add(task)
         try:
             await pump(reader, self.inbox, stream, meta, self.options.buf_size)
+            # The peer closed its sending side; replies can still go out for a while (half-close).
+            await asyncio.sleep(REPLY_LINGER_S)
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise
+            # close() ended this handler: return normally, asyncio's server logs cancelled handlers.
         finally:
-            self._handlers.discard(task)  # type: ignore[arg-type]
-        # The peer closed its side; replies may still be written until it closes completely.
+            if task is not None:
+                self._handlers.discard(task)
+            if self._peers.get(peer.address) is peer:
+                del self._peers[peer.address]
+            await close_writer(writer)
 
     async def pull(self) -> SourceData | None:
-        item = await self.inbox.get()
-        if item is not None and item.end_stream:
-            self._forget_if_closed(item.stream)
-        return item
-
-    def _forget_if_closed(self, stream: int) -> None:
-        peer = self._peers.get(stream)
-        if peer is not None and peer.writer.is_closing():
-            del self._peers[stream]
+        return await self.inbox.get()
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
         for event in events:
-            data = b"".join(event.frames)
-            for peer in self._targets(event):
-                try:
-                    await write(peer.writer, data, f"connection {peer.stream}")
-                except ConnectionLost as err:
-                    self._peers.pop(peer.stream, None)
-                    raise DeliveryFailed(f"{err}", retryable=False) from err
+            peer = self._target(event)
+            try:
+                await write(peer.writer, b"".join(event.frames), f"connection from {peer.address}")
+            except ConnectionLost as err:
+                self._peers.pop(peer.address, None)
+                raise DeliveryFailed(f"{err}", retryable=False) from err
 
-    def _targets(self, event: SinkEvent) -> list[_Peer]:
+    def _target(self, event: SinkEvent) -> _Peer:
         meta = event.meta.get("tcp_server")
-        stream = event.stream
-        if stream is None and isinstance(meta, dict) and isinstance(meta.get("peer"), dict):
-            wanted = (meta["peer"].get("host"), meta["peer"].get("port"))
-            stream = next((p.stream for p in self._peers.values() if p.address == wanted), -1)
-        if stream is None:
-            return list(self._peers.values())
-        peer = self._peers.get(stream)
-        if peer is None:
-            raise DeliveryFailed(f"connection {stream} is closed", retryable=False)
-        return [peer]
+        peer = meta.get("peer") if isinstance(meta, dict) else None
+        if not isinstance(peer, dict):
+            raise DeliveryFailed("the event has no $tcp_server.peer to send it to", retryable=False)
+        address = (peer.get("host"), peer.get("port"))
+        target = self._peers.get(address)  # type: ignore[arg-type]
+        if target is None or target.writer.is_closing():
+            self._peers.pop(address, None)  # type: ignore[arg-type]
+            raise DeliveryFailed(f"the connection from {address[0]}:{address[1]} is closed", retryable=False)
+        return target
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        self._closing = True
         for handler in list(self._handlers):
             handler.cancel()
         peers, self._peers = list(self._peers.values()), {}

@@ -19,16 +19,6 @@ async def sleep_unless(stop: asyncio.Event, seconds: float) -> bool:
     return stop.is_set()
 
 
-async def first_of(stop: asyncio.Event, awaitable: asyncio.Future[object] | asyncio.Task[object]) -> bool:
-    """Wait for `awaitable` or `stop`; True when `stop` came first (the awaitable is left running)."""
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({stopper, awaitable}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    return not awaitable.done()
-
-
 class Ticker:
     """A fixed-rate schedule that never bursts to catch up after a stall."""
 

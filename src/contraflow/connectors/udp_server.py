@@ -50,7 +50,6 @@ class UdpServerConnector(Connector):
         self._transport: asyncio.DatagramTransport | None = None
         self._streams = itertools.count(1)
         self.dropped = 0
-        self._pending_end: SourceData | None = None
         self._warned_at = 0.0
 
     @classmethod
@@ -74,7 +73,8 @@ class UdpServerConnector(Connector):
 
     def received(self, data: bytes, addr: tuple[Any, int]) -> None:
         meta = {"udp_server": {"peer": {"host": str(addr[0]), "port": int(addr[1])}}}
-        item = SourceData(data=data[: self.buf_size], stream=next(self._streams), meta=meta)
+        # A datagram is a whole stream: it ends with its data, so the preprocessors flush and forget it.
+        item = SourceData(data=data[: self.buf_size], stream=next(self._streams), meta=meta, end_stream=True)
         if not self.inbox.put_nowait(item):
             self.dropped += 1
             self.ctx.metrics.count("out", 0, len(data), errors=1)
@@ -84,14 +84,7 @@ class UdpServerConnector(Connector):
                 self.ctx.logger.warning("input queue full: %d datagrams dropped so far", self.dropped)
 
     async def pull(self) -> SourceData | None:
-        if self._pending_end is not None:
-            end, self._pending_end = self._pending_end, None
-            return end
-        item = await self.inbox.get()
-        if item is not None:
-            # A datagram is a whole stream: end it next, so the preprocessors flush and forget it.
-            self._pending_end = SourceData(stream=item.stream, meta=item.meta, end_stream=True)
-        return item
+        return await self.inbox.get()
 
     async def close(self) -> None:
         if self._transport is not None:
