@@ -40,13 +40,16 @@ def test_a_missing_file_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_a_bad_connector_config_names_the_alias_and_the_key(tmp_path: Path) -> None:
-    troy = GOOD_HEAD + """
+    troy = (
+        GOOD_HEAD
+        + """
   define connector painter from file with config = {"path": "x", "mode": "append", "colour": "red"} end;
   create connector sink from painter;
   connect /pipeline/pass to /connector/sink;
 end;
 deploy flow main;
 """
+    )
     done = run(tmp_path, troy)
     assert done.returncode != 0, done.stderr
     assert "error: " in done.stderr and "'sink'" in done.stderr and "'colour'" in done.stderr
@@ -54,14 +57,17 @@ deploy flow main;
 
 
 def test_bad_channel_settings_are_reported_before_starting(tmp_path: Path) -> None:
-    troy = GOOD_HEAD.replace(
-        "define flow main\n", 'define flow main\nargs\n  channels = {"pass/oops": {"capacity": 1}}\n'
-    ) + """
+    troy = (
+        GOOD_HEAD.replace(
+            "define flow main\n", 'define flow main\nargs\n  channels = {"pass/oops": {"capacity": 1}}\n'
+        )
+        + """
   create connector sink from out;
   connect /pipeline/pass to /connector/sink;
 end;
 deploy flow main;
 """
+    )
     done = run(tmp_path, troy)
     assert done.returncode != 0
     assert "no channel 'pass/oops'" in done.stderr and "ticks/out" in done.stderr

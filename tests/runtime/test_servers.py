@@ -25,6 +25,17 @@ def echo_flow(fid: str, kind: str, url: str, codec_settings: str) -> str:
     )
 
 
+async def listening(port: int) -> None:
+    """Wait until the flow's server accepts connections (it binds once the flow started)."""
+    for _ in range(300):
+        try:
+            (await asyncio.open_connection("127.0.0.1", port))[1].close()
+            return
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"nothing listens on port {port}")
+
+
 def test_tcp_echo_answers_each_connection_on_its_own(spark, spu_addr, tmp_path: Path) -> None:
     port = free_port()
     fid = flow_id("echo")
@@ -48,12 +59,7 @@ def test_tcp_echo_answers_each_connection_on_its_own(spark, spu_addr, tmp_path: 
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source):
-            for _ in range(100):  # the listener opens once the flow started
-                try:
-                    (await asyncio.open_connection("127.0.0.1", port))[1].close()
-                    break
-                except OSError:
-                    await asyncio.sleep(0.1)
+            await listening(port)
             a, b = await asyncio.gather(client("a", 5), client("b", 3))
         assert a == [{"from": "a", "n": i} for i in range(5)]
         assert b == [{"from": "b", "n": i} for i in range(3)]
@@ -69,15 +75,12 @@ def test_http_server_replies_with_what_the_pipeline_made_of_the_request(
     source = echo_flow(fid, "http_server", f"http://127.0.0.1:{port}", "")
 
     async def scenario() -> None:
-        async with running(spu_addr, spark, tmp_path / "data", source):
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-                for _ in range(100):
-                    try:
-                        await http.get("/health", timeout=0.5)
-                        break
-                    except httpx.TransportError:
-                        await asyncio.sleep(0.1)
-                replies = await asyncio.gather(*(http.post("/x", json={"ask": i}) for i in range(3)))
+        async with (
+            running(spu_addr, spark, tmp_path / "data", source),
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http,
+        ):
+            await listening(port)
+            replies = await asyncio.gather(*(http.post("/x", json={"ask": i}) for i in range(3)))
         assert [r.status_code for r in replies] == [200, 200, 200]
         assert [r.json() for r in replies] == [{"ask": i} for i in range(3)]
 
