@@ -71,6 +71,7 @@ def run(
         files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status
     )
     deployment = compile_all(files)
+    check_all(deployment, options.data_dir)
     asyncio.run(_main(options, deployment))
 
 
@@ -91,25 +92,38 @@ def compile_all(files: tuple[Path, ...]) -> Deployment:
     return merged
 
 
+def check_all(deployment: Deployment, data_dir: Path) -> None:
+    """Connector kinds and configs, channel settings: every mistake before Spark takes seconds to start."""
+    from contraflow.api.metrics import RuntimeMetrics
+    from contraflow.runtime.flow import FlowInstance, Services
+
+    services = Services("", None, data_dir, RuntimeMetrics(), lambda: None)
+    for flow_id, graph in deployment.flows.items():
+        FlowInstance(flow_id, graph, services).prepare()
+
+
 async def _main(options: RunOptions, deployment: Deployment) -> None:
     from rich.console import Console
 
     console = Console(stderr=True)
     _setup_logging(console)
     options.data_dir.mkdir(parents=True, exist_ok=True)
+    # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
         spu_addr = options.spu or await _embedded_spu(stack, options.data_dir)
         console.print(f"[dim]SPU at {spu_addr}; starting Spark ({options.master or 'local[*]'})...[/dim]")
         spark = await _spark(stack, options)
         from contraflow.runtime.runtime import Runtime
 
-        runtime = Runtime(spu_addr, spark, options.data_dir)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, runtime.request_stop)
+        runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
             console.print(f"[dim]REST API on http://{await _api(stack, runtime, options.api)}[/dim]")
-        await runtime.deploy_graphs(deployment)
+        if not stop.is_set():
+            await runtime.deploy_graphs(deployment)
         console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()

@@ -68,5 +68,9 @@ class RunProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
 
+    def running(self) -> bool:
+        """The flows are deployed (the command said so)."""
+        return "Ctrl-C drains and stops" in self.log.read_text(errors="replace")
+
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]

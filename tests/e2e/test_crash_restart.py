@@ -63,25 +63,25 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path) -> None
     with LocalLog(data_dir / "spu") as log:
         log.create_topic(LOG_TOPIC, TopicConfig(partitions=1))
     out = tmp_path / "out.jsonl"
-    run_log = tmp_path / "run.log"
 
     def delivered() -> int:
         return len(read_events(out))
 
-    first = RunProcess(flow, data_dir, tmp_path, run_log)
+    first = RunProcess(flow, data_dir, tmp_path, tmp_path / "run1.log")
     first.wait_until(lambda: delivered() >= 300, 150, "the first events")
     first.kill()
     killed_at = delivered()
     assert killed_at < EVENTS, "the flow finished before it could be killed mid-stream"
 
-    second = RunProcess(flow, data_dir, tmp_path, run_log)
+    second = RunProcess(flow, data_dir, tmp_path, tmp_path / "run2.log")
     second.wait_until(lambda: delivered() >= killed_at + 300, 150, "events after the restart")
     assert second.terminate() == 0, second.tail()
     stopped_at = delivered()
     # Quiescence drained what the source had read: the log sink holds the same events as the file.
     assert set(log_values(data_dir)) == {e["n"] for e in read_events(out)}
 
-    third = RunProcess(flow, data_dir, tmp_path, run_log)
+    third = RunProcess(flow, data_dir, tmp_path, tmp_path / "run3.log")
+    third.wait_until(third.running, 150, "the third run to start")
     third.wait_until(lambda: {e["n"] for e in read_events(out)} >= set(range(EVENTS)), 150, "every event")
     assert third.terminate() == 0, third.tail()
 

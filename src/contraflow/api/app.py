@@ -91,17 +91,20 @@ async def deploy_source(request: Request) -> tuple[str, str]:
     return source, name
 
 
-def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
-    """The `/v1` routes bound to one runtime."""
-    router = APIRouter(prefix="/v1")
+def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade) -> None:
+    """The `/v1` routes bound to one runtime.
 
-    @router.get("/version", response_model=VersionReport, tags=["version"])
+    Added straight to the app's router (not an included sub-router) so that a
+    405 can list every method of a path in its Allow header.
+    """
+
+    @router.get("/v1/version", response_model=VersionReport, tags=["version"])
     async def get_version() -> VersionReport:
         """The contraflow version; `debug` is true under Python's development mode (-X dev)."""
         return VersionReport(version=runtime.version(), debug=sys.flags.dev_mode)
 
     @router.get(
-        "/status",
+        "/v1/status",
         response_model=RuntimeStatusReport,
         responses={503: {"model": RuntimeStatusReport, "description": "some flow is not running or paused"}},
         tags=["status"],
@@ -119,13 +122,13 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
         healthy = all(f.status in HEALTHY_STATES for f in flows)
         return JSONResponse(report.model_dump(), status_code=200 if healthy else 503)
 
-    @router.get("/flows", response_model=list[FlowReport], tags=["flows"])
+    @router.get("/v1/flows", response_model=list[FlowReport], tags=["flows"])
     async def list_flows() -> list[FlowReport]:
         """Every deployed flow."""
         return [FlowReport.of(f) for f in await runtime.list_flows()]
 
     @router.post(
-        "/flows",
+        "/v1/flows",
         status_code=201,
         response_model=DeployResponse,
         responses=_errors(400, 409, 413, 415),
@@ -137,13 +140,13 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
         source, name = await deploy_source(request)
         return DeployResponse(flows=await runtime.deploy(source, name))
 
-    @router.get("/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
+    @router.get("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
     async def get_flow(flow_id: str) -> FlowReport:
         """One flow."""
         return FlowReport.of(await runtime.get_flow(flow_id))
 
     @router.patch(
-        "/flows/{flow_id}",
+        "/v1/flows/{flow_id}",
         response_model=FlowReport,
         responses=_errors(400, 404, 413, 415),
         openapi_extra=_json_body(StatusPatch),
@@ -158,13 +161,13 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
             flow = await runtime.set_flow_status(flow_id, patch.status)
         return FlowReport.of(flow)
 
-    @router.delete("/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
+    @router.delete("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
     async def undeploy(flow_id: str) -> FlowReport:
         """Quiesce a flow (sources stop, pipelines and sinks drain, offsets commit) and remove it."""
         return FlowReport.of(await runtime.undeploy(flow_id))
 
     @router.get(
-        "/flows/{flow_id}/connectors",
+        "/v1/flows/{flow_id}/connectors",
         response_model=list[ConnectorReport],
         responses=_errors(404),
         tags=["connectors"],
@@ -174,7 +177,7 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
         return [ConnectorReport.of(c) for c in (await runtime.get_flow(flow_id)).connectors]
 
     @router.get(
-        "/flows/{flow_id}/connectors/{alias}",
+        "/v1/flows/{flow_id}/connectors/{alias}",
         response_model=ConnectorReport,
         responses=_errors(404),
         tags=["connectors"],
@@ -184,7 +187,7 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
         return ConnectorReport.of(await _connector(runtime, flow_id, alias))
 
     @router.patch(
-        "/flows/{flow_id}/connectors/{alias}",
+        "/v1/flows/{flow_id}/connectors/{alias}",
         response_model=ConnectorReport,
         responses=_errors(400, 404, 413, 415),
         openapi_extra=_json_body(StatusPatch),
@@ -199,8 +202,6 @@ def runtime_routes(runtime: RuntimeFacade) -> APIRouter:
             connector = await runtime.set_connector_status(flow_id, alias, patch.status)
         return ConnectorReport.of(connector)
 
-    return router
-
 
 async def _connector(runtime: RuntimeFacade, flow_id: str, alias: str) -> ConnectorStatus:
     """A connector of a flow; 404 when either is unknown."""
@@ -210,9 +211,8 @@ async def _connector(runtime: RuntimeFacade, flow_id: str, alias: str) -> Connec
     return connector
 
 
-def metrics_route(runtime: RuntimeFacade) -> APIRouter:
+def add_metrics_route(router: APIRouter, runtime: RuntimeFacade) -> None:
     """`GET /metrics` in the Prometheus text format (OpenMetrics when the scraper asks for it)."""
-    router = APIRouter()
 
     @router.get(
         "/metrics",
@@ -225,8 +225,6 @@ def metrics_route(runtime: RuntimeFacade) -> APIRouter:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encoder(runtime.metrics_registry()), media_type=content_type)
 
-    return router
-
 
 def create_app(runtime: RuntimeFacade) -> FastAPI:
     """The API application for `runtime`; serve it with `contraflow.api.server`."""
@@ -236,6 +234,24 @@ def create_app(runtime: RuntimeFacade) -> FastAPI:
         description="Tremor-compatible control API of the contraflow runtime, plus deployment and metrics.",
     )
     install_error_handlers(app)
-    app.include_router(runtime_routes(runtime))
-    app.include_router(metrics_route(runtime))
+    add_runtime_routes(app.router, runtime)
+    add_metrics_route(app.router, runtime)
+    _drop_422_from_openapi(app)
     return app
+
+
+def _drop_422_from_openapi(app: FastAPI) -> None:
+    """FastAPI documents a 422 for every route with parameters; this API answers 400 instead."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    operation["responses"].pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from contraflow.api.facade import FlowExists, UnknownConnector, UnknownFlow
 from contraflow.api.models import CompileErrorDetail, ErrorBody
@@ -92,14 +93,27 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(400, describe_validation_error(list(exc.errors())))
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+def allowed_methods(request: Request) -> str:
+    """Every method of every route matching the path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if route.matches(request.scope)[0] != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
-    return error_response(exc.status_code, detail, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["allow"] = allowed_methods(request)
+    return error_response(exc.status_code, detail, headers=headers)
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
-    log.exception("internal error in %s %s", request.method, request.url.path, exc_info=exc)
+    # One line here; Starlette re-raises after this reply, so the server logs the traceback.
+    log.error("internal error in %s %s: %r", request.method, request.url.path, exc)
     return error_response(500, f"internal error: {type(exc).__name__}")
 
 

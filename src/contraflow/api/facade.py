@@ -16,12 +16,14 @@ deployment mistakes such as bad connector config (400).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
 from contraflow.errors import UserError
+from contraflow.lang.graph import FlowGraph
 
 # Tremor's instance states; a flow and each of its connectors has one.
 State = Literal["initializing", "running", "paused", "draining", "stopped", "failed"]
@@ -77,6 +79,37 @@ class FlowStatus:
     def connector(self, alias: str) -> ConnectorStatus | None:
         """The connector called `alias`, or None."""
         return next((c for c in self.connectors if c.alias == alias), None)
+
+
+def connector_pipelines(graph: FlowGraph, alias: str) -> dict[str, list[PipelineEndpoint]]:
+    """Tremor's `pipelines` of a connector: for each of its ports, the pipeline ports wired to it."""
+    out: dict[str, list[PipelineEndpoint]] = {}
+    for c in graph.connections:
+        if c.from_kind == "connector" and c.from_alias == alias and c.to_kind == "pipeline":
+            out.setdefault(c.from_port, []).append(PipelineEndpoint(c.to_alias, c.to_port))
+        if c.to_kind == "connector" and c.to_alias == alias and c.from_kind == "pipeline":
+            out.setdefault(c.to_port, []).append(PipelineEndpoint(c.from_alias, c.from_port))
+    return out
+
+
+def describe_flow(
+    graph: FlowGraph,
+    status: State,
+    connectors: Mapping[str, tuple[State, Connectivity]] | None = None,
+) -> FlowStatus:
+    """The `FlowStatus` of a deployed flow graph.
+
+    `connectors` gives each connector's (state, connectivity); a connector
+    not listed takes the flow's state and counts as disconnected.
+    """
+    states = connectors or {}
+    reports = []
+    for alias, spec in graph.connectors.items():
+        state, connectivity = states.get(alias, (status, "disconnected"))
+        reports.append(
+            ConnectorStatus(alias, spec.kind, state, connectivity, connector_pipelines(graph, alias))
+        )
+    return FlowStatus(graph.name, status, graph.definition, reports, list(graph.pipelines))
 
 
 class UnknownFlow(UserError):

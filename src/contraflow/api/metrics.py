@@ -22,7 +22,7 @@ Families (labels in braces):
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
@@ -93,19 +93,33 @@ class RuntimeMetrics:
             pipe,
             registry=r,
         )
-        # Every label tuple used, per flow, so `forget_flow` can drop a flow's series.
+        # Children by (family, labels): `family.labels()` costs several microseconds, and sources
+        # count every event. Keys are grouped per flow so `forget_flow` can drop a flow's series.
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
         self._series: dict[str, set[tuple[MetricWrapperBase, tuple[str, ...]]]] = defaultdict(set)
+        self._port_children: dict[tuple[str, str, str], tuple[Counter, Counter]] = {}
 
     def _child(self, family: M, *labels: str) -> M:
-        self._series[labels[0]].add((family, labels))
-        return family.labels(*labels)
+        key = (family, labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+            self._series[labels[0]].add(key)
+        return cast(M, child)
 
     def connector_events(
         self, flow: str, connector: str, port: str, events: int = 1, nbytes: int = 0
     ) -> None:
-        """Count `events` events of `nbytes` payload bytes through a connector port."""
-        self._child(self.connector_events_total, flow, connector, port).inc(events)
-        self._child(self.connector_bytes_total, flow, connector, port).inc(nbytes)
+        """Count `events` events of `nbytes` payload bytes through a connector port (per-event hot path)."""
+        key = (flow, connector, port)
+        pair = self._port_children.get(key)
+        if pair is None:
+            pair = self._port_children[key] = (
+                self._child(self.connector_events_total, *key),
+                self._child(self.connector_bytes_total, *key),
+            )
+        pair[0].inc(events)
+        pair[1].inc(nbytes)
 
     def connector_errors(self, flow: str, connector: str, port: str, errors: int = 1) -> None:
         """Count events a connector port failed (they go to its `err` port)."""
@@ -145,5 +159,9 @@ class RuntimeMetrics:
 
     def forget_flow(self, flow: str) -> None:
         """Drop every series of an undeployed flow, so `/metrics` shows only live flows."""
-        for family, labels in self._series.pop(flow, set()):
+        for port_key in [k for k in self._port_children if k[0] == flow]:
+            del self._port_children[port_key]
+        for key in self._series.pop(flow, set()):
+            family, labels = key
+            self._children.pop(key, None)
             family.remove(*labels)

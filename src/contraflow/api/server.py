@@ -72,6 +72,7 @@ class ApiServer:
         config = uvicorn.Config(
             app,
             lifespan="off",
+            log_config=None,  # the runtime configures logging; uvicorn's loggers propagate to it
             log_level="warning",
             access_log=False,
             server_header=False,
@@ -116,8 +117,8 @@ class ApiServer:
 async def serve(app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
     """Serve `app` until this coroutine's task is cancelled, then shut down gracefully."""
     server = ApiServer(app, host, port)
-    await server.start()
     try:
+        await server.start()
         await server.wait()
     finally:
         await server.stop()

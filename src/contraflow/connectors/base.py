@@ -11,6 +11,10 @@ Source side (`is_source = True`)
     connectors (metronome, log). `None` means the source is exhausted (end of
     file); the runtime flushes the stream's preprocessors and stops pulling.
     `SourceData.end_stream` says one stream (a TCP connection) ended.
+    A source that can seek sets `SourceData.position` (where to continue after
+    this pull) and implements `resume(position)`: the runtime appends each
+    pull's events as one atomic batch carrying that position and, after a
+    restart, resumes the source right after the last pull that reached the log.
     Sources that acknowledge (`acknowledges = True`: file with checkpoint, log,
     http_server) put a `token` on each `SourceData`; the runtime calls
     `ack(token)` once every event derived from it was delivered downstream
@@ -92,6 +96,8 @@ class SourceData:
     token: Any = None
     port: str = "out"
     end_stream: bool = False
+    # Where to resume to read what follows this pull (JSON-serialisable; see `Connector.resume`).
+    position: Any = None
 
 
 @dataclass(slots=True)
@@ -236,6 +242,16 @@ class Connector:
     async def pull(self) -> SourceData | None:
         """Source side: the next chunk, waiting for it; None when the source is exhausted."""
         raise NotImplementedError(f"{self.kind} is not a source")
+
+    async def resume(self, position: Any) -> None:
+        """Source side, after `connect()` on a restart: continue right after `position`.
+
+        `position` is the `SourceData.position` of the last pull whose events
+        reached the channel log (the runtime stores it in the log with them,
+        in the same atomic batch). Resuming there means nothing that reached
+        the log is read again: with a `log` sink downstream, exactly once.
+        Sources that cannot seek ignore it (their own checkpoint, if any, wins).
+        """
 
     async def ack(self, token: Any) -> None:
         """Source side: everything derived from `token`'s data was delivered (or persisted)."""

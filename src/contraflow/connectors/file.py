@@ -224,7 +224,26 @@ class FileConnector(Connector):
         token = self._next_token
         self._next_token += 1
         self._window.issue(token, chunk.start, chunk.end)
-        return SourceData(data=chunk.data, token=token)
+        return SourceData(data=chunk.data, token=token, position=self._position(chunk.end))
+
+    def _position(self, end: int) -> dict[str, Any] | None:
+        """Where to continue after a chunk (exact framings only): stored by the runtime in the log."""
+        if not self.exact or self._identity is None:
+            return None
+        return {"device": self._identity.device, "inode": self._identity.inode, "position": end}
+
+    async def resume(self, position: Any) -> None:
+        """Continue after the last chunk whose events reached the channel log (same file only)."""
+        if self._chunks is None or self._identity is None or not isinstance(position, dict):
+            return
+        same = (position.get("device"), position.get("inode")) == (self._identity.device, self._identity.inode)
+        if not same:
+            self.ctx.logger.warning("%s is another file than the log remembers: not resuming", self.options.path)
+            return
+        offset = int(position["position"])
+        await asyncio.to_thread(self._chunks.seek, offset)
+        self._window = AckWindow(offset)
+        self.ctx.logger.info("resuming %s at byte %d, after what reached the log", self.options.path, offset)
 
     async def ack(self, token: Any) -> None:
         position = self._window.ack(token)

@@ -122,6 +122,13 @@ class FlowInstance:
             ctx.close_breaker = functools.partial(self._sink_breaker, alias, False, "recovered")
             ctx.codec(), ctx.preprocessors(), ctx.postprocessors()  # config errors surface now
             self.connectors[alias] = ConnectorInstance(cls(ctx), Gate())
+        for alias in self.graph.pipelines:
+            ports = [r.to.port for _, r in self.topology.inputs_of("pipeline", alias)]
+            for port in sorted({p for p in ports if ports.count(p) > 1}):
+                raise UserError(
+                    f"flow '{self.id}': pipeline '{alias}' port '{port}' is fed by several connections; "
+                    "the Spark query reads one channel per input port (give the pipeline one input port per producer)"
+                )
         for alias in self.graph.connectors:
             outputs = self.topology.outputs_of("connector", alias)
             inputs = self.topology.inputs_of("connector", alias)
@@ -201,7 +208,7 @@ class FlowInstance:
             if cls.acknowledges:
                 acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
             inst.source = SourceRunner(
-                inst.connector, outputs, self.producer, inst.gate, acks, metrics, inst.connect
+                inst.connector, outputs, self.client, inst.gate, acks, metrics, inst.connect
             )
             for sink in self.topology.downstream_connectors(alias):
                 inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
@@ -228,6 +235,7 @@ class FlowInstance:
             await inst.sink.ready.wait()
         elif not await runner.reconnect("starting"):
             return
+        await runner.restore_position()
         await runner.run()
 
     async def _run_sink(self, runner: SinkRunner) -> None:

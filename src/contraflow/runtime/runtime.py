@@ -36,11 +36,16 @@ class Runtime:
     """Deployed flows by id; implements `contraflow.api.facade.RuntimeFacade`."""
 
     def __init__(
-        self, spu_addr: str, spark: Any, data_dir: Path, metrics: RuntimeMetrics | None = None
+        self,
+        spu_addr: str,
+        spark: Any,
+        data_dir: Path,
+        metrics: RuntimeMetrics | None = None,
+        stop_requested: asyncio.Event | None = None,
     ) -> None:
         self.metrics = metrics or RuntimeMetrics()
         self.flows: dict[str, FlowInstance] = {}
-        self.stop_requested = asyncio.Event()
+        self.stop_requested = stop_requested or asyncio.Event()
         self.services = Services(spu_addr, spark, Path(data_dir), self.metrics, self.request_stop)
 
     def request_stop(self) -> None:

@@ -13,13 +13,15 @@ import contextlib
 import logging
 from typing import Any
 
+import orjson
+
 from contraflow.connectors.base import ConnectionLost, Connector, SourceData
 from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.wire import Decoded, SourceDecoder
-from contraflow.spu.client import AsyncProducer
+from contraflow.spu.client import AsyncSpuClient
 
 log = logging.getLogger("contraflow.runtime.source")
 
@@ -31,7 +33,7 @@ class SourceRunner:
         self,
         connector: Connector,
         outputs: dict[str, str],
-        producer: AsyncProducer,
+        client: AsyncSpuClient,
         gate: Gate,
         acks: AckTracker | None,
         metrics: Any,
@@ -40,7 +42,8 @@ class SourceRunner:
         self.connector = connector
         self.ctx = connector.ctx
         self.outputs = outputs  # port -> channel topic
-        self.producer = producer
+        self.client = client
+        self.sequence = 0  # pulls appended with a position, continued across restarts
         self.gate = gate
         self.acks = acks
         self.metrics = metrics
@@ -53,7 +56,6 @@ class SourceRunner:
         try:
             await self._loop()
         finally:
-            await self.producer.flush()
             self.stopped.set()
 
     async def _loop(self) -> None:
@@ -75,7 +77,7 @@ class SourceRunner:
                 log.info("%s: source exhausted", self.ctx.name)
                 break
             assert isinstance(pulled, SourceData)
-            await self._append(self.decoder.decode(pulled), pulled.token)
+            await self._append(self.decoder.decode(pulled), pulled.token, pulled)
             await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
 
     async def reconnect(self, why: str) -> bool:
@@ -84,23 +86,80 @@ class SourceRunner:
         result = await _until(self.connect(), self.ctx.quiescing)
         return result is True
 
-    async def _append(self, decoded: Decoded, token: Any) -> None:
-        appends: dict[str, asyncio.Future[int]] = {}
-        for record in (*decoded.records, *decoded.errors):
+    async def _append(self, decoded: Decoded, token: Any, pulled: SourceData | None = None) -> None:
+        """Append one pull's records, one atomic batch per topic, the data port's batch last.
+
+        The data port's batch carries the pull's resume position on its last
+        record, so the log itself says how far the source got: a crash between
+        two batches re-reads the pull (at least once), never skips it.
+        """
+        by_topic: dict[str, tuple[list[bytes], list[Any]]] = {}
+        for record in (*decoded.errors, *decoded.records):
             topic = self.outputs.get(record.port)
-            size = len(record.value)
             if record.port == "err":
                 self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "out")
             if topic is None:
                 if record.port == "err":
                     log.warning("%s: %s (err port not connected)", self.ctx.name, record.value.decode())
                 continue
-            headers = Event(None, record.meta).headers() or None
-            appends[topic] = await self.producer.send(topic, 0, record.value, headers=headers)
-            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, record.port, 1, size)
-            self.ctx.metrics.count(record.port, 1, size)
+            values, headers = by_topic.setdefault(topic, ([], []))
+            values.append(record.value)
+            headers.append(Event(None, record.meta).headers())
+            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, record.port, 1, len(record.value))
+            self.ctx.metrics.count(record.port, 1, len(record.value))
+        data_topic = self.outputs.get(pulled.port) if pulled is not None else None
+        if pulled is not None and pulled.position is not None and data_topic in by_topic:
+            self.sequence += 1
+            marker = orjson.dumps({"seq": self.sequence, "position": pulled.position})
+            by_topic[data_topic][1][-1] = [*by_topic[data_topic][1][-1], (POSITION_HEADER, marker)]
+        appends: dict[str, asyncio.Future[int]] = {}
+        for topic in sorted(by_topic, key=lambda t: t == data_topic):
+            values, headers = by_topic[topic]
+            _, last = await self.client.produce(topic, 0, values, headers=headers)
+            done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+            done.set_result(last)
+            appends[topic] = done
         if self.acks is not None and token is not None:
             self.acks.track(token, appends)
+
+    async def restore_position(self) -> None:
+        """After a restart: hand the source the position stored with the last pull that reached the log."""
+        found: dict[str, Any] | None = None
+        for topic in self.outputs.values():
+            marker = await last_position(self.client, topic)
+            if marker is not None and (found is None or marker["seq"] > found["seq"]):
+                found = marker
+        if found is not None:
+            self.sequence = int(found["seq"])
+            log.info(
+                "%s: resuming after %s (what follows it never reached the log)",
+                self.ctx.name,
+                found["position"],
+            )
+            await self.connector.resume(found["position"])
+
+
+POSITION_HEADER = "contraflow.source"
+SCAN_BACK = 4096  # records of a channel's tail searched for the last position marker
+
+
+async def last_position(client: AsyncSpuClient, topic: str) -> dict[str, Any] | None:
+    """The newest source position marker in the tail of `topic`, if any."""
+    end = await client.list_offsets(topic, 0, "latest") or 0
+    start = max(0, end - SCAN_BACK)
+    found: dict[str, Any] | None = None
+    offset = start
+    while offset < end:
+        result = await client.fetch(topic, 0, offset)
+        records = [r for b in result.batches for r in b.records(start_offset=offset)]
+        if not records:
+            break
+        for record in records:
+            for name, value in record.headers:
+                if name == POSITION_HEADER:
+                    found = orjson.loads(value)
+        offset = records[-1].offset + 1
+    return found
 
 
 STOPPED = object()
