@@ -246,6 +246,8 @@ class FileConnector(Connector):
             )
             return
         offset = int(position["position"])
+        self._ready.clear()  # chunks read ahead from the old position
+        self._rewind_to = None
         await asyncio.to_thread(self._chunks.seek, offset)
         self._window = AckWindow(offset)
         self.ctx.logger.info("resuming %s at byte %d, after what reached the log", self.options.path, offset)
