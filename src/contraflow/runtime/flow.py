@@ -208,7 +208,7 @@ class FlowInstance:
             if cls.acknowledges:
                 acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
             inst.source = SourceRunner(
-                inst.connector, outputs, self.client, inst.gate, acks, metrics, inst.connect
+                inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
             for sink in self.topology.downstream_connectors(alias):
                 inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
