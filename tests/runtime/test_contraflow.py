@@ -123,3 +123,39 @@ def test_pause_and_resume_over_the_api_stop_and_restart_the_flow(spark, spu_addr
         assert ids == list(range(emitted(flow))), "events lost or reordered across pause/resume"
 
     asyncio.run(scenario())
+
+
+def test_exhausted_retries_send_events_to_the_err_port(spark, spu_addr, tmp_path: Path) -> None:
+    target = Target(status=503).start()  # always "unavailable": retryable, never delivered
+    failed = tmp_path / "failed.jsonl"
+    fid = flow_id("retries")
+    source = troy(
+        fid,
+        f"""
+  define connector ticks from metronome with config = {{"interval": 200000000}} end;
+  create connector ticks;
+  {http_sink(target.url)}
+  create connector failed from lines with path = "{failed}", mode = "truncate" end;
+  create pipeline pass;
+  define pipeline errors pipeline select event from in into out; end;
+  create pipeline errors;
+  connect /connector/ticks to /pipeline/pass;
+  connect /pipeline/pass to /connector/sink;
+  connect /connector/sink/err to /pipeline/errors;
+  connect /pipeline/errors to /connector/failed;
+""",
+        args='delivery = {"retries": 2, "backoff_ms": 20}',
+    )
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", source):
+            await wait_for(lambda: len(read_events(failed)) >= 3, what="error events for undeliverable events")
+        errors = read_events(failed)
+        assert [e["event"]["id"] for e in errors[:3]] == [0, 1, 2]
+        assert all("503" in e["error"] and e["connector"] == f"{fid}/sink" for e in errors)
+        assert target.attempts >= 3 * len(errors[:3])  # first try + 2 retries each
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        target.stop()
