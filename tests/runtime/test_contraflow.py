@@ -108,6 +108,7 @@ def test_pause_and_resume_over_the_api_stop_and_restart_the_flow(spark, spu_addr
                     await wait_for(lambda: len(read_events(out)) >= 10, what="first events in the file")
                     reply = await api.patch(f"/v1/flows/{fid}", json={"status": "paused"})
                     assert reply.status_code == 200 and reply.json()["status"] == "paused"
+                    await asyncio.sleep(0.5)  # a pull or a delivery already under way completes
                     paused_at = emitted(flow)
                     lines_at = len(read_events(out))
                     await asyncio.sleep(1.5)
