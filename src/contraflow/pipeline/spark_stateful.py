@@ -50,7 +50,7 @@ class PipelineProcessor(StatefulProcessor):
         self._restore()
         out = OutputColumns(self.plan.outputs)
         for row in sorted(rows, key=lambda r: (r.port, r.partition, r.offset)):
-            headers = [(h.key, h.value) for h in row.headers or ()]
+            headers = [_header(h) for h in row.headers or ()]
             event = make_event(row.value, headers, (row.topic, row.partition, row.offset))
             origin = event.origin
             try:
@@ -122,3 +122,10 @@ def _json(value: Any) -> str:
 def _rows(out: OutputColumns) -> Iterator[Row]:
     rows: Iterable[tuple[str, bytes, bytes | None]] = out.rows()
     return (Row(topic=topic, value=value, headers=headers) for topic, value, headers in rows)
+
+
+def _header(header: Any) -> tuple[str, bytes]:
+    """A header struct as `transformWithState` hands it over: a Row, or a dict in some PySpark paths."""
+    if isinstance(header, dict):
+        return header["key"], header["value"]
+    return header.key, header.value

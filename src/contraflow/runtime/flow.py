@@ -354,6 +354,7 @@ class FlowInstance:
         if self.state in ("stopped", "draining"):
             await self.finished.wait()
             return
+        failed = self.state == "failed"
         self.state = "draining"
         for inst in self.connectors.values():
             if inst.source is not None:
@@ -364,7 +365,8 @@ class FlowInstance:
                 inst.gate.release("paused")  # a paused sink must drain too
         await self._wait_sources(timeout_s)
         await self.producer.flush()
-        await self._drain(timeout_s)
+        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
+            await self._drain(timeout_s)
         await self._stop_all()
         self.state = "stopped"
         self.finished.set()
