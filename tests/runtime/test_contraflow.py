@@ -74,7 +74,9 @@ def test_sources_wait_for_their_sinks_and_stop_while_the_breaker_is_open(
             assert not flow.breakers
 
             target.stop()  # the sink's server goes down
-            await wait_for(lambda: "sink" in flow.breakers, what="the breaker to open")
+            await wait_for(
+                lambda: "connection lost" in flow.breakers.get("sink", ""), what="the breaker to open"
+            )
             await asyncio.sleep(0.3)
             stopped_at = emitted(flow)
             await asyncio.sleep(1.5)
@@ -150,7 +152,9 @@ def test_exhausted_retries_send_events_to_the_err_port(spark, spu_addr, tmp_path
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source):
-            await wait_for(lambda: len(read_events(failed)) >= 3, what="error events for undeliverable events")
+            await wait_for(
+                lambda: len(read_events(failed)) >= 3, what="error events for undeliverable events"
+            )
         errors = read_events(failed)
         assert [e["event"]["id"] for e in errors[:3]] == [0, 1, 2]
         assert all("503" in e["error"] and e["connector"] == f"{fid}/sink" for e in errors)
