@@ -285,3 +285,30 @@ def test_a_resumed_flow_appends_instead_of_truncating(tmp_path: Path, mode: str)
     assert path.read_bytes() == first + b'{"run":2}\n'
     run(write(3, None))  # without state (a fresh flow) the mode applies again
     assert path.read_bytes().startswith(b'{"run":3}\n')
+
+
+def test_resume_continues_after_the_position_the_runtime_kept_in_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "in.json"
+    path.write_bytes(CONTENT)
+
+    async def body() -> None:
+        conn = reader(path, None)
+        await conn.connect()
+        first = await conn.pull()
+        assert first is not None and first.position is not None
+        await conn.close()
+
+        again = reader(path, None)
+        await again.connect()
+        await again.resume(first.position)  # the runtime found this chunk's events in the channel log
+        rest = b"".join(d for d, _ in await drain(again))
+        assert rest == CONTENT[first.position["position"] :]
+        await again.close()
+
+        other = reader(path, None)
+        await other.connect()
+        await other.resume({**first.position, "inode": -1})  # another file: ignored, read from the start
+        assert b"".join(d for d, _ in await drain(other)) == CONTENT
+        await other.close()
+
+    run(body())

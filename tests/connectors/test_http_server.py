@@ -8,7 +8,7 @@ import httpx
 import orjson
 import pytest
 
-from contraflow.connectors.base import ConnectorConfigError, DeliveryFailed
+from contraflow.connectors.base import ConnectorConfigError
 from contraflow.connectors.http_server import HttpServerConnector
 from tests.connectors.support import make, run, sink_event
 
@@ -64,8 +64,10 @@ def test_pipeline_reply_sets_status_headers_and_body() -> None:
             assert response.headers["content-type"] == "application/json"
             assert response.json() == {"created": 2}
             await conn.ack(item.token)  # the ack that follows delivery of the reply changes nothing
-            with pytest.raises(DeliveryFailed):  # a second reply has no request to go to
-                await conn.send([sink_event("late", reply_meta)])
+            await conn.send([sink_event("late", reply_meta)])  # a second reply has no request to go to
+            error = await conn.pull()
+            assert error is not None and error.port == "err" and error.events is not None
+            assert error.events[0][0]["error"] == f"no request {item.token} is waiting for a response"
         await conn.close()
 
     run(body())

@@ -249,3 +249,29 @@ def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr:
             await conn.connect()
 
     run(out_of_range())
+
+
+def test_resume_continues_after_what_reached_the_channel_log(
+    spu: SpuClient, spu_addr: str, topic: str
+) -> None:
+    spu.produce(topic, 0, [b"a", b"b", b"c", b"d"])
+
+    async def body() -> list[int]:
+        first = log(spu_addr, topic=topic, consumer="resumer")
+        await first.connect()
+        pulled = [await first.pull(), await first.pull()]
+        assert pulled[1] is not None and pulled[1].position == {"0": 2}
+        await first.close()  # nothing acked: the consumer offset is still unset
+
+        again = log(spu_addr, topic=topic, consumer="resumer")
+        await again.connect()
+        await again.resume(pulled[1].position)  # the runtime found "b"'s events in the channel log
+        offsets = []
+        for _ in range(2):
+            item = await again.pull()
+            assert item is not None and item.meta is not None
+            offsets.append(item.meta["log"]["offset"])
+        await again.close()
+        return offsets
+
+    assert run(body()) == [2, 3]

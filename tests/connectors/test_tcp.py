@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from contraflow.codecs import preprocessors
-from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed, SourceData
+from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, SourceData
 from contraflow.connectors.tcp_client import TcpClientConnector
 from contraflow.connectors.tcp_server import TcpServerConnector
 from tests.connectors.support import eventually, make, run, sink_event
@@ -77,8 +77,12 @@ def test_server_replies_on_the_connection_the_event_came_from() -> None:
         # The pipeline's reply carries the request's metadata back to the sink side.
         await conn.send([sink_event("echo", dict(item.meta), frames=[b"echo b\n"])])
         assert await asyncio.wait_for(rb.readline(), 2) == b"echo b\n"
-        with pytest.raises(DeliveryFailed, match=r"no \$tcp_server.peer"):
-            await conn.send([sink_event("nowhere", {"stream": item.stream}, frames=[b"x\n"])])
+        await conn.send([sink_event("nowhere", {"stream": item.stream}, frames=[b"x\n"])])
+        error = await conn.pull()  # no $tcp_server.peer: an error event on this connector's err port
+        assert error is not None and error.port == "err" and error.events is not None
+        assert (
+            "no $tcp_server.peer" in error.events[0][0]["error"] and error.events[0][0]["event"] == "nowhere"
+        )
         wa.write(b"from a\n")
         await wa.drain()
         assert (await conn.pull()).data == b"from a\n"  # type: ignore[union-attr]
@@ -90,23 +94,40 @@ def test_server_replies_on_the_connection_the_event_came_from() -> None:
     run(body())
 
 
-def test_reply_to_a_closed_connection_fails_the_event() -> None:
+def test_reply_to_a_closed_connection_is_an_error_event_and_the_rest_is_delivered() -> None:
     async def body() -> None:
         conn = server()
         await conn.connect()
-        _, w = await asyncio.open_connection("127.0.0.1", conn.port)
-        w.write(b"hi\n")
-        await w.drain()
-        item = await conn.pull()
-        assert item is not None and item.meta is not None
-        w.close()
+        _, gone = await asyncio.open_connection("127.0.0.1", conn.port)
+        reader, stays = await asyncio.open_connection("127.0.0.1", conn.port)
+        metas = []
+        for writer in (gone, stays):
+            writer.write(b"hi\n")
+            await writer.drain()
+            item = await conn.pull()
+            assert item is not None and item.meta is not None
+            metas.append(item.meta)
+        gone.close()
         end = await conn.pull()
-        assert end is not None and end.end_stream and end.stream == item.stream
-        with pytest.raises(DeliveryFailed) as err:
-            for _ in range(50):  # the kernel may accept a write or two before the reset shows
-                await conn.send([sink_event("x", dict(item.meta), frames=[b"late\n" * 1000])])
-                await asyncio.sleep(0.01)
-        assert not err.value.retryable
+        assert end is not None and end.end_stream
+        sent = 0
+        while conn.inbox.empty() and sent < 50:  # the kernel may take a write or two before the reset shows
+            await conn.send(
+                [
+                    sink_event("late", dict(metas[0]), frames=[b"late\n" * 1000]),
+                    sink_event("fine", dict(metas[1]), frames=[b"fine\n"]),
+                ]
+            )
+            sent += 1
+            await asyncio.sleep(0.01)
+        error = await conn.pull()
+        assert error is not None and error.port == "err" and error.events is not None
+        peer = metas[0]["tcp_server"]["peer"]
+        assert f"the connection from {peer['host']}:{peer['port']}" in error.events[0][0]["error"]
+        assert error.events[0][1]["tcp_server"] == metas[0]["tcp_server"]  # the event's own metadata
+        for _ in range(sent):  # every reply to the connection that stayed was written
+            assert await asyncio.wait_for(reader.readline(), 2) == b"fine\n"
+        stays.close()
         await conn.close()
 
     run(body())

@@ -62,3 +62,23 @@ def test_client_to_a_closed_port_is_connection_lost() -> None:
         await client.close()
 
     run(body())
+
+
+def test_client_sends_from_its_bind_address() -> None:
+    async def body() -> None:
+        srv = make("udp_server", {"url": "127.0.0.1:0"})
+        assert isinstance(srv, UdpServerConnector)
+        await srv.connect()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            local = probe.getsockname()[1]
+        client = make("udp_client", {"url": f"127.0.0.1:{srv.port}", "bind": f"127.0.0.1:{local}"})
+        await client.connect()
+        await client.send([sink_event("a", frames=[b"hello"])])
+        item = await srv.pull()
+        assert item is not None and item.meta is not None
+        assert item.meta["udp_server"]["peer"] == {"host": "127.0.0.1", "port": local}
+        await client.close()
+        await srv.close()
+
+    run(body())

@@ -236,11 +236,18 @@ class FileConnector(Connector):
         """Continue after the last chunk whose events reached the channel log (same file only)."""
         if self._chunks is None or self._identity is None or not isinstance(position, dict):
             return
-        same = (position.get("device"), position.get("inode")) == (self._identity.device, self._identity.inode)
+        same = (position.get("device"), position.get("inode")) == (
+            self._identity.device,
+            self._identity.inode,
+        )
         if not same:
-            self.ctx.logger.warning("%s is another file than the log remembers: not resuming", self.options.path)
+            self.ctx.logger.warning(
+                "%s is another file than the log remembers: not resuming", self.options.path
+            )
             return
         offset = int(position["position"])
+        self._ready.clear()  # chunks read ahead from the old position
+        self._rewind_to = None
         await asyncio.to_thread(self._chunks.seek, offset)
         self._window = AckWindow(offset)
         self.ctx.logger.info("resuming %s at byte %d, after what reached the log", self.options.path, offset)

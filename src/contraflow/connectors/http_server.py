@@ -18,7 +18,9 @@ Response, whichever comes first:
 - the runtime acks the request's token, i.e. every event derived from it was
   delivered downstream: 200 with an empty body;
 - the runtime fails the token: 503, so the client can retry.
-A request still waiting when the connector closes gets 503. Requests are
+A request still waiting when the connector closes gets 503. A reply that has
+no request waiting for it (already answered, or no `$http_server.request_id`)
+becomes an error event on this connector's `err` port. Requests are
 queued in a bounded inbox: when the flow does not keep up (breaker open,
 back-pressure), new requests wait in it, i.e. the server slows down its
 clients instead of buffering without limit.
@@ -40,7 +42,6 @@ from contraflow.connectors.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
-    DeliveryFailed,
     SinkEvent,
     SourceData,
     register,
@@ -48,6 +49,7 @@ from contraflow.connectors.base import (
 from contraflow.connectors.inbox import Inbox
 from contraflow.connectors.netaddr import endpoint
 from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.undelivered import report_undelivered
 
 QUEUED_REQUESTS = 128
 
@@ -173,10 +175,12 @@ class HttpServerConnector(Connector):
     # -- replies -----------------------------------------------------------------------------------
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
+        """Answer each event's request; a reply nobody waits for (answered already, client gone, no
+        request id) becomes an error event on `err` while the rest of the batch is delivered."""
         for event in events:
             rid = _request_id(event.meta)
             if not self._answer(rid, self._response(event)):
-                raise DeliveryFailed(f"no request {rid} is waiting for a response", retryable=False)
+                report_undelivered(self.ctx, self.inbox, f"no request {rid} is waiting for a response", event)
 
     def _response(self, event: SinkEvent) -> Response:
         spec = event.meta.get("response")

@@ -159,7 +159,7 @@ class LogConnector(Connector):
         """Tail every partition from the next offset not yet handed out (first: the committed one)."""
         assert self._client is not None
         for partition in self._partitions:
-            if partition not in self._handed:
+            if partition not in self._handed:  # not resumed from the channel log: committed offset
                 self._handed[partition] = await self._first_offset(partition)
                 self._windows[partition] = AckWindow(self._handed[partition])
         return TopicTail(self._client, self.options.topic, dict(self._handed), self.ctx.quiescing)
@@ -205,7 +205,24 @@ class LogConnector(Connector):
                 "key": _key_text(record.key),
             }
         }
-        return SourceData(data=record.value, meta=meta, token=(partition, record.offset))
+        position = {str(p): offset for p, offset in self._handed.items()}
+        return SourceData(data=record.value, meta=meta, token=(partition, record.offset), position=position)
+
+    async def resume(self, position: Any) -> None:
+        """Continue each partition after the records whose events already reached the channel log.
+
+        `position` is the next offset per partition at the last pull the runtime found in the log;
+        it is at or after the consumer's committed offset (acks only follow delivery)."""
+        if not isinstance(position, dict):
+            return
+        for partition in self._partitions:
+            offset = position.get(str(partition))
+            if isinstance(offset, int):
+                self._handed[partition] = offset
+                self._windows[partition] = AckWindow(offset)
+        if self._tail is not None:
+            await self._tail.close()
+            self._tail = None
 
     async def ack(self, token: Any) -> None:
         partition, offset = token

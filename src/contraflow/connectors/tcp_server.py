@@ -14,8 +14,9 @@ is not pulling (the queue is bounded), which closes the TCP window on peers.
 Sink: an event is written to the connection named by its `$tcp_server.peer`,
 which is how a flow answers on the connection a request came from, as with
 Tremor's `$tcp_server` meta (a pipeline that passes `$` on keeps it). An
-event for a connection that is gone, or without that meta, fails
-(non-retryable: there is no one to send it to).
+event for a connection that is gone, or without that meta, becomes an error
+event on this connector's `err` port (there is no one to send it to), and the
+rest of the batch is delivered.
 
 After a peer ends its side of a connection, replies can still be sent on it
 for `REPLY_LINGER_S` (10 s), then it is closed.
@@ -45,6 +46,7 @@ from contraflow.connectors.base import (
 from contraflow.connectors.inbox import Inbox, pump
 from contraflow.connectors.options import ConfigReader
 from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
+from contraflow.connectors.undelivered import report_undelivered
 
 # How long replies can still be sent on a connection after the peer stopped sending.
 REPLY_LINGER_S = 10.0
@@ -136,13 +138,19 @@ class TcpServerConnector(Connector):
         return await self.inbox.get()
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
+        """Write each event to its connection; one that cannot be (peer gone, no peer meta) becomes an
+        error event on `err` while the rest of the batch is delivered."""
         for event in events:
-            peer = self._target(event)
             try:
-                await write(peer.writer, b"".join(event.frames), f"connection from {peer.address}")
-            except ConnectionLost as err:
-                self._peers.pop(peer.address, None)
-                raise DeliveryFailed(f"{err}", retryable=False) from err
+                peer = self._target(event)
+                try:
+                    host, port = peer.address
+                    await write(peer.writer, b"".join(event.frames), f"the connection from {host}:{port}")
+                except ConnectionLost as err:
+                    self._peers.pop(peer.address, None)
+                    raise DeliveryFailed(str(err), retryable=False) from err
+            except DeliveryFailed as err:
+                report_undelivered(self.ctx, self.inbox, str(err), event)
 
     def _target(self, event: SinkEvent) -> _Peer:
         meta = event.meta.get("tcp_server")
