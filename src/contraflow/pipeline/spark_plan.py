@@ -23,6 +23,7 @@ IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
 
 _executors: dict[str, Any] = {}
+_initial_states: dict[str, dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,23 @@ class PipelinePlan:
         return cls(self.graph, flow=self.flow, name=self.name)
 
     def executor(self) -> Any:
-        """This worker's executor for the plan (compiled once per worker process)."""
+        """This worker's executor for the plan (compiled once per worker process).
+
+        Stateful callers must `restore` every node before use: the executor is
+        shared by every task and key the worker runs.
+        """
         key = f"{self.executor_class}/{self.fingerprint}"
         executor = _executors.get(key)
         if executor is None:
-            executor = _executors[key] = self.new_executor()
+            fresh = self.new_executor()
+            _initial_states[key] = fresh.snapshot()
+            executor = _executors[key] = fresh
         return executor
+
+    def initial_state(self) -> dict[str, Any]:
+        """Every stateful node's state before any event: what a node without stored state restores."""
+        self.executor()
+        return _initial_states[f"{self.executor_class}/{self.fingerprint}"]
 
 
 def has_timers(graph: PipelineGraph) -> bool:
