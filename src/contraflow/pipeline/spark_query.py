@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 POOL_PROPERTY = "spark.scheduler.pool"
+# Pipelines with timers run a micro-batch per trigger even without input (that is the tick):
+# without an interval they would spin.
+DEFAULT_TICK = "500 milliseconds"
 _EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
@@ -52,7 +55,8 @@ def start_pipeline(
     out are discarded). `consumer` is the consumer name the sources commit
     offsets under: one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
-    `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
+    A pipeline with timers (interval windows, batch timeouts) defaults to a
+    trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
     stream per value of that field, or `partition` for one per input
     partition; by default the whole pipeline is one ordered stream.
     `pool` puts the query's jobs in that FAIR scheduler pool.
@@ -74,8 +78,8 @@ def start_pipeline(
     )
     if trigger == "availableNow":
         writer = writer.trigger(availableNow=True)
-    elif trigger:
-        writer = writer.trigger(processingTime=trigger)
+    elif trigger or plan.ticks:
+        writer = writer.trigger(processingTime=trigger or DEFAULT_TICK)
     return _start_in_pool(spark, writer, pool)
 
 

@@ -42,8 +42,8 @@ class PipelineProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.states: dict[str, ValueState] = {n: handle.getValueState(n, STATE_DDL) for n in self.nodes}
-        self.executor = self.plan.new_executor()
-        self.fresh = {node: _json(value) for node, value in self.executor.snapshot().items()}
+        self.executor = self.plan.executor()
+        self.fresh = {node: _json(value) for node, value in self.plan.initial_state().items()}
         self.loaded: dict[str, str] = {}
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
