@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark_columns import INPUT_DDL, OUTPUT_DDL
-from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
 from contraflow.pipeline.spark_state import has_progress, pending_import
 from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark_stateless import StatelessBatches
@@ -133,7 +133,22 @@ def _union(spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[st
 
 
 def _stateless_rows(plan: PipelinePlan, source: DataFrame) -> DataFrame:
+    routes = routing_only(plan.graph)
+    if routes is not None:
+        return _routed_rows(plan, source, routes)
     return source.mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+
+
+def _routed_rows(plan: PipelinePlan, source: DataFrame, routes: dict[str, str]) -> DataFrame:
+    """A pipeline that only routes: Spark moves the rows, bytes and headers untouched, no Python hop."""
+    from pyspark.sql import functions as F
+
+    topic = F.lit(None).cast("string")
+    for port, output in routes.items():
+        if output in plan.outputs:
+            topic = F.when(F.col("port") == port, F.lit(plan.outputs[output])).otherwise(topic)
+    headers = F.when(F.size("headers") > 0, F.col("headers"))
+    return source.select(topic.alias("topic"), "value", headers.alias("headers")).where("topic is not null")
 
 
 def _stateful_rows(
