@@ -7,9 +7,12 @@ flushing (so the figures measure the network path, not the disk):
   in_process: `LocalLog.produce` in this process (one thread).
   loopback: `AsyncSpuClient.produce` (the client encodes, the SPU in a child
   process appends), up to PIPELINE requests in flight, as a batching producer.
-- consume: every batch fetched and each value materialised as a memoryview.
-  in_process: `LocalLog.fetch`; loopback: `AsyncSpuClient.fetch`, 1 MiB fetches.
-- ratio: loopback / in_process (target >= 0.5).
+- consume: every batch read and each value materialised as a memoryview.
+  in_process: `LocalLog.fetch`, 1 MiB reads. loopback: one 1 MiB
+  `AsyncSpuClient.fetch` after the other; loopback_stream: a stream fetch (the
+  server pushes 1 MiB frames against 8 MiB of credit).
+- ratio: loopback / in_process (target >= 0.5); for consume the same fetch
+  loop on both sides, ratio_stream for the stream.
 - tail_latency: records produced at TAIL_RATE records/s (every millisecond a
   batch of the records due, sent without waiting for the previous answer),
   received by a stream-fetch consumer (committed isolation);
@@ -40,6 +43,7 @@ RECORDS = 200_000
 REPEATS = 5
 PIPELINE = 8
 FETCH_BYTES = 1 << 20
+STREAM_CREDIT = 8 << 20
 TAIL_RATE = 10_000
 TAIL_SECONDS = 3.0
 # The producer sends what is due every tick (one batch, like a 1 ms linger). With an
@@ -84,7 +88,7 @@ def in_process(batches: list[list[bytes]], data_dir: Path, run: int) -> tuple[fl
 # -- over loopback -----------------------------------------------------------------------------------
 
 
-async def loopback(batches: list[list[bytes]], addr: str, run: int) -> tuple[float, float]:
+async def loopback(batches: list[list[bytes]], addr: str, run: int) -> tuple[float, float, float]:
     async with AsyncSpuClient(addr) as client:
         topic = f"remote-{run}"
         await client.create_topic(topic, CONFIG)
@@ -109,8 +113,17 @@ async def loopback(batches: list[list[bytes]], addr: str, run: int) -> tuple[flo
             result = await client.fetch(topic, 0, offset, FETCH_BYTES)
             seen += sum(len(b.values()) for b in result.batches)
             offset = result.next_offset
-        consume = rate(seen, time.perf_counter() - start)
-    return produce, consume
+        consume_fetch = rate(seen, time.perf_counter() - start)
+        start = time.perf_counter()
+        seen = 0
+        stream = client.stream(topic, 0, 0, max_bytes=FETCH_BYTES, credit_bytes=STREAM_CREDIT)
+        async for result in stream:
+            seen += sum(len(b.values()) for b in result.batches)
+            if result.next_offset >= RECORDS:
+                break
+        consume_stream = rate(seen, time.perf_counter() - start)
+        await stream.close()
+    return produce, consume_fetch, consume_stream
 
 
 async def tail_latency(addr: str, flush: FlushPolicy, name: str, tick_s: float) -> dict[str, float]:
@@ -164,9 +177,10 @@ def median(runs: list[float]) -> float:
     return round(statistics.median(runs))
 
 
-def alternate(
-    first: Callable[[int], tuple[float, float]], second: Callable[[int], tuple[float, float]]
-) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+Runner = Callable[[int], tuple[float, ...]]
+
+
+def alternate(first: Runner, second: Runner) -> tuple[list[tuple[float, ...]], list[tuple[float, ...]]]:
     """Interleave the two measurements so load from other processes hits both alike."""
     a, b = [], []
     for i in range(REPEATS):
@@ -185,7 +199,7 @@ def main() -> None:
         def local(i: int) -> tuple[float, float]:
             return in_process(batches, Path(tmp) / "local", i)
 
-        def remote(i: int) -> tuple[float, float]:
+        def remote(i: int) -> tuple[float, float, float]:
             return asyncio.run(loopback(batches, spu.addr, i))
 
         def latency(flush: FlushPolicy, name: str) -> Awaitable[dict[str, float]]:
@@ -193,7 +207,7 @@ def main() -> None:
 
         local_runs, remote_runs = alternate(local, remote)
         local_produce, local_consume = (median([r[k] for r in local_runs]) for k in (0, 1))
-        remote_produce, remote_consume = (median([r[k] for r in remote_runs]) for k in (0, 1))
+        remote_produce, remote_fetch, remote_stream = (median([r[k] for r in remote_runs]) for k in (0, 1, 2))
         tail_page_cache = asyncio.run(latency(FlushPolicy.never(), "page_cache"))
         tail_fsync = asyncio.run(latency(FlushPolicy.every_batch(), "fsync_per_batch"))
     print(
@@ -213,8 +227,10 @@ def main() -> None:
                 },
                 "consume_records_per_s": {
                     "in_process": local_consume,
-                    "loopback": remote_consume,
-                    "ratio": round(remote_consume / local_consume, 3),
+                    "loopback": remote_fetch,
+                    "loopback_stream": remote_stream,
+                    "ratio": round(remote_fetch / local_consume, 3),
+                    "ratio_stream": round(remote_stream / local_consume, 3),
                     "target_ratio": 0.5,
                 },
                 "tail_latency": {

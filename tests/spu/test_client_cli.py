@@ -76,3 +76,13 @@ def test_spu_run_rejects_a_bad_address() -> None:
         result.returncode != 0
         and result.stderr.strip() == "error: SPU address must be HOST:PORT, got 'nonsense'"
     )
+
+
+def test_spu_run_on_a_taken_port_fails_in_one_line_and_frees_the_directory(tmp_path: Path) -> None:
+    with running_spu(tmp_path / "first") as spu:
+        result = cli("spu", "run", "--data-dir", str(tmp_path / "second"), "--public-addr", spu.addr)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].startswith("error: cannot start the SPU:")
+    assert "Traceback" not in result.stderr
+    with running_spu(tmp_path / "second"):  # the data-directory lock was released
+        pass

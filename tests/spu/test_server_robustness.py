@@ -111,6 +111,19 @@ def test_pipelined_requests_beyond_the_in_flight_limit_all_complete(tmp_path: Pa
     assert [first for first, _ in results] == list(range(60))  # in the order sent
 
 
+def test_request_bodies_beyond_the_in_flight_byte_budget_wait_their_turn(tmp_path: Path) -> None:
+    async def scenario(addr: str) -> list[tuple[int, int]]:
+        async with AsyncSpuClient(addr) as client:
+            await client.create_topic("big")
+            value = b"v" * 20_000
+            return await asyncio.gather(*(client.produce("big", 0, [value] * 3) for _ in range(20)))
+
+    limits = small_limits(max_inflight_bytes=100_000)
+    with running_spu(tmp_path / "d", limits=limits) as server:
+        results = asyncio.run(scenario(server.addr))
+    assert [first for first, _ in results] == list(range(0, 60, 3))
+
+
 def test_private_port_answers_api_versions_only(spu: EmbeddedSpu) -> None:
     assert spu.private_addr and probe(spu.private_addr)
     raw = RawConnection(spu.private_addr)

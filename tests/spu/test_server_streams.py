@@ -10,7 +10,7 @@ import pytest
 from spu_harness import RawConnection, running_spu
 
 from contraflow.spu.client import AsyncSpuClient, SpuClient
-from contraflow.spu.protocol import ApiKey, ErrorCode, encode_frame
+from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError, encode_frame
 from contraflow.spu.storage import FlushPolicy, TopicConfig, encode_batch, iter_batches
 
 
@@ -86,6 +86,16 @@ def test_committed_stream_waits_for_the_high_watermark(tmp_path: Path) -> None:
     with running_spu(tmp_path / "d") as spu:
         fast, slow = asyncio.run(scenario(spu.addr))
     assert fast < 0.2 and slow >= 0.25
+
+
+def test_deleting_the_topic_ends_its_streams_with_an_error(tmp_path: Path) -> None:
+    with running_spu(tmp_path / "d") as spu, SpuClient(spu.addr) as client:
+        client.create_topic("doomed")
+        stream = client.stream("doomed", 0, 0)
+        client.delete_topic("doomed")
+        with pytest.raises(SpuError) as err:
+            next(stream)
+        assert err.value.code == ErrorCode.UNKNOWN_TOPIC
 
 
 def test_stream_from_the_end_with_offset_minus_one(tmp_path: Path) -> None:

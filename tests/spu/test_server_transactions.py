@@ -90,6 +90,16 @@ def test_new_attempt_of_a_writer_replaces_its_staging(tmp_path: Path) -> None:
         assert all_values(client, "out", 0) == [b"retry"]
 
 
+def test_a_resent_stage_with_the_same_sequence_is_staged_once(tmp_path: Path) -> None:
+    with running_spu(tmp_path / "d") as spu, SpuClient(spu.addr) as client:
+        make_topics(client)
+        for sequence in (0, 1, 1, 0):  # the last two are retries after lost answers
+            client.stage("q", 4, "out", 0, encode_batch([b"s%d" % sequence]), writer="w", sequence=sequence)
+        client.stage("q", 4, "out", 1, encode_batch([b"other"]), writer="v", sequence=0)
+        assert client.commit("q", 4, expected_batches=3) == {("out", 0): 2, ("out", 1): 1}
+        assert all_values(client, "out", 0) == [b"s0", b"s1"]
+
+
 def test_staged_bytes_per_connection_are_limited(tmp_path: Path) -> None:
     limits = small_limits(max_staged_bytes=2000)
     with running_spu(tmp_path / "d", limits=limits) as spu, SpuClient(spu.addr) as client:

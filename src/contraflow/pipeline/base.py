@@ -16,7 +16,7 @@ import orjson
 from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import Node
 from contraflow.lang.script.locate import Locator
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import Item, original
 
 Push = Callable[[Item], None]
 
@@ -97,7 +97,7 @@ class NodeRunner:
 
 def locate(exc: BaseException, locators: tuple[Locator, ...]) -> BaseException:
     """The located ScriptRuntimeError for an exception raised in one of `locators`' generated code."""
-    if isinstance(exc, ScriptRuntimeError):
+    if isinstance(exc, ScriptRuntimeError) and exc.position is not None:
         return exc
     files = set()
     tb = exc.__traceback__
@@ -120,8 +120,8 @@ def error_item(node: str, item: Item, exc: BaseException, locators: tuple[Locato
             message, position = err.message, (str(err.position) if err.position else None)
         else:
             message, position = str(err) or type(err).__name__, None
-    value = {"error": message, "node": node, "position": position, "event": item.original()}
-    return Item(value, item.meta, None)
+    value = {"error": message, "node": node, "position": position, "event": original(item)}
+    return [value, item[1], None]
 
 
 class NodeError(Exception):

@@ -15,13 +15,20 @@ A bad event never raises: it becomes an error record on the `err` output.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
+
+from orjson import dumps
 
 from contraflow.events import Event, encode_value
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.base import Context, Push
 from contraflow.pipeline.item import UNDECODED, Item
 from contraflow.pipeline.wiring import WiredGraph
+
+# Events per step of the batch loop: emitted items are turned into bytes after each step,
+# so at most this many live items wait at a time.
+_CHUNK = 4096
 
 Columns = tuple[list[bytes], list[bytes | None]]
 
@@ -58,8 +65,9 @@ class PipelineExecutor:
         """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
+        self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
-        push(Item(value, event.meta or None, event.raw))
+        push([value, event.meta or None, event.raw])
         return self._drain(event.origin)
 
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
@@ -108,19 +116,41 @@ class PipelineExecutor:
         push = self._input(port)
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
+        # Every event allocates containers that refcounting frees at once (values are trees, never
+        # cycles); the cyclic collector would only keep rescanning the long-lived node state.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run_batch(push, values, metas, ingest_ns)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run_batch(
+        self,
+        push: Push,
+        values: list[bytes],
+        metas: list[dict[str, Any] | None] | None,
+        ingest_ns: list[int] | int,
+    ) -> dict[str, Columns]:
         ctx = self.ctx
-        times = ingest_ns if isinstance(ingest_ns, list) else None
-        if times is None:
-            ctx.now_ns = ingest_ns  # type: ignore[assignment]
         emitted = self._emitted
+        emitted.clear()
         columns: dict[str, Columns] = {}
-        for i, raw in enumerate(values):
-            if times is not None:
-                ctx.now_ns = times[i]
-            push(Item(UNDECODED, metas[i] if metas is not None else None, raw))
-            if len(emitted) > 4096:
-                _collect(emitted, columns)
-        _collect(emitted, columns)
+        chunk = _CHUNK
+        for start in range(0, len(values), chunk):
+            end = start + chunk
+            part = values[start:end]
+            part_metas = metas[start:end] if metas is not None else [None] * len(part)
+            if isinstance(ingest_ns, list):
+                for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
+                    ctx.now_ns = now
+                    push([UNDECODED, meta, raw])
+            else:
+                ctx.now_ns = ingest_ns
+                for raw, meta in zip(part, part_metas, strict=True):
+                    push([UNDECODED, meta, raw])
+            _collect(emitted, columns)
         return columns
 
     def _pure_routing(self) -> dict[str, str] | None:
@@ -170,8 +200,11 @@ def _sink(emitted: list[tuple[str, Item]], port: str) -> Push:
 
 
 def _to_event(item: Item, origin: tuple[str, int, int] | None) -> Event:
-    value = None if item.value is UNDECODED else item.value
-    return Event(value, item.meta or {}, item.raw, origin)
+    """An output event; an unchanged one carries only its raw bytes, so `channel_bytes()` reuses them."""
+    raw = item[2]
+    if raw is not None:
+        return Event(None, item[1] or {}, raw, origin)
+    return Event(item[0], item[1] or {}, None, origin)
 
 
 def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
@@ -180,10 +213,23 @@ def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
 
 def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> None:
     """Move emitted items into per-port output columns (bytes and packed metadata)."""
+    last_port = None
+    out_values: list[bytes] = []
+    out_metas: list[bytes | None] = []
     for port, item in emitted:
-        cols = columns.get(port)
-        if cols is None:
-            cols = columns[port] = ([], [])
-        cols[0].append(item.to_bytes())
-        cols[1].append(_pack_meta(item.meta))
+        if port is not last_port:
+            cols = columns.get(port)
+            if cols is None:
+                cols = columns[port] = ([], [])
+            out_values, out_metas = cols
+            last_port = port
+        raw = item[2]
+        if raw is None:
+            try:
+                raw = dumps(item[0])
+            except TypeError:  # bytes inside: the channel's {"$bytes": ...} form
+                raw = encode_value(item[0])
+        out_values.append(raw)
+        meta = item[1]
+        out_metas.append(_pack_meta(meta) if meta else None)
     emitted.clear()

@@ -28,7 +28,7 @@ def compile_group(clause: GroupBy, graph: PipelineGraph, name: str) -> tuple[Gro
     """A function computing the groups of an event, plus the compiled expressions (for error locations)."""
     exprs: list[CompiledExpr] = []
 
-    def build(c: GroupBy) -> Callable[[Any, dict[str, Any], Any], list[list[Any]]]:
+    def build(c: GroupBy) -> GroupFn:
         if c.mode == "set":
             parts = [build(item) for item in c.items]
 
@@ -40,7 +40,7 @@ def compile_group(clause: GroupBy, graph: PipelineGraph, name: str) -> tuple[Gro
 
             return set_groups
         assert c.expr is not None
-        fn = compile_expr(c.expr.ast, name=name, consts=graph.constants, fns=graph.functions, source=None)
+        fn = compile_expr(c.expr.ast, name=name, consts=graph.constants, fns=graph.functions)
         exprs.append(fn)
         call = fn.fn
         if c.mode == "each":

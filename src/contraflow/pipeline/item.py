@@ -1,72 +1,70 @@
 """The event as it travels between nodes inside one executor.
 
-An `Item` keeps the channel bytes (`raw`) next to the decoded value and
-decodes lazily: a pipeline that only routes events never parses them, and an
-event no node changed leaves with its original bytes. A node that builds a
-new value or changes one in place clears `raw` (`Item.changed`), so the output
-knows it must encode.
+An item is a 3-element list `[value, meta, raw]`:
+- `raw`: the channel bytes the event arrived as, or None once a node built or
+  changed the value (the output then encodes it);
+- `value`: the decoded value, or `UNDECODED` until a node reads the event;
+- `meta`: the metadata dict (`$`), or None while empty.
+
+A plain list and not a class because every event creates several items and a
+list costs a fraction of an object with `__init__`; the hot paths index it
+with the literal positions below (`item[0]` is the value, `item[1]` the
+metadata, `item[2]` the raw bytes). Decoding is lazy: a pipeline that only
+routes events never parses them, and an event no node changed leaves with its
+original bytes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from contraflow.events import decode_value, encode_value
+from orjson import loads
 
-# The value slot of an item whose `raw` bytes have not been parsed yet.
+from contraflow.events import decode_value
+
+__all__ = ["BYTES_MARK", "UNDECODED", "Item", "copy_item", "decode", "loads", "meta_dict", "original"]
+
+Item = list[Any]
+
+# The value slot of an item whose raw bytes have not been parsed yet.
 UNDECODED: Any = object()
 
-
-class Item:
-    """One event in flight: value (or UNDECODED), metadata dict (or None when empty), raw bytes."""
-
-    __slots__ = ("value", "meta", "raw")
-
-    def __init__(self, value: Any, meta: dict[str, Any] | None, raw: bytes | None) -> None:
-        self.value = value
-        self.meta = meta
-        self.raw = raw
-
-    def decode(self) -> Any:
-        """The value, parsing `raw` on first use (raises on bytes that are not JSON)."""
-        value = self.value
-        if value is UNDECODED:
-            assert self.raw is not None
-            value = self.value = decode_value(self.raw)
-        return value
-
-    def meta_dict(self) -> dict[str, Any]:
-        """The metadata as a dict scripts can read and write (created on first use)."""
-        meta = self.meta
-        if meta is None:
-            meta = self.meta = {}
-        return meta
-
-    def original(self) -> Any:
-        """The value for an error event: decoded if possible, else the raw bytes as text."""
-        if self.value is not UNDECODED:
-            return self.value
-        assert self.raw is not None
-        try:
-            return decode_value(self.raw)
-        except ValueError:
-            return self.raw.decode("utf-8", "replace")
-
-    def to_bytes(self) -> bytes:
-        """Channel bytes: the original `raw` when the value is unchanged, else the encoded value."""
-        raw = self.raw
-        return raw if raw is not None else encode_value(self.value)
-
-    def copy(self) -> Item:
-        """An independent item (values are copied deeply; undecoded bytes are shared, they are immutable)."""
-        value = self.value if self.value is UNDECODED else copy_value(self.value)
-        meta = copy_value(self.meta) if self.meta else None
-        return Item(value, meta, self.raw)
+# Channel values holding binary data carry `{"$bytes": ...}` (see contraflow.events).
+BYTES_MARK = b'"$bytes"'
 
 
-def changed(value: Any, meta: dict[str, Any] | None) -> Item:
-    """A new item for a value a node built (its raw bytes are unknown until encoded)."""
-    return Item(value, meta, None)
+def decode(item: Item) -> Any:
+    """The item's value, parsing its raw bytes on first use (raises on bytes that are not JSON)."""
+    value = item[0]
+    if value is UNDECODED:
+        raw = item[2]
+        value = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+    return value
+
+
+def meta_dict(item: Item) -> dict[str, Any]:
+    """The metadata as a dict scripts can read and write (created on first use)."""
+    meta = item[1]
+    if meta is None:
+        meta = item[1] = {}
+    return meta
+
+
+def original(item: Item) -> Any:
+    """The value for an error event: decoded if possible, else the raw bytes as text."""
+    if item[0] is not UNDECODED:
+        return item[0]
+    try:
+        return decode_value(item[2])
+    except ValueError:
+        return bytes(item[2]).decode("utf-8", "replace")
+
+
+def copy_item(item: Item) -> Item:
+    """An independent item (values copied deeply; raw bytes shared, they are immutable)."""
+    value = item[0]
+    meta = item[1]
+    return [value if value is UNDECODED else copy_value(value), copy_value(meta) if meta else None, item[2]]
 
 
 def copy_value(value: Any) -> Any:

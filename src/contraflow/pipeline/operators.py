@@ -15,7 +15,7 @@ import orjson
 
 from contraflow.lang.graph import Node, OperatorSpec
 from contraflow.pipeline.base import Context, NodeError, NodeRunner, drop
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import Item, decode
 
 
 class Passthrough(NodeRunner):
@@ -35,12 +35,12 @@ class Counter(NodeRunner):
 
     def push(self, item: Item) -> None:
         try:
-            event = item.decode()
+            event = decode(item)
         except ValueError as exc:
             self.fail(item, exc)
             return
         self.count += 1
-        self.out(Item({"count": self.count, "event": event}, item.meta, None))
+        self.out([{"count": self.count, "event": event}, item[1], None])
 
     def snapshot(self) -> Any:
         return {"count": self.count} if self.count else None
@@ -68,7 +68,7 @@ class Batch(NodeRunner):
 
     def push(self, item: Item) -> None:
         try:
-            value = item.decode()
+            value = decode(item)
         except ValueError as exc:
             self.fail(item, exc)
             return
@@ -87,7 +87,7 @@ class Batch(NodeRunner):
 
     def _flush(self) -> None:
         values, self.values, self.first_ns = self.values, [], None
-        self.out(Item(values, None, None))
+        self.out([values, None, None])
 
     def tick(self, now_ns: int) -> None:
         if self.values and self._timed_out(now_ns):
@@ -180,7 +180,7 @@ class Bucket(NodeRunner):
         self.overflow = outs.get("overflow", drop)
 
     def push(self, item: Item) -> None:
-        meta = item.meta or {}
+        meta = item[1] or {}
         try:
             window = self._window(meta)
         except NodeError as exc:
@@ -262,6 +262,11 @@ class RoundRobin(NodeRunner):
 
     def push(self, item: Item) -> None:
         signal = self.ctx.signals.get(self.path)
+        if not signal:  # every output available: plain rotation
+            i = self.next
+            self.next = (i + 1) % len(self.pushes)
+            self.pushes[i](item)
+            return
         down = set(signal.get("unavailable", ())) if isinstance(signal, dict) else set()
         n = len(self.ports)
         for step in range(n):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.events import decode_value
 from contraflow.lang.graph import Node, ScriptSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.pipeline.base import Context, NodeRunner, drop
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, loads
 
 
 def assigns_into(body: Any, root: str) -> bool:
@@ -48,8 +49,14 @@ class ScriptRunner(NodeRunner):
 
     def push(self, item: Item) -> None:
         try:
-            event = item.decode()
-            result = self.fn(event, item.meta_dict(), self.state, self.args, None, None)
+            event = item[0]
+            if event is UNDECODED:
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            meta = item[1]
+            if meta is None:
+                meta = item[1] = {}
+            result = self.fn(event, meta, self.state, self.args, None, None)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return
@@ -58,10 +65,10 @@ class ScriptRunner(NodeRunner):
             return
         value = result.event
         if value is event and not self.changes_event:
-            item.meta = result.meta
-            out = item
+            # the same item when nothing changed; `let $ = ...` replaced the metadata: a new item, same bytes
+            out = item if result.meta is meta else [event, result.meta, item[2]]
         else:
-            out = Item(value, result.meta, None)
+            out = [value, result.meta, None]
         port = result.port
         if port is None:
             self.out(out)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.events import decode_value
 from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner
 from contraflow.pipeline.grouping import GroupFn, compile_group
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, decode, loads, meta_dict
 from contraflow.pipeline.windows import Windows
 
 
@@ -50,8 +51,14 @@ class SelectRunner(NodeRunner):
         self.where = expr(spec.where) if spec.where is not None else None
         self.having = expr(spec.having) if spec.having is not None else None
         self.groups: GroupFn | None = None
+        # `group by <expr>` (the common case) skips the general group machinery: one group, `[value]`.
+        self.group_expr: Any = None
         locators = [c.locator for c in (self.where, self.having) if c is not None]
-        if spec.group_by is not None:
+        if spec.group_by is not None and spec.group_by.mode == "expr":
+            single = expr(spec.group_by.expr)
+            self.group_expr = single.fn
+            locators.append(single.locator)
+        elif spec.group_by is not None:
             self.groups, group_exprs = compile_group(spec.group_by, graph, node.name)
             locators += [g.locator for g in group_exprs]
         self.windows: Windows | None = None
@@ -61,7 +68,7 @@ class SelectRunner(NodeRunner):
             )
             self.windows = Windows(spec.windows, selected, graph, node.name)
             self.stateful = True
-            locators.append(selected.locator)
+            locators += [selected.locator, *self.windows.locators]
             self.target_fn = None
         else:
             target = expr(spec.target)
@@ -71,20 +78,95 @@ class SelectRunner(NodeRunner):
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)
 
-    def push(self, item: Item) -> None:
+        if self.windows is not None:
+            self.push = self._push_windowed  # type: ignore[method-assign]
+        elif self.groups is None and self.group_expr is None:
+            self.push = self._push_plain  # type: ignore[method-assign]
+
+    def _push_plain(self, item: Item) -> None:
+        """The common case, kept to a few direct calls: no window, no grouping."""
         try:
-            event = item.decode()
-            meta = item.meta_dict()
+            event = item[0]
+            if event is UNDECODED:
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            meta = item[1]
+            if meta is None:
+                meta = item[1] = {}
+            args = self.args
+            where = self.where_fn
+            if where is not None:
+                keep = where(event, meta, None, args, None, None)
+                if keep is not True and not _check_bool(keep, "where"):
+                    return
+            if self.passes_item and self.having_fn is None:
+                self.out(item)
+                return
+            target = self.target_fn
+            assert target is not None
+            value = target(event, meta, None, args, None, None)
+            having = self.having_fn
+            if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
+                return
+        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
+            self.fail(item, exc)
+            return
+        self.out(item if self.passes_item else [value, meta, None])
+
+    def _push_windowed(self, item: Item) -> None:
+        """Windowed select: feed the event's groups; emit what their windows closed."""
+        try:
+            event = item[0]
+            if event is UNDECODED:
+                raw = item[2]
+                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            meta = item[1]
+            if meta is None:
+                meta = item[1] = {}
+            args = self.args
+            where = self.where_fn
+            if where is not None:
+                keep = where(event, meta, None, args, None, None)
+                if keep is not True and not _check_bool(keep, "where"):
+                    return
+            windows = self.windows
+            assert windows is not None
+            now = self.ctx.now_ns
+            emitted: list[tuple[Any, Any, str]] = []
+            if self.group_expr is not None:
+                windows.on_event(
+                    [self.group_expr(event, meta, None, args, None, None)], event, meta, now, emitted
+                )
+            elif self.groups is not None:
+                for dims in self.groups(event, meta, args):
+                    windows.on_event(dims, event, meta, now, emitted)
+            else:
+                windows.on_event(None, event, meta, now, emitted)
+            if not emitted:
+                return
+            outputs = self._having(emitted, meta)
+        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
+            self.fail(item, exc)
+            return
+        for out in outputs:
+            self.out(out)
+
+    def push(self, item: Item) -> None:
+        """Grouped select without windows: one output per group."""
+        try:
+            event = decode(item)
+            meta = meta_dict(item)
             args = self.args
             if self.where_fn is not None and not _check_bool(
                 self.where_fn(event, meta, None, args, None, None), "where"
             ):
                 return
-            groups = self.groups(event, meta, args) if self.groups is not None else [None]
-            if self.windows is not None:
-                outputs = self._windowed(groups, event, meta)
+            if self.group_expr is not None:
+                groups = [[self.group_expr(event, meta, None, args, None, None)]]
             else:
-                outputs = self._plain(groups, item, event, meta)
+                assert self.groups is not None
+                groups = self.groups(event, meta, args)
+            outputs = self._plain(groups, item, event, meta)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return
@@ -102,15 +184,8 @@ class SelectRunner(NodeRunner):
             if self.passes_item and not outputs:
                 outputs.append(item)
             else:
-                outputs.append(Item(value, meta if not outputs else dict(meta), None))
+                outputs.append([value, meta if not outputs else dict(meta), None])
         return outputs
-
-    def _windowed(self, groups: list[Any], event: Any, meta: dict[str, Any]) -> list[Item]:
-        assert self.windows is not None
-        emitted = []
-        for dims in groups:
-            emitted += self.windows.on_event(dims, event, meta, self.ctx.now_ns)
-        return self._having(emitted, meta)
 
     def _having(self, emitted: list[tuple[Any, Any, str]], meta: dict[str, Any] | None) -> list[Item]:
         having, args = self.having_fn, self.args
@@ -120,7 +195,7 @@ class SelectRunner(NodeRunner):
                 having(value, meta or {}, None, args, group, window), "having"
             ):
                 continue
-            outputs.append(Item(value, dict(meta) if meta else None, None))
+            outputs.append([value, dict(meta) if meta else None, None])
         return outputs
 
     def tick(self, now_ns: int) -> None:
@@ -129,7 +204,7 @@ class SelectRunner(NodeRunner):
         try:
             outputs = self._having(self.windows.tick(now_ns), None)
         except Exception as exc:  # noqa: BLE001
-            self.fail(Item(None, None, None), exc)
+            self.fail([None, None, None], exc)
             return
         for out in outputs:
             self.out(out)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import PipelineGraph, WindowSpec
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
 from contraflow.pipeline.grouping import group_key
-from contraflow.pipeline.item import Item
 
 
 class WindowScriptError(Exception):
@@ -68,24 +68,46 @@ class Windows:
         self.ticking = specs[0].interval_ns is not None and self.scripts[0] is None
         self.groups: dict[Any, Group] = {}
         self.dropped = 0
+        # The first window's interval when it follows ingest time (no script): `on_event` inlines it.
+        self.clock_interval = specs[0].interval_ns if self.scripts[0] is None else None
+        # A time frame always holds the event just added, so only count windows can empty a group here.
+        self.evict_on_event = specs[0].size is not None
+        # Per aggregate: its argument functions (raw generated code, located on failure) and position.
+        self.accumulators = [([a.fn for a in call.args], call.position) for call in select.aggregates]
+        self.locators = [a.locator for call in select.aggregates for a in call.args]
 
     # --- events -----------------------------------------------------------------------------
 
     def on_event(
-        self, dims: list[Any] | None, event: Any, meta: dict[str, Any], now_ns: int
-    ) -> list[tuple[Any, Any, str]]:
-        """Feed one event to its group; returns (target value, group, window name) for every closed window."""
-        key = group_key(dims)
+        self,
+        dims: list[Any] | None,
+        event: Any,
+        meta: dict[str, Any],
+        now_ns: int,
+        emitted: list[tuple[Any, Any, str]],
+    ) -> None:
+        """Feed one event to its group; appends (target value, group, window name) for every closed window."""
+        key = dims[0] if dims is not None and len(dims) == 1 and type(dims[0]) is str else group_key(dims)
         group = self.groups.get(key)
         if group is None:
             if self.max_groups is not None and len(self.groups) >= self.max_groups:
                 self.dropped += 1
-                return []
+                return
             group = self.groups[key] = Group(dims, [Frame(self.select.new_aggregates()) for _ in self.specs])
-        emitted: list[tuple[Any, Any, str]] = []
+        interval = self.clock_interval
+        if interval is not None:  # the common time window, inlined: see `_step`
+            frame = group.frames[0]
+            end = frame.next_ns
+            if end is None:
+                frame.next_ns = now_ns + interval
+            elif end <= now_ns:
+                frame.next_ns = now_ns + interval
+                self._close(group, 0, event, meta, now_ns, emitted, None)
+            self._add(group, 0, event, meta, None)
+            return
         self._step(group, 0, event, meta, None, now_ns, emitted)
-        self._evict_if_idle(key, group)
-        return emitted
+        if self.evict_on_event:
+            self._evict_if_idle(key, group)
 
     def _step(
         self,
@@ -102,16 +124,20 @@ class Windows:
         spec = self.specs[level]
         frame = group.frames[level]
         if spec.size is not None:
-            frame.count += self._script_value(level, event, meta, 1)
-            include = frame.count >= spec.size
-            if include:
-                frame.count -= spec.size
-                self._add(group, level, event, meta, prev)
+            count = frame.count + self._script_value(level, event, meta, 1)
+            self._add(group, level, event, meta, prev)  # first: a failing event must not count
+            if count >= spec.size:
+                frame.count = count - spec.size
                 self._close(group, level, event, meta, now_ns, emitted, tick_ns)
             else:
-                self._add(group, level, event, meta, prev)
+                frame.count = count
             return
-        time = tick_ns if tick_ns is not None else self._script_value(level, event, meta, now_ns)
+        if tick_ns is not None:
+            time = tick_ns
+        elif self.scripts[level] is None:
+            time = now_ns
+        else:
+            time = self._script_value(level, event, meta, now_ns)
         if self._advance(frame, spec, time):
             self._close(group, level, event, meta, now_ns, emitted, tick_ns)
         self._add(group, level, event, meta, prev)
@@ -144,7 +170,17 @@ class Windows:
     ) -> None:
         frame = group.frames[level]
         if prev is None:
-            self.select.accumulate(frame.aggs, event, meta, None, self.args, group.value, self.names[level])
+            args, value, window = self.args, group.value, self.names[level]
+            for agg, (fns, position) in zip(frame.aggs, self.accumulators):  # noqa: B905 - same length
+                try:
+                    if not fns:
+                        agg.accumulate()
+                    elif len(fns) == 1:
+                        agg.accumulate(fns[0](event, meta, None, args, value, window))
+                    else:
+                        agg.accumulate(*[fn(event, meta, None, args, value, window) for fn in fns])
+                except ScriptRuntimeError as err:
+                    raise ScriptRuntimeError(err.message, err.position or position, err.node) from err
         else:
             for agg, done in zip(frame.aggs, prev, strict=True):
                 agg.merge(done)
@@ -168,12 +204,17 @@ class Windows:
             emitted.append((value, group.value, name))
             if level + 1 < len(self.specs):
                 self._step(group, level + 1, event, meta, frame.aggs, now_ns, emitted, tick_ns)
-        frame.aggs = self.select.new_aggregates()
+        for agg in frame.aggs:  # the next frame has merged them already: reuse the objects
+            agg.init()
         frame.n = 0
 
     def _evict_if_idle(self, key: Any, group: Group) -> None:
-        if not self.keep_empty and all(f.n == 0 and f.count == 0 for f in group.frames):
-            del self.groups[key]
+        if self.keep_empty:
+            return
+        for frame in group.frames:
+            if frame.n or frame.count:
+                return
+        del self.groups[key]
 
     # --- processing time --------------------------------------------------------------------
 
@@ -226,8 +267,3 @@ class Windows:
                 restored.append(frame)
             self.groups[group_key(dims)] = Group(dims, restored)
         self.dropped = state.get("dropped", 0)
-
-
-def tick_item(value: Any) -> Item:
-    """An item for a window closed by a tick (no triggering event, empty metadata)."""
-    return Item(value, None, None)

@@ -6,7 +6,8 @@ function of what it feeds:
 - identity nodes (streams, passthrough, `select event from ...`) are skipped:
   their input is bound straight to whatever their output feeds;
 - a port with several successors copies the event for each successor that may
-  change it in place, so branches never see each other's changes;
+  change it in place, itself or anywhere downstream (nested pipelines
+  included), so branches never see each other's changes;
 - a node's `err` port without edges feeds the pipeline's `err` output, so
   runtime errors always surface there.
 """
@@ -17,7 +18,7 @@ from typing import Any
 
 from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph
 from contraflow.pipeline.base import Context, NodeRunner, Push, drop
-from contraflow.pipeline.item import Item
+from contraflow.pipeline.item import Item, copy_item
 from contraflow.pipeline.operators import OPERATORS
 from contraflow.pipeline.script import ScriptRunner
 from contraflow.pipeline.select import SelectRunner
@@ -38,10 +39,12 @@ class NestedPipeline(NodeRunner):
         self.graph = node.spec
         self.stateful = node.stateful
         self.wired: WiredGraph | None = None
+        # Output ports whose events are changed in place further down the outer pipeline (set before `connect`).
+        self.outputs_mutate: dict[str, bool] = {}
 
     def connect(self, outs: dict[str, Push]) -> None:
         super().connect(outs)
-        self.wired = WiredGraph(self.graph, self.ctx, outs, prefix=f"{self.path}/")
+        self.wired = WiredGraph(self.graph, self.ctx, outs, f"{self.path}/", self.outputs_mutate)
         self.mutates = self.wired.mutates
 
     def input(self, port: str) -> Push:
@@ -95,7 +98,7 @@ def fan_out(targets: list[tuple[Push, bool]]) -> Push:
 
     def copying(item: Item) -> None:
         for push, mutates in plan:
-            push(item.copy() if mutates else item)
+            push(copy_item(item) if mutates else item)
 
     return copying
 
@@ -104,7 +107,12 @@ class WiredGraph:
     """A pipeline graph as runners plus push functions: `inputs[port](item)` runs an event through."""
 
     def __init__(
-        self, graph: PipelineGraph, ctx: Context, outputs: dict[str, Push], prefix: str = ""
+        self,
+        graph: PipelineGraph,
+        ctx: Context,
+        outputs: dict[str, Push],
+        prefix: str = "",
+        outputs_mutate: dict[str, bool] | None = None,
     ) -> None:
         self.graph = graph
         self.ctx = ctx
@@ -113,11 +121,12 @@ class WiredGraph:
             for name, node in graph.nodes.items()
             if node.kind not in ("input", "output")
         }
-        # What each node input resolves to: (push, whether that consumer may change events in place).
+        # What each node input resolves to: (push, whether events entering there may be changed in
+        # place, by that node or anything after it).
         entry: dict[tuple[str, str], tuple[Push, bool]] = {}
         for name, node in graph.nodes.items():
             if node.kind == "output":
-                entry[(name, "in")] = (outputs.get(name, drop), False)
+                entry[(name, "in")] = (outputs.get(name, drop), (outputs_mutate or {}).get(name, False))
         err_sink = outputs.get("err", drop)
         for name in reversed(graph.topological_order()):
             node = graph.nodes[name]
@@ -128,13 +137,16 @@ class WiredGraph:
                 entry[(name, "out")] = ports.get("out", (drop, False))
                 continue
             runner = self.runners[name]
-            out_push = {port: push for port, (push, _) in ports.items()}
             if runner.identity:
                 entry[(name, "in")] = ports.get("out", (drop, False))
                 continue
-            runner.connect(out_push)
+            if isinstance(runner, NestedPipeline):
+                runner.outputs_mutate = {port: mutates for port, (_, mutates) in ports.items()}
+            runner.connect({port: push for port, (push, _) in ports.items()})
+            # Nodes may hand the event they got (or parts of it) on: what happens after them counts.
+            mutates = runner.mutates or any(m for _, m in ports.values())
             for port in node.inputs:
-                entry[(name, port)] = (runner.input(port), runner.mutates)
+                entry[(name, port)] = (runner.input(port), mutates)
         self.inputs: dict[str, Push] = {port: entry[(port, "out")][0] for port in graph.inputs}
         self.mutates = any(r.mutates for r in self.runners.values())
         self.stateful_nodes = [name for name, r in self.runners.items() if r.stateful]
@@ -151,7 +163,7 @@ class WiredGraph:
         for edge in self.graph.successors(name):
             by_port.setdefault(edge.from_port, []).append(entry[(edge.to_node, edge.to_port)])
         ports: dict[str, tuple[Push, bool]] = {}
-        for port in {*node.outputs, *by_port}:
+        for port in {*node.outputs, "err", *by_port}:
             targets = by_port.get(port, [])
             if not targets:
                 ports[port] = (err_sink if port == "err" else drop, False)

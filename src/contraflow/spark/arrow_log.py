@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.storage.batch import DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.storage.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.storage.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -38,24 +38,8 @@ SOURCE_DDL = (
 )
 
 
-def _int_array(buf: memoryview, dtype: str) -> np.ndarray:
-    return np.frombuffer(buf, dtype=dtype)
-
-
-def _keys(batch: DecodedBatch) -> pa.Array:
-    buffers = batch.key_buffers()
-    if buffers is None:
-        return pa.nulls(batch.record_count, pa.binary())
-    validity, offsets, data = buffers
-    return pa.Array.from_buffers(
-        pa.binary(),
-        batch.record_count,
-        [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)],
-    )
-
-
 def _headers(batch: DecodedBatch) -> pa.Array:
-    if not batch.header.attributes & 0x20:  # no record in the batch has headers
+    if not batch.header.attributes & HAS_HEADERS:
         offsets = pa.array(np.zeros(batch.record_count + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, pa.array([], HEADER_TYPE.value_type))
     rows = [[{"key": k, "value": v} for k, v in hdrs] for hdrs in batch.headers()]
@@ -65,23 +49,22 @@ def _headers(batch: DecodedBatch) -> pa.Array:
 def batch_to_arrow(
     topic: str, partition: int, batch: DecodedBatch, start: int, end: int
 ) -> pa.RecordBatch | None:
-    """The records of `batch` with offsets in [start, end) as Arrow rows of SOURCE_SCHEMA."""
-    base = batch.base_offset
-    lo, hi = max(0, start - base), min(batch.record_count, end - base)
+    """The records of `batch` with offsets in [start, end) as Arrow rows of SOURCE_SCHEMA
+    (keys and values share the batch's memory)."""
+    lo, hi = max(0, start - batch.base_offset), min(batch.record_count, end - batch.base_offset)
     if lo >= hi:
         return None
+    core = batch.to_arrow()
     count = batch.record_count
-    offsets = base + _int_array(batch._columns.offset_deltas, "<i4").astype(np.int64)
-    micros = (batch.header.first_timestamp + _int_array(batch.timestamp_delta_buffer(), "<i8")) * 1000
     columns = [
         pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, dtype=np.int32)), pa.array([topic])).cast(
             pa.string()
         ),
         pa.array(np.full(count, partition, dtype=np.int32)),
-        pa.array(offsets),
-        pa.array(micros, pa.timestamp("us", tz="UTC")),
-        _keys(batch),
-        batch.value_array(),
+        core.column("offset"),
+        core.column("timestamp").cast(pa.timestamp("us", tz="UTC")),
+        core.column("key"),
+        core.column("value"),
         _headers(batch),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA).slice(lo, hi - lo)

@@ -191,3 +191,9 @@ class BatchLedger:
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+    def __enter__(self) -> BatchLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

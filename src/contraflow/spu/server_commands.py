@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from contraflow.errors import UserError
 if TYPE_CHECKING:
     from contraflow.spu.server import SpuServer
 
-DEFAULT_DATA_DIR = "./contraflow-data"
+DEFAULT_DATA_DIR = "contraflow-data"
 READY_PREFIX = "spu ready"
 SWITCH_INTERVAL_S = 0.0005
 
@@ -30,35 +29,40 @@ def spu() -> None:
 @spu.command()
 @click.option(
     "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Where the log lives (default ./contraflow-data or $CONTRAFLOW_DATA_DIR).",
+    envvar="CONTRAFLOW_DATA_DIR",
+    default=DEFAULT_DATA_DIR,
+    show_default=True,
+    metavar="DIR",
+    help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
 )
 @click.option(
     "--public-addr",
     default="127.0.0.1:9005",
+    metavar="HOST:PORT",
     show_default=True,
     help="Address for producers, consumers and admin (port 0 picks a free one).",
 )
 @click.option(
     "--private-addr",
     default="127.0.0.1:9006",
+    metavar="HOST:PORT",
     show_default=True,
     help="Address for replication between SPUs.",
 )
-@click.option("--id", "spu_id", type=int, default=0, show_default=True, help="This SPU's id.")
-def run(data_dir: Path | None, public_addr: str, private_addr: str, spu_id: int) -> None:
+@click.option("--id", "spu_id", default="0", show_default=True, metavar="N", help="This SPU's id.")
+def run(data_dir: str, public_addr: str, private_addr: str, spu_id: str) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
     from contraflow.spu.server import ServerConfig, SpuServer, parse_addr
 
-    data_dir = data_dir or Path(os.environ.get("CONTRAFLOW_DATA_DIR", DEFAULT_DATA_DIR))
+    if not spu_id.isdigit():
+        raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")
     for addr in (public_addr, private_addr):
         try:
             parse_addr(addr)
         except ValueError as err:
             raise UserError(str(err)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(data_dir, public_addr, private_addr, spu_id)
+    config = ServerConfig(Path(data_dir), public_addr, private_addr, int(spu_id))
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.
     sys.setswitchinterval(SWITCH_INTERVAL_S)

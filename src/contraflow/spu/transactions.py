@@ -53,6 +53,7 @@ class _Staged:
 class _WriterStage:
     attempt: int
     batches: list[_Staged] = field(default_factory=list)
+    last_sequence: int = -1
 
 
 @dataclass
@@ -115,6 +116,7 @@ class TransactionCoordinator:
         *,
         writer: str = "",
         attempt: int = 0,
+        sequence: int | None = None,
         owner: Hashable = None,
     ) -> bool:
         """Keep `batches` for a later commit. Returns False when the batch id is already committed
@@ -135,6 +137,10 @@ class TransactionCoordinator:
                 if stage is not None:  # a new attempt replaces what the old one staged
                     self._release(stage.batches)
                 stage = pending.writers[writer] = _WriterStage(attempt)
+            if sequence is not None:
+                if sequence <= stage.last_sequence:
+                    return True  # a resend of what is staged already
+                stage.last_sequence = sequence
             stage.batches.extend(_Staged(tp, b, owner) for b in batches)
             self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + size
             pending.touched = time.monotonic()

@@ -2,10 +2,14 @@
 
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
 from contraflow.spu.client.connection import RetryPolicy
+from contraflow.spu.client.exactly_once import BatchWriter, StagedWork, commit_batch
 from contraflow.spu.client.producer import AsyncProducer, Producer, ProducerSettings
 from contraflow.spu.client.sync import SpuClient
 
 __all__ = [
+    "BatchWriter",
+    "StagedWork",
+    "commit_batch",
     "AsyncProducer",
     "AsyncSpuClient",
     "Producer",

@@ -202,8 +202,10 @@ class AsyncSpuClient:
         *,
         writer: str = "",
         attempt: int = 0,
+        sequence: int | None = None,
     ) -> bool:
-        """Stage encoded batch(es) for a later commit; False if the batch id is already committed."""
+        """Stage encoded batch(es) for a later commit; False if the batch id is already committed.
+        Give increasing `sequence` numbers per writer attempt to make retries safe."""
         parts = _parts(batch)
         fields = {
             "producer_id": producer_id,
@@ -212,6 +214,7 @@ class AsyncSpuClient:
             "partition": partition,
             "writer": writer,
             "attempt": attempt,
+            "sequence": sequence,
         }
         return bool((await self.request(ApiKey.TXN_STAGE, fields, parts)).fields["staged"])
 

@@ -188,10 +188,12 @@ class SpuClient:
         *,
         writer: str = "",
         attempt: int = 0,
+        sequence: int | None = None,
     ) -> bool:
-        return self._run(
-            self.aio.stage(producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt)
+        staging = self.aio.stage(
+            producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt, sequence=sequence
         )
+        return self._run(staging)
 
     def commit(
         self, producer_id: str, batch_id: int, expected_batches: int | None = None

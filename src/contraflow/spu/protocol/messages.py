@@ -154,7 +154,8 @@ class TxnStageRequest:
 
     `writer`/`attempt` let a retried task replace what its failed attempt staged:
     staging under a writer with a new attempt number discards that writer's
-    earlier staged batches first.
+    earlier staged batches first. `sequence` (increasing per writer attempt)
+    makes a resent stage request (a retry after a lost answer) a no-op.
     """
 
     producer_id: str
@@ -163,6 +164,7 @@ class TxnStageRequest:
     partition: int
     writer: str = ""
     attempt: int = 0
+    sequence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ class SpuServer:
         self._store: Store | None = None
         self._ledger: BatchLedger | None = None
         self.transactions: TransactionCoordinator
+        self._stopped = False
         self.public_addr: tuple[str, int] = ("", 0)
         self.private_addr: tuple[str, int] | None = None
 
@@ -78,11 +79,15 @@ class SpuServer:
             self._executor,
             self.config.spu_id,
         )
-        self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
-        if self.config.private_addr is not None:
-            self.private_addr = await self._listen(
-                self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
-            )
+        try:
+            self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
+            if self.config.private_addr is not None:
+                self.private_addr = await self._listen(
+                    self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
+                )
+        except BaseException:
+            await self.stop()  # e.g. the port is taken: release the data directory again
+            raise
         self._spawn(self._expire_staging())
 
     def _open_storage(self) -> tuple[Store, BatchLedger, list[tuple[str, int]]]:
@@ -137,7 +142,10 @@ class SpuServer:
                 log.info("dropped staged batch %s/%s after the transaction timeout", producer_id, batch_id)
 
     async def stop(self) -> None:
-        """Stop listening, drop connections, close the store and ledger."""
+        """Stop listening, drop connections, close the store and ledger (idempotent)."""
+        if self._stopped:
+            return
+        self._stopped = True
         for server in self._servers:
             server.close()
         for task in list(self._tasks):

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -34,8 +33,8 @@ from contraflow.spu.protocol import (
 
 log = logging.getLogger(__name__)
 
-# Below this size a file slice is read and written like any buffer: sendfile's
-# per-call setup costs more than the copy.
+# Below this size a read goes out as mmap views written like any buffer:
+# sendfile's per-call set-up (drain, pause, resume) costs more than the copy.
 SENDFILE_MIN_BYTES = 64 * 1024
 
 _connection_ids = itertools.count(1)
@@ -68,6 +67,7 @@ class Reply:
 class Limits:
     max_frame_bytes: int = 16 * 1024 * 1024
     max_inflight: int = 64
+    max_inflight_bytes: int = 64 * 1024 * 1024  # request bodies held by running requests
     max_staged_bytes: int = 64 * 1024 * 1024
 
 
@@ -96,11 +96,16 @@ class Connection:
         self.limits = limits
         self._allowed = allowed_apis
         self._inflight = asyncio.Semaphore(limits.max_inflight)
+        self._inflight_bytes = 0
+        self._bytes_released = asyncio.Condition()
         self._order: dict[object, asyncio.Lock] = {}
         self._write_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.streams: dict[int, asyncio.Task[None]] = {}
+        # Per-connection helpers the dispatcher keeps (e.g. ordered appenders).
+        self.attachments: dict[object, Any] = {}
         self.closed = False
+        self._cleaned = False
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -114,6 +119,7 @@ class Connection:
                 except FramingError as err:
                     await self._reject_and_close(head, err)
                     return
+                await self._reserve(header.body_length)
                 body = memoryview(await self.reader.readexactly(header.body_length))
                 await self._inflight.acquire()
                 task = asyncio.create_task(self._run(header, body))
@@ -123,6 +129,22 @@ class Connection:
             pass
         finally:
             await self.close()
+
+    async def _reserve(self, size: int) -> None:
+        """Wait (not reading the socket: back-pressure) until the bodies of running
+        requests leave room for this one; a lone request is always admitted."""
+        async with self._bytes_released:
+            await self._bytes_released.wait_for(
+                lambda: (
+                    self._inflight_bytes == 0 or self._inflight_bytes + size <= self.limits.max_inflight_bytes
+                )
+            )
+            self._inflight_bytes += size
+
+    async def _release(self, size: int) -> None:
+        async with self._bytes_released:
+            self._inflight_bytes -= size
+            self._bytes_released.notify_all()
 
     async def _reject_and_close(self, head: bytes, err: FramingError) -> None:
         """Answer with the frame's correlation id (the header is readable), then hang up."""
@@ -146,6 +168,7 @@ class Connection:
             await self.send(header.api_key, header.correlation_id, error_fields(ErrorCode.UNKNOWN, repr(err)))
         finally:
             self._inflight.release()
+            await self._release(len(body))
 
     async def _handle(self, header: FrameHeader, body: memoryview) -> Reply | None:
         try:
@@ -173,30 +196,43 @@ class Connection:
     async def send(
         self, api_key: int, correlation_id: int, fields: dict[str, Any], payload: Sequence[Part] = ()
     ) -> None:
-        """Write one response frame; file slices go out with sendfile when worth it."""
+        """Write one response frame; file slices go out with sendfile when worth it.
+
+        A failure once the header is out leaves the peer mid-frame: the connection
+        is dropped (a lost peer is not an error; anything else is logged)."""
         if self.closed:
             return
         head = encode_header(api_key, 0, correlation_id, pack_meta(fields), sum(len(p) for p in payload))
         async with self._write_lock:
-            self.writer.write(head)
-            for part in payload:
-                if isinstance(part, FileSlice):
-                    await self._send_file(part)
-                else:
-                    self.writer.write(part)
-            await self.writer.drain()
+            try:
+                self.writer.write(head)
+                for part in payload:
+                    if isinstance(part, FileSlice):
+                        await self._send_file(part)
+                    else:
+                        self.writer.write(part)
+                await self.writer.drain()
+            except (ConnectionError, RuntimeError):  # RuntimeError: transport closing
+                self._drop()
+            except (OSError, ValueError):  # a segment file closed or cut under the read
+                log.exception("response to %s failed midway; closing the connection", self.peer)
+                self._drop()
 
     async def _send_file(self, part: FileSlice) -> None:
-        if part.length >= SENDFILE_MIN_BYTES:
-            loop = asyncio.get_running_loop()
-            await loop.sendfile(self.writer.transport, part.file, part.position, part.length)
-        else:
-            self.writer.write(os.pread(part.file.fileno(), part.length, part.position))
+        loop = asyncio.get_running_loop()
+        sent = await loop.sendfile(self.writer.transport, part.file, part.position, part.length)
+        if sent != part.length:  # the file got shorter under us: the frame cannot be completed
+            raise OSError(f"sendfile sent {sent} of {part.length} bytes")
+
+    def _drop(self) -> None:
+        """Abort the transport at once; `serve` notices and cleans up."""
+        self.closed = True
+        self.writer.transport.abort()
 
     async def close(self) -> None:
-        if self.closed:
+        if self._cleaned:
             return
-        self.closed = True
+        self._cleaned = self.closed = True
         for task in [*self.streams.values(), *self._tasks]:
             task.cancel()
         self.writer.close()

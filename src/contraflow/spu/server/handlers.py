@@ -8,12 +8,10 @@ Storage exceptions are translated to error codes in one place (`translate`).
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from contraflow.errors import UserError
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
     Acks,
@@ -26,51 +24,32 @@ from contraflow.spu.protocol import (
 )
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
+from contraflow.spu.server.appender import OrderedAppender
 from contraflow.spu.server.connection import Connection, Reply
-from contraflow.spu.server.partitions import Partitions, split_batches
+from contraflow.spu.server.errors import translate
+from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
 from contraflow.spu.server.streams import StreamRegistry, StreamState
-from contraflow.spu.storage import errors as storage_errors
-from contraflow.spu.storage.batch import CorruptBatchError
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.control import ControlValues
 from contraflow.spu.transactions import TransactionCoordinator
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_ERRORS: list[tuple[type[BaseException], ErrorCode]] = [
-    (storage_errors.TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
-    (storage_errors.TopicExistsError, ErrorCode.TOPIC_EXISTS),
-    (storage_errors.PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
-    (storage_errors.OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
-    (storage_errors.InvalidBatchError, ErrorCode.CORRUPT_BATCH),
-    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
-    (UserError, ErrorCode.INVALID_ARGUMENT),
-    (ValueError, ErrorCode.INVALID_ARGUMENT),
-    (TypeError, ErrorCode.INVALID_ARGUMENT),
-    (storage_errors.StorageError, ErrorCode.STORAGE_ERROR),
-    (OSError, ErrorCode.STORAGE_ERROR),
-]
-
-
-def translate(err: Exception) -> SpuError:
-    """The wire error for an engine exception; the message is kept word for word."""
-    if isinstance(err, SpuError):
-        return err
-    for kind, code in _ERRORS:
-        if isinstance(err, kind):
-            return SpuError(code, str(err))
-    log.exception("unexpected error", exc_info=err)
-    return SpuError(ErrorCode.UNKNOWN, f"{type(err).__name__}: {err}")
-
-
 # Effects keep the order a client sent them in: appends per partition (so
-# pipelined produces to different partitions do not wait for each other), the
-# other state changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.PRODUCE, ApiKey.TXN_STAGE})
+# pipelined produces to different partitions do not wait for each other; produces
+# go through the connection's OrderedAppender for the partition), the other state
+# changes per connection.
+PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
+
+
+def read_budget(conn: Connection, max_bytes: int) -> int:
+    """A read's byte budget, kept well inside the frame limit (a client sized its
+    buffers for that); at least one whole batch is always returned anyway."""
+    return max(1, min(max_bytes, conn.limits.max_frame_bytes // 2))
+
 
 Handler = Callable[[Connection, Any, memoryview, int], Awaitable[Reply | None]]
 
@@ -153,14 +132,20 @@ class Handlers:
             raise SpuError(ErrorCode.INVALID_ARGUMENT, f"acks must be 0, 1 or 2, got {req.acks}")
         batches = split_batches(payload, verify=False)
         tp = (req.topic, req.partition)
-        base, last = await self._blocking(self._partitions.produce, tp, batches, acks is Acks.COMMITTED)
+        appender = conn.attachments.get(("appender", tp))
+        if appender is None:
+            appender = conn.attachments[("appender", tp)] = OrderedAppender(
+                self._partitions, self._executor, tp
+            )
+        base, last = await appender.append(AppendRequest(batches, acks is Acks.COMMITTED))
         if acks is Acks.NONE:
             return None
         return Reply({"base_offset": base, "last_offset": last})
 
     async def fetch(self, conn: Connection, req: m.FetchRequest, payload: memoryview, cid: int) -> Reply:
         check_isolation(req.isolation)
-        view = self._partitions.read((req.topic, req.partition), req.offset, req.max_bytes, req.isolation)
+        max_bytes = read_budget(conn, req.max_bytes)
+        view = self._partitions.read((req.topic, req.partition), req.offset, max_bytes, req.isolation)
         return Reply(view.fields(), view.parts)
 
     async def stream_fetch(
@@ -171,7 +156,9 @@ class Handlers:
         tp = (req.topic, req.partition)
         offset = self._partitions.start_offset(tp, req.offset)
         self._streams.open(
-            conn, cid, StreamState(tp, offset, max(1, req.max_bytes), req.credit_bytes, req.isolation)
+            conn,
+            cid,
+            StreamState(tp, offset, read_budget(conn, req.max_bytes), req.credit_bytes, req.isolation),
         )
         return Reply({"stream_id": cid, "offset": offset, "opened": True})
 
@@ -229,6 +216,7 @@ class Handlers:
         self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
     ) -> Reply:
         await self._blocking(self._store.delete_topic, req.name)
+        self._streams.topic_deleted(req.name)
         return Reply()
 
     async def list_topics(
@@ -250,7 +238,14 @@ class Handlers:
         self._partitions.check_exists(tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
-            req.producer_id, req.batch_id, tp, batches, writer=req.writer, attempt=req.attempt, owner=conn.id
+            req.producer_id,
+            req.batch_id,
+            tp,
+            batches,
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=conn.id,
         )
         return Reply({"staged": accepted, "already_committed": not accepted})
 

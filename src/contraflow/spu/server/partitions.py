@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.connection import FileSlice, Part
+from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -96,6 +96,17 @@ def split_batches(payload: memoryview, *, verify: bool) -> list[memoryview]:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One produce request's batches; `durable`: answer only once fsynced (acks=committed)."""
+
+    batches: list[memoryview]
+    durable: bool
+
+
+AppendResult = tuple[int, int] | Exception
+
+
+@dataclass(frozen=True, slots=True)
 class ReadView:
     """A read ready to send: payload parts plus the offsets the client needs."""
 
@@ -155,18 +166,35 @@ class Partitions:
                 gate.release_exclusive()
 
     def produce(self, tp: TopicPartition, batches: list[memoryview], durable: bool) -> tuple[int, int]:
-        """Append a plain produce; returns (first offset, last offset). Produces share the
-        gate: the engine orders concurrent appends itself and groups their fsyncs."""
+        """Append one plain produce; returns (first offset, last offset)."""
+        (result,) = self.produce_many(tp, [AppendRequest(batches, durable)])
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def produce_many(self, tp: TopicPartition, requests: list[AppendRequest]) -> list[AppendResult]:
+        """Append produce requests in order, each answered on its own (a bad batch fails
+        only its request). Produces share the gate: the engine orders concurrent appends
+        and groups their fsyncs; one fsync covers every request here that asked for it."""
+        results: list[AppendResult] = []
         with self._gate(tp).shared():
-            self._check_not_fenced(tp)
-            first, last = -1, -1
-            for batch in batches:
-                base, last = self.append(tp, batch)
-                first = base if first < 0 else first
-            if durable:
-                self.sync(tp)
+            for request in requests:
+                try:
+                    self._check_not_fenced(tp)
+                    first, last = -1, -1
+                    for batch in request.batches:
+                        base, last = self.append(tp, batch)
+                        first = base if first < 0 else first
+                    results.append((first, last))
+                except Exception as err:
+                    results.append(err)
+            if any(r.durable for r in requests):
+                try:
+                    self.sync(tp)
+                except Exception as err:
+                    results = [err if r.durable else res for r, res in zip(requests, results, strict=True)]
         self._on_publish(tp)
-        return first, last
+        return results
 
     def _check_not_fenced(self, tp: TopicPartition) -> None:
         """Gate held and still fenced: a commit failed midway; appending now would put
@@ -207,7 +235,10 @@ class Partitions:
         return max(offset, part.log_start_offset)
 
     def read(self, tp: TopicPartition, offset: int, max_bytes: int, isolation: str) -> ReadView:
+        """Whole batches as payload parts: file slices for sendfile when the read is big
+        enough to be worth it, else the mmap views themselves (written without a copy)."""
         result = self.partition(tp).read(offset, max_bytes, isolation=isolation)  # type: ignore[arg-type]
+        batches = result.batches
         slices = [FileSlice(s.file, s.position, s.length) for s in result.slices]
         high_watermark, next_offset = result.high_watermark, result.next_offset
         # Read the fence after the data: a fence seen missing here means the commit
@@ -216,9 +247,9 @@ class Partitions:
         if fence is not None:
             high_watermark = min(high_watermark, fence)
             if isolation == "committed" and next_offset > fence:
-                slices, next_offset = _cut_at(result.batches, slices, fence, offset)
-        parts: list[Part] = list(slices)
+                batches, slices, next_offset = _cut_at(batches, slices, fence, offset)
         size = sum(s.length for s in slices)
+        parts: list[Part] = list(slices) if size >= SENDFILE_MIN_BYTES else list(batches)
         tail = result.log_end_offset > high_watermark
         return ReadView(parts, size, next_offset, high_watermark, result.log_start_offset, tail)
 
@@ -237,16 +268,18 @@ class Partitions:
 
 def _cut_at(
     batches: list[memoryview], slices: list[FileSlice], fence: int, offset: int
-) -> tuple[list[FileSlice], int]:
+) -> tuple[list[memoryview], list[FileSlice], int]:
     """Drop the batches at or past `fence` from the end of a read (they are one contiguous tail)."""
     drop = 0
     next_offset = max(offset, 0)
+    kept_views: list[memoryview] = []
     for view in batches:
         header = BatchHeader.parse(view)
         if header.last_offset >= fence:
             drop += header.total_size
         else:
             next_offset = header.next_offset
+            kept_views.append(view)
     kept: list[FileSlice] = []
     for s in reversed(slices):
         if drop >= s.length:
@@ -255,4 +288,4 @@ def _cut_at(
         kept.append(FileSlice(s.file, s.position, s.length - drop))
         drop = 0
     kept.reverse()
-    return kept, next_offset
+    return kept_views, kept, next_offset

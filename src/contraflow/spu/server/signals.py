@@ -32,6 +32,11 @@ class PartitionSignals:
         for event in self._subscribers.get(tp, ()):
             event.set()
 
+    def wake_topic(self, topic: str) -> None:
+        """Loop thread: every partition of `topic` (it was deleted: streams must notice)."""
+        for tp in [tp for tp in self._subscribers if tp[0] == topic]:
+            self.wake(tp)
+
     def wake_threadsafe(self, tp: TopicPartition) -> None:
         """From any thread; a no-op hop when nobody tails the partition."""
         if tp in self._subscribers and not self._loop.is_closed():

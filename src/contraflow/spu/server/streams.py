@@ -16,7 +16,8 @@ import contextlib
 from dataclasses import dataclass, field
 
 from contraflow.spu.protocol import ApiKey
-from contraflow.spu.server.connection import Connection
+from contraflow.spu.server.connection import Connection, error_fields
+from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.signals import PartitionSignals, TopicPartition
 
@@ -71,6 +72,10 @@ class StreamRegistry:
         task.cancel()
         return True
 
+    def topic_deleted(self, topic: str) -> None:
+        """Wake the topic's streams: their next read fails and ends them with an error."""
+        self._signals.wake_topic(topic)
+
     def _forget(self, conn: Connection, stream_id: int, state: StreamState) -> None:
         if self._states.get((conn.id, stream_id)) is state:
             del self._states[(conn.id, stream_id)]
@@ -79,6 +84,16 @@ class StreamRegistry:
             conn.streams.pop(stream_id, None)
 
     async def _pump(self, conn: Connection, stream_id: int, state: StreamState) -> None:
+        """Push until closed; a failure (topic deleted...) ends the stream with an error push."""
+        try:
+            await self._push_while_open(conn, stream_id, state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            error = translate(err)
+            await conn.send(ApiKey.STREAM_FETCH, stream_id, error_fields(error.code, str(error)))
+
+    async def _push_while_open(self, conn: Connection, stream_id: int, state: StreamState) -> None:
         """Push batches while there is credit and data; otherwise sleep until either changes."""
         while not conn.closed:
             state.wakeup.clear()

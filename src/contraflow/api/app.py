@@ -1,0 +1,257 @@
+"""The FastAPI application: Tremor's `/v1` API over a `RuntimeFacade`, plus deploy, undeploy and metrics.
+
+Routes:
+  GET    /v1/version                       version and build kind
+  GET    /v1/status                        200 when every flow is healthy, 503 otherwise
+  GET    /v1/flows                         every flow
+  POST   /v1/flows                         deploy Troy source -> 201 {"flows": [...]}
+  GET    /v1/flows/{id}                    one flow
+  PATCH  /v1/flows/{id}                    {"status": "paused"|"running"}
+  DELETE /v1/flows/{id}                    quiesce and undeploy
+  GET    /v1/flows/{id}/connectors         the flow's connectors
+  GET    /v1/flows/{id}/connectors/{c}     one connector
+  PATCH  /v1/flows/{id}/connectors/{c}     pause/resume one connector
+  GET    /metrics                          Prometheus exposition
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client.exposition import choose_encoder
+
+from contraflow.api import bodies
+from contraflow.api.errors import ApiError, install_error_handlers
+from contraflow.api.facade import (
+    HEALTHY_STATES,
+    ConnectorStatus,
+    InvalidTransition,
+    RuntimeFacade,
+    State,
+    UnknownConnector,
+)
+from contraflow.api.models import (
+    ConnectorReport,
+    DeployRequest,
+    DeployResponse,
+    ErrorBody,
+    FlowReport,
+    RuntimeStatusReport,
+    StatusPatch,
+    VersionReport,
+)
+
+# The only changes a PATCH may ask for; asking for the current state is a no-op.
+ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for error replies, all with the ErrorBody schema."""
+    return {code: {"model": ErrorBody} for code in codes}
+
+
+def _json_body(model: type[Any], *media: str) -> dict[str, Any]:
+    """OpenAPI `requestBody` for a route that reads its body itself (see `bodies`)."""
+    content: dict[str, Any] = {"application/json": {"schema": model.model_json_schema()}}
+    for m in media:
+        content[m] = {"schema": {"type": "string"}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+def needs_change(what: str, current: State, desired: State) -> bool:
+    """False for a no-op (already in `desired`); raise InvalidTransition unless running<->paused."""
+    if current == desired:
+        return False
+    if (current, desired) not in ALLOWED_TRANSITIONS:
+        raise InvalidTransition(what, current, desired)
+    return True
+
+
+async def deploy_source(request: Request) -> tuple[str, str]:
+    """(Troy source, file name) from a text body or a JSON {"troy", "name"} body."""
+    media = bodies.media_type(request)
+    if bodies.is_json(media):
+        req = bodies.validate(
+            DeployRequest, bodies.parse_json(await bodies.read_body(request, bodies.MAX_SOURCE_BYTES))
+        )
+        source, name = req.troy, req.name
+    elif not media or media.startswith("text/") or media in bodies.TEXT_LIKE:
+        source = bodies.decode_text(await bodies.read_body(request, bodies.MAX_SOURCE_BYTES))
+        name = "<api>"
+    else:
+        raise ApiError(
+            415, f"unsupported media type '{media}': send Troy as text/plain or JSON {{\"troy\": ...}}"
+        )
+    if not source.strip():
+        raise ApiError(400, "no Troy source in the request body")
+    return source, name
+
+
+def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade) -> None:
+    """The `/v1` routes bound to one runtime.
+
+    Added straight to the app's router (not an included sub-router) so that a
+    405 can list every method of a path in its Allow header.
+    """
+
+    @router.get("/v1/version", response_model=VersionReport, tags=["version"])
+    async def get_version() -> VersionReport:
+        """The contraflow version; `debug` is true under Python's development mode (-X dev)."""
+        return VersionReport(version=runtime.version(), debug=sys.flags.dev_mode)
+
+    @router.get(
+        "/v1/status",
+        response_model=RuntimeStatusReport,
+        responses={503: {"model": RuntimeStatusReport, "description": "some flow is not running or paused"}},
+        tags=["status"],
+    )
+    async def get_status() -> JSONResponse:
+        """Summary of all flows: 200 when each is initializing, running or paused, else 503."""
+        flows = await runtime.list_flows()
+        counts = Counter(f.status for f in flows)
+        report = RuntimeStatusReport(
+            all_running=all(f.status == "running" for f in flows),
+            num_flows=len(flows),
+            flows=dict(counts),
+            flow_status={f.id: f.status for f in flows},
+        )
+        healthy = all(f.status in HEALTHY_STATES for f in flows)
+        return JSONResponse(report.model_dump(), status_code=200 if healthy else 503)
+
+    @router.get("/v1/flows", response_model=list[FlowReport], tags=["flows"])
+    async def list_flows() -> list[FlowReport]:
+        """Every deployed flow."""
+        return [FlowReport.of(f) for f in await runtime.list_flows()]
+
+    @router.post(
+        "/v1/flows",
+        status_code=201,
+        response_model=DeployResponse,
+        responses=_errors(400, 409, 413, 415),
+        openapi_extra=_json_body(DeployRequest, "text/plain"),
+        tags=["flows"],
+    )
+    async def deploy(request: Request) -> DeployResponse:
+        """Deploy every `deploy flow` of Troy source (text/plain, or JSON {"troy": ..., "name": ...})."""
+        source, name = await deploy_source(request)
+        return DeployResponse(flows=await runtime.deploy(source, name))
+
+    @router.get("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
+    async def get_flow(flow_id: str) -> FlowReport:
+        """One flow."""
+        return FlowReport.of(await runtime.get_flow(flow_id))
+
+    @router.patch(
+        "/v1/flows/{flow_id}",
+        response_model=FlowReport,
+        responses=_errors(400, 404, 413, 415),
+        openapi_extra=_json_body(StatusPatch),
+        tags=["flows"],
+    )
+    async def patch_flow(flow_id: str, request: Request) -> FlowReport:
+        """Pause or resume a flow; asking for its current status changes nothing."""
+        patch = await bodies.structured_body(request, StatusPatch)
+        flow = await runtime.get_flow(flow_id)
+        if needs_change(f"flow '{flow_id}'", flow.status, patch.status):
+            assert patch.status in ("running", "paused")
+            flow = await runtime.set_flow_status(flow_id, patch.status)
+        return FlowReport.of(flow)
+
+    @router.delete("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
+    async def undeploy(flow_id: str) -> FlowReport:
+        """Quiesce a flow (sources stop, pipelines and sinks drain, offsets commit) and remove it."""
+        return FlowReport.of(await runtime.undeploy(flow_id))
+
+    @router.get(
+        "/v1/flows/{flow_id}/connectors",
+        response_model=list[ConnectorReport],
+        responses=_errors(404),
+        tags=["connectors"],
+    )
+    async def list_connectors(flow_id: str) -> list[ConnectorReport]:
+        """The connectors of a flow."""
+        return [ConnectorReport.of(c) for c in (await runtime.get_flow(flow_id)).connectors]
+
+    @router.get(
+        "/v1/flows/{flow_id}/connectors/{alias}",
+        response_model=ConnectorReport,
+        responses=_errors(404),
+        tags=["connectors"],
+    )
+    async def get_connector(flow_id: str, alias: str) -> ConnectorReport:
+        """One connector of a flow."""
+        return ConnectorReport.of(await _connector(runtime, flow_id, alias))
+
+    @router.patch(
+        "/v1/flows/{flow_id}/connectors/{alias}",
+        response_model=ConnectorReport,
+        responses=_errors(400, 404, 413, 415),
+        openapi_extra=_json_body(StatusPatch),
+        tags=["connectors"],
+    )
+    async def patch_connector(flow_id: str, alias: str, request: Request) -> ConnectorReport:
+        """Pause or resume one connector; asking for its current status changes nothing."""
+        patch = await bodies.structured_body(request, StatusPatch)
+        connector = await _connector(runtime, flow_id, alias)
+        if needs_change(f"connector '{alias}' of flow '{flow_id}'", connector.status, patch.status):
+            assert patch.status in ("running", "paused")
+            connector = await runtime.set_connector_status(flow_id, alias, patch.status)
+        return ConnectorReport.of(connector)
+
+
+async def _connector(runtime: RuntimeFacade, flow_id: str, alias: str) -> ConnectorStatus:
+    """A connector of a flow; 404 when either is unknown."""
+    connector = (await runtime.get_flow(flow_id)).connector(alias)
+    if connector is None:
+        raise UnknownConnector(flow_id, alias)
+    return connector
+
+
+def add_metrics_route(router: APIRouter, runtime: RuntimeFacade) -> None:
+    """`GET /metrics` in the Prometheus text format (OpenMetrics when the scraper asks for it)."""
+
+    @router.get(
+        "/metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        tags=["metrics"],
+    )
+    async def metrics(request: Request) -> Response:
+        """Counters, gauges and histograms of connectors, channels and pipelines."""
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encoder(runtime.metrics_registry()), media_type=content_type)
+
+
+def create_app(runtime: RuntimeFacade) -> FastAPI:
+    """The API application for `runtime`; serve it with `contraflow.api.server`."""
+    app = FastAPI(
+        title="contraflow",
+        version=runtime.version(),
+        description="Tremor-compatible control API of the contraflow runtime, plus deployment and metrics.",
+    )
+    install_error_handlers(app)
+    add_runtime_routes(app.router, runtime)
+    add_metrics_route(app.router, runtime)
+    _drop_422_from_openapi(app)
+    return app
+
+
+def _drop_422_from_openapi(app: FastAPI) -> None:
+    """FastAPI documents a 422 for every route with parameters; this API answers 400 instead."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = generate()
+            for operations in schema["paths"].values():
+                for operation in operations.values():
+                    operation["responses"].pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return app.openapi_schema or generate()
+
+    app.openapi = openapi  # type: ignore[method-assign]

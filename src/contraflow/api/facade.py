@@ -1,0 +1,204 @@
+"""What the REST API needs from the runtime, as plain data.
+
+The API never reaches into runtime objects (tasks, Spark queries, SPU
+clients): it talks to a `RuntimeFacade`, which the runtime implements and
+the API tests implement in memory. Everything crossing this line is an
+immutable dataclass of strings, so the HTTP layer can render it without
+locking or awaiting anything else.
+
+Errors: the facade raises `UnknownFlow` / `UnknownConnector` for ids it does
+not know (404), `InvalidTransition` when a status change is not allowed in
+the current state (400), `FlowExists` when a deployment would reuse a
+running flow id (409), `contraflow.lang.errors.LangError` / `LangErrors`
+for Troy compile errors and any other `contraflow.errors.UserError` for
+deployment mistakes such as bad connector config (400).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from prometheus_client import CollectorRegistry
+
+from contraflow.errors import UserError
+from contraflow.lang.graph import FlowGraph
+
+# Tremor's instance states; a flow and each of its connectors has one.
+State = Literal["initializing", "running", "paused", "draining", "stopped", "failed"]
+STATES: tuple[State, ...] = ("initializing", "running", "paused", "draining", "stopped", "failed")
+
+# The only states a user may ask for (PATCH); everything else is driven by the runtime.
+DesiredState = Literal["running", "paused"]
+
+# Whether a connector currently has a working connection to the outside world.
+Connectivity = Literal["connected", "disconnected"]
+
+# States in which a flow counts as healthy for `GET /v1/status`.
+HEALTHY_STATES: frozenset[str] = frozenset({"initializing", "running", "paused"})
+
+
+@dataclass(frozen=True)
+class PipelineEndpoint:
+    """One end of a connection from a connector port: a pipeline alias and its port."""
+
+    alias: str
+    port: str
+
+
+@dataclass(frozen=True)
+class ConnectorStatus:
+    """A connector instance of a flow as the API reports it.
+
+    `pipelines` maps each of the connector's ports (`out`, `err`, `in`) to
+    the pipeline endpoints connected to it, as in Tremor's status report.
+    """
+
+    alias: str
+    kind: str
+    status: State
+    connectivity: Connectivity
+    pipelines: dict[str, list[PipelineEndpoint]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FlowStatus:
+    """A deployed flow instance: its id (the `deploy flow` alias), state and parts.
+
+    `definition` is the name of the `define flow` it instantiates;
+    `pipelines` lists the aliases of its pipeline instances.
+    """
+
+    id: str
+    status: State
+    definition: str
+    connectors: list[ConnectorStatus] = field(default_factory=list)
+    pipelines: list[str] = field(default_factory=list)
+
+    def connector(self, alias: str) -> ConnectorStatus | None:
+        """The connector called `alias`, or None."""
+        return next((c for c in self.connectors if c.alias == alias), None)
+
+
+def connector_pipelines(graph: FlowGraph, alias: str) -> dict[str, list[PipelineEndpoint]]:
+    """Tremor's `pipelines` of a connector: for each of its ports, the pipeline ports wired to it."""
+    out: dict[str, list[PipelineEndpoint]] = {}
+    for c in graph.connections:
+        if c.from_kind == "connector" and c.from_alias == alias and c.to_kind == "pipeline":
+            out.setdefault(c.from_port, []).append(PipelineEndpoint(c.to_alias, c.to_port))
+        if c.to_kind == "connector" and c.to_alias == alias and c.from_kind == "pipeline":
+            out.setdefault(c.to_port, []).append(PipelineEndpoint(c.from_alias, c.from_port))
+    return out
+
+
+def describe_flow(
+    graph: FlowGraph,
+    status: State,
+    connectors: Mapping[str, tuple[State, Connectivity]] | None = None,
+) -> FlowStatus:
+    """The `FlowStatus` of a deployed flow graph.
+
+    `connectors` gives each connector's (state, connectivity); a connector
+    not listed takes the flow's state and counts as disconnected.
+    """
+    states = connectors or {}
+    reports = []
+    for alias, spec in graph.connectors.items():
+        state, connectivity = states.get(alias, (status, "disconnected"))
+        reports.append(
+            ConnectorStatus(alias, spec.kind, state, connectivity, connector_pipelines(graph, alias))
+        )
+    return FlowStatus(graph.name, status, graph.definition, reports, list(graph.pipelines))
+
+
+class UnknownFlow(UserError):
+    """No deployed flow has this id."""
+
+    def __init__(self, flow_id: str) -> None:
+        self.flow_id = flow_id
+        super().__init__(f"flow '{flow_id}' not found")
+
+
+class UnknownConnector(UserError):
+    """The flow exists but has no connector with this alias."""
+
+    def __init__(self, flow_id: str, alias: str) -> None:
+        self.flow_id = flow_id
+        self.alias = alias
+        super().__init__(f"connector '{alias}' not found in flow '{flow_id}'")
+
+
+class InvalidTransition(UserError):
+    """A status change the state machine does not allow (e.g. resuming a failed flow)."""
+
+    def __init__(self, what: str, current: str, desired: str) -> None:
+        self.current = current
+        self.desired = desired
+        super().__init__(f"cannot change the status of {what} from {current} to {desired}")
+
+
+class FlowExists(UserError):
+    """A deployment would create a flow whose id is already deployed."""
+
+    def __init__(self, flow_id: str) -> None:
+        self.flow_id = flow_id
+        super().__init__(f"flow '{flow_id}' is already deployed; undeploy it first")
+
+
+@runtime_checkable
+class RuntimeFacade(Protocol):
+    """Everything the REST API asks of the runtime.
+
+    The coroutines run on the runtime's event loop (the API server is a task
+    in that loop), so implementations may touch runtime state directly and
+    must not block: long work (compiling, quiescing) is awaited.
+    """
+
+    def version(self) -> str:
+        """The contraflow version string, e.g. '0.1.0'."""
+        ...
+
+    async def list_flows(self) -> list[FlowStatus]:
+        """Every deployed flow, in deployment order."""
+        ...
+
+    async def get_flow(self, flow_id: str) -> FlowStatus:
+        """One flow; raises UnknownFlow."""
+        ...
+
+    async def set_flow_status(self, flow_id: str, status: DesiredState) -> FlowStatus:
+        """Pause (sources first, then sinks) or resume (the reverse) a flow; returns its new status.
+
+        Called only for a real change running<->paused; raises UnknownFlow,
+        or InvalidTransition if the flow's state changed meanwhile.
+        """
+        ...
+
+    async def set_connector_status(self, flow_id: str, alias: str, status: DesiredState) -> ConnectorStatus:
+        """Pause or resume a single connector; returns its new status.
+
+        Raises UnknownFlow, UnknownConnector or InvalidTransition.
+        """
+        ...
+
+    async def deploy(self, source: str, name: str) -> list[str]:
+        """Compile Troy `source` (reported as file `name`) and start every `deploy flow` in it.
+
+        Returns the ids of the new flows in source order. Raises LangError or
+        LangErrors for compile errors, FlowExists for a clash with a deployed
+        flow id, and UserError for any other deployment mistake. Nothing is
+        started when an error is raised.
+        """
+        ...
+
+    async def undeploy(self, flow_id: str) -> FlowStatus:
+        """Quiesce a flow (sources stop, pipelines and sinks drain, offsets commit), then remove it.
+
+        Returns the flow's final status (normally `stopped`); raises UnknownFlow.
+        """
+        ...
+
+    def metrics_registry(self) -> CollectorRegistry:
+        """The registry the runtime's `RuntimeMetrics` writes to; `GET /metrics` renders it."""
+        ...

@@ -1,0 +1,128 @@
+"""A Spark standalone cluster on this machine: one master and N workers.
+
+Used to prove (in tests and by hand) that pipelines run unchanged on a real
+cluster master URL, the path users take with `--master spark://host:7077`.
+The processes are Spark's own (`spark-class` from the pyspark package).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+
+def spark_class() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class StandaloneCluster:
+    """Start a master and `workers` workers on 127.0.0.1; stop them all on exit."""
+
+    def __init__(
+        self, work_dir: Path, workers: int = 2, cores_per_worker: int = 1, memory: str = "1g"
+    ) -> None:
+        self.work_dir = work_dir
+        self.workers = workers
+        self.cores_per_worker = cores_per_worker
+        self.memory = memory
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.master_url = f"spark://127.0.0.1:{self.port}"
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    def _spawn(self, *args: str, name: str) -> None:
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.work_dir / "logs"))
+        log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process group
+        self._processes.append(
+            subprocess.Popen(
+                [str(spark_class()), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
+
+    def start(self, timeout_s: float = 90.0) -> str:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self._spawn(
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+            name="master",
+        )
+        for i in range(self.workers):
+            self._spawn(
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(self.cores_per_worker),
+                "--memory",
+                self.memory,
+                "--webui-port",
+                str(free_port()),
+                "--work-dir",
+                str(self.work_dir / f"worker-{i}"),
+                name=f"worker-{i}",
+            )
+        self._wait_for_workers(timeout_s)
+        return self.master_url
+
+    def alive_workers(self) -> int:
+        try:
+            state = httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return 0
+        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def _wait_for_workers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.alive_workers() < self.workers:
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(
+                    f"the standalone cluster did not get {self.workers} workers in {timeout_s:.0f}s"
+                )
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for process in self._processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self._processes:
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._processes.clear()
+
+    def __enter__(self) -> StandaloneCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,95 @@
+"""Exactly-once writing of one micro-batch, split the way Spark splits it.
+
+Each task (executor side) stages its records through a `BatchWriter` and hands
+the driver a `StagedWork` (picklable: it travels in Spark's commit message);
+the driver commits the whole batch with `commit_batch`. The writer numbers its
+stage requests (a resent request is a no-op on the SPU), identifies itself by
+writer name and attempt (a retried task replaces its failed attempt's staging),
+and counts its batches so the commit can tell a complete batch from one whose
+staging was lost (then it fails, and the micro-batch is replayed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from contraflow.spu.client.aio import TopicPartition
+from contraflow.spu.client.connection import Buffer
+from contraflow.spu.client.sync import SpuClient
+from contraflow.spu.storage.batch import Headers, encode_batch
+from contraflow.spu.storage.compression import Compression
+
+
+@dataclass(frozen=True)
+class StagedWork:
+    """What one writer staged: sent to whoever commits."""
+
+    writer: str
+    attempt: int
+    batches: int
+
+
+class BatchWriter:
+    def __init__(
+        self,
+        client: SpuClient,
+        producer_id: str,
+        batch_id: int,
+        *,
+        writer: str,
+        attempt: int = 0,
+        compression: Compression | str | None = None,
+    ) -> None:
+        self._client = client
+        self.producer_id = producer_id
+        self.batch_id = batch_id
+        self.writer = writer
+        self.attempt = attempt
+        self._compression = compression
+        self._sequence = 0
+        self.already_committed = False
+
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[Buffer],
+        keys: Sequence[Buffer | None] | None = None,
+        headers: Sequence[Headers] | None = None,
+        timestamps: Sequence[int] | None = None,
+    ) -> None:
+        """Stage records as one batch (nothing is visible before the commit)."""
+        if not values or self.already_committed:
+            return
+        batch = encode_batch(values, keys, headers, timestamps, self._compression)
+        staged = self._client.stage(
+            self.producer_id,
+            self.batch_id,
+            topic,
+            partition,
+            batch,
+            writer=self.writer,
+            attempt=self.attempt,
+            sequence=self._sequence,
+        )
+        self._sequence += 1
+        self.already_committed = not staged  # a replay of a committed batch: skip the rest
+
+    def done(self) -> StagedWork:
+        return StagedWork(self.writer, self.attempt, 0 if self.already_committed else self._sequence)
+
+
+def commit_batch(
+    client: SpuClient, producer_id: str, batch_id: int, work: Iterable[StagedWork]
+) -> dict[TopicPartition, int]:
+    """Commit what the writers staged, atomically and at most once; the end offsets.
+
+    Only the final attempt of each writer counts (what the caller collected from
+    successful tasks). A batch id that was committed before answers with the
+    recorded offsets whatever was staged now."""
+    ledger = client.ledger(producer_id, batch_id)
+    if ledger is not None:
+        return client.commit(producer_id, batch_id)
+    expected = sum(w.batches for w in work)
+    return client.commit(producer_id, batch_id, expected_batches=expected)

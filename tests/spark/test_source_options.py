@@ -1,0 +1,59 @@
+"""Where the `contraflow` source starts and which partitions it reads."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.errors import PySparkException
+from pyspark.errors.exceptions.captured import StreamingQueryException
+
+from contraflow.spu.storage.config import TopicConfig
+
+
+def collect(
+    spark, spu_addr: str, topic: str, checkpoint: str, **options: str
+) -> list[tuple[int, int, bytes]]:
+    """Run the source once (availableNow) into memory and return (partition, offset, value) rows."""
+    reader = spark.readStream.format("contraflow").option("spu", spu_addr).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    table = f"rows_{abs(hash((topic, checkpoint)))}"
+    query = (
+        reader.load()
+        .writeStream.format("memory")
+        .queryName(table)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    rows = spark.sql(f"select partition, offset, value from {table}").collect()
+    return sorted((r.partition, r.offset, bytes(r.value)) for r in rows)
+
+
+@pytest.fixture()
+def two_partitions(spu, topic_name: str) -> str:
+    spu.create_topic(topic_name, TopicConfig(partitions=2))
+    spu.produce(topic_name, 0, [b"a%d" % i for i in range(10)], timestamps=[1000 + i for i in range(10)])
+    spu.produce(topic_name, 1, [b"b%d" % i for i in range(10)], timestamps=[2000 + i for i in range(10)])
+    return topic_name
+
+
+def test_partition_subset_from_explicit_offsets(spark, spu_addr, two_partitions, checkpoint) -> None:
+    rows = collect(spark, spu_addr, two_partitions, checkpoint, partitions="1", startingOffsets='{"1": 7}')
+    assert rows == [(1, 7, b"b7"), (1, 8, b"b8"), (1, 9, b"b9")]
+
+
+def test_starting_timestamp_picks_the_first_record_at_or_after_it(
+    spark, spu_addr, two_partitions, checkpoint
+) -> None:
+    rows = collect(spark, spu_addr, two_partitions, checkpoint, startingTimestamp="1008")
+    assert [r[2] for r in rows] == [b"a8", b"a9", *(b"b%d" % i for i in range(10))]
+
+
+def test_latest_skips_what_is_already_there(spark, spu_addr, two_partitions, checkpoint) -> None:
+    assert collect(spark, spu_addr, two_partitions, checkpoint, startingOffsets="latest") == []
+
+
+def test_unknown_partition_is_a_clear_error(spark, spu_addr, two_partitions, checkpoint) -> None:
+    with pytest.raises((StreamingQueryException, PySparkException), match=r"has no partition\(s\) \[5\]"):
+        collect(spark, spu_addr, two_partitions, checkpoint, partitions="5")
