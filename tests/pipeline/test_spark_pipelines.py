@@ -153,8 +153,8 @@ def test_select_where_then_script_errors_on_err(pipeline) -> None:
     p.drain()
     assert p.values("out") == [{"a": 2, "double": 4}, {"a": 3, "double": 6}]
     errors = p.values("err")
-    assert [e["event"] for e in errors] == [{"a": "x"}]
-    assert errors[0]["node"] == "double" and errors[0]["error"]
+    assert [e["event"] for e in errors] == ["not json", {"a": "x"}]
+    assert errors[1]["node"] == "double" and all(e["error"] for e in errors)
     p.feed({"a": 5})  # the query survived the bad events
     p.drain()
     assert p.values("out")[-1] == {"a": 5, "double": 10}

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
-from contraflow.lang.graph import OperatorSpec, PipelineGraph, SelectSpec
+from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
@@ -94,6 +94,41 @@ def has_timers(graph: PipelineGraph) -> bool:
             return True
         if isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and spec.config.get("timeout"):
             return True
+    return False
+
+
+def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
+    """Input port -> output port when every input reaches one output through identity nodes only.
+
+    Such a pipeline never reads or changes an event (`select event` without
+    filters, `passthrough`, streams), so Spark can move the rows itself.
+    """
+    routes: dict[str, str] = {}
+    for port in graph.inputs:
+        name = port
+        while True:
+            edges = [e for e in graph.successors(name) if e.from_port == "out"]
+            if len(edges) != 1:
+                return None
+            name = edges[0].to_node
+            node = graph.nodes[name]
+            if node.kind == "output":
+                routes[port] = name
+                break
+            if not _is_identity(node):
+                return None
+    return routes
+
+
+def _is_identity(node: Node) -> bool:
+    spec = node.spec
+    if node.kind == "stream":
+        return True
+    if isinstance(spec, OperatorSpec):
+        return spec.kind == "passthrough"
+    if isinstance(spec, SelectSpec):
+        plain = spec.where is None and spec.having is None and spec.group_by is None and not spec.windows
+        return plain and spec.target.source.strip() == "event"
     return False
 
 
