@@ -118,6 +118,7 @@ async def _main(options: RunOptions, deployment: Deployment) -> None:
         console.print(f"[dim]SPU at {spu_addr}; starting Spark ({options.master or 'local[*]'})...[/dim]")
         spark = await _spark(stack, options)
         from contraflow.runtime.runtime import Runtime
+        from contraflow.runtime.watchdog import watch_loop
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
@@ -128,13 +129,15 @@ async def _main(options: RunOptions, deployment: Deployment) -> None:
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
+        watchdog = asyncio.create_task(watch_loop())
         await runtime.stop_requested.wait()
         console.print("[dim]quiescing: sources stopped, draining pipelines and sinks...[/dim]")
         await runtime.quiesce_all()
         _ignore_late_signals(loop)
-        status.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await status
+        for task in (status, watchdog):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         failed = [f.id for f in runtime.flows.values() if f.error]
         console.print(
             "[dim]stopped[/dim]" + (f" [red](errors in {', '.join(failed)})[/red]" if failed else "")

@@ -11,7 +11,9 @@ import orjson
 class Target:
     """Collects JSON bodies POSTed to it; `stop()` closes the port, `start()` listens on it again."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.attempts = 0
         self.bodies: list[object] = []
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
@@ -24,8 +26,10 @@ class Target:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with target._lock:
-                    target.bodies.extend(orjson.loads(line) for line in body.splitlines() if line.strip())
-                self.send_response(200)
+                    target.attempts += 1
+                    if target.status == 200:
+                        target.bodies.extend(orjson.loads(line) for line in body.splitlines() if line.strip())
+                self.send_response(target.status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 

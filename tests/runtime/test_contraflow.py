@@ -74,7 +74,9 @@ def test_sources_wait_for_their_sinks_and_stop_while_the_breaker_is_open(
             assert not flow.breakers
 
             target.stop()  # the sink's server goes down
-            await wait_for(lambda: "sink" in flow.breakers, what="the breaker to open")
+            await wait_for(
+                lambda: "connection lost" in flow.breakers.get("sink", ""), what="the breaker to open"
+            )
             await asyncio.sleep(0.3)
             stopped_at = emitted(flow)
             await asyncio.sleep(1.5)
@@ -108,6 +110,7 @@ def test_pause_and_resume_over_the_api_stop_and_restart_the_flow(spark, spu_addr
                     await wait_for(lambda: len(read_events(out)) >= 10, what="first events in the file")
                     reply = await api.patch(f"/v1/flows/{fid}", json={"status": "paused"})
                     assert reply.status_code == 200 and reply.json()["status"] == "paused"
+                    await asyncio.sleep(0.5)  # a pull or a delivery already under way completes
                     paused_at = emitted(flow)
                     lines_at = len(read_events(out))
                     await asyncio.sleep(1.5)
@@ -123,3 +126,41 @@ def test_pause_and_resume_over_the_api_stop_and_restart_the_flow(spark, spu_addr
         assert ids == list(range(emitted(flow))), "events lost or reordered across pause/resume"
 
     asyncio.run(scenario())
+
+
+def test_exhausted_retries_send_events_to_the_err_port(spark, spu_addr, tmp_path: Path) -> None:
+    target = Target(status=503).start()  # always "unavailable": retryable, never delivered
+    failed = tmp_path / "failed.jsonl"
+    fid = flow_id("retries")
+    source = troy(
+        fid,
+        f"""
+  define connector ticks from metronome with config = {{"interval": 200000000}} end;
+  create connector ticks;
+  {http_sink(target.url)}
+  create connector failed from lines with path = "{failed}", mode = "truncate" end;
+  create pipeline pass;
+  define pipeline errors pipeline select event from in into out; end;
+  create pipeline errors;
+  connect /connector/ticks to /pipeline/pass;
+  connect /pipeline/pass to /connector/sink;
+  connect /connector/sink/err to /pipeline/errors;
+  connect /pipeline/errors to /connector/failed;
+""",
+        args='delivery = {"retries": 2, "backoff_ms": 20}',
+    )
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", source):
+            await wait_for(
+                lambda: len(read_events(failed)) >= 3, what="error events for undeliverable events"
+            )
+        errors = read_events(failed)
+        assert [e["event"]["id"] for e in errors[:3]] == [0, 1, 2]
+        assert all("503" in e["error"] and e["connector"] == f"{fid}/sink" for e in errors)
+        assert target.attempts >= 3 * len(errors[:3])  # first try + 2 retries each
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        target.stop()

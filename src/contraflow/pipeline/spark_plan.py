@@ -17,12 +17,13 @@ from functools import cached_property
 from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
-from contraflow.lang.graph import PipelineGraph
+from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
 
 _executors: dict[str, Any] = {}
+_initial_states: dict[str, dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,14 @@ class PipelinePlan:
 
     @property
     def ticks(self) -> bool:
-        return self.ingest == "timestamp"
+        """Whether the query needs processing-time timers.
+
+        Only pipelines with something timed (interval windows, batch timeouts)
+        get them: a `transformWithState` in processing-time mode runs a
+        micro-batch on every trigger even without input, which would make an
+        untimed pipeline spin (and `processAllAvailable` never return).
+        """
+        return self.ingest == "timestamp" and has_timers(self.graph)
 
     def new_executor(self) -> Any:
         module, attr = self.executor_class.split(":")
@@ -57,12 +65,71 @@ class PipelinePlan:
         return cls(self.graph, flow=self.flow, name=self.name)
 
     def executor(self) -> Any:
-        """This worker's executor for the plan (compiled once per worker process)."""
+        """This worker's executor for the plan (compiled once per worker process).
+
+        Stateful callers must `restore` every node before use: the executor is
+        shared by every task and key the worker runs.
+        """
         key = f"{self.executor_class}/{self.fingerprint}"
         executor = _executors.get(key)
         if executor is None:
-            executor = _executors[key] = self.new_executor()
+            fresh = self.new_executor()
+            _initial_states[key] = fresh.snapshot()
+            executor = _executors[key] = fresh
         return executor
+
+    def initial_state(self) -> dict[str, Any]:
+        """Every stateful node's state before any event: what a node without stored state restores."""
+        self.executor()
+        return _initial_states[f"{self.executor_class}/{self.fingerprint}"]
+
+
+def has_timers(graph: PipelineGraph) -> bool:
+    """True if a node of `graph` (or of a nested pipeline) acts on time passing without events."""
+    for node in graph.nodes.values():
+        spec = node.spec
+        if isinstance(spec, PipelineGraph) and has_timers(spec):
+            return True
+        if isinstance(spec, SelectSpec) and any(w.interval_ns for w in spec.windows):
+            return True
+        if isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and spec.config.get("timeout"):
+            return True
+    return False
+
+
+def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
+    """Input port -> output port when every input reaches one output through identity nodes only.
+
+    Such a pipeline never reads or changes an event (`select event` without
+    filters, `passthrough`, streams), so Spark can move the rows itself.
+    """
+    routes: dict[str, str] = {}
+    for port in graph.inputs:
+        name = port
+        while True:
+            edges = [e for e in graph.successors(name) if e.from_port == "out"]
+            if len(edges) != 1:
+                return None
+            name = edges[0].to_node
+            node = graph.nodes[name]
+            if node.kind == "output":
+                routes[port] = name
+                break
+            if not _is_identity(node):
+                return None
+    return routes
+
+
+def _is_identity(node: Node) -> bool:
+    spec = node.spec
+    if node.kind == "stream":
+        return True
+    if isinstance(spec, OperatorSpec):
+        return spec.kind == "passthrough"
+    if isinstance(spec, SelectSpec):
+        plain = spec.where is None and spec.having is None and spec.group_by is None and not spec.windows
+        return plain and spec.target.source.strip() == "event"
+    return False
 
 
 def failure_event(error: BaseException, event: Event) -> Event:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.spark_columns import INPUT_DDL, OUTPUT_DDL
-from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark_columns import OUTPUT_DDL
+from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
 from contraflow.pipeline.spark_state import has_progress, pending_import
 from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark_stateless import StatelessBatches
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 POOL_PROPERTY = "spark.scheduler.pool"
+# Pipelines with timers run a micro-batch per trigger even without input (that is the tick):
+# without an interval they would spin.
+DEFAULT_TICK = "500 milliseconds"
 _EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
@@ -52,7 +55,8 @@ def start_pipeline(
     out are discarded). `consumer` is the consumer name the sources commit
     offsets under: one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
-    `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
+    A pipeline with timers (interval windows, batch timeouts) defaults to a
+    trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
     stream per value of that field, or `partition` for one per input
     partition; by default the whole pipeline is one ordered stream.
     `pool` puts the query's jobs in that FAIR scheduler pool.
@@ -72,10 +76,12 @@ def start_pipeline(
         .queryName(name)
         .outputMode("append")
     )
+    if len(set(outputs.values())) == 1:  # rows without a `topic` column go there
+        writer = writer.option("topic", next(iter(outputs.values())))
     if trigger == "availableNow":
         writer = writer.trigger(availableNow=True)
-    elif trigger:
-        writer = writer.trigger(processingTime=trigger)
+    elif trigger or plan.ticks:
+        writer = writer.trigger(processingTime=trigger or DEFAULT_TICK)
     return _start_in_pool(spark, writer, pool)
 
 
@@ -129,7 +135,25 @@ def _union(spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[st
 
 
 def _stateless_rows(plan: PipelinePlan, source: DataFrame) -> DataFrame:
+    routes = routing_only(plan.graph)
+    if routes is not None:
+        return _routed_rows(plan, source, routes)
     return source.mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+
+
+def _routed_rows(plan: PipelinePlan, source: DataFrame, routes: dict[str, str]) -> DataFrame:
+    """A pipeline that only routes: Spark moves the rows, bytes and headers untouched, no Python hop."""
+    from pyspark.sql import functions as F
+
+    headers = F.when(F.size("headers") > 0, F.col("headers")).alias("headers")
+    targets = {port: plan.outputs.get(output) for port, output in routes.items()}
+    if len(set(targets.values())) == 1 and None not in targets.values():
+        return source.select("value", headers)  # one topic for all: the sink's `topic` option
+    topic = F.lit(None).cast("string")
+    for port, target in targets.items():
+        if target is not None:
+            topic = F.when(F.col("port") == port, F.lit(target)).otherwise(topic)
+    return source.select(topic.alias("topic"), "value", headers).where("topic is not null")
 
 
 def _stateful_rows(
@@ -188,6 +212,3 @@ def _start_in_pool(spark: SparkSession, writer: Any, pool: str | None) -> Stream
         if pool is not None:
             context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
     return query
-
-
-__all__ = ["INPUT_DDL", "start_pipeline"]

@@ -16,6 +16,7 @@ input partition is the order the graph sees.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from itertools import groupby
 from typing import Any
 
 import orjson
@@ -23,8 +24,10 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues, ValueState
 
+from contraflow.events import META_HEADER
 from contraflow.pipeline.spark_columns import OutputColumns, make_event
 from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
+from contraflow.spu.storage.batch import pack_headers
 
 STATE_DDL = "json string"
 KEY_COLUMN = "key"
@@ -42,24 +45,51 @@ class PipelineProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.states: dict[str, ValueState] = {n: handle.getValueState(n, STATE_DDL) for n in self.nodes}
-        self.executor = self.plan.new_executor()
-        self.fresh = {node: _json(value) for node, value in self.executor.snapshot().items()}
+        self.executor = self.plan.executor()
+        self.fresh = {node: _json(value) for node, value in self.plan.initial_state().items()}
         self.loaded: dict[str, str] = {}
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         self._restore()
+        ordered = sorted(rows, key=lambda r: (r.port, r.partition, r.offset))
+        try:
+            results = [self._run_port(port, list(group)) for port, group in groupby(ordered, key=_port)]
+        except Exception:  # the executor keeps bad events off this path; redo the rows one by one
+            self._restore()
+            results = [self._one_by_one(ordered)]
+        self._finish()
+        return (row for result in results for row in result)
+
+    def _run_port(self, port: str, rows: list[Row]) -> list[Row]:
+        """One port's rows through the executor's batch entry point."""
+        values = [row.value for row in rows]
+        metas = [_meta(row.headers) for row in rows] if any(row.headers for row in rows) else None
+        ingest = [row.ingest_ns for row in rows]
+        out: list[Row] = []
+        for out_port, (out_values, out_metas) in self.executor.process_values(
+            port, values, metas, ingest
+        ).items():
+            topic = self.plan.outputs.get(out_port)
+            if topic is not None:
+                out += [
+                    Row(topic=topic, value=value, headers=_meta_header(meta))
+                    for value, meta in zip(out_values, out_metas, strict=True)
+                ]
+        return out
+
+    def _one_by_one(self, rows: list[Row]) -> list[Row]:
+        """Rows as single events, an exception becoming that event's `err` record."""
         out = OutputColumns(self.plan.outputs)
-        for row in sorted(rows, key=lambda r: (r.port, r.partition, r.offset)):
-            headers = [(h.key, h.value) for h in row.headers or ()]
+        for row in rows:
+            headers = [_header(h) for h in row.headers or ()]
             event = make_event(row.value, headers, (row.topic, row.partition, row.offset))
             origin = event.origin
             try:
                 outputs = self.executor.process(row.port, event, row.ingest_ns)
-            except Exception as error:  # script/codec errors are the executor's err events already
+            except Exception as error:
                 outputs = [("err", failure_event(error, event))]
             out.extend(outputs, origin)
-        self._finish()
-        return _rows(out)
+        return list(_rows(out))
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -115,6 +145,22 @@ class PipelineProcessor(StatefulProcessor):
             self.handle.registerTimer(wanted)
 
 
+def _port(row: Row) -> str:
+    return str(row.port)
+
+
+def _meta(headers: Any) -> dict[str, Any] | None:
+    for name, value in (_header(h) for h in headers or ()):
+        if name == META_HEADER:
+            meta = orjson.loads(value)
+            return meta if isinstance(meta, dict) and meta else None
+    return None
+
+
+def _meta_header(meta: bytes | None) -> bytes | None:
+    return pack_headers([(META_HEADER, meta)]) if meta else None
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -122,3 +168,10 @@ def _json(value: Any) -> str:
 def _rows(out: OutputColumns) -> Iterator[Row]:
     rows: Iterable[tuple[str, bytes, bytes | None]] = out.rows()
     return (Row(topic=topic, value=value, headers=headers) for topic, value, headers in rows)
+
+
+def _header(header: Any) -> tuple[str, bytes]:
+    """A header struct as `transformWithState` hands it over: a Row, or a dict in some PySpark paths."""
+    if isinstance(header, dict):
+        return header["key"], header["value"]
+    return header.key, header.value

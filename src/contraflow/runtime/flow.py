@@ -92,6 +92,7 @@ class FlowInstance:
         self.monitor: FlowMonitor | None = None
         self._monitor_task: asyncio.Task[None] | None = None
         self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
+        self._breaker_causes: dict[str, str] = {}  # "cause:sink" -> why
         self.finished = asyncio.Event()
         self.started_at = time.monotonic()
 
@@ -118,8 +119,8 @@ class FlowInstance:
                 outputs=frozenset(self.topology.outputs_of("connector", alias)),
                 inputs=frozenset(r.to.port for _, r in self.topology.inputs_of("connector", alias)),
             )
-            ctx.open_breaker = functools.partial(self._sink_breaker, alias, True)
-            ctx.close_breaker = functools.partial(self._sink_breaker, alias, False, "recovered")
+            ctx.open_breaker = functools.partial(self._connector_breaker, alias, True)
+            ctx.close_breaker = functools.partial(self._connector_breaker, alias, False, "recovered")
             ctx.codec(), ctx.preprocessors(), ctx.postprocessors()  # config errors surface now
             self.connectors[alias] = ConnectorInstance(cls(ctx), Gate())
         for alias in self.graph.pipelines:
@@ -208,7 +209,7 @@ class FlowInstance:
             if cls.acknowledges:
                 acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
             inst.source = SourceRunner(
-                inst.connector, outputs, self.client, inst.gate, acks, metrics, inst.connect
+                inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
             for sink in self.topology.downstream_connectors(alias):
                 inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
@@ -272,30 +273,46 @@ class FlowInstance:
                 log.exception("flow %s: monitor tick failed", self.id)
             await asyncio.sleep(TICK_S)
 
-    def _sink_breaker(self, sink: str, is_open: bool, why: str) -> None:
-        """A sink's breaker: hold (or release) every source that reaches it, along the reversed graph."""
+    def _sink_breaker(self, sink: str, is_open: bool, why: str, cause: str = "breaker") -> None:
+        """A sink's breaker: hold (or release) every source that reaches it, along the reversed graph.
+
+        `cause` keeps independent reasons apart: the runtime's own (`breaker`: the connection is
+        lost, or not up yet) and the connector's (`capacity`: e.g. all request slots busy), so a
+        connector freeing a slot cannot close a breaker that a lost connection holds open.
+        """
         was_open = sink in self.breakers
+        key = f"{cause}:{sink}"
         if is_open:
-            self.breakers[sink] = why
+            self._breaker_causes[key] = why
+        else:
+            self._breaker_causes.pop(key, None)
+        reasons = [w for k, w in self._breaker_causes.items() if k.split(":", 1)[1] == sink]
+        if reasons:
+            self.breakers[sink] = "; ".join(reasons)
         else:
             self.breakers.pop(sink, None)
         for source in self.topology.upstream_connectors(sink):
             gate = self.connectors[source].gate
             if is_open:
-                gate.hold(f"breaker:{sink}", f"breaker open: {sink} {why}")
+                gate.hold(key, f"breaker open: {sink} {why}")
             else:
-                gate.release(f"breaker:{sink}")
+                gate.release(key)
+        now_open = sink in self.breakers
         for channel, _ in self.topology.inputs_of("connector", sink):
-            self.services.metrics.set_breaker(self.id, channel.name, is_open)
-        if was_open != is_open:
+            self.services.metrics.set_breaker(self.id, channel.name, now_open)
+        if was_open != now_open:
             log.info(
                 "event=breaker state=%s flow=%s sink=%s why=%s",
-                "open" if is_open else "closed",
+                "open" if now_open else "closed",
                 self.id,
                 sink,
                 why,
-                extra={"event": "breaker", "flow": self.id, "sink": sink, "open": is_open, "why": why},
+                extra={"event": "breaker", "flow": self.id, "sink": sink, "open": now_open, "why": why},
             )
+
+    def _connector_breaker(self, sink: str, is_open: bool, why: str) -> None:
+        """What a connector signals itself (`ctx.open_breaker`): at capacity, not disconnected."""
+        self._sink_breaker(sink, is_open, why, "capacity")
 
     def _connect_failed(self, alias: str, why: str) -> None:
         log.warning("flow %s: connector %s: %s", self.id, alias, why)
@@ -354,6 +371,7 @@ class FlowInstance:
         if self.state in ("stopped", "draining"):
             await self.finished.wait()
             return
+        failed = self.state == "failed"
         self.state = "draining"
         for inst in self.connectors.values():
             if inst.source is not None:
@@ -364,7 +382,8 @@ class FlowInstance:
                 inst.gate.release("paused")  # a paused sink must drain too
         await self._wait_sources(timeout_s)
         await self.producer.flush()
-        await self._drain(timeout_s)
+        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
+            await self._drain(timeout_s)
         await self._stop_all()
         self.state = "stopped"
         self.finished.set()

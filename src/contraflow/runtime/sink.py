@@ -21,7 +21,7 @@ from typing import Any
 
 from contraflow.codecs import CodecError
 from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkEvent
-from contraflow.events import Event, decode_value, encode_value
+from contraflow.events import META_HEADER, Event, decode_value, encode_value
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.settings import DeliverySettings
@@ -161,13 +161,12 @@ class SinkRunner:
         self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "in", len(records))
         self.ctx.metrics.count("err", 0, 0, len(records))
         for value, headers in records:
-            meta = dict(headers).get("meta")
             error = {"error": reason, "connector": self.ctx.name, "event": _as_json(value)}
             if self.err_topic is None:
                 log.error("%s: %s (err port not connected): %s", self.ctx.name, reason, bytes(value)[:200])
                 continue
-            headers_out = Event(None, {"error": True}).headers() if meta is None else [("meta", meta)]
-            await self.producer.send(self.err_topic, 0, encode_value(error), headers=headers_out)
+            kept = [(name, data) for name, data in headers if name == META_HEADER]  # the event's own metadata
+            await self.producer.send(self.err_topic, 0, encode_value(error), headers=kept or None)
         await self.producer.flush()
 
 

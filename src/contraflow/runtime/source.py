@@ -21,7 +21,7 @@ from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.wire import Decoded, SourceDecoder
-from contraflow.spu.client import AsyncSpuClient
+from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 
 log = logging.getLogger("contraflow.runtime.source")
 
@@ -34,6 +34,7 @@ class SourceRunner:
         connector: Connector,
         outputs: dict[str, str],
         client: AsyncSpuClient,
+        producer: AsyncProducer,
         gate: Gate,
         acks: AckTracker | None,
         metrics: Any,
@@ -43,6 +44,7 @@ class SourceRunner:
         self.ctx = connector.ctx
         self.outputs = outputs  # port -> channel topic
         self.client = client
+        self.producer = producer
         self.sequence = 0  # pulls appended with a position, continued across restarts
         self.gate = gate
         self.acks = acks
@@ -56,6 +58,7 @@ class SourceRunner:
         try:
             await self._loop()
         finally:
+            await self.producer.flush()
             self.stopped.set()
 
     async def _loop(self) -> None:
@@ -113,12 +116,17 @@ class SourceRunner:
             marker = orjson.dumps({"seq": self.sequence, "position": pulled.position})
             by_topic[data_topic][1][-1] = [*by_topic[data_topic][1][-1], (POSITION_HEADER, marker)]
         appends: dict[str, asyncio.Future[int]] = {}
+        atomic = pulled is not None and pulled.position is not None
         for topic in sorted(by_topic, key=lambda t: t == data_topic):
             values, headers = by_topic[topic]
-            _, last = await self.client.produce(topic, 0, values, headers=headers)
-            done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-            done.set_result(last)
-            appends[topic] = done
+            if atomic:  # one request, one log batch: the position and its events land together
+                _, last = await self.client.produce(topic, 0, values, headers=headers)
+                done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+                done.set_result(last)
+                appends[topic] = done
+            else:  # nothing to resume from: let the producer batch pulls together
+                for value, header in zip(values, headers, strict=True):
+                    appends[topic] = await self.producer.send(topic, 0, value, headers=header or None)
         if self.acks is not None and token is not None:
             self.acks.track(token, appends)
 

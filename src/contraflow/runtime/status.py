@@ -70,25 +70,16 @@ _STATE_STYLE = {"running": "green", "paused": "yellow", "failed": "bold red", "d
 
 def totals(flow: FlowInstance) -> tuple[int, int]:
     """(events sources appended, events sinks delivered) since the flow started."""
-    events_in = sum(
-        n[0]
-        for i in flow.connectors.values()
-        if i.source is not None
-        for p, n in i.ctx.metrics.by_port.items()
-        if p != "err"
-    )
-    events_out = sum(
-        i.ctx.metrics.by_port.get(p, [0])[0]
-        for i in flow.connectors.values()
-        if i.sink is not None
-        for p in _ports(i)
-    )
+    events_in = events_out = 0
+    for inst in flow.connectors.values():
+        counts = inst.ctx.metrics.by_port
+        if inst.source is not None:
+            events_in += sum(
+                n[0] for port, n in counts.items() if port in inst.source.outputs and port != "err"
+            )
+        if inst.sink is not None:
+            events_out += sum(counts.get(port, [0])[0] for _, _, port in inst.sink.inputs)
     return events_in, events_out
-
-
-def _ports(inst: object) -> set[str]:
-    sink = getattr(inst, "sink", None)
-    return {port for _, _, port in sink.inputs} if sink is not None else set()
 
 
 def backpressured(flow: FlowInstance) -> list[str]:

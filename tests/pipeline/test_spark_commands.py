@@ -1,0 +1,92 @@
+"""`contraflow query` and `contraflow state` as a user runs them: real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from contraflow.pipeline.local import compile_query, run_local
+from contraflow.pipeline.spark_state import FORMAT, checkpoint_path, import_path
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+QUERY = """
+define window three_ns from tumbling with interval = 3 end;
+define script checked
+script
+  match event of
+    case %{ present v } => {"v": event.v * 10}
+    default => event.missing + 1
+  end
+end;
+create script checked;
+select event from in into checked;
+select {"sum": aggr::stats::sum(event.v), "n": aggr::stats::count()} from checked[three_ns] into out;
+"""
+
+
+def contraflow(*args: str, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run(
+        [sys.executable, "-m", "contraflow", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=cwd,
+        timeout=240,
+    )
+
+
+def test_query_prints_out_events_as_json_lines_like_the_local_runner(tmp_path: Path) -> None:
+    query = tmp_path / "sums.trickle"
+    query.write_text(QUERY)
+    lines = [b'{"v": 1}', b'{"v": 2}', b'{"x": 0}', b'{"v": 3}', b"", b'{"v": 4}', b'{"v": 5}', b'{"v": 6}']
+    result = contraflow("query", str(query), "--ingest-ns", "index", stdin=b"\n".join(lines) + b"\n")
+    assert result.returncode == 0, result.stderr.decode()
+    expected = run_local(compile_query(QUERY), lines, "index")
+    assert result.stdout.splitlines() == [e.channel_bytes() for e in expected["out"]]
+    assert [orjson.loads(line) for line in result.stdout.splitlines()] == [
+        {"sum": 30, "n": 2},
+        {"sum": 120, "n": 3},
+        {"sum": 60, "n": 1},
+    ]
+    errors = [orjson.loads(line) for line in result.stderr.splitlines()]
+    assert [(e["node"], e["event"]) for e in errors] == [("checked", {"x": 0})]
+
+
+def test_query_reports_a_trickle_error_in_one_line(tmp_path: Path) -> None:
+    query = tmp_path / "broken.trickle"
+    query.write_text("select event from nowhere into out;\n")
+    result = contraflow("query", str(query), stdin=b"{}\n")
+    assert result.returncode != 0
+    assert result.stdout == b""
+    assert b"nowhere" in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_state_import_waits_for_the_pipeline_and_refuses_one_that_ran(tmp_path: Path) -> None:
+    snapshot = {"format": FORMAT, "batch": 3, "keys": {"": {"counter": 41}}}
+    file = tmp_path / "state.json"
+    file.write_bytes(orjson.dumps(snapshot))
+    data_dir = tmp_path / "data"
+    result = contraflow("state", "import", "main", "counting", str(file), "--data-dir", str(data_dir))
+    assert result.returncode == 0, result.stderr.decode()
+    waiting = import_path(checkpoint_path(data_dir, "main", "counting"))
+    assert orjson.loads(waiting.read_bytes()) == snapshot
+
+    commits = checkpoint_path(data_dir, "main", "ran") / "commits"
+    commits.mkdir(parents=True)
+    (commits / "0").write_text("v1\n{}")
+    refused = contraflow("state", "import", "main", "ran", str(file), "--data-dir", str(data_dir))
+    assert refused.returncode != 0
+    assert refused.stderr.decode().startswith("error: ") and "already has state" in refused.stderr.decode()
+
+
+def test_state_import_rejects_a_file_that_is_not_a_snapshot(tmp_path: Path) -> None:
+    file = tmp_path / "state.json"
+    file.write_text('{"keys": 1}')
+    result = contraflow("state", "import", "main", "p", str(file), "--data-dir", str(tmp_path))
+    assert result.returncode != 0 and b"not a pipeline state snapshot" in result.stderr
