@@ -210,6 +210,15 @@ def test_flush_policies(tmp_path: Path, policy: FlushPolicy, syncs_each_append: 
         assert part.stats.fsyncs == 1 and part.high_watermark == 6
 
 
+def test_appends_without_waiting_share_the_next_flush(tmp_path: Path) -> None:
+    part = make(tmp_path, TopicConfig(flush=FlushPolicy.every_batch()))
+    for i in range(10):
+        part.append_encoded(encode_batch([b"v%d" % i]), wait_durable=False)
+    assert part.stats.fsyncs == 0 and part.high_watermark == 0, "nothing is committed before the flush"
+    part.flush()
+    assert part.stats.fsyncs == 1 and part.high_watermark == 10
+
+
 def test_interval_policy_is_flushed_by_the_clock(tmp_path: Path) -> None:
     part = make(tmp_path, TopicConfig(flush=FlushPolicy.every_ms(20)))
     part.append_records([b"x"])

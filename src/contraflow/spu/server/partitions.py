@@ -215,6 +215,10 @@ class Partitions:
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
 
+    def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
+        """A transaction's append: made durable by the `sync` after all of them (one fsync)."""
+        return self.partition(tp).append_encoded(batch, wait_durable=False)
+
     def sync(self, tp: TopicPartition) -> None:
         self.partition(tp).flush()
 

@@ -186,20 +186,27 @@ class Partition:
         batch = encode_batch(values, keys, headers, timestamps, compression)
         return self._append(memoryview(batch), BatchHeader.parse(batch))
 
-    def append_encoded(self, batch: Buffer, *, assign_offsets: bool = True) -> tuple[int, int]:
+    def append_encoded(
+        self, batch: Buffer, *, assign_offsets: bool = True, wait_durable: bool = True
+    ) -> tuple[int, int]:
         """Append a producer-built batch: the CRC is checked, the offset and leader epoch
         are stamped (without copying the body); returns (first offset, last offset).
 
         With `assign_offsets=False` (a follower copying its leader's log) the batch
-        keeps its offsets and epoch, and must start exactly at the log end."""
+        keeps its offsets and epoch, and must start exactly at the log end. With
+        `wait_durable=False` the flush policy's fsync is left to the caller's next
+        `flush()`, so a writer appending several batches at once (a transaction
+        commit) pays for one fsync instead of one per batch."""
         view = memoryview(batch)
         try:
             header = check_batch(view)
         except CorruptBatchError as err:
             raise InvalidBatchError(f"rejected batch for {self.topic}/{self.number}: {err}") from None
-        return self._append(view, header, assign=assign_offsets)
+        return self._append(view, header, assign=assign_offsets, wait_durable=wait_durable)
 
-    def _append(self, view: memoryview, header: BatchHeader, *, assign: bool = True) -> tuple[int, int]:
+    def _append(
+        self, view: memoryview, header: BatchHeader, *, assign: bool = True, wait_durable: bool = True
+    ) -> tuple[int, int]:
         with self._lock:
             self._check_writable()
             if not assign and header.base_offset != self._leo:
@@ -216,7 +223,7 @@ class Partition:
             end = self._leo = base + header.record_count
             self.stats.appends += 1
             sync = self._after_write(header.total_size)
-        if sync:
+        if sync and wait_durable:
             self._wait_durable(end)
         return base, end - 1
 
