@@ -147,8 +147,8 @@ def _routed_rows(plan: PipelinePlan, source: DataFrame, routes: dict[str, str]) 
 
     headers = F.when(F.size("headers") > 0, F.col("headers")).alias("headers")
     targets = {port: plan.outputs.get(output) for port, output in routes.items()}
-    if len(set(targets.values())) == 1 and None not in targets.values():
-        return source.select("value", headers)  # one topic for all: the sink's `topic` option
+    if len(set(plan.outputs.values())) == 1 and None not in targets.values():
+        return source.select("value", headers)  # the only topic: the sink's `topic` option
     topic = F.lit(None).cast("string")
     for port, target in targets.items():
         if target is not None:
