@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/contraflow run examples/classify/flow.troy
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "produce": "contraflow.spu.commands:produce",
     "consume": "contraflow.spu.commands:consume",
     "spu": "contraflow.spu.server_commands:spu",
+    "run": "contraflow.run_command:run",
     "query": "contraflow.pipeline.commands:query",
     "state": "contraflow.pipeline.commands:state",
 }

@@ -81,7 +81,7 @@ class PipelineProcessor(StatefulProcessor):
         """Rows as single events, an exception becoming that event's `err` record."""
         out = OutputColumns(self.plan.outputs)
         for row in rows:
-            headers = [(h.key, h.value) for h in row.headers or ()]
+            headers = [_header(h) for h in row.headers or ()]
             event = make_event(row.value, headers, (row.topic, row.partition, row.offset))
             origin = event.origin
             try:
@@ -150,9 +150,9 @@ def _port(row: Row) -> str:
 
 
 def _meta(headers: Any) -> dict[str, Any] | None:
-    for header in headers or ():
-        if header.key == META_HEADER:
-            meta = orjson.loads(header.value)
+    for name, value in (_header(h) for h in headers or ()):
+        if name == META_HEADER:
+            meta = orjson.loads(value)
             return meta if isinstance(meta, dict) and meta else None
     return None
 
@@ -168,3 +168,10 @@ def _json(value: Any) -> str:
 def _rows(out: OutputColumns) -> Iterator[Row]:
     rows: Iterable[tuple[str, bytes, bytes | None]] = out.rows()
     return (Row(topic=topic, value=value, headers=headers) for topic, value, headers in rows)
+
+
+def _header(header: Any) -> tuple[str, bytes]:
+    """A header struct as `transformWithState` hands it over: a Row, or a dict in some PySpark paths."""
+    if isinstance(header, dict):
+        return header["key"], header["value"]
+    return header.key, header.value

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DEFAULT_DATA_DIR = "contraflow-data"
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties").resolve().as_uri()
 
 
 def default_data_dir() -> Path:
@@ -51,7 +52,7 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         "spark.scheduler.mode": "FAIR",
         "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": "-Dlog4j2.level=WARN",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
     } | _local_network_conf(master)
 
 

@@ -1,0 +1,256 @@
+"""`http_client`: every event becomes an HTTP request; responses come back as events on `out`.
+
+Config (Tremor's): `url` (required), `method` (default `POST`), `headers`
+(`{name: value | [values]}`), `concurrency` (requests in flight at once,
+default 4), `timeout` (nanoseconds per request; default none).
+
+Per event, `$http_client.request = {"method", "url", "headers"}` overrides
+the config. The body is the event's encoded frames, with the codec's content
+type unless a header sets one. Responses are events on `out` (body decoded
+by the codec) with `$http_client.response = {"status", "headers"}`,
+`$http_client.request = {"method", "url"}` and the request's
+`$correlation`, so a pipeline can match answers to what it sent.
+
+Delivery, as the runtime sees it:
+- the server cannot be reached (refused, reset, DNS): `ConnectionLost`;
+  the breaker opens, every source upstream stops, and the runtime calls
+  `connect()` (which probes the server with a TCP connection) by its
+  `reconnect` policy until the server is back, then sends the batch again.
+  Requests of the batch that had already succeeded are not sent twice;
+- never more than `concurrency` requests in flight; when requests have waited
+  for a slot without a break for `SATURATION_S` (1 s: the server is
+  saturated at this concurrency), the breaker opens until none waits (Tremor's
+  "at capacity" signal), without failing anything. Waiting alone is normal:
+  the runtime hands over batches larger than the concurrency;
+- a timeout, a 5xx or a 429: `DeliveryFailed(retryable=True)`: retried
+  with backoff by the runtime, then the `err` port;
+- any other status is an answer: it is delivered as a response event.
+Responses are queued for `pull()` in a bounded queue (a full queue holds
+sending back) when `out` is connected, and not kept at all when it is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorContext,
+    DeliveryFailed,
+    SinkEvent,
+    SourceData,
+    register,
+)
+from contraflow.connectors.http_server import headers_of_pairs
+from contraflow.connectors.inbox import Inbox
+from contraflow.connectors.netaddr import Endpoint, endpoint
+from contraflow.connectors.options import ConfigReader
+
+NS_PER_S = 1_000_000_000
+RETRYABLE_STATUS = frozenset({429})
+QUEUED_RESPONSES = 256
+SATURATION_S = 1.0
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    url: str
+    target: Endpoint
+    method: str
+    headers: dict[str, list[str]]
+    concurrency: int
+    timeout_s: float | None
+
+    @classmethod
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ClientOptions:
+        cfg = ConfigReader(alias, kind, config)
+        target = endpoint(cfg, scheme="http")
+        if target.scheme not in ("http", "https"):
+            raise cfg.error("url", f"must be an http:// or https:// URL, got {config['url']!r}")
+        headers: dict[str, list[str]] = {}
+        for name, value in cfg.record("headers").items():
+            values = value if isinstance(value, list) else [value]
+            if not all(isinstance(v, str) for v in values):
+                raise cfg.error(
+                    "headers", f"values must be strings or arrays of strings, got {value!r} for {name!r}"
+                )
+            headers[str(name).lower()] = values
+        timeout = cfg.optional_integer("timeout", minimum=1)
+        url = cfg.string("url")
+        return cls(
+            url if "://" in url else f"http://{url}",
+            target,
+            cfg.string("method", "POST").upper(),
+            headers,
+            cfg.integer("concurrency", 4, minimum=1),
+            None if timeout is None else timeout / NS_PER_S,
+        )
+
+
+@register("http_client")
+class HttpClientConnector(Connector):
+    config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout"})
+    required_keys = frozenset({"url"})
+    is_source = True
+    is_sink = True
+    # Requests must wait for a slot this long without a break before the breaker opens.
+    saturation_s = SATURATION_S
+
+    def __init__(self, ctx: ConnectorContext) -> None:
+        super().__init__(ctx)
+        self.options = ClientOptions.read(ctx.alias, self.kind, ctx.config)
+        self.content_type = ctx.codec().mime_types[0]
+        self.inbox = Inbox(ctx.quiescing, QUEUED_RESPONSES)
+        self._client: httpx.AsyncClient | None = None
+        self._slots = asyncio.Semaphore(self.options.concurrency)
+        self._at_capacity = False
+        self._saturation: asyncio.TimerHandle | None = None
+        self._in_flight = 0
+        self._waiting = 0
+        self._delivered: set[int] = set()  # events of the current batch already answered
+
+    @classmethod
+    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
+        super().check_config(alias, config)
+        ClientOptions.read(alias, cls.kind, config)
+
+    async def connect(self) -> None:
+        """Probe the server with a TCP connection: the breaker closes only when it is reachable."""
+        target = self.options.target
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), 5.0)
+        except (OSError, TimeoutError) as err:
+            raise ConnectionLost(f"cannot reach {target}: {err}") from err
+        writer.close()
+        if self._client is None:
+            limits = httpx.Limits(max_connections=self.options.concurrency)
+            self._client = httpx.AsyncClient(timeout=self.options.timeout_s, limits=limits)
+
+    # -- sink --------------------------------------------------------------------------------------
+
+    async def send(self, events: Sequence[SinkEvent]) -> None:
+        if self._client is None:
+            raise ConnectionLost(f"not connected to {self.options.target}")
+        if not any(_key(e) in self._delivered for e in events):
+            self._delivered.clear()  # a new batch, not the retry of a partly delivered one
+        pending = [e for e in events if _key(e) not in self._delivered]
+        results = await asyncio.gather(*(self._one(e) for e in pending), return_exceptions=True)
+        for result in results:  # the most serious problem decides what the runtime does
+            if isinstance(result, ConnectionLost):
+                raise result
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        self._delivered.clear()
+
+    async def _one(self, event: SinkEvent) -> None:
+        await self._acquire()
+        try:
+            response = await self._request(event)
+        finally:
+            self._release()
+        self._delivered.add(_key(event))
+        await self._emit(event, response)
+
+    async def _acquire(self) -> None:
+        """A request slot. Requests waiting for one without a break for `saturation_s` open the
+        breaker (the server is saturated at this concurrency); it closes when none waits."""
+        self._waiting += 1
+        if self._waiting == 1 and self._in_flight >= self.options.concurrency:
+            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self._unsaturated()
+        self._in_flight += 1
+
+    def _release(self) -> None:
+        self._in_flight -= 1
+        self._slots.release()
+
+    def _saturated(self) -> None:
+        self._at_capacity = True
+        self.ctx.open_breaker(f"{self.options.concurrency} requests in flight (concurrency limit)")
+
+    def _unsaturated(self) -> None:
+        if self._saturation is not None:
+            self._saturation.cancel()
+            self._saturation = None
+        if self._at_capacity:
+            self._at_capacity = False
+            self.ctx.close_breaker()
+
+    async def _request(self, event: SinkEvent) -> httpx.Response:
+        assert self._client is not None
+        method, url, headers = self._target(event)
+        try:
+            response = await self._client.request(
+                method, url, headers=headers, content=b"".join(event.frames)
+            )
+        except httpx.ConnectTimeout as err:
+            raise ConnectionLost(f"{method} {url}: connecting timed out") from err
+        except httpx.TimeoutException as err:
+            raise DeliveryFailed(f"{method} {url}: timed out", retryable=True) from err
+        except (httpx.TransportError, OSError) as err:
+            raise ConnectionLost(f"{method} {url}: {err}") from err
+        if response.status_code >= 500 or response.status_code in RETRYABLE_STATUS:
+            raise DeliveryFailed(f"{method} {url}: HTTP {response.status_code}", retryable=True)
+        return response
+
+    def _target(self, event: SinkEvent) -> tuple[str, str, list[tuple[str, str]]]:
+        nested = event.meta.get("http_client")
+        override = nested.get("request") if isinstance(nested, dict) else None
+        override = override if isinstance(override, dict) else {}
+        method, url = override.get("method"), override.get("url")
+        method = method if isinstance(method, str) else self.options.method
+        url = url if isinstance(url, str) else self.options.url
+        headers = dict(self.options.headers)
+        for name, value in (override.get("headers") or {}).items():
+            headers[str(name).lower()] = [str(v) for v in (value if isinstance(value, list) else [value])]
+        headers.setdefault("content-type", [self.content_type])
+        return method.upper(), url, [(name, v) for name, values in headers.items() for v in values]
+
+    async def _emit(self, event: SinkEvent, response: httpx.Response) -> None:
+        meta: dict[str, Any] = {
+            "http_client": {
+                "response": {
+                    "status": response.status_code,
+                    "headers": headers_of_pairs(response.headers.raw),
+                },
+                "request": {"method": response.request.method, "url": str(response.request.url)},
+            }
+        }
+        if "correlation" in event.meta:
+            meta["correlation"] = event.meta["correlation"]
+        item = (
+            SourceData(events=[(None, meta)])
+            if not response.content
+            else SourceData(data=response.content, meta=meta)
+        )
+        if "out" in self.ctx.outputs:
+            await self.inbox.put(item)  # a full queue holds sending back: the flow reads responses slower
+
+    # -- source ------------------------------------------------------------------------------------
+
+    async def pull(self) -> SourceData | None:
+        return await self.inbox.get()
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def status(self) -> dict[str, Any]:
+        return {"in_flight": self._in_flight}
+
+
+def _key(event: SinkEvent) -> int:
+    return event.offset if event.offset >= 0 else id(event)

@@ -1,0 +1,1 @@
+"""The runtime: flow instances (connectors, pipelines, channels), contraflow and quiescence."""

@@ -1,0 +1,467 @@
+"""One deployed flow instance: its connectors as asyncio tasks, pipelines as Spark queries, channels as topics.
+
+Lifecycle: `prepare()` checks everything that can be wrong before anything
+runs (connector kinds and config, channel names and settings); `start()`
+creates the channel topics, starts the pipeline queries, connects the sinks
+and only then lets each source pull (controlled start: a source's gate is
+held until every sink it reaches has connected). `pause()`/`resume()` hold
+sources first, then sinks (resume reverses it). `quiesce()` stops the
+sources, drains pipelines and sinks, commits, and stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contraflow.api.facade import ConnectorStatus, FlowStatus, InvalidTransition, PipelineEndpoint, State
+from contraflow.connectors.base import Connector, ConnectorContext, connector_class
+from contraflow.errors import UserError
+from contraflow.lang.graph import FlowGraph
+from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.gate import Gate
+from contraflow.runtime.monitor import TICK_S, FlowMonitor
+from contraflow.runtime.pipelines import PipelineRun, start_pipeline_query
+from contraflow.runtime.settings import FlowSettings
+from contraflow.runtime.sink import SinkRunner
+from contraflow.runtime.source import SourceRunner
+from contraflow.runtime.topology import Topology
+from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
+from contraflow.spu.storage.config import TopicConfig
+
+log = logging.getLogger("contraflow.runtime.flow")
+
+DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Services:
+    """What every flow instance of a runtime shares."""
+
+    spu_addr: str
+    spark: Any
+    data_dir: Path
+    metrics: Any
+    stop_runtime: Callable[[], None]
+
+
+@dataclass
+class ConnectorInstance:
+    """A connector of the flow with its gate and runners."""
+
+    connector: Connector
+    gate: Gate
+    source: SourceRunner | None = None
+    sink: SinkRunner | None = None
+    paused: bool = False
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    connect: SharedConnect | None = None
+
+    @property
+    def ctx(self) -> ConnectorContext:
+        return self.connector.ctx
+
+
+class FlowInstance:
+    """A running copy of a `FlowGraph` under its own id (its channel topics are its own)."""
+
+    def __init__(self, flow_id: str, graph: FlowGraph, services: Services) -> None:
+        self.id = flow_id
+        self.graph = graph
+        self.services = services
+        self.topology = Topology.of(flow_id, graph)
+        self.settings = FlowSettings.from_args(
+            flow_id, graph.args, {c.name for c in self.topology.channels.values()}
+        )
+        self.state: State = "initializing"
+        self.error: str | None = None
+        self.connectors: dict[str, ConnectorInstance] = {}
+        self.pipelines: dict[str, PipelineRun] = {}
+        self.acks: dict[str, AckTracker] = {}
+        self.client = AsyncSpuClient(services.spu_addr)
+        self.producer = AsyncProducer(self.client, ProducerSettings(linger_ms=2.0))
+        self.monitor: FlowMonitor | None = None
+        self._monitor_task: asyncio.Task[None] | None = None
+        self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
+        self._breaker_causes: dict[str, str] = {}  # "cause:sink" -> why
+        self.finished = asyncio.Event()
+        self.started_at = time.monotonic()
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Build every connector (kind and config checked): raises UserError before anything starts."""
+        for alias, spec in self.graph.connectors.items():
+            cls = connector_class(spec.kind)
+            cls.check_config(alias, spec.config)
+            logger = logging.LoggerAdapter(
+                logging.getLogger(f"contraflow.connector.{spec.kind}"), {"flow": self.id, "connector": alias}
+            )
+            ctx = ConnectorContext(
+                alias=alias,
+                flow_id=self.id,
+                kind=spec.kind,
+                config=dict(spec.config),
+                spec=spec,
+                logger=logger,
+                state_dir=self.services.data_dir / "connectors" / self.id / alias,
+                spu_addr=self.services.spu_addr,
+                stop_runtime=self.services.stop_runtime,
+                outputs=frozenset(self.topology.outputs_of("connector", alias)),
+                inputs=frozenset(r.to.port for _, r in self.topology.inputs_of("connector", alias)),
+            )
+            ctx.open_breaker = functools.partial(self._connector_breaker, alias, True)
+            ctx.close_breaker = functools.partial(self._connector_breaker, alias, False, "recovered")
+            ctx.codec(), ctx.preprocessors(), ctx.postprocessors()  # config errors surface now
+            self.connectors[alias] = ConnectorInstance(cls(ctx), Gate())
+        for alias in self.graph.pipelines:
+            ports = [r.to.port for _, r in self.topology.inputs_of("pipeline", alias)]
+            for port in sorted({p for p in ports if ports.count(p) > 1}):
+                raise UserError(
+                    f"flow '{self.id}': pipeline '{alias}' port '{port}' is fed by several connections; "
+                    "the Spark query reads one channel per input port (give the pipeline one input port per producer)"
+                )
+        for alias in self.graph.connectors:
+            outputs = self.topology.outputs_of("connector", alias)
+            inputs = self.topology.inputs_of("connector", alias)
+            cls = type(self.connectors[alias].connector)
+            if outputs and set(outputs) - {"err"} and not cls.is_source:
+                raise UserError(f"flow '{self.id}': connector '{alias}' ({cls.kind}) cannot be a source")
+            if inputs and not cls.is_sink:
+                raise UserError(f"flow '{self.id}': connector '{alias}' ({cls.kind}) cannot be a sink")
+
+    async def start(self) -> None:
+        """Topics, pipelines, sinks, then sources (each released once its sinks are connected)."""
+        existing = set(await self.client.list_topics())
+        for topic in self.topology.channels:
+            if topic not in existing:  # a restart reuses its channels (and their offsets)
+                await self.client.create_topic(topic, TopicConfig(partitions=1))
+        await self._start_pipelines()
+        self.monitor = FlowMonitor(
+            self.id,
+            self.topology,
+            self.settings,
+            self.client,
+            self.pipelines,
+            self._source_backpressure,
+            self.services.metrics,
+        )
+        for alias, inst in self.connectors.items():
+            self._build_runners(alias, inst)
+        self.state = "running"
+        self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
+        for alias, inst in self.connectors.items():
+            if inst.sink is not None:
+                inst.tasks.append(
+                    asyncio.create_task(
+                        self._guard(self._run_sink(inst.sink), alias), name=f"sink {self.id}/{alias}"
+                    )
+                )
+        for alias, inst in self.connectors.items():
+            if inst.source is not None:
+                inst.tasks.append(
+                    asyncio.create_task(
+                        self._guard(self._run_source(inst.source), alias), name=f"source {self.id}/{alias}"
+                    )
+                )
+
+    async def _start_pipelines(self) -> None:
+        for alias, graph in self.graph.pipelines.items():
+            inputs = {
+                reader.to.port: (channel.topic, reader.consumer)
+                for channel, reader in self.topology.inputs_of("pipeline", alias)
+            }
+            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
+            if not inputs:
+                log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
+                continue
+            self.pipelines[alias] = await asyncio.to_thread(
+                start_pipeline_query,
+                self.services.spark,
+                self.id,
+                alias,
+                graph,
+                spu=self.services.spu_addr,
+                inputs=inputs,
+                outputs=outputs,
+                checkpoint_root=self.services.data_dir / "checkpoints",
+            )
+
+    def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:
+        cls = type(inst.connector)
+        outputs = {port: c.topic for port, c in self.topology.outputs_of("connector", alias).items()}
+        inputs = [(c.topic, r.consumer, r.to.port) for c, r in self.topology.inputs_of("connector", alias)]
+        metrics = self.services.metrics
+        inst.connect = SharedConnect(
+            inst.connector, functools.partial(self._connect_failed, alias), inst.closing
+        )
+        if cls.is_source and set(outputs) - {"err"}:
+            acks = None
+            if cls.acknowledges:
+                acks = self.acks[alias] = AckTracker(inst.connector, self.settings.ack == "persisted")
+            inst.source = SourceRunner(
+                inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
+            )
+            for sink in self.topology.downstream_connectors(alias):
+                inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
+        if cls.is_sink and inputs:
+            inst.sink = SinkRunner(
+                inst.connector,
+                inputs,
+                self.client,
+                self.producer,
+                outputs.get("err"),
+                inst.gate,
+                self.settings.delivery,
+                metrics,
+                functools.partial(self._sink_breaker, alias),
+                inst.connect,
+            )
+
+    # -- running -------------------------------------------------------------------------------
+
+    async def _run_source(self, runner: SourceRunner) -> None:
+        alias = runner.ctx.alias
+        inst = self.connectors[alias]
+        if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
+            await inst.sink.ready.wait()
+        elif not await runner.reconnect("starting"):
+            return
+        await runner.restore_position()
+        await runner.run()
+
+    async def _run_sink(self, runner: SinkRunner) -> None:
+        if await runner.connect():
+            await runner.run()
+
+    async def _guard(self, work: Any, alias: str) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except UserError as err:  # a mistake only the outside world could reveal (missing topic...)
+            log.error("flow %s: connector %s: %s", self.id, alias, err)
+            self.error = f"connector {alias}: {err}"
+        except Exception as err:
+            log.exception("flow %s: connector %s failed", self.id, alias)
+            self.error = f"connector {alias}: {err}"
+
+    async def _watch(self) -> None:
+        assert self.monitor is not None
+        while True:
+            try:
+                await self.monitor.tick()
+                for tracker in self.acks.values():
+                    await tracker.advance(self.monitor.delivered)
+                for alias, run in self.pipelines.items():
+                    error = await asyncio.to_thread(run.error)
+                    if error and self.state != "failed":
+                        self.state, self.error = "failed", f"pipeline {alias}: {error}"
+                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("flow %s: monitor tick failed", self.id)
+            await asyncio.sleep(TICK_S)
+
+    def _sink_breaker(self, sink: str, is_open: bool, why: str, cause: str = "breaker") -> None:
+        """A sink's breaker: hold (or release) every source that reaches it, along the reversed graph.
+
+        `cause` keeps independent reasons apart: the runtime's own (`breaker`: the connection is
+        lost, or not up yet) and the connector's (`capacity`: e.g. all request slots busy), so a
+        connector freeing a slot cannot close a breaker that a lost connection holds open.
+        """
+        was_open = sink in self.breakers
+        key = f"{cause}:{sink}"
+        if is_open:
+            self._breaker_causes[key] = why
+        else:
+            self._breaker_causes.pop(key, None)
+        reasons = [w for k, w in self._breaker_causes.items() if k.split(":", 1)[1] == sink]
+        if reasons:
+            self.breakers[sink] = "; ".join(reasons)
+        else:
+            self.breakers.pop(sink, None)
+        for source in self.topology.upstream_connectors(sink):
+            gate = self.connectors[source].gate
+            if is_open:
+                gate.hold(key, f"breaker open: {sink} {why}")
+            else:
+                gate.release(key)
+        now_open = sink in self.breakers
+        for channel, _ in self.topology.inputs_of("connector", sink):
+            self.services.metrics.set_breaker(self.id, channel.name, now_open)
+        if was_open != now_open:
+            log.info(
+                "event=breaker state=%s flow=%s sink=%s why=%s",
+                "open" if now_open else "closed",
+                self.id,
+                sink,
+                why,
+                extra={"event": "breaker", "flow": self.id, "sink": sink, "open": now_open, "why": why},
+            )
+
+    def _connector_breaker(self, sink: str, is_open: bool, why: str) -> None:
+        """What a connector signals itself (`ctx.open_breaker`): at capacity, not disconnected."""
+        self._sink_breaker(sink, is_open, why, "capacity")
+
+    def _connect_failed(self, alias: str, why: str) -> None:
+        log.warning("flow %s: connector %s: %s", self.id, alias, why)
+
+    def _source_backpressure(self, alias: str, channel: str, stop: bool, why: str) -> None:
+        gate = self.connectors[alias].gate
+        if stop:
+            gate.hold(f"backpressure:{channel}", why)
+        else:
+            gate.release(f"backpressure:{channel}")
+
+    # -- pause / resume ------------------------------------------------------------------------
+
+    def _check_transition(self, what: str, current: State, desired: str) -> None:
+        if current not in ("running", "paused"):
+            raise InvalidTransition(what, current, desired)
+
+    async def pause(self) -> None:
+        """Sources first (nothing new enters), then sinks."""
+        self._check_transition(f"flow '{self.id}'", self.state, "paused")
+        for inst in self._sources_then_sinks():
+            self._hold(inst, True)
+        self.state = "paused"
+
+    async def resume(self) -> None:
+        """Sinks first, then sources: the reverse of pause."""
+        self._check_transition(f"flow '{self.id}'", self.state, "running")
+        for inst in reversed(self._sources_then_sinks()):
+            self._hold(inst, False)
+        self.state = "running"
+
+    def _sources_then_sinks(self) -> list[ConnectorInstance]:
+        sources = [i for i in self.connectors.values() if i.source is not None]
+        sinks = [i for i in self.connectors.values() if i.source is None]
+        return sources + sinks
+
+    def _hold(self, inst: ConnectorInstance, paused: bool) -> None:
+        inst.paused = paused
+        if paused:
+            inst.gate.hold("paused", "paused")
+        else:
+            inst.gate.release("paused")
+
+    async def set_connector_paused(self, alias: str, paused: bool) -> None:
+        inst = self.connectors[alias]
+        current: State = self.connector_state(inst)
+        self._check_transition(
+            f"connector '{alias}' of flow '{self.id}'", current, "paused" if paused else "running"
+        )
+        self._hold(inst, paused)
+
+    # -- quiescence ----------------------------------------------------------------------------
+
+    async def quiesce(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
+        """Stop sources, drain pipelines and sinks, commit offsets, then stop everything."""
+        if self.state in ("stopped", "draining"):
+            await self.finished.wait()
+            return
+        failed = self.state == "failed"
+        self.state = "draining"
+        for inst in self.connectors.values():
+            if inst.source is not None:
+                inst.ctx.quiescing.set()
+                inst.gate.release("paused")
+        for inst in self.connectors.values():
+            if inst.sink is not None:
+                inst.gate.release("paused")  # a paused sink must drain too
+        await self._wait_sources(timeout_s)
+        await self.producer.flush()
+        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
+            await self._drain(timeout_s)
+        await self._stop_all()
+        self.state = "stopped"
+        self.finished.set()
+
+    async def _wait_sources(self, timeout_s: float) -> None:
+        waits = [inst.source.stopped.wait() for inst in self.connectors.values() if inst.source is not None]
+        if waits:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+
+    async def _drain(self, timeout_s: float) -> None:
+        """Wait until every channel is read and delivered (bounded: a dead sink cannot hold us forever)."""
+        if self.monitor is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(TICK_S)
+            if self.monitor.drained() and all(t.pending == 0 for t in self.acks.values()):
+                return
+        log.warning(
+            "flow %s: drain timed out after %.0fs; undelivered events stay in the log", self.id, timeout_s
+        )
+
+    async def _stop_all(self) -> None:
+        if self._monitor_task is not None:
+            self._monitor_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor_task
+        for inst in self.connectors.values():
+            inst.closing.set()
+            if inst.sink is not None:
+                inst.sink.stop.set()
+        for inst in self.connectors.values():
+            for task in inst.tasks:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), 10)
+                task.cancel()
+        for run in self.pipelines.values():
+            await asyncio.to_thread(run.stop)
+        # Tokens still pending are neither acked nor failed: their data is read again after a restart.
+        for inst in self.connectors.values():
+            try:
+                await inst.connector.close()
+            except Exception:
+                log.exception("flow %s: closing %s failed", self.id, inst.ctx.alias)
+        await self.producer.close()
+        await self.client.close()
+
+    # -- status --------------------------------------------------------------------------------
+
+    def connector_state(self, inst: ConnectorInstance) -> State:
+        if self.state in ("initializing", "draining", "stopped", "failed"):
+            return self.state
+        return "paused" if inst.paused else "running"
+
+    def connector_status(self, alias: str) -> ConnectorStatus:
+        inst = self.connectors[alias]
+        pipelines: dict[str, list[PipelineEndpoint]] = {}
+        for port, channel in self.topology.outputs_of("connector", alias).items():
+            pipelines[port] = [PipelineEndpoint(r.to.alias, r.to.port) for r in channel.readers]
+        for channel, reader in self.topology.inputs_of("connector", alias):
+            pipelines.setdefault(reader.to.port, []).append(
+                PipelineEndpoint(channel.producer.alias, channel.producer.port)
+            )
+        connected = inst.sink.connected if inst.sink is not None else self.state in ("running", "paused")
+        return ConnectorStatus(
+            alias,
+            inst.ctx.kind,
+            self.connector_state(inst),
+            "connected" if connected else "disconnected",
+            pipelines,
+        )
+
+    def status(self) -> FlowStatus:
+        return FlowStatus(
+            self.id,
+            self.state,
+            self.graph.definition,
+            [self.connector_status(a) for a in self.connectors],
+            list(self.graph.pipelines),
+        )

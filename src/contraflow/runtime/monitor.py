@@ -1,0 +1,238 @@
+"""Watching a flow's channels: depth, back-pressure with hysteresis, credit, and the delivered frontier.
+
+Every tick (100 ms by default) the monitor reads, for each channel topic, how
+far each reader got (sinks: their committed offset; pipelines: the end offset
+of their last finished micro-batch) and then the topic's end offset:
+
+- depth = end - slowest reader; bytes are estimated from the topic's mean
+  record size. At the high watermark (events or bytes) the channel's producer
+  stops: a source's gate closes, a pipeline gets zero credit; it resumes below
+  the low watermark. Otherwise a pipeline's credit is the smallest room left
+  in its output channels. Each transition is one structured log record
+  (`event=backpressure`, flow, channel, depth, duration of the previous state)
+  and a metric.
+- delivered frontier of a channel = the smallest of its readers' frontiers:
+  a sink's committed offset, or, through a pipeline, the input offset of the
+  newest batch whose outputs (end offsets of the output channels seen right
+  after it) are themselves below their delivered frontiers. Acknowledging
+  sources are acked up to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from contraflow.runtime.pipelines import PipelineRun
+from contraflow.runtime.settings import FlowSettings
+from contraflow.runtime.topology import Channel, Topology
+from contraflow.spark.credit import credit_name
+from contraflow.spu.client import AsyncSpuClient
+
+log = logging.getLogger("contraflow.runtime.backpressure")
+
+TICK_S = 0.1
+
+
+@dataclass
+class ChannelState:
+    """What the monitor last saw of one channel."""
+
+    end: int = 0
+    depth: int = 0
+    depth_bytes: int = 0
+    mean_record_bytes: int = 0
+    stopped: bool = False
+    since: float = field(default_factory=time.monotonic)
+    transitions: int = 0
+
+
+@dataclass
+class _Snapshot:
+    consumed: int
+    outputs_end: dict[str, int]
+
+
+class FlowMonitor:
+    """The periodic task behind back-pressure, credits and acks of one flow instance."""
+
+    def __init__(
+        self,
+        flow_id: str,
+        topology: Topology,
+        settings: FlowSettings,
+        client: AsyncSpuClient,
+        pipelines: dict[str, PipelineRun],
+        on_source_backpressure: Callable[[str, str, bool, str], None],
+        metrics: Any,
+    ) -> None:
+        self.flow_id = flow_id
+        self.topology = topology
+        self.settings = settings
+        self.client = client
+        self.pipelines = pipelines
+        self.on_source_backpressure = on_source_backpressure
+        self.metrics = metrics
+        self.states: dict[str, ChannelState] = {t: ChannelState() for t in topology.channels}
+        self.reader_offsets: dict[tuple[str, str], int] = {}  # (topic, consumer) -> offset
+        self.delivered: dict[str, int] = {}
+        self._snapshots: dict[tuple[str, str], list[_Snapshot]] = {}
+        self._pipeline_frontier: dict[tuple[str, str], int] = {}
+        self._credits: dict[str, int | None] = {}
+
+    async def tick(self) -> None:
+        """One observation and everything that follows from it."""
+        await self._observe()
+        self._update_backpressure()
+        await self._publish_credits()
+        self._update_delivered()
+
+    # -- observation ---------------------------------------------------------------------------
+
+    async def _observe(self) -> None:
+        progress: dict[str, dict[str, int]] = {}
+        for alias, run in self.pipelines.items():
+            progress[alias] = await asyncio.to_thread(run.consumed)
+            stats = await asyncio.to_thread(run.batch_stats)
+            if stats is not None:
+                _, seconds, rows_in, rows_out = stats
+                self.metrics.pipeline_batch(self.flow_id, alias, seconds, rows_in, rows_out)
+        for topic, channel in self.topology.channels.items():
+            for reader in channel.readers:
+                committed = await self.client.fetch_offset(reader.consumer, topic, 0) or 0
+                if reader.to.kind == "pipeline":
+                    committed = max(committed, progress.get(reader.to.alias, {}).get(topic, 0))
+                previous = self.reader_offsets.get((topic, reader.consumer), 0)
+                self.reader_offsets[(topic, reader.consumer)] = max(previous, committed)
+        for topic in self.topology.channels:
+            described = await self.client.describe_topic(topic)
+            part = described.partitions[0]
+            state = self.states[topic]
+            state.end = part.high_watermark
+            records = part.log_end_offset - part.log_start_offset
+            state.mean_record_bytes = part.size_bytes // records if records else 0
+        for (topic, consumer), offset in self.reader_offsets.items():
+            channel = self.topology.channels[topic]
+            reader = next(r for r in channel.readers if r.consumer == consumer)
+            if reader.to.kind == "pipeline":
+                self._snapshot(reader.to.alias, topic, offset)
+        for topic, channel in self.topology.channels.items():
+            state = self.states[topic]
+            slowest = min(
+                (self.reader_offsets[(topic, r.consumer)] for r in channel.readers), default=state.end
+            )
+            state.depth = max(0, state.end - slowest)
+            state.depth_bytes = state.depth * state.mean_record_bytes
+            self.metrics.set_channel_depth(self.flow_id, channel.name, state.depth)
+
+    def _snapshot(self, alias: str, topic: str, consumed: int) -> None:
+        snaps = self._snapshots.setdefault((alias, topic), [])
+        if snaps and snaps[-1].consumed >= consumed:
+            return
+        if not snaps and consumed <= self._pipeline_frontier.get((alias, topic), 0):
+            return
+        outputs = self.topology.outputs_of("pipeline", alias)
+        snaps.append(_Snapshot(consumed, {c.topic: self.states[c.topic].end for c in outputs.values()}))
+
+    # -- back-pressure -------------------------------------------------------------------------
+
+    def _update_backpressure(self) -> None:
+        for topic, channel in self.topology.channels.items():
+            state = self.states[topic]
+            bounds = self.settings.channel(channel.name)
+            if not state.stopped and (state.depth >= bounds.high or state.depth_bytes >= bounds.high_bytes):
+                self._transition(channel, state, True)
+            elif state.stopped and state.depth < bounds.low and state.depth_bytes < bounds.low_bytes:
+                self._transition(channel, state, False)
+
+    def _transition(self, channel: Channel, state: ChannelState, stop: bool) -> None:
+        now = time.monotonic()
+        lasted = now - state.since
+        state.stopped, state.since = stop, now
+        state.transitions += 1
+        kind = "pause" if stop else "resume"
+        log.info(
+            "event=backpressure transition=%s flow=%s channel=%s depth=%d depth_bytes=%d duration_s=%.3f",
+            kind,
+            self.flow_id,
+            channel.name,
+            state.depth,
+            state.depth_bytes,
+            lasted,
+            extra={
+                "event": "backpressure",
+                "transition": kind,
+                "flow": self.flow_id,
+                "channel": channel.name,
+                "depth": state.depth,
+                "duration_s": lasted,
+            },
+        )
+        self.metrics.backpressure_transition(self.flow_id, channel.name, kind)
+        if channel.producer.kind == "connector":
+            why = f"back-pressure: channel {channel.name} at {state.depth} events"
+            self.on_source_backpressure(channel.producer.alias, channel.name, stop, why)
+
+    async def _publish_credits(self) -> None:
+        for alias, run in self.pipelines.items():
+            outputs = [c for c in self.topology.outputs_of("pipeline", alias).values() if c.readers]
+            credit: int | None = None
+            for channel in outputs:
+                state = self.states[channel.topic]
+                room = (
+                    0 if state.stopped else max(0, self.settings.channel(channel.name).capacity - state.depth)
+                )
+                credit = room if credit is None else min(credit, room)
+            for topic, consumer in run.inputs.values():
+                name = credit_name(consumer, topic)
+                if self._credits.get(name, -1) != credit:
+                    await self.client.set_control(name, credit)
+                    self._credits[name] = credit
+
+    # -- delivered frontier --------------------------------------------------------------------
+
+    def _update_delivered(self) -> None:
+        memo: dict[str, int] = {}
+        for topic in self.topology.channels:
+            self.delivered[topic] = self._frontier(topic, memo, set())
+
+    def _frontier(self, topic: str, memo: dict[str, int], visiting: set[str]) -> int:
+        if topic in memo:
+            return memo[topic]
+        channel = self.topology.channels[topic]
+        if topic in visiting:  # a cycle through pipelines: only what was read counts
+            return 0
+        visiting.add(topic)
+        values = []
+        for reader in channel.readers:
+            offset = self.reader_offsets.get((topic, reader.consumer), 0)
+            if reader.to.kind == "connector":
+                values.append(offset)
+            else:
+                values.append(self._through_pipeline(reader.to.alias, topic, memo, visiting))
+        visiting.discard(topic)
+        memo[topic] = min(values, default=self.states[topic].end)
+        return memo[topic]
+
+    def _through_pipeline(self, alias: str, topic: str, memo: dict[str, int], visiting: set[str]) -> int:
+        key = (alias, topic)
+        frontier = self._pipeline_frontier.get(key, 0)
+        snaps = self._snapshots.get(key, [])
+        while snaps and all(
+            self._frontier(out, memo, visiting) >= end for out, end in snaps[0].outputs_end.items()
+        ):
+            frontier = snaps.pop(0).consumed
+        self._pipeline_frontier[key] = frontier
+        return frontier
+
+    # -- drain ---------------------------------------------------------------------------------
+
+    def drained(self) -> bool:
+        """Every channel fully read by every reader and every pipeline's outputs delivered."""
+        return all(s.depth == 0 for s in self.states.values()) and all(
+            self.delivered.get(t, 0) >= s.end for t, s in self.states.items()
+        )

@@ -1,0 +1,119 @@
+"""The runtime: every deployed flow instance of one process, and the `RuntimeFacade` the REST API uses.
+
+It owns no SPU and no Spark session (the `run` command or a test hands them
+in), so the same object serves `contraflow run`, tests and benchmarks.
+Deploying is all-or-nothing: every flow of a Troy source is prepared (kinds,
+configs, settings checked) before the first one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from contraflow import __version__
+from contraflow.api.facade import (
+    ConnectorStatus,
+    DesiredState,
+    FlowExists,
+    FlowStatus,
+    UnknownConnector,
+    UnknownFlow,
+)
+from contraflow.api.metrics import RuntimeMetrics
+from contraflow.lang.graph import Deployment
+from contraflow.lang.troy.compiler import compile_source
+from contraflow.runtime.flow import FlowInstance, Services
+
+log = logging.getLogger("contraflow.runtime")
+
+
+class Runtime:
+    """Deployed flows by id; implements `contraflow.api.facade.RuntimeFacade`."""
+
+    def __init__(
+        self,
+        spu_addr: str,
+        spark: Any,
+        data_dir: Path,
+        metrics: RuntimeMetrics | None = None,
+        stop_requested: asyncio.Event | None = None,
+    ) -> None:
+        self.metrics = metrics or RuntimeMetrics()
+        self.flows: dict[str, FlowInstance] = {}
+        self.stop_requested = stop_requested or asyncio.Event()
+        self.services = Services(spu_addr, spark, Path(data_dir), self.metrics, self.request_stop)
+
+    def request_stop(self) -> None:
+        """Ask the process to quiesce every flow and exit (SIGINT/SIGTERM, the `exit` connector)."""
+        self.stop_requested.set()
+
+    # -- deploying -----------------------------------------------------------------------------
+
+    async def deploy_graphs(self, deployment: Deployment) -> list[str]:
+        """Prepare every flow of `deployment`, then start them in order; returns their ids."""
+        for flow_id in deployment.flows:
+            if flow_id in self.flows:
+                raise FlowExists(flow_id)
+        instances = [FlowInstance(fid, graph, self.services) for fid, graph in deployment.flows.items()]
+        for instance in instances:
+            instance.prepare()
+        for instance in instances:
+            self.flows[instance.id] = instance
+            await instance.start()
+            log.info("flow %s deployed (%s)", instance.id, instance.graph.definition)
+        return [i.id for i in instances]
+
+    async def quiesce_all(self) -> None:
+        """Quiesce every flow (all at once: they share nothing but the SPU and Spark)."""
+        await asyncio.gather(*(f.quiesce() for f in self.flows.values()))
+
+    def _flow(self, flow_id: str) -> FlowInstance:
+        flow = self.flows.get(flow_id)
+        if flow is None:
+            raise UnknownFlow(flow_id)
+        return flow
+
+    # -- RuntimeFacade -------------------------------------------------------------------------
+
+    def version(self) -> str:
+        return __version__
+
+    async def list_flows(self) -> list[FlowStatus]:
+        return [f.status() for f in self.flows.values()]
+
+    async def get_flow(self, flow_id: str) -> FlowStatus:
+        return self._flow(flow_id).status()
+
+    async def set_flow_status(self, flow_id: str, status: DesiredState) -> FlowStatus:
+        flow = self._flow(flow_id)
+        if status == "paused":
+            await flow.pause()
+        else:
+            await flow.resume()
+        return flow.status()
+
+    async def set_connector_status(self, flow_id: str, alias: str, status: DesiredState) -> ConnectorStatus:
+        flow = self._flow(flow_id)
+        if alias not in flow.connectors:
+            raise UnknownConnector(flow_id, alias)
+        await flow.set_connector_paused(alias, status == "paused")
+        return flow.connector_status(alias)
+
+    async def deploy(self, source: str, name: str) -> list[str]:
+        deployment = await asyncio.to_thread(compile_source, source, name, Path.cwd())
+        return await self.deploy_graphs(deployment)
+
+    async def undeploy(self, flow_id: str) -> FlowStatus:
+        flow = self._flow(flow_id)
+        await flow.quiesce()
+        del self.flows[flow_id]
+        self.metrics.forget_flow(flow_id)
+        return flow.status()
+
+    def metrics_registry(self) -> CollectorRegistry:
+        return self.metrics.registry

@@ -1,0 +1,134 @@
+"""Per-flow runtime settings read from the flow's args: channel bounds, delivery retries, acks.
+
+Troy's `connect` statement has no `with` block, so a flow sets these through
+reserved args (defaults in the `define flow ... args`, overridden per
+deployment with `deploy flow x from f with ... end`):
+
+    channels = {
+      "default":    {"capacity": 100000, "capacity_bytes": 67108864,
+                     "high_watermark": 1.0, "low_watermark": 0.5},
+      "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
+    },
+    delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
+    ack = "delivered"                          # or "persisted"
+
+A channel key is `producer_alias/port`; unknown keys are user errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from contraflow.errors import UserError
+
+AckMode = Literal["delivered", "persisted"]
+
+
+class SettingsError(UserError):
+    """A reserved flow arg (`channels`, `delivery`, `ack`) has a wrong shape or value."""
+
+
+@dataclass(frozen=True)
+class ChannelSettings:
+    """Bounds of one channel: back-pressure starts at `high_watermark` x capacity and ends below `low`."""
+
+    capacity: int = 100_000
+    capacity_bytes: int = 64 << 20
+    high_watermark: float = 1.0
+    low_watermark: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1 or self.capacity_bytes < 1:
+            raise SettingsError("channel capacity and capacity_bytes must be positive")
+        if not 0 < self.low_watermark < self.high_watermark <= 1:
+            raise SettingsError(
+                "channel watermarks need 0 < low_watermark < high_watermark <= 1, got "
+                f"low {self.low_watermark}, high {self.high_watermark}"
+            )
+
+    @property
+    def high(self) -> int:
+        """Depth (events) at which the producer stops."""
+        return max(1, int(self.capacity * self.high_watermark))
+
+    @property
+    def low(self) -> int:
+        """Depth (events) below which a stopped producer resumes."""
+        return int(self.capacity * self.low_watermark)
+
+    @property
+    def high_bytes(self) -> int:
+        return max(1, int(self.capacity_bytes * self.high_watermark))
+
+    @property
+    def low_bytes(self) -> int:
+        return int(self.capacity_bytes * self.low_watermark)
+
+
+@dataclass(frozen=True)
+class DeliverySettings:
+    """How often and how patiently a sink retries a batch that failed with a retryable error."""
+
+    retries: int = 5
+    backoff_ms: float = 100.0
+    max_backoff_ms: float = 5000.0
+
+    def delays(self) -> list[float]:
+        """Seconds to wait before each retry (exponential, capped)."""
+        return [min(self.max_backoff_ms, self.backoff_ms * 2**i) / 1000 for i in range(self.retries)]
+
+
+@dataclass(frozen=True)
+class FlowSettings:
+    """Everything the runtime reads from a flow's reserved args."""
+
+    channels: Mapping[str, ChannelSettings]
+    default_channel: ChannelSettings
+    delivery: DeliverySettings
+    ack: AckMode
+
+    def channel(self, name: str) -> ChannelSettings:
+        """Settings of the channel `producer_alias/port`."""
+        return self.channels.get(name, self.default_channel)
+
+    @classmethod
+    def from_args(cls, flow_id: str, args: Mapping[str, Any], channel_names: set[str]) -> FlowSettings:
+        raw_channels = args.get("channels") or {}
+        if not isinstance(raw_channels, Mapping):
+            raise SettingsError(f"flow '{flow_id}': `channels` must be a record of channel settings")
+        default = _build(
+            ChannelSettings(), raw_channels.get("default", {}), f"flow '{flow_id}' channels.default"
+        )
+        channels: dict[str, ChannelSettings] = {}
+        for name, raw in raw_channels.items():
+            if name == "default":
+                continue
+            if name not in channel_names:
+                known = ", ".join(sorted(channel_names)) or "none"
+                raise SettingsError(f"flow '{flow_id}': no channel '{name}' (channels: {known})")
+            channels[name] = _build(default, raw, f"flow '{flow_id}' channels.{name}")
+        delivery = _build(DeliverySettings(), args.get("delivery") or {}, f"flow '{flow_id}' delivery")
+        ack = args.get("ack", "delivered")
+        if ack not in ("delivered", "persisted"):
+            raise SettingsError(f'flow \'{flow_id}\': `ack` must be "delivered" or "persisted", not {ack!r}')
+        return cls(channels, default, delivery, ack)
+
+
+def _build(base: Any, raw: Any, where: str) -> Any:
+    """`base` with the keys of record `raw` replaced, each checked against the dataclass fields."""
+    if not isinstance(raw, Mapping):
+        raise SettingsError(f"{where} must be a record")
+    known = {f.name: f.type for f in fields(base)}
+    for key, value in raw.items():
+        if key not in known:
+            raise SettingsError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SettingsError(f"{where}.{key} must be a number, got {value!r}")
+    try:
+        return replace(
+            base, **{k: (int(v) if isinstance(getattr(base, k), int) else float(v)) for k, v in raw.items()}
+        )
+    except SettingsError as err:
+        raise SettingsError(f"{where}: {err}") from None

@@ -1,0 +1,195 @@
+"""A sink connector's loop: tail each input channel from the committed offset, deliver, then commit.
+
+Delivery and contraflow:
+- `ConnectionLost` opens the sink's circuit breaker (every source upstream
+  stops pulling), reconnects with the connector's reconnect policy, closes
+  the breaker and sends the same batch again: nothing is skipped.
+- `DeliveryFailed(retryable=True)` is retried with exponential backoff
+  (`delivery` flow arg); a non-retryable failure or exhausted retries send
+  the batch to the connector's `err` port as error events. Either way the
+  offset is committed only after the batch was handled, so a crash
+  redelivers (at least once) and never skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from contraflow.codecs import CodecError
+from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkEvent
+from contraflow.events import META_HEADER, Event, decode_value, encode_value
+from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.gate import Gate
+from contraflow.runtime.settings import DeliverySettings
+from contraflow.runtime.wire import SinkEncoder
+from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+
+log = logging.getLogger("contraflow.runtime.sink")
+
+MAX_BATCH_EVENTS = 1024
+
+
+class SinkRunner:
+    """Runs the sink side of one connector: one tail per input channel, deliveries serialized."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        inputs: list[tuple[str, str, str]],  # (topic, consumer, port)
+        client: AsyncSpuClient,
+        producer: AsyncProducer,
+        err_topic: str | None,
+        gate: Gate,
+        delivery: DeliverySettings,
+        metrics: Any,
+        breaker: Callable[[bool, str], None],
+        connect: SharedConnect,
+    ) -> None:
+        self.connector = connector
+        self.ctx = connector.ctx
+        self.inputs = inputs
+        self.client = client
+        self.producer = producer
+        self.err_topic = err_topic
+        self.gate = gate
+        self.delivery = delivery
+        self.metrics = metrics
+        self.breaker = breaker
+        self.connect_shared = connect
+        self.encoder = SinkEncoder(self.ctx, connector.structured)
+        self.committed: dict[str, int] = {}
+        self._send_lock = asyncio.Lock()
+        self.stop = asyncio.Event()
+        self.ready = asyncio.Event()
+        self.connected = False
+
+    async def connect(self) -> bool:
+        """Controlled start: connect before any source upstream may pull."""
+        return await self._reconnect("starting")
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._tail(topic, consumer, port) for topic, consumer, port in self.inputs))
+
+    async def _tail(self, topic: str, consumer: str, port: str) -> None:
+        offset = await self.client.fetch_offset(consumer, topic, 0)
+        if offset is None:
+            offset = await self.client.list_offsets(topic, 0, "earliest") or 0
+        self.committed[topic] = offset
+        stream = self.client.stream(topic, 0, offset)
+        iterator = aiter(stream)
+        try:
+            while not self.stop.is_set():
+                result = await _next_or_stop(iterator, self.stop)
+                if result is None:
+                    break
+                for batch in result.batches:
+                    records = list(batch.records(start_offset=offset))
+                    for start in range(0, len(records), MAX_BATCH_EVENTS):
+                        chunk = records[start : start + MAX_BATCH_EVENTS]
+                        await self.gate.wait()
+                        await self._deliver_records(chunk, port)
+                        offset = chunk[-1].offset + 1
+                        await self.client.commit_offset(consumer, topic, 0, offset)
+                        self.committed[topic] = offset
+        finally:
+            await stream.close()
+
+    async def _deliver_records(self, records: Sequence[Any], port: str) -> None:
+        events: list[SinkEvent] = []
+        for record in records:
+            try:
+                events.append(self.encoder.encode(record.value, record.headers, port, record.offset))
+            except (CodecError, ValueError, TypeError) as err:
+                await self._to_err(f"cannot encode: {err}", [(record.value, record.headers)])
+        if events:
+            await self.deliver(events)
+
+    async def deliver(self, events: Sequence[SinkEvent]) -> None:
+        """Send one batch: reconnect on ConnectionLost, retry retryable failures, else to `err`."""
+        delays = self.delivery.delays()
+        attempt = 0
+        while True:
+            try:
+                async with self._send_lock:
+                    await self.connector.send(events)
+            except ConnectionLost as err:
+                self.connected = False
+                self.ready.clear()
+                if not await self._reconnect(f"connection lost: {err}"):
+                    await self._to_err(f"connection lost: {err}", [(e.raw, _headers(e)) for e in events])
+                    return
+                continue
+            except DeliveryFailed as err:
+                if err.retryable and attempt < len(delays):
+                    log.info(
+                        "%s: delivery failed (%s), retry %d in %.2fs",
+                        self.ctx.name,
+                        err,
+                        attempt + 1,
+                        delays[attempt],
+                    )
+                    await asyncio.sleep(delays[attempt])
+                    attempt += 1
+                    continue
+                await self._to_err(f"delivery failed: {err}", [(e.raw, _headers(e)) for e in events])
+                return
+            nbytes = sum(len(f) for e in events for f in e.frames) or sum(len(e.raw) for e in events)
+            self.metrics.connector_events(
+                self.ctx.flow_id, self.ctx.alias, events[0].port, len(events), nbytes
+            )
+            self.ctx.metrics.count(events[0].port, len(events), nbytes)
+            return
+
+    async def _reconnect(self, why: str) -> bool:
+        """Hold the breaker open while the outside end is unreachable; close it once connected."""
+        self.breaker(True, why)
+        ok = await self.connect_shared()
+        if ok:
+            self.connected = True
+            self.ready.set()
+            self.breaker(False, "connected")
+        return ok
+
+    async def _to_err(
+        self, reason: str, records: Sequence[tuple[bytes, Sequence[tuple[str, bytes]]]]
+    ) -> None:
+        """Events that could not be delivered become error events on the `err` port: never dropped silently."""
+        self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "in", len(records))
+        self.ctx.metrics.count("err", 0, 0, len(records))
+        for value, headers in records:
+            error = {"error": reason, "connector": self.ctx.name, "event": _as_json(value)}
+            if self.err_topic is None:
+                log.error("%s: %s (err port not connected): %s", self.ctx.name, reason, bytes(value)[:200])
+                continue
+            kept = [(name, data) for name, data in headers if name == META_HEADER]  # the event's own metadata
+            await self.producer.send(self.err_topic, 0, encode_value(error), headers=kept or None)
+        await self.producer.flush()
+
+
+def _headers(event: SinkEvent) -> list[tuple[str, bytes]]:
+    return Event(None, event.meta).headers()
+
+
+def _as_json(value: bytes) -> Any:
+    try:
+        return decode_value(value)
+    except ValueError:
+        return bytes(value).decode("utf-8", "replace")
+
+
+async def _next_or_stop(iterator: Any, stop: asyncio.Event) -> Any:
+    """The next stream fetch result, or None once `stop` is set."""
+    nxt = asyncio.ensure_future(anext(iterator))
+    stopper = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({nxt, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    stopper.cancel()
+    if nxt in done:
+        return nxt.result()
+    nxt.cancel()
+    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+        await nxt
+    return None

@@ -1,0 +1,189 @@
+"""A source connector's loop: wait for the gate, pull, decode, append to the channel topics.
+
+The gate closes for pause, for back-pressure on an output channel, for an
+open circuit breaker of any sink downstream, and until every reachable sink
+is connected (controlled start). Appends go through the flow's
+`AsyncProducer`; acknowledging sources get their tokens tracked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import orjson
+
+from contraflow.connectors.base import ConnectionLost, Connector, SourceData
+from contraflow.events import Event
+from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.gate import Gate
+from contraflow.runtime.wire import Decoded, SourceDecoder
+from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+
+log = logging.getLogger("contraflow.runtime.source")
+
+
+class SourceRunner:
+    """Runs the source side of one connector until it is exhausted or the flow quiesces."""
+
+    def __init__(
+        self,
+        connector: Connector,
+        outputs: dict[str, str],
+        client: AsyncSpuClient,
+        producer: AsyncProducer,
+        gate: Gate,
+        acks: AckTracker | None,
+        metrics: Any,
+        connect: SharedConnect,
+    ) -> None:
+        self.connector = connector
+        self.ctx = connector.ctx
+        self.outputs = outputs  # port -> channel topic
+        self.client = client
+        self.producer = producer
+        self.sequence = 0  # pulls appended with a position, continued across restarts
+        self.gate = gate
+        self.acks = acks
+        self.metrics = metrics
+        self.connect = connect
+        self.decoder = SourceDecoder(self.ctx, connector.structured)
+        self.exhausted = False
+        self.stopped = asyncio.Event()
+
+    async def run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            await self.producer.flush()
+            self.stopped.set()
+
+    async def _loop(self) -> None:
+        quiescing = self.ctx.quiescing
+        while not quiescing.is_set():
+            if await _until(self.gate.wait(), quiescing) is STOPPED:
+                break
+            try:
+                pulled = await _until(self.connector.pull(), quiescing)
+            except ConnectionLost as err:
+                if not await self.reconnect(str(err)):
+                    break
+                continue
+            if pulled is STOPPED:
+                break
+            if pulled is None:
+                self.exhausted = True
+                await self._append(self.decoder.finish(), None)
+                log.info("%s: source exhausted", self.ctx.name)
+                break
+            assert isinstance(pulled, SourceData)
+            await self._append(self.decoder.decode(pulled), pulled.token, pulled)
+            await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
+
+    async def reconnect(self, why: str) -> bool:
+        """The outside end went away: reconnect (shared with the sink side of the same connector)."""
+        log.warning("%s: %s; reconnecting", self.ctx.name, why)
+        result = await _until(self.connect(), self.ctx.quiescing)
+        return result is True
+
+    async def _append(self, decoded: Decoded, token: Any, pulled: SourceData | None = None) -> None:
+        """Append one pull's records, one atomic batch per topic, the data port's batch last.
+
+        The data port's batch carries the pull's resume position on its last
+        record, so the log itself says how far the source got: a crash between
+        two batches re-reads the pull (at least once), never skips it.
+        """
+        by_topic: dict[str, tuple[list[bytes], list[Any]]] = {}
+        for record in (*decoded.errors, *decoded.records):
+            topic = self.outputs.get(record.port)
+            if record.port == "err":
+                self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "out")
+            if topic is None:
+                if record.port == "err":
+                    log.warning("%s: %s (err port not connected)", self.ctx.name, record.value.decode())
+                continue
+            values, headers = by_topic.setdefault(topic, ([], []))
+            values.append(record.value)
+            headers.append(Event(None, record.meta).headers())
+            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, record.port, 1, len(record.value))
+            self.ctx.metrics.count(record.port, 1, len(record.value))
+        data_topic = self.outputs.get(pulled.port) if pulled is not None else None
+        if pulled is not None and pulled.position is not None and data_topic in by_topic:
+            self.sequence += 1
+            marker = orjson.dumps({"seq": self.sequence, "position": pulled.position})
+            by_topic[data_topic][1][-1] = [*by_topic[data_topic][1][-1], (POSITION_HEADER, marker)]
+        appends: dict[str, asyncio.Future[int]] = {}
+        atomic = pulled is not None and pulled.position is not None
+        for topic in sorted(by_topic, key=lambda t: t == data_topic):
+            values, headers = by_topic[topic]
+            if atomic:  # one request, one log batch: the position and its events land together
+                _, last = await self.client.produce(topic, 0, values, headers=headers)
+                done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+                done.set_result(last)
+                appends[topic] = done
+            else:  # nothing to resume from: let the producer batch pulls together
+                for value, header in zip(values, headers, strict=True):
+                    appends[topic] = await self.producer.send(topic, 0, value, headers=header or None)
+        if self.acks is not None and token is not None:
+            self.acks.track(token, appends)
+
+    async def restore_position(self) -> None:
+        """After a restart: hand the source the position stored with the last pull that reached the log."""
+        found: dict[str, Any] | None = None
+        for topic in self.outputs.values():
+            marker = await last_position(self.client, topic)
+            if marker is not None and (found is None or marker["seq"] > found["seq"]):
+                found = marker
+        if found is not None:
+            self.sequence = int(found["seq"])
+            log.info(
+                "%s: resuming after %s (what follows it never reached the log)",
+                self.ctx.name,
+                found["position"],
+            )
+            await self.connector.resume(found["position"])
+
+
+POSITION_HEADER = "contraflow.source"
+SCAN_BACK = 4096  # records of a channel's tail searched for the last position marker
+
+
+async def last_position(client: AsyncSpuClient, topic: str) -> dict[str, Any] | None:
+    """The newest source position marker in the tail of `topic`, if any."""
+    end = await client.list_offsets(topic, 0, "latest") or 0
+    start = max(0, end - SCAN_BACK)
+    found: dict[str, Any] | None = None
+    offset = start
+    while offset < end:
+        result = await client.fetch(topic, 0, offset)
+        records = [r for b in result.batches for r in b.records(start_offset=offset)]
+        if not records:
+            break
+        for record in records:
+            for name, value in record.headers:
+                if name == POSITION_HEADER:
+                    found = orjson.loads(value)
+        offset = records[-1].offset + 1
+    return found
+
+
+STOPPED = object()
+
+
+async def _until(work: Any, stop: asyncio.Event) -> Any:
+    """Await `work` unless `stop` is set first (then cancel it and return STOPPED)."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    return STOPPED

@@ -1,0 +1,149 @@
+"""Between a connector's bytes and channel records: preprocessors + codec in, codec + postprocessors out.
+
+The runtime does this around every connector, one preprocessor chain per
+incoming stream (a file, a TCP connection) so frames of different streams
+never mix. With the json codec a frame is checked to be JSON and then
+appended as it was read (the channel format is JSON), and a sink's json
+frame is the channel value itself: no decode/encode round trip.
+
+Frames or events that fail become error events for the connector's `err`
+port: `{"error": ..., "connector": ..., "data": <the frame as text>}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from contraflow.codecs import Codec, CodecError, FrameErrors, Postprocessors, Preprocessors
+from contraflow.connectors.base import ConnectorContext, SinkEvent, SourceData
+from contraflow.events import decode_value, encode_value, event_from_record
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A channel record ready to append: value bytes, metadata, and the port it leaves by."""
+
+    value: bytes
+    meta: dict[str, Any]
+    port: str = "out"
+
+
+@dataclass
+class Decoded:
+    """What one `SourceData` became: records for their ports, and error events for `err`."""
+
+    records: list[Outgoing] = field(default_factory=list)
+    errors: list[Outgoing] = field(default_factory=list)
+
+
+def error_event(
+    ctx: ConnectorContext, reason: str, data: bytes | None, meta: dict[str, Any] | None
+) -> Outgoing:
+    """An error event for the `err` port, with the offending data as text."""
+    value: dict[str, Any] = {"error": reason, "connector": ctx.name}
+    if data is not None:
+        value["data"] = bytes(data).decode("utf-8", "replace")
+    return Outgoing(encode_value(value), dict(meta or {}), "err")
+
+
+def _plain_json(ctx: ConnectorContext, codec: Codec | None) -> bool:
+    """The json codec without options: channel bytes and wire bytes are the same JSON."""
+    return codec is not None and codec.name == "json" and not (ctx.spec.codec and ctx.spec.codec.config)
+
+
+class SourceDecoder:
+    """Turns `SourceData` into channel records, keeping a preprocessor chain per stream."""
+
+    def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
+        self.ctx = ctx
+        self.structured = structured
+        self.codec: Codec | None = None if structured else ctx.codec()
+        self.json_fast_path = _plain_json(ctx, self.codec)
+        self._streams: dict[int, Preprocessors] = {}
+
+    def decode(self, data: SourceData) -> Decoded:
+        out = Decoded()
+        meta = data.meta or {}
+        if data.events is not None:
+            for value, event_meta in data.events:
+                merged = {**meta, **event_meta} if meta else event_meta
+                out.records.append(Outgoing(encode_value(value), merged, data.port))
+        if data.data is not None:
+            chain = self._streams.get(data.stream)
+            if chain is None:
+                chain = self._streams[data.stream] = self.ctx.preprocessors()
+            self._frames(out, lambda: chain.process(data.data or b""), meta, data.port)
+        if data.end_stream:
+            self.end_stream(data.stream, out, meta, data.port)
+        return out
+
+    def end_stream(self, stream: int, out: Decoded, meta: dict[str, Any], port: str = "out") -> None:
+        """Flush what the stream's preprocessors still hold (a last line without a newline)."""
+        chain = self._streams.pop(stream, None)
+        if chain is not None:
+            self._frames(out, chain.finish, meta, port)
+
+    def finish(self) -> Decoded:
+        """End of every stream: the source is exhausted."""
+        out = Decoded()
+        for stream in list(self._streams):
+            self.end_stream(stream, out, {})
+        return out
+
+    def _frames(self, out: Decoded, step: Any, meta: dict[str, Any], port: str) -> None:
+        try:
+            frames = step()
+        except FrameErrors as err:
+            frames = err.frames
+            out.errors.extend(error_event(self.ctx, str(e), None, meta) for e in err.errors)
+        for frame in frames:
+            self._decode_frame(out, frame, meta, port)
+
+    def _decode_frame(self, out: Decoded, frame: bytes, meta: dict[str, Any], port: str) -> None:
+        if not frame.strip() and self.json_fast_path:
+            return  # blank lines between JSON documents carry no event
+        try:
+            if self.json_fast_path:
+                orjson.loads(frame)  # validate only; the frame itself is the channel value
+                value = bytes(frame)
+            else:
+                assert self.codec is not None
+                value = encode_value(self.codec.decode(frame))
+        except (orjson.JSONDecodeError, CodecError, TypeError, ValueError) as err:
+            out.errors.append(error_event(self.ctx, f"invalid {self._codec_name}: {err}", frame, meta))
+            return
+        out.records.append(Outgoing(value, meta, port))
+
+    @property
+    def _codec_name(self) -> str:
+        return self.codec.name if self.codec is not None else "event"
+
+
+class SinkEncoder:
+    """Turns channel records into `SinkEvent`s with wire frames, a postprocessor chain per stream."""
+
+    def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
+        self.ctx = ctx
+        self.structured = structured
+        self.codec: Codec | None = None if structured else ctx.codec()
+        self.json_fast_path = _plain_json(ctx, self.codec)
+        self._streams: dict[int | None, Postprocessors] = {}
+
+    def encode(self, value: bytes, headers: Sequence[tuple[str, bytes]], port: str, offset: int) -> SinkEvent:
+        """One channel record as a sink event; raises CodecError when it cannot be encoded."""
+        event = event_from_record(value, headers)
+        raw = event.raw or b""
+        sink_event = SinkEvent(raw, event.meta, [], port, offset)
+        if self.codec is None:
+            return sink_event
+        frame = raw if self.json_fast_path else self.codec.encode(decode_value(raw))
+        stream = sink_event.stream
+        chain = self._streams.get(stream)
+        if chain is None:
+            chain = self._streams[stream] = self.ctx.postprocessors()
+        sink_event.frames = chain.process(frame)
+        return sink_event

@@ -1,0 +1,32 @@
+"""Fixtures shared across test areas: one SPU and one Spark session per test run (Spark costs seconds)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from contraflow.spu.client import SpuClient
+from contraflow.spu.embedded import EmbeddedSpu
+
+
+@pytest.fixture(scope="session")
+def spu_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with EmbeddedSpu(tmp_path_factory.mktemp("spu"), mode="thread") as spu:
+        yield spu.addr
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from contraflow.spark import session
+
+    spark = session(master="local[2]", data_dir=tmp_path_factory.mktemp("spark"))
+    yield spark
+    spark.stop()
+
+
+@pytest.fixture()
+def spu(spu_addr: str) -> Iterator[SpuClient]:
+    client = SpuClient(spu_addr)
+    yield client
+    client.close()

@@ -1,0 +1,76 @@
+"""`contraflow run` as a real child process (its own process group, so SIGKILL takes Spark's JVM too)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import contraflow
+
+SRC = str(Path(contraflow.__file__).resolve().parents[1])
+
+
+class RunProcess:
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status` in the background."""
+
+    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
+        args = [
+            sys.executable,
+            "-m",
+            "contraflow",
+            "run",
+            str(flow),
+            "--data-dir",
+            str(data_dir),
+            "--no-api",
+            "--no-status",
+        ]
+        self.log = log
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                args, cwd=cwd, env=env, stdout=out, stderr=out, start_new_session=True
+            )
+
+    def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"contraflow run exited ({self.process.returncode}) before {what}:\n{self.tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"timed out after {timeout_s}s waiting for {what}:\n{self.tail()}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL the runtime and everything it started (Spark's JVM, Python workers)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def terminate(self, timeout_s: float = 120) -> int:
+        """SIGTERM the runtime only (it quiesces and stops its children) and wait for its exit code."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            else:  # leftovers of the group (a JVM that outlived it) must not hold the data dir
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+
+    def running(self) -> bool:
+        """The flows are deployed (the command said so)."""
+        return "Ctrl-C drains and stops" in self.log.read_text(errors="replace")
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]

@@ -1,0 +1,42 @@
+"""file -> pipeline (Spark query) -> file, in this process, with acks checkpointing the source."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+
+from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
+
+
+def test_every_event_arrives_once_in_order_and_the_source_is_acked(spark, spu_addr, tmp_path: Path) -> None:
+    sent = write_events(tmp_path / "in.jsonl", 500)
+    out = tmp_path / "out.jsonl"
+    fid = flow_id("files")
+    source = troy(
+        fid,
+        f"""
+  create connector input from lines with path = "{tmp_path}/in.jsonl" end;
+  create connector output from lines with path = "{out}", mode = "truncate" end;
+  create pipeline pass;
+  connect /connector/input to /pipeline/pass;
+  connect /pipeline/pass to /connector/output;
+""",
+    )
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
+            await wait_for(lambda: len(read_events(out)) >= len(sent), what="all events in the sink")
+            flow = runtime.flows[fid]
+            # Acked once delivered: the file source checkpoints the end of the file.
+            await wait_for(lambda: flow.acks["input"].pending == 0, what="acks")
+            assert flow.acks["input"].acked > 0 and flow.acks["input"].failed == 0
+            status = await runtime.get_flow(fid)
+            assert status.status == "running"
+            assert {c.alias: c.connectivity for c in status.connectors}["output"] == "connected"
+
+    asyncio.run(scenario())
+    assert read_events(out) == sent
+    checkpoint = orjson.loads((tmp_path / "data/connectors" / fid / "input" / "input.file.json").read_bytes())
+    assert checkpoint["position"] == (tmp_path / "in.jsonl").stat().st_size

@@ -1,0 +1,91 @@
+"""The flow graph as channels, and the reversed graph contraflow travels along."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contraflow.lang.troy.compiler import compile_source
+from contraflow.runtime.settings import FlowSettings, SettingsError
+from contraflow.runtime.topology import Topology
+
+FLOW = """
+define flow f
+args
+  channels = {"default": {"capacity": 100}, "events/out": {"capacity": 10, "low_watermark": 0.2}}
+flow
+  define connector reader from file with config = {"path": "in", "mode": "read"} end;
+  define connector writer from file with config = {"path": "out", "mode": "append"} end;
+  define pipeline p pipeline select event from in into out; end;
+  define pipeline q pipeline select event from in into out; end;
+  create connector events from reader;
+  create connector other from reader;
+  create connector a from writer;
+  create connector b from writer;
+  create pipeline p;
+  create pipeline q;
+  connect /connector/events to /pipeline/p;
+  connect /connector/events to /pipeline/q;
+  connect /pipeline/p to /connector/a;
+  connect /pipeline/q to /connector/b;
+  connect /connector/other to /pipeline/q;
+end;
+deploy flow one from f;
+deploy flow two from f;
+"""
+
+
+@pytest.fixture(scope="module")
+def flows() -> dict[str, Topology]:
+    deployment = compile_source(FLOW, "<test>", Path.cwd())
+    return {fid: Topology.of(fid, graph) for fid, graph in deployment.flows.items()}
+
+
+def test_one_topic_per_producing_port_and_a_consumer_per_reader(flows: dict[str, Topology]) -> None:
+    one = flows["one"]
+    assert sorted(one.channels) == ["one.events.out", "one.other.out", "one.p.out", "one.q.out"]
+    fan_out = one.channels["one.events.out"]
+    assert [r.consumer for r in fan_out.readers] == ["one.p.in", "one.q.in"]
+    # Two producers into one pipeline port: two topics, read under the same consumer name.
+    assert [(c.topic, r.consumer) for c, r in one.inputs_of("pipeline", "q")] == [
+        ("one.events.out", "one.q.in"),
+        ("one.other.out", "one.q.in"),
+    ]
+
+
+def test_each_deployment_has_its_own_channels(flows: dict[str, Topology]) -> None:
+    assert not set(flows["one"].channels) & set(flows["two"].channels)
+
+
+def test_the_reversed_graph_finds_the_sources_a_sink_must_stop(flows: dict[str, Topology]) -> None:
+    one = flows["one"]
+    assert one.upstream_connectors("a") == {"events"}
+    assert one.upstream_connectors("b") == {"events", "other"}
+    assert one.downstream_connectors("events") == {"a", "b"}
+    assert one.downstream_connectors("other") == {"b"}
+    assert one.upstream_connectors("events") == set()
+
+
+def test_channel_settings_from_flow_args(flows: dict[str, Topology]) -> None:
+    deployment = compile_source(FLOW, "<test>", Path.cwd())
+    graph = deployment.flows["one"]
+    names = {c.name for c in flows["one"].channels.values()}
+    settings = FlowSettings.from_args("one", graph.args, names)
+    assert settings.channel("p/out").capacity == 100
+    events = settings.channel("events/out")
+    assert (events.capacity, events.high, events.low) == (10, 10, 2)
+
+
+@pytest.mark.parametrize(
+    ("channels", "message"),
+    [
+        ({"nope/out": {"capacity": 1}}, "no channel 'nope/out'"),
+        ({"default": {"size": 1}}, "unknown key 'size'"),
+        ({"default": {"low_watermark": 0.9, "high_watermark": 0.5}}, "low_watermark < high_watermark"),
+        ({"default": {"capacity": "big"}}, "must be a number"),
+    ],
+)
+def test_bad_channel_settings_are_user_errors(channels: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        FlowSettings.from_args("f", {"channels": channels}, {"events/out"})
