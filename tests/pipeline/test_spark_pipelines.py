@@ -140,6 +140,16 @@ def test_passthrough_keeps_the_original_bytes_and_metadata(pipeline) -> None:
     p.stop()
 
 
+def test_passthrough_to_a_single_topic_without_headers(pipeline) -> None:
+    p = pipeline("select event from in into out;")
+    p.outputs = {"out": p.outputs["out"]}  # err not wired: every row goes to the sink's one topic
+    p.start()
+    p.feed(b'{"b": [true,  null]}', b"2")
+    p.drain()
+    assert [(r.value, r.headers) for r in p.records("out")] == [(b'{"b": [true,  null]}', []), (b"2", [])]
+    p.stop()
+
+
 def test_select_where_then_script_errors_on_err(pipeline) -> None:
     p = pipeline(
         """

@@ -63,11 +63,11 @@ def start_pipeline(
     """
     _check_ports(graph, inputs, outputs)
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
-    source = _union(spark, plan, spu, _consumers(consumer, inputs))
+    sources = _sources(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
-        _stateful_rows(spark, plan, source, checkpoint, partition_by)
+        _stateful_rows(spark, plan, _union(plan, sources), checkpoint, partition_by)
         if graph.stateful
-        else _stateless_rows(plan, source)
+        else _stateless_rows(plan, sources)
     )
     writer = (
         rows.writeStream.format("contraflow")
@@ -103,57 +103,74 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> 
     return dict(consumer)
 
 
-def _union(spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]) -> DataFrame:
-    """Every input port's topic as rows of INPUT_DDL, one source per port."""
+def _sources(
+    spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]
+) -> dict[str, DataFrame]:
+    """The `contraflow` source of each input port's topic, as the source's own rows."""
+    return {
+        port: spark.readStream.format("contraflow")
+        .option("spu", spu)
+        .option("topic", topic)
+        .option("consumer", consumers[port])
+        .load()
+        for port, topic in plan.inputs.items()
+    }
+
+
+def _union(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFrame:
+    """Every input port's rows as INPUT_DDL: the port they came in on and their ingest time added."""
     from pyspark.sql import functions as F
 
-    frames = []
-    for port, topic in plan.inputs.items():
-        raw = (
-            spark.readStream.format("contraflow")
-            .option("spu", spu)
-            .option("topic", topic)
-            .option("consumer", consumers[port])
-            .load()
+    ingest = F.col("offset") if plan.ingest == "offset" else F.unix_micros("timestamp") * 1000
+    frames = [
+        raw.select(
+            F.lit(port).alias("port"),
+            "topic",
+            "partition",
+            "offset",
+            ingest.cast("bigint").alias("ingest_ns"),
+            "value",
+            "headers",
         )
-        ingest = F.col("offset") if plan.ingest == "offset" else F.unix_micros("timestamp") * 1000
-        frames.append(
-            raw.select(
-                F.lit(port).alias("port"),
-                "topic",
-                "partition",
-                "offset",
-                ingest.cast("bigint").alias("ingest_ns"),
-                "value",
-                "headers",
-            )
-        )
+        for port, raw in sources.items()
+    ]
+    return _union_all(frames)
+
+
+def _union_all(frames: list[DataFrame]) -> DataFrame:
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
     return union
 
 
-def _stateless_rows(plan: PipelinePlan, source: DataFrame) -> DataFrame:
+def _stateless_rows(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, source, routes)
-    return source.mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+        return _routed_rows(plan, sources, routes)
+    return _union(plan, sources).mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
 
 
-def _routed_rows(plan: PipelinePlan, source: DataFrame, routes: dict[str, str]) -> DataFrame:
-    """A pipeline that only routes: Spark moves the rows, bytes and headers untouched, no Python hop."""
+def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
+    """A pipeline that only routes: Spark moves the source rows' bytes and headers, no Python stage.
+
+    Every extra expression here costs (the rows cross from the Python source
+    into the JVM and out to the Python sink), so rows keep the source's own
+    columns and get a `topic` column only when the sink has several topics.
+    """
     from pyspark.sql import functions as F
 
-    headers = F.when(F.size("headers") > 0, F.col("headers")).alias("headers")
-    targets = {port: plan.outputs.get(output) for port, output in routes.items()}
-    if len(set(targets.values())) == 1 and None not in targets.values():
-        return source.select("value", headers)  # one topic for all: the sink's `topic` option
-    topic = F.lit(None).cast("string")
-    for port, target in targets.items():
-        if target is not None:
-            topic = F.when(F.col("port") == port, F.lit(target)).otherwise(topic)
-    return source.select(topic.alias("topic"), "value", headers).where("topic is not null")
+    single = len(set(plan.outputs.values())) == 1
+    frames = []
+    for port, raw in sources.items():
+        target = plan.outputs.get(routes[port])
+        if target is None:
+            continue
+        columns = ["value", "headers"] if single else [F.lit(target).alias("topic"), "value", "headers"]
+        frames.append(raw.select(*columns))
+    if not frames:  # nothing reaches a topic: read (and commit) the input, write nothing
+        return next(iter(sources.values())).select("value", "headers").where("false")
+    return _union_all(frames)
 
 
 def _stateful_rows(
