@@ -1,21 +1,14 @@
 """Running the API with uvicorn inside the runtime's own asyncio loop.
 
-The runtime owns the process: its signals (SIGINT/SIGTERM start quiescence)
-and its loop. So the server here installs no signal handlers, binds its
-socket itself (a port in use is a `UserError`, not uvicorn's `sys.exit`),
-and is stopped by the runtime when the flows have drained.
+The runtime owns the process and its loop (see `contraflow.asgi_server`); it
+stops the API when the flows have drained.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import socket
-from collections.abc import Iterator
-
-import uvicorn
 from fastapi import FastAPI
 
+from contraflow.asgi_server import EmbeddedAsgiServer
 from contraflow.errors import UserError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -23,14 +16,6 @@ DEFAULT_PORT = 9898
 
 # Seconds open connections get to finish when the server stops.
 GRACEFUL_SHUTDOWN_S = 5
-
-
-class _EmbeddedServer(uvicorn.Server):
-    """uvicorn's server without its signal capture: the runtime handles signals."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -44,74 +29,13 @@ def parse_address(address: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port; UserError when the address cannot be used."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as e:
-        raise UserError(f"cannot resolve API host '{host}': {e.strerror}") from None
-    family, kind, proto, _, sockaddr = infos[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(sockaddr)
-        sock.listen(128)
-    except OSError as e:
-        sock.close()
-        raise UserError(f"cannot listen on {host}:{port} for the API: {e.strerror}") from None
-    sock.setblocking(False)
-    return sock
-
-
-class ApiServer:
-    """One uvicorn server as a task of the running loop: `await start()`, later `await stop()`."""
+class ApiServer(EmbeddedAsgiServer):
+    """The REST API's server: a port in use is a `UserError` for the person running it."""
 
     def __init__(self, app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-        self.host = host
-        self.port = port
-        config = uvicorn.Config(
-            app,
-            lifespan="off",
-            log_config=None,  # the runtime configures logging; uvicorn's loggers propagate to it
-            log_level="warning",
-            access_log=False,
-            server_header=False,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        super().__init__(
+            app, host, port, error=UserError, purpose="the API", graceful_shutdown_s=GRACEFUL_SHUTDOWN_S
         )
-        self._server = _EmbeddedServer(config)
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def address(self) -> str:
-        """`host:port` actually bound (the real port when 0 was asked for)."""
-        return f"{self.host}:{self.port}"
-
-    async def start(self) -> str:
-        """Bind, start serving in a task, and return once requests are accepted."""
-        sock = bind(self.host, self.port)
-        self.port = sock.getsockname()[1]
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name=f"api {self.address}")
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()  # re-raise why it could not start
-                raise RuntimeError("API server stopped during startup")
-            await asyncio.sleep(0.01)
-        return self.address
-
-    async def wait(self) -> None:
-        """Until the server stops."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
-
-    async def stop(self) -> None:
-        """Stop accepting, let open requests finish (up to GRACEFUL_SHUTDOWN_S), and return."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        self._server.should_exit = True
-        await asyncio.wait([task])
-        if not task.cancelled():
-            task.result()  # a crash of the server surfaces here
 
 
 async def serve(app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
