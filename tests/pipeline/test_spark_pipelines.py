@@ -17,7 +17,6 @@ from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.pipeline.spark_state import export_state, import_state
 from contraflow.spu.client import SpuClient
-from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.storage.config import TopicConfig
 
 COUNTER = """
@@ -35,27 +34,6 @@ select event from counter into out;
 """
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def spu_addr(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with EmbeddedSpu(tmp_path_factory.mktemp("spu"), mode="thread") as spu:
-        yield spu.addr
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from contraflow.spark import session
-
-    spark = session(master="local[2]", data_dir=tmp_path_factory.mktemp("spark"))
-    yield spark
-    spark.stop()
-
-
-@pytest.fixture()
-def spu(spu_addr: str) -> Iterator[SpuClient]:
-    with SpuClient(spu_addr) as client:
-        yield client
 
 
 class Pipeline:
