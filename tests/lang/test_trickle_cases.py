@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.lang.compile_cases import check_case, compile_output
 
-from contraflow.errors import UserError
 from contraflow.lang.commands import summarize
 from contraflow.lang.troy.compiler import compile_trickle_file
 
@@ -22,25 +22,14 @@ TRICKLE_CASES = sorted(p for p in CASES.glob("trickle-*") if p.is_dir())
 
 def run_case(case: Path) -> tuple[str, bool]:
     """(output, ok): the pipeline summary when the query compiles, else the rendered errors."""
-    try:
-        graph = compile_trickle_file(case / "query.trickle", search_path=[])
-    except UserError as err:
-        return str(err).replace(f"{case}/", ""), False
-    return summarize(graph), True
+    return compile_output(
+        case, lambda: summarize(compile_trickle_file(case / "query.trickle", search_path=[]))
+    )
 
 
 @pytest.mark.parametrize("case", TRICKLE_CASES, ids=[p.name for p in TRICKLE_CASES])
 def test_trickle_case(case: Path) -> None:
-    output, ok = run_case(case)
-    error_file = case / "error.txt"
-    if error_file.exists():
-        assert not ok, f"expected a compile error, got:\n{output}"
-        for expected in error_file.read_text().splitlines():
-            if expected.strip():
-                assert expected in output, f"missing {expected!r} in:\n{output}"
-    else:
-        assert ok, f"unexpected error:\n{output}"
-        assert output == (case / "expected.txt").read_text().rstrip("\n")
+    check_case(case, *run_case(case))
 
 
 def test_there_are_enough_cases() -> None:
