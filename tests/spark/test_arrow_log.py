@@ -98,3 +98,13 @@ def test_rows_without_topic_go_to_the_default_topic_spread_by_task() -> None:
     assert route == Route("out", 1) and table.num_rows == 2
     with pytest.raises(ValueError, match="no 'topic'"):
         list(route_rows(batch, None, {}, 0))
+
+
+def test_coalesce_passes_big_batches_through_without_copying() -> None:
+    big = pa.record_batch({"x": list(range(6))})
+    small = [pa.record_batch({"x": [i]}) for i in range(3)]
+    out = list(coalesce([big, *small, big], max_rows=8, min_rows=4))
+    assert out[0] is big  # the very batch, not a copy
+    assert [b.num_rows for b in out] == [6, 3, 6]
+    assert out[2] is big
+    assert [x for b in out for x in b.column("x").to_pylist()] == [*range(6), 0, 1, 2, *range(6)]

@@ -70,18 +70,38 @@ def batch_to_arrow(
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA).slice(lo, hi - lo)
 
 
-def coalesce(batches: Iterable[pa.RecordBatch], max_rows: int) -> Iterator[pa.RecordBatch]:
-    """Merge small record batches into ones of up to `max_rows` (one copy, fewer JVM round trips)."""
+def coalesce(
+    batches: Iterable[pa.RecordBatch], max_rows: int, min_rows: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """Merge small record batches into ones of up to `max_rows` (fewer JVM round trips).
+
+    A batch of at least `min_rows` (default `max_rows`) passes through as it
+    is, after whatever was pending: copying it would cost the CPU that merging saves.
+    """
+    floor = max_rows if min_rows is None else min_rows
     pending: list[pa.RecordBatch] = []
     rows = 0
     for batch in batches:
+        if batch.num_rows >= floor:
+            if pending:
+                yield from _merged(pending, max_rows)
+                pending, rows = [], 0
+            yield batch
+            continue
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= max_rows:
-            yield from pa.Table.from_batches(pending).combine_chunks().to_batches(max_rows)
+        if rows >= floor:
+            yield from _merged(pending, max_rows)
             pending, rows = [], 0
     if pending:
-        yield from pa.Table.from_batches(pending).combine_chunks().to_batches(max_rows)
+        yield from _merged(pending, max_rows)
+
+
+def _merged(batches: list[pa.RecordBatch], max_rows: int) -> Iterator[pa.RecordBatch]:
+    if len(batches) == 1 and batches[0].num_rows <= max_rows:
+        yield batches[0]
+        return
+    yield from pa.Table.from_batches(batches).combine_chunks().to_batches(max_rows)
 
 
 @dataclass(frozen=True)

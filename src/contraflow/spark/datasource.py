@@ -14,7 +14,9 @@ after a crash is a no-op rather than a duplicate.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +48,10 @@ log = logging.getLogger(__name__)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 ARROW_ROWS_PER_BATCH = 65_536
+# Log batches at least this big go to Spark as they are; smaller ones are merged first.
+ARROW_MIN_ROWS = 2_048
+# Stage requests a write task keeps in flight: the next batch is encoded while the SPU stores the last.
+STAGES_IN_FLIGHT = 4
 
 
 def _client(spu: str) -> Any:
@@ -196,31 +202,38 @@ class TopicStreamReader(DataSourceStreamReader):
         assert isinstance(partition, OffsetRange)
         client = _client(self.options.spu)
         try:
-            yield from coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH)
+            yield from coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
         finally:
             client.close()
 
     def _fetch_range(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+        """The range's records; the next fetch is in flight while Spark takes the current rows."""
         offset = rng.start
-        while offset < rng.end:
-            result = client.fetch(rng.topic, rng.partition, offset, self.options.fetch_bytes)
+        pending = client.fetch_soon(rng.topic, rng.partition, offset, self.options.fetch_bytes)
+        while pending is not None:
+            result = pending.result()
+            if not result.batches and result.next_offset <= offset:
+                raise RuntimeError(
+                    f"{rng.topic}/{rng.partition}: no records at offset {offset} below {rng.end}"
+                )
+            fetched_from, offset = offset, max(offset, result.next_offset)
+            pending = (
+                client.fetch_soon(rng.topic, rng.partition, offset, self.options.fetch_bytes)
+                if offset < rng.end
+                else None
+            )
             if not result.batches:
-                if result.next_offset <= offset:
-                    raise RuntimeError(
-                        f"{rng.topic}/{rng.partition}: no records at offset {offset} below {rng.end}"
-                    )
                 log.warning(
                     "%s/%s: offsets %s..%s are gone (retention)",
                     rng.topic,
                     rng.partition,
+                    fetched_from,
                     offset,
-                    result.next_offset,
                 )
             for batch in result.batches:
-                rows = batch_to_arrow(rng.topic, rng.partition, batch, offset, rng.end)
+                rows = batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
                 if rows is not None:
                     yield rows
-            offset = max(offset, result.next_offset)
 
     def commit(self, end: dict[str, Any]) -> None:
         consumer = self.options.consumer
@@ -282,6 +295,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
     ) -> StagedBatches:
         partition_counts: dict[str, int] = {}
         staged = StagedBatches(query_id, 0, 0)
+        in_flight: deque[Future[bool]] = deque()
         for rows in iterator:
             if rows.num_rows == 0:
                 continue
@@ -290,12 +304,25 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                     partition_counts[topic] = len(client.describe_topic(topic).partitions)
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
-                client.stage(
-                    query_id, batch_id, route.topic, route.partition, batch, writer=str(task), attempt=attempt
+                if len(in_flight) >= STAGES_IN_FLIGHT:
+                    in_flight.popleft().result()
+                in_flight.append(
+                    client.stage_soon(
+                        query_id,
+                        batch_id,
+                        route.topic,
+                        route.partition,
+                        batch,
+                        writer=str(task),
+                        attempt=attempt,
+                        sequence=staged.batches,
+                    )
                 )
                 staged.batches += 1
                 staged.records += routed.num_rows
                 staged.routes.append((route.topic, route.partition))
+        for pending in in_flight:
+            pending.result()
         return staged
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

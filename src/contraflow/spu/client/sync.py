@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
@@ -32,7 +33,11 @@ class LoopThread:
         self._thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return self.submit(coro).result()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        """Start `coro` on the loop and return at once (pipelining: several requests in flight)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def stop(self) -> None:
         if self.loop.is_running():
@@ -151,6 +156,17 @@ class SpuClient:
     ) -> FetchResult:
         return self._run(self.aio.fetch(topic, partition, offset, max_bytes, isolation))
 
+    def fetch_soon(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        max_bytes: int = DEFAULT_FETCH_BYTES,
+        isolation: Isolation = "committed",
+    ) -> Future[FetchResult]:
+        """`fetch` without waiting: the reply arrives while the caller works on the previous one."""
+        return self._thread.submit(self.aio.fetch(topic, partition, offset, max_bytes, isolation))
+
     def list_offsets(
         self, topic: str, partition: int, at: OffsetSpec, isolation: Isolation = "committed"
     ) -> int | None:
@@ -190,10 +206,27 @@ class SpuClient:
         attempt: int = 0,
         sequence: int | None = None,
     ) -> bool:
+        return self.stage_soon(
+            producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt, sequence=sequence
+        ).result()
+
+    def stage_soon(
+        self,
+        producer_id: str,
+        batch_id: int,
+        topic: str,
+        partition: int,
+        batch: Buffer | Sequence[Buffer],
+        *,
+        writer: str = "",
+        attempt: int = 0,
+        sequence: int | None = None,
+    ) -> Future[bool]:
+        """`stage` without waiting; stages of one partition still apply in the order they were sent."""
         staging = self.aio.stage(
             producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt, sequence=sequence
         )
-        return self._run(staging)
+        return self._thread.submit(staging)
 
     def commit(
         self, producer_id: str, batch_id: int, expected_batches: int | None = None
