@@ -105,6 +105,15 @@ class OutputColumns:
         headers = event.headers()
         self.headers.append(pack_headers(headers) if headers else None)
 
+    def add_columns(self, port: str, values: Sequence[bytes], metas: Sequence[bytes | None]) -> None:
+        """Rows of one port as channel bytes and packed meta JSON (what batch entry points return)."""
+        topic = self.topics.get(port)
+        if topic is None or not values:
+            return
+        self.topic.extend([topic] * len(values))
+        self.value.extend(values)
+        self.headers.extend(pack_headers([(META_HEADER, m)]) if m else None for m in metas)
+
     def extend(self, outputs: Sequence[tuple[str, Event]], origin: Origin | None = None) -> None:
         for port, event in outputs:
             self.add(port, event, origin)

@@ -115,12 +115,13 @@ def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
             if node.kind == "output":
                 routes[port] = name
                 break
-            if not _is_identity(node):
+            if not is_identity(node):
                 return None
     return routes
 
 
-def _is_identity(node: Node) -> bool:
+def is_identity(node: Node) -> bool:
+    """A node that never reads or changes an event: a stream, `passthrough`, a plain `select event`."""
     spec = node.spec
     if node.kind == "stream":
         return True

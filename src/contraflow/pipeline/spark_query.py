@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark_columns import OUTPUT_DDL
+from contraflow.pipeline.spark_envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
 from contraflow.pipeline.spark_state import has_progress, pending_import
 from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark_stateless import StatelessBatches
+from contraflow.pipeline.split import split_prefix
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 POOL_PROPERTY = "spark.scheduler.pool"
@@ -65,7 +68,7 @@ def start_pipeline(
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
     sources = _sources(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
-        _stateful_rows(spark, plan, _union(plan, sources), checkpoint, partition_by)
+        _stateful_rows(spark, plan, sources, checkpoint, partition_by)
         if graph.stateful
         else _stateless_rows(plan, sources)
     )
@@ -174,33 +177,40 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
 
 
 def _stateful_rows(
-    spark: SparkSession, plan: PipelinePlan, source: DataFrame, checkpoint: str, partition_by: str | None
+    spark: SparkSession,
+    plan: PipelinePlan,
+    sources: dict[str, DataFrame],
+    checkpoint: str,
+    partition_by: str | None,
 ) -> DataFrame:
-    keyed = source.withColumn(KEY_COLUMN, _key_column(partition_by))
-    nodes = sorted(plan.new_executor().snapshot())
-    processor = PipelineProcessor(plan, nodes)
-    time_mode = "ProcessingTime" if plan.ticks else "None"
+    """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
+    `transformWithState` keyed by the partition key -> the sink's rows."""
+    _check_partition_by(partition_by)
+    split = split_prefix(plan.graph)
+    prefix = replace(plan, graph=split.prefix) if split is not None else None
+    rest = replace(plan, graph=split.rest) if split is not None else plan
+    cut_ports = split.cut_ports if split is not None else ()
+    envelopes = _union_all(
+        [
+            raw.mapInArrow(PackEvents(port, plan.ingest, prefix, cut_ports, partition_by), ENVELOPE_DDL)
+            for port, raw in sources.items()
+        ]
+    )
+    processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
     initial = _initial_state(spark, checkpoint)
-    return keyed.groupBy(KEY_COLUMN).transformWithState(
+    outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
         processor,
-        OUTPUT_DDL,
+        OUTPUT_ENVELOPE_DDL,
         "Append",
-        time_mode,
+        "ProcessingTime" if rest.ticks else "None",
         initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
     )
+    return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
 
 
-def _key_column(partition_by: str | None) -> Column:
-    """The partition key as a string column: constant, the input partition, or an event field."""
-    from pyspark.sql import functions as F
-
-    if partition_by is None:
-        return F.lit("")
-    if partition_by == "partition":
-        return F.concat_ws("/", F.col("port"), F.col("topic"), F.col("partition").cast("string"))
-    if _EVENT_PATH.match(partition_by):
-        path = "$" + partition_by[len("event") :]
-        return F.coalesce(F.get_json_object(F.col("value").cast("string"), path), F.lit(""))
+def _check_partition_by(partition_by: str | None) -> None:
+    if partition_by is None or partition_by == "partition" or _EVENT_PATH.match(partition_by):
+        return
     raise UserError(
         f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}"
     )
