@@ -13,6 +13,7 @@ import pytest
 
 from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.pipeline.spark_state import export_state, import_state
@@ -230,4 +231,47 @@ def test_interval_window_closes_on_the_timer_without_more_input(pipeline) -> Non
     while not p.values() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert p.values() == [2]
+    p.stop()
+
+
+def test_split_group_keyed_pipeline_matches_the_executor(pipeline) -> None:
+    """Parse, filter and enrich run before the state, the windows of each group in its own stream:
+    every group gets the windows the one-stream executor gives it, in the same order."""
+    text = """
+    define script enrich
+    script
+      let event.tier = match event.amount > 5 of case true => "high" default => "low" end;
+      event
+    end;
+    create script enrich;
+    define window pairs from tumbling with size = 2 end;
+    select event from in where event.level == "error" into enrich;
+    select {"key": group[0], "tiers": aggr::win::collect_flattened(event.tier)} from enrich[pairs]
+    group by event.key into out;
+    """
+    p = pipeline(text, input_partitions=2)
+    events = [
+        orjson.dumps({"level": "error" if i % 4 else "info", "key": f"k{i % 5}", "amount": i % 11})
+        for i in range(80)
+    ]
+    events[9] = b"{broken"
+    p.start()
+    p.feed(*events[:40], partition=0)
+    p.feed(*events[40:], partition=1)
+    p.drain()
+    expected = PipelineExecutor(p.graph)
+    want: dict[str, list[Any]] = {"out": [], "err": []}
+    for part in (events[:40], events[40:]):
+        for port, (out, _) in expected.process_values("in", part, None, 0).items():
+            want[port] += [orjson.loads(v) for v in out]
+    got = p.values()
+
+    def by_key(rows: list[Any]) -> dict[str, list[Any]]:
+        grouped: dict[str, list[Any]] = {}
+        for row in rows:
+            grouped.setdefault(row["key"], []).append(row["tiers"])
+        return grouped
+
+    assert by_key(got) == by_key(want["out"]) and len(got) == len(want["out"]) > 10
+    assert [e["event"] for e in p.values("err")] == [e["event"] for e in want["err"]] == ["{broken"]
     p.stop()

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from contraflow.events import META_HEADER, encode_value
 from contraflow.pipeline.executor import Traced
+from contraflow.pipeline.keying import GroupStreams
 from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, input_metas, make_event
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, failure_event
 
@@ -82,7 +83,9 @@ class PackEvents:
 
     `prefix` is the plan of the split pipeline's stateless prefix (None: the
     whole graph is stateful and events go into envelopes untouched);
-    `partition_by` picks the key as in `start_pipeline`.
+    `partition_by` picks the key as in `start_pipeline`; without it, `groups`
+    (if the pipeline's groups are independent, see `contraflow.pipeline.keying`)
+    keys each event by its group's stream.
     """
 
     port: str
@@ -90,6 +93,7 @@ class PackEvents:
     prefix: PipelinePlan | None
     cut_ports: tuple[str, ...]
     partition_by: str | None
+    groups: GroupStreams | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rows in batches:
@@ -160,6 +164,8 @@ class PackEvents:
     ) -> list[tuple[str, pa.RecordBatch]]:
         """The events grouped by partition key, order kept within each group."""
         by = self.partition_by
+        if by is None and self.groups is not None:
+            return _by_key(events, self._group_streams(events))
         if by is None:
             return [("", events)]
         if by == "partition":
@@ -167,8 +173,27 @@ class PackEvents:
         keys = event_keys(rows.column("value").to_pylist(), by)
         if sources is not None:  # each output is keyed like the input it came from
             keys = [keys[i] for i in sources]
-        key_column = pa.array(keys, pa.string())
-        return [(key, events.filter(pc.equal(key_column, key))) for key in dict.fromkeys(keys)]
+        return _by_key(events, keys)
+
+    def _group_streams(self, events: pa.RecordBatch) -> list[str]:
+        """The stream of each event for the stateful part; events already final go with stream 0."""
+        assert self.groups is not None
+        stream = self.groups.stream
+        return [
+            stream(value, orjson.loads(meta) if meta else None) if target.startswith(REST_INPUT) else "0"
+            for target, value, meta in zip(
+                events.column("target").to_pylist(),
+                events.column("value").to_pylist(),
+                events.column("meta").to_pylist(),
+                strict=True,
+            )
+        ]
+
+
+def _by_key(events: pa.RecordBatch, keys: list[str]) -> list[tuple[str, pa.RecordBatch]]:
+    """The events grouped by key, order kept within each group."""
+    key_column = pa.array(keys, pa.string())
+    return [(key, events.filter(pc.equal(key_column, key))) for key in dict.fromkeys(keys)]
 
 
 def _one_by_one(

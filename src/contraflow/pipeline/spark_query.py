@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.keying import GroupStreams, independent_groups
 from contraflow.pipeline.spark_columns import OUTPUT_DDL
 from contraflow.pipeline.spark_envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
@@ -190,9 +191,13 @@ def _stateful_rows(
     prefix = replace(plan, graph=split.prefix) if split is not None else None
     rest = replace(plan, graph=split.rest) if split is not None else plan
     cut_ports = split.cut_ports if split is not None else ()
+    select = independent_groups(rest.graph) if partition_by is None else None
+    groups = GroupStreams(rest.graph, select) if select is not None else None
     envelopes = _union_all(
         [
-            raw.mapInArrow(PackEvents(port, plan.ingest, prefix, cut_ports, partition_by), ENVELOPE_DDL)
+            raw.mapInArrow(
+                PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups), ENVELOPE_DDL
+            )
             for port, raw in sources.items()
         ]
     )

@@ -18,7 +18,9 @@ Outputs leave as one envelope per call.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
+from functools import cached_property
 from itertools import groupby
 from typing import Any
 
@@ -39,8 +41,9 @@ KEY_COLUMN = "key"
 INITIAL_STATE_DDL = f"{KEY_COLUMN} string, snapshot string"
 NS_PER_MS = 1_000_000
 
-# Plan fingerprint -> (key, node -> state text) the worker's shared executor holds right now.
-_resident: dict[str, tuple[Any, dict[str, str]]] = {}
+# (plan fingerprint, key) -> an executor kept in this worker process and the state texts it holds.
+RESIDENT_EXECUTORS = 64
+_resident: OrderedDict[tuple[str, Any], tuple[Any, dict[str, str]]] = OrderedDict()
 
 
 class PipelineProcessor(StatefulProcessor):
@@ -51,11 +54,17 @@ class PipelineProcessor(StatefulProcessor):
         self.nodes = nodes
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        """Declare the value states. Spark also calls this on the driver, only to learn the
+        state schemas, so the executor is built on first use, not here."""
         self.handle = handle
         self.states: dict[str, ValueState] = {n: handle.getValueState(n, STATE_DDL) for n in self.nodes}
-        self.executor = self.plan.executor()
-        self.fresh = {node: _json(value) for node, value in self.plan.initial_state().items()}
         self.loaded: dict[str, str] = {}
+        self.executor: Any = None
+
+    @cached_property
+    def fresh(self) -> dict[str, str]:
+        """Each node's state text before any event."""
+        return {node: _json(value) for node, value in self.plan.initial_state().items()}
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         self._restore(key)
@@ -129,7 +138,8 @@ class PipelineProcessor(StatefulProcessor):
         """Seed a fresh query with an imported snapshot ({node: state}) for this key."""
         snapshot = orjson.loads(initialState.snapshot)
         self.loaded = {}
-        _resident.pop(self.plan.fingerprint, None)
+        _resident.pop((self.plan.fingerprint, key), None)
+        self.executor = self.plan.new_executor()
         self.executor.restore({**self._fresh_values(), **snapshot})
         self._finish(key)
 
@@ -142,11 +152,12 @@ class PipelineProcessor(StatefulProcessor):
         return {node: orjson.loads(text) for node, text in self.fresh.items()}
 
     def _restore(self, key: Any) -> None:
-        """Load every node's stored state (or its initial value) into the executor.
+        """Load the key's stored state of every node (or its initial value) into an executor.
 
-        The executor is shared by every call in this worker process; when it
-        still holds exactly the stored state of this key (it wrote it last),
-        decoding it again is skipped: with many groups that is most of a call.
+        Executors stay in the worker process between calls, one per key (the
+        most recent RESIDENT_EXECUTORS); when the key's executor still holds
+        exactly the stored state (it wrote it last), decoding it again is
+        skipped: with many groups that is most of a call.
         """
         self.loaded = {}
         for node, state in self.states.items():
@@ -154,11 +165,11 @@ class PipelineProcessor(StatefulProcessor):
             if stored is not None and stored[0] is not None:
                 self.loaded[node] = stored[0]
         effective = {node: self.loaded.get(node, fresh) for node, fresh in self.fresh.items()}
-        fingerprint = self.plan.fingerprint
-        if _resident.pop(fingerprint, None) == (key, effective):
-            return
-        with no_cyclic_gc():
-            self.executor.restore({node: orjson.loads(text) for node, text in effective.items()})
+        executor, held = _resident.pop((self.plan.fingerprint, key), (None, None))
+        self.executor = executor if executor is not None else self.plan.new_executor()
+        if held != effective:
+            with no_cyclic_gc():
+                self.executor.restore({node: orjson.loads(text) for node, text in effective.items()})
 
     def _finish(self, key: Any) -> None:
         """Store the states that changed and move the timer to the executor's next deadline."""
@@ -167,7 +178,9 @@ class PipelineProcessor(StatefulProcessor):
             text = effective[node] = _json(value)
             if text != self.loaded.get(node, self.fresh.get(node)) and node in self.states:
                 self.states[node].update((text,))
-        _resident[self.plan.fingerprint] = (key, effective)
+        _resident[(self.plan.fingerprint, key)] = (self.executor, effective)
+        while len(_resident) > RESIDENT_EXECUTORS:
+            _resident.popitem(last=False)
         if self.plan.ticks:
             self._schedule(self.executor.next_deadline_ns())
 
