@@ -96,6 +96,8 @@ class PackEvents:
     groups: GroupStreams | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.prefix is not None:
+            self.prefix.apply_signals(self.prefix.executor())
         for rows in batches:
             if rows.num_rows:
                 yield self._envelopes(rows)
@@ -169,7 +171,9 @@ class PackEvents:
         if by is None:
             return [("", events)]
         if by == "partition":
-            return [(f"{self.port}/{rows.column('topic')[0]}/{rows.column('partition')[0]}", events)]
+            # Not the topic's name: state keyed by (port, partition) moves to an instance whose
+            # channels are other topics.
+            return [(f"{self.port}/{rows.column('partition')[0]}", events)]
         keys = event_keys(rows.column("value").to_pylist(), by)
         if sources is not None:  # each output is keyed like the input it came from
             keys = [keys[i] for i in sources]

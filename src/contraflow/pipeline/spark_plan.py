@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
 from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
+from contraflow.pipeline.signals import apply_signals, has_qos
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
@@ -43,6 +44,7 @@ class PipelinePlan:
     outputs: dict[str, str]
     ingest: IngestMode = "timestamp"
     executor_class: str = DEFAULT_EXECUTOR
+    spu: str | None = None  # where the runtime publishes QoS signals (see `signals`)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -58,6 +60,16 @@ class PipelinePlan:
         untimed pipeline spin (and `processAllAvailable` never return).
         """
         return self.ingest == "timestamp" and has_timers(self.graph)
+
+    @cached_property
+    def qos(self) -> bool:
+        """Whether the pipeline routes by runtime-published signals (then read before each batch)."""
+        return has_qos(self.graph)
+
+    def apply_signals(self, executor: Any) -> None:
+        """Hand `executor` the QoS signals the runtime last published for this pipeline."""
+        if self.qos:
+            apply_signals(executor, self.spu, self.name)
 
     def new_executor(self) -> Any:
         module, attr = self.executor_class.split(":")

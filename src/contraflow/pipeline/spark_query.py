@@ -66,7 +66,7 @@ def start_pipeline(
     `pool` puts the query's jobs in that FAIR scheduler pool.
     """
     _check_ports(graph, inputs, outputs)
-    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
+    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
     sources = _sources(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
         _stateful_rows(spark, plan, sources, checkpoint, partition_by)

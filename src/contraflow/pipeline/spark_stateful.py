@@ -10,16 +10,15 @@ processing-time timer, so windows and batches close on time without input
 
 Rows arrive as envelopes (see `contraflow.pipeline.spark_envelopes`): each
 holds the events of one input batch, already through the pipeline's stateless
-prefix when it splits. Spark does not keep row order through the shuffle into
-this operator, so each call sorts its envelopes by (port, topic, partition,
-first offset): the order of every input partition is the order the graph sees.
-Outputs leave as one envelope per call.
+prefix when it splits. Each call puts its events back in arrival order
+(`arrival_order`) and outputs leave as one envelope per call.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from itertools import groupby
 from typing import Any
@@ -68,17 +67,14 @@ class PipelineProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         self._restore(key)
-        envelopes = sorted(rows, key=lambda r: (r.port, r.topic, r.partition, r.first_offset))
-        batches = [(row, from_ipc(row.events)) for row in envelopes]
+        events = arrival_order(rows)
         out = OutputColumns(self.plan.outputs)
         try:
-            for _, events in batches:
-                self._run_events(events, out)
+            self._run_events(events, out)
         except Exception:  # the executor keeps bad events off this path; redo the events one by one
             self._restore(key)
             out = OutputColumns(self.plan.outputs)
-            for row, events in batches:
-                self._one_by_one(row, events, out)
+            self._one_by_one(events, out)
         self._finish(key)
         return _envelope(out)
 
@@ -102,10 +98,12 @@ class PipelineProcessor(StatefulProcessor):
             for port, (out_values, out_metas) in results.items():
                 out.add_columns(port, out_values, out_metas)
 
-    def _one_by_one(self, row: Row, events: pa.Table, out: OutputColumns) -> None:
-        """An envelope's events as single events, an exception becoming that event's `err` record."""
+    def _one_by_one(self, events: pa.Table, out: OutputColumns) -> None:
+        """The events as single events, an exception becoming that event's `err` record."""
         columns = events.to_pydict()
-        for target, offset, ingest_ns, value, meta in zip(
+        for topic, partition, target, offset, ingest_ns, value, meta in zip(
+            columns["topic"],
+            columns["partition"],
             columns["target"],
             columns["offset"],
             columns["ingest_ns"],
@@ -113,9 +111,7 @@ class PipelineProcessor(StatefulProcessor):
             columns["meta"],
             strict=True,
         ):
-            event = make_event(
-                value, [(META_HEADER, meta)] if meta else [], (row.topic, row.partition, offset)
-            )
+            event = make_event(value, [(META_HEADER, meta)] if meta else [], (topic, partition, offset))
             if target.startswith(FINAL_OUTPUT):
                 out.add(target[len(FINAL_OUTPUT) :], event)
                 continue
@@ -170,6 +166,7 @@ class PipelineProcessor(StatefulProcessor):
         if held != effective:
             with no_cyclic_gc():
                 self.executor.restore({node: orjson.loads(text) for node, text in effective.items()})
+        self.plan.apply_signals(self.executor)
 
     def _finish(self, key: Any) -> None:
         """Store the states that changed and move the timer to the executor's next deadline."""
@@ -192,6 +189,38 @@ class PipelineProcessor(StatefulProcessor):
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in current:
             self.handle.registerTimer(wanted)
+
+
+def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
+    """Every envelope's events in one table, in the order they arrived, as Tremor feeds a pipeline.
+
+    Spark does not keep row order through the shuffle: each input partition's
+    events are put back in offset order, then the partitions (and input
+    ports) are merged by ingest time. A merge never reorders the events of one
+    partition, even where producer-set timestamps go back; ties go to the
+    lower (port, topic, partition).
+    """
+    runs: dict[tuple[str, str, int], list[pa.Table]] = {}
+    for row in sorted(envelopes, key=lambda r: (r.port, r.topic, r.partition, r.first_offset)):
+        events = from_ipc(row.events)
+        count = events.num_rows
+        events = events.append_column("topic", pa.array([row.topic] * count, pa.string()))
+        events = events.append_column("partition", pa.array([row.partition] * count, pa.int32()))
+        runs.setdefault((row.port, row.topic, row.partition), []).append(events)
+    tables = [pa.concat_tables(parts) for parts in runs.values()]
+    whole = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if len(tables) == 1:
+        return whole
+    starts = [0]
+    for table in tables:
+        starts.append(starts[-1] + table.num_rows)
+    merged = heapq.merge(
+        *(
+            zip(table.column("ingest_ns").to_pylist(), range(start, start + table.num_rows), strict=True)
+            for table, start in zip(tables, starts, strict=False)
+        )
+    )
+    return whole.take(pa.array([index for _, index in merged], pa.int64()))
 
 
 def _runs(targets: list[str]) -> Iterator[tuple[str, int, int]]:

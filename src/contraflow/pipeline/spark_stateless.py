@@ -36,6 +36,7 @@ class StatelessBatches:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         executor = self.plan.executor()
+        self.plan.apply_signals(executor)
         for batch in batches:
             for port, rows in _by_port(batch):
                 yield from self._run(executor, port, rows)
