@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from contraflow.events import META_HEADER, encode_value
 from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.keying import GroupStreams
-from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, input_metas, make_event
+from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, failure_event
 
 ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
@@ -67,14 +67,6 @@ def to_ipc(batch: pa.RecordBatch) -> bytes:
 
 def from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-
-
-def ingest_times(rows: pa.RecordBatch, mode: IngestMode) -> pa.Array:
-    """Each row's ingest time in ns: its log timestamp, or its offset (deterministic tests)."""
-    if mode == "offset":
-        return rows.column("offset")
-    micros = rows.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
-    return pc.multiply(micros, 1000)
 
 
 @dataclass(frozen=True)

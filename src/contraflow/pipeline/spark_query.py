@@ -121,26 +121,6 @@ def _sources(
     }
 
 
-def _union(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFrame:
-    """Every input port's rows as INPUT_DDL: the port they came in on and their ingest time added."""
-    from pyspark.sql import functions as F
-
-    ingest = F.col("offset") if plan.ingest == "offset" else F.unix_micros("timestamp") * 1000
-    frames = [
-        raw.select(
-            F.lit(port).alias("port"),
-            "topic",
-            "partition",
-            "offset",
-            ingest.cast("bigint").alias("ingest_ns"),
-            "value",
-            "headers",
-        )
-        for port, raw in sources.items()
-    ]
-    return _union_all(frames)
-
-
 def _union_all(frames: list[DataFrame]) -> DataFrame:
     union = frames[0]
     for frame in frames[1:]:
@@ -152,7 +132,9 @@ def _stateless_rows(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFr
     routes = routing_only(plan.graph)
     if routes is not None:
         return _routed_rows(plan, sources, routes)
-    return _union(plan, sources).mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+    return _union_all(
+        [raw.mapInArrow(StatelessBatches(plan, port), OUTPUT_DDL) for port, raw in sources.items()]
+    )
 
 
 def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
