@@ -15,6 +15,7 @@ from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
+from contraflow.runtime.pipelines import PipelineInput, PipelineRun, topics_by_port
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
@@ -44,6 +45,22 @@ def test_ledger_and_progress_offsets_are_read_per_topic() -> None:
     assert parse_offsets('{"0": 12, "1": 3}') == {0: 12, 1: 3}
     assert parse_offsets({"0": 5}) == {0: 5}
     assert parse_offsets("None") == {} and parse_offsets(None) == {}
+
+
+def test_a_batch_maps_its_sources_to_topics_in_union_order_or_not_at_all() -> None:
+    inputs = [
+        PipelineInput("in", "f.a.out", "f.p.in"),
+        PipelineInput("ctl", "f.c.out", "f.p.ctl"),
+        PipelineInput("in", "f.b.out", "f.p.in"),
+    ]
+    assert topics_by_port(inputs) == {"in": ["f.a.out", "f.b.out"], "ctl": ["f.c.out"]}
+    run = PipelineRun("f", "p", inputs, {"out": "f.p.out"}, None, QueryListener(), "run")
+
+    def batch(*ends: dict[int, int]) -> BatchProgress:
+        return BatchProgress("q", "run", 0, ends, 3, 3, 0.1)
+
+    assert run.consumed(batch({0: 4}, {0: 7}, {0: 1})) == {"f.a.out": 4, "f.b.out": 7, "f.c.out": 1}
+    assert run.consumed(batch({0: 4}, {0: 7})) is None  # a source Spark left out: unknown, not guessed
 
 
 def _batches(listener: QueryListener, run_id: str, rows: int, timeout_s: float = 30) -> list[BatchProgress]:
