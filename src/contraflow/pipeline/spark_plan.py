@@ -12,7 +12,6 @@ import hashlib
 import importlib
 import pickle
 import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
@@ -40,7 +39,7 @@ class PipelinePlan:
     graph: PipelineGraph
     flow: str
     name: str
-    inputs: dict[str, str | Sequence[str]]  # port -> topic(s): a fan-in port reads several
+    inputs: dict[str, str | list[str]]  # port -> topic(s): a fan-in port reads several
     outputs: dict[str, str]
     ingest: IngestMode = "timestamp"
     executor_class: str = DEFAULT_EXECUTOR

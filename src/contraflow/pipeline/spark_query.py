@@ -11,7 +11,7 @@ micro-batch). Stateless pipelines are a `mapInArrow`; stateful ones a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
@@ -38,7 +38,7 @@ def start_pipeline(
     graph: PipelineGraph,
     *,
     spu: str,
-    inputs: Mapping[str, str | Sequence[str]],
+    inputs: Mapping[str, str | list[str]],
     outputs: Mapping[str, str],
     checkpoint: str,
     name: str,
@@ -52,9 +52,10 @@ def start_pipeline(
     """Start `graph` as the streaming query `name` and return it.
 
     `inputs`/`outputs` map the pipeline's ports to topics (output ports left
-    out are discarded); an input port may read several topics (fan-in: each is
-    its own source with its own consumer offsets, and the port sees their union). `consumer` is the consumer name the sources commit
-    offsets under: one name, or one per input port. `trigger` is a Spark
+    out are discarded); an input port may read a list of topics (fan-in: each
+    is its own source with its own consumer offsets; the port sees their
+    union). `consumer` is the consumer name the sources commit offsets under:
+    one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
     A pipeline with timers (interval windows, batch timeouts) defaults to a
     trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
@@ -87,7 +88,7 @@ def start_pipeline(
 
 
 def _check_ports(
-    graph: PipelineGraph, inputs: Mapping[str, str | Sequence[str]], outputs: Mapping[str, str]
+    graph: PipelineGraph, inputs: Mapping[str, str | list[str]], outputs: Mapping[str, str]
 ) -> None:
     if not inputs:
         raise UserError(f"pipeline '{graph.name}' needs at least one input topic")
@@ -100,9 +101,7 @@ def _check_ports(
             raise UserError(f"pipeline '{graph.name}' has no {kind} port(s) {unknown}; it has {known}")
 
 
-def _consumers(
-    consumer: str | Mapping[str, str], inputs: Mapping[str, str | Sequence[str]]
-) -> dict[str, str]:
+def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | list[str]]) -> dict[str, str]:
     if isinstance(consumer, str):
         return {port: consumer for port in inputs}
     missing = sorted(set(inputs) - set(consumer))
@@ -131,7 +130,7 @@ def _sources(
     }
 
 
-def _topics(topics: str | Sequence[str]) -> list[str]:
+def _topics(topics: str | list[str]) -> list[str]:
     return [topics] if isinstance(topics, str) else list(topics)
 
 
