@@ -15,7 +15,7 @@ from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
-from contraflow.runtime.pipelines import PipelineInput, PipelineRun, topics_by_port
+from contraflow.runtime.pipelines import PipelineInput, PipelineRun, last_committed_ends, topics_by_port
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
@@ -114,6 +114,10 @@ def test_the_listener_reports_each_fan_in_batch_and_the_ledger_its_outputs(
     finally:
         query.stop()
     assert sorted(orjson.loads(value)["n"] for value in _values(spu, out)) == list(range(201))
+    # Spark commits the last batch's offsets to the source only when it plans another one;
+    # the checkpoint knows where a restarted query's earlier batches ended.
+    assert spu.fetch_offset(f"{prefix}.consumer", right, 0) == 80
+    assert last_committed_ends(tmp_path / "checkpoint") == ({0: 120}, {0: 81})
 
 
 def _values(spu: SpuClient, topic: str) -> list[bytes]:

@@ -151,12 +151,13 @@ class FlowMonitor:
         return BatchLineage(consumed, ledger_ends(ends))
 
     async def _committed_lineage(self, alias: str, run: PipelineRun) -> BatchLineage:
-        """A conservative stand-in for batches the listener cannot describe: what the query has
-        committed as consumed (those batches' sink commits came first), and as outputs the
-        whole of its output channels as they are now."""
-        consumed = {
-            inp.topic: await self.client.fetch_offset(inp.consumer, inp.topic, 0) or 0 for inp in run.inputs
-        }
+        """A conservative stand-in for batches the listener cannot describe: as consumed, what
+        the query committed (on the SPU, or in its checkpoint before this run: those batches'
+        sink commits came first); as outputs, the whole of its output channels as they are now."""
+        consumed = {}
+        for inp in run.inputs:
+            committed = await self.client.fetch_offset(inp.consumer, inp.topic, 0) or 0
+            consumed[inp.topic] = max(committed, run.resumed.get(inp.topic, 0))
         return BatchLineage(consumed, await self._output_ends(alias))
 
     async def _output_ends(self, alias: str) -> dict[str, int]:

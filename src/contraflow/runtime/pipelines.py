@@ -17,12 +17,12 @@ instead, pushed by Spark rather than polled.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
-from contraflow.runtime.listener import BatchProgress, QueryListener, query_listener
+from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
 
 log = logging.getLogger("contraflow.runtime.pipelines")
 
@@ -44,6 +44,33 @@ def topics_by_port(inputs: list[PipelineInput]) -> dict[str, list[str]]:
     return ports
 
 
+def by_topic(inputs: list[PipelineInput], source_ends: tuple[dict[int, int], ...]) -> dict[str, int] | None:
+    """Spark's per-source end offsets as input topic -> offset, or None if they do not match."""
+    topics = [t for port_topics in topics_by_port(inputs).values() for t in port_topics]
+    if len(source_ends) != len(topics):
+        return None
+    # Spark lists a query's sources in plan order: the order the ports' topics were unioned.
+    return {topic: min(ends.values()) for topic, ends in zip(topics, source_ends, strict=True) if ends}
+
+
+def last_committed_ends(checkpoint: Path) -> tuple[dict[int, int], ...]:
+    """Each source's end offset in the newest batch the checkpoint's commit log holds (none: ()).
+
+    Spark writes `offsets/{batch}` (a version line, a metadata line, then one
+    offset per source in plan order) before a batch and `commits/{batch}` after
+    it. Spark hands the sources those offsets to commit only when it plans the
+    next batch, so after a stop they can be ahead of the consumer offsets on the SPU.
+    """
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
+    if not commits:
+        return ()
+    try:
+        lines = (checkpoint / "offsets" / str(max(commits))).read_text().splitlines()
+    except OSError:
+        return ()
+    return tuple(parse_offsets(line) for line in lines[2:])
+
+
 @dataclass
 class PipelineRun:
     """One running pipeline query with its channels."""
@@ -55,6 +82,7 @@ class PipelineRun:
     query: Any
     listener: QueryListener
     run_id: str
+    resumed: dict[str, int] = field(default_factory=dict)  # input topic -> end of earlier runs' batches
 
     @property
     def name(self) -> str:
@@ -67,13 +95,7 @@ class PipelineRun:
     def consumed(self, batch: BatchProgress) -> dict[str, int] | None:
         """Input topic -> next offset after what `batch` read, or None if its sources cannot be
         matched to topics (Spark left a source out of the plan, e.g. a port routed nowhere)."""
-        topics = [t for port_topics in topics_by_port(self.inputs).values() for t in port_topics]
-        if len(batch.input_ends) != len(topics):
-            return None
-        # Spark lists a query's sources in plan order: the order the ports' topics were unioned.
-        return {
-            topic: min(ends.values()) for topic, ends in zip(topics, batch.input_ends, strict=True) if ends
-        }
+        return by_topic(self.inputs, batch.input_ends)
 
     def error(self) -> str | None:
         """Why the query died, if it did (as the listener heard it: no JVM call)."""
@@ -102,6 +124,7 @@ def start_pipeline_query(
     listener = query_listener(spark)  # before the start: the first batch must not go unheard
     checkpoint = checkpoint_root / flow_id / alias
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    resumed = by_topic(inputs, last_committed_ends(checkpoint)) or {}  # read before new batches run
     consumers = {inp.port: inp.consumer for inp in inputs}
     query = start_pipeline(
         spark,
@@ -114,7 +137,7 @@ def start_pipeline_query(
         consumer=consumers,
         flow=flow_id,
     )
-    return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId))
+    return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
 
 
 def _activate(spark: Any) -> None:
