@@ -40,7 +40,7 @@ class PipelinePlan:
     graph: PipelineGraph
     flow: str
     name: str
-    inputs: dict[str, str]
+    inputs: dict[str, str | list[str]]  # port -> topic(s): a fan-in port reads several
     outputs: dict[str, str]
     ingest: IngestMode = "timestamp"
     executor_class: str = DEFAULT_EXECUTOR

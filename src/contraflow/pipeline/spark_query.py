@@ -42,7 +42,7 @@ def start_pipeline(
     graph: PipelineGraph,
     *,
     spu: str,
-    inputs: Mapping[str, str],
+    inputs: Mapping[str, str | list[str]],
     outputs: Mapping[str, str],
     checkpoint: str,
     name: str,
@@ -56,8 +56,10 @@ def start_pipeline(
     """Start `graph` as the streaming query `name` and return it.
 
     `inputs`/`outputs` map the pipeline's ports to topics (output ports left
-    out are discarded). `consumer` is the consumer name the sources commit
-    offsets under: one name, or one per input port. `trigger` is a Spark
+    out are discarded); an input port may read a list of topics (fan-in: each
+    is its own source with its own consumer offsets; the port sees their
+    union). `consumer` is the consumer name the sources commit offsets under:
+    one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
     A pipeline with timers (interval windows, batch timeouts) defaults to a
     trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
@@ -89,16 +91,21 @@ def start_pipeline(
     return _start_in_pool(spark, writer, pool)
 
 
-def _check_ports(graph: PipelineGraph, inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+def _check_ports(
+    graph: PipelineGraph, inputs: Mapping[str, str | list[str]], outputs: Mapping[str, str]
+) -> None:
     if not inputs:
         raise UserError(f"pipeline '{graph.name}' needs at least one input topic")
+    empty = sorted(port for port, topics in inputs.items() if not _topics(topics))
+    if empty:
+        raise UserError(f"pipeline '{graph.name}' input port(s) {empty} have no topic")
     for kind, ports, known in (("input", inputs, graph.inputs), ("output", outputs, graph.outputs)):
         unknown = sorted(set(ports) - set(known))
         if unknown:
             raise UserError(f"pipeline '{graph.name}' has no {kind} port(s) {unknown}; it has {known}")
 
 
-def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> dict[str, str]:
+def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | list[str]]) -> dict[str, str]:
     if isinstance(consumer, str):
         return {port: consumer for port in inputs}
     missing = sorted(set(inputs) - set(consumer))
@@ -110,15 +117,25 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> 
 def _sources(
     spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]
 ) -> dict[str, DataFrame]:
-    """The `contraflow` source of each input port's topic, as the source's own rows."""
+    """Each input port's rows, as the source's own rows: one `contraflow` source per topic of
+    the port (a fan-in port reads several), unioned in the order the topics are listed."""
     return {
-        port: spark.readStream.format("contraflow")
-        .option("spu", spu)
-        .option("topic", topic)
-        .option("consumer", consumers[port])
-        .load()
-        for port, topic in plan.inputs.items()
+        port: _union_all(
+            [
+                spark.readStream.format("contraflow")
+                .option("spu", spu)
+                .option("topic", topic)
+                .option("consumer", consumers[port])
+                .load()
+                for topic in _topics(topics)
+            ]
+        )
+        for port, topics in plan.inputs.items()
     }
+
+
+def _topics(topics: str | list[str]) -> list[str]:
+    return [topics] if isinstance(topics, str) else list(topics)
 
 
 def _union_all(frames: list[DataFrame]) -> DataFrame:
