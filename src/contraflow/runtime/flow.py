@@ -30,6 +30,8 @@ from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.pipelines import PipelineInput, PipelineRun, start_pipeline_query
+from contraflow.runtime.qos_feed import QosFeed
+from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import SinkRunner
 from contraflow.runtime.source import SourceRunner
@@ -93,6 +95,9 @@ class FlowInstance:
         self._monitor_task: asyncio.Task[None] | None = None
         self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
         self._breaker_causes: dict[str, str] = {}  # "cause:sink" -> why
+        self._breaker_holds: dict[str, set[str]] = {}  # connector -> the "cause:sink" keys holding its gate
+        self.routes = Routes(self.topology, graph.pipelines)
+        self.qos: QosFeed | None = None
         self.finished = asyncio.Event()
         self.started_at = time.monotonic()
 
@@ -139,6 +144,8 @@ class FlowInstance:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
                 await self.client.create_topic(topic, TopicConfig(partitions=1))
         await self._start_pipelines()
+        running = {alias: self.graph.pipelines[alias] for alias in self.pipelines}
+        self.qos = QosFeed(self.id, running, self.routes, self.client)
         self.monitor = FlowMonitor(
             self.id,
             self.topology,
@@ -150,6 +157,11 @@ class FlowInstance:
         )
         for alias, inst in self.connectors.items():
             self._build_runners(alias, inst)
+        for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
+            if inst.sink is not None:
+                self._breaker_causes[f"breaker:{alias}"] = "not connected yet"
+                self.breakers[alias] = "not connected yet"
+        self._apply_breakers()
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
         for alias, inst in self.connectors.items():
@@ -204,8 +216,6 @@ class FlowInstance:
             inst.source = SourceRunner(
                 inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
-            for sink in self.topology.downstream_connectors(alias):
-                inst.gate.hold(f"breaker:{sink}", f"waiting for {sink} to connect")
         if cls.is_sink and inputs:
             inst.sink = SinkRunner(
                 inst.connector,
@@ -218,6 +228,7 @@ class FlowInstance:
                 metrics,
                 functools.partial(self._sink_breaker, alias),
                 inst.connect,
+                self.qos.delivery if self.qos is not None and self.qos.active else None,
             )
 
     # -- running -------------------------------------------------------------------------------
@@ -255,6 +266,8 @@ class FlowInstance:
                 await self.monitor.tick()
                 for tracker in self.acks.values():
                     await tracker.advance(self.monitor.delivered)
+                if self.qos is not None and self.qos.active:
+                    await self.qos.publish()
                 for alias, run in self.pipelines.items():
                     error = run.error()
                     if error and self.state != "failed":
@@ -267,7 +280,7 @@ class FlowInstance:
             await asyncio.sleep(TICK_S)
 
     def _sink_breaker(self, sink: str, is_open: bool, why: str, cause: str = "breaker") -> None:
-        """A sink's breaker: hold (or release) every source that reaches it, along the reversed graph.
+        """A sink's breaker: hold (or release) the sources it stops, along the reversed graph.
 
         `cause` keeps independent reasons apart: the runtime's own (`breaker`: the connection is
         lost, or not up yet) and the connector's (`capacity`: e.g. all request slots busy), so a
@@ -284,12 +297,7 @@ class FlowInstance:
             self.breakers[sink] = "; ".join(reasons)
         else:
             self.breakers.pop(sink, None)
-        for source in self.topology.upstream_connectors(sink):
-            gate = self.connectors[source].gate
-            if is_open:
-                gate.hold(key, f"breaker open: {sink} {why}")
-            else:
-                gate.release(key)
+        self._apply_breakers()
         now_open = sink in self.breakers
         for channel, _ in self.topology.inputs_of("connector", sink):
             self.services.metrics.set_breaker(self.id, channel.name, now_open)
@@ -302,6 +310,29 @@ class FlowInstance:
                 why,
                 extra={"event": "breaker", "flow": self.id, "sink": sink, "open": now_open, "why": why},
             )
+
+    def _apply_breakers(self) -> None:
+        """Hold each connector that feeds something by the open breakers it cannot route around.
+
+        Without a `qos::roundrobin` on the way that is every open sink it reaches (the reversed
+        graph); a round robin with an output still available absorbs the others (`Routes`).
+        The QoS feed hears the same change and marks those outputs unavailable.
+        """
+        routes = self.routes.with_open(frozenset(self.breakers))
+        for alias, inst in self.connectors.items():
+            blockers = routes.of_source(alias) - {alias}
+            wanted = {
+                key: f"breaker open: {key.split(':', 1)[1]} {why}"
+                for key, why in self._breaker_causes.items()
+                if key.split(":", 1)[1] in blockers
+            }
+            for key in self._breaker_holds.get(alias, set()) - wanted.keys():
+                inst.gate.release(key)
+            for key, why in wanted.items():
+                inst.gate.hold(key, why)
+            self._breaker_holds[alias] = set(wanted)
+        if self.qos is not None:
+            self.qos.breakers(frozenset(self.breakers))
 
     def _connector_breaker(self, sink: str, is_open: bool, why: str) -> None:
         """What a connector signals itself (`ctx.open_breaker`): at capacity, not disconnected."""

@@ -9,12 +9,17 @@ Delivery and contraflow:
   the batch to the connector's `err` port as error events. Either way the
   offset is committed only after the batch was handled, so a crash
   redelivers (at least once) and never skips.
+
+Every attempt, delivered or failed, is reported to `feedback(topic, append
+times in ms, failed)` when given: the QoS feed turns it into signals for
+`qos::backpressure` and `qos::percentile` upstream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -29,6 +34,8 @@ from contraflow.runtime.wire import SinkEncoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 
 log = logging.getLogger("contraflow.runtime.sink")
+
+Feedback = Callable[[str, Sequence[int], bool], None]  # (input topic, append times in ms, failed)
 
 MAX_BATCH_EVENTS = 1024
 
@@ -48,6 +55,7 @@ class SinkRunner:
         metrics: Any,
         breaker: Callable[[bool, str], None],
         connect: SharedConnect,
+        feedback: Feedback | None = None,
     ) -> None:
         self.connector = connector
         self.ctx = connector.ctx
@@ -60,6 +68,7 @@ class SinkRunner:
         self.metrics = metrics
         self.breaker = breaker
         self.connect_shared = connect
+        self.feedback = feedback
         self.encoder = SinkEncoder(self.ctx, connector.structured)
         self.committed: dict[str, int] = {}
         self._send_lock = asyncio.Lock()
@@ -91,14 +100,14 @@ class SinkRunner:
                     for start in range(0, len(records), MAX_BATCH_EVENTS):
                         chunk = records[start : start + MAX_BATCH_EVENTS]
                         await self.gate.wait()
-                        await self._deliver_records(chunk, port)
+                        await self._deliver_records(chunk, port, topic)
                         offset = chunk[-1].offset + 1
                         await self.client.commit_offset(consumer, topic, 0, offset)
                         self.committed[topic] = offset
         finally:
             await stream.close()
 
-    async def _deliver_records(self, records: Sequence[Any], port: str) -> None:
+    async def _deliver_records(self, records: Sequence[Any], port: str, topic: str) -> None:
         events: list[SinkEvent] = []
         for record in records:
             try:
@@ -106,16 +115,23 @@ class SinkRunner:
             except (CodecError, ValueError, TypeError) as err:
                 await self._to_err(f"cannot encode: {err}", [(record.value, record.headers)])
         if events:
-            await self.deliver(events)
+            report = None
+            if self.feedback is not None:
+                report = functools.partial(self.feedback, topic, [r.timestamp for r in records])
+            await self.deliver(events, report)
 
-    async def deliver(self, events: Sequence[SinkEvent]) -> None:
-        """Send one batch: reconnect on ConnectionLost, retry retryable failures, else to `err`."""
+    async def deliver(
+        self, events: Sequence[SinkEvent], report: Callable[[bool], None] | None = None
+    ) -> None:
+        """Send one batch: reconnect on ConnectionLost, retry retryable failures, else to `err`.
+
+        `report(failed)` hears the outcome of every attempt (the QoS feedback)."""
         delays = self.delivery.delays()
         attempt = 0
         while True:
             try:
                 async with self._send_lock:
-                    await self.connector.send(events)
+                    await self._send(events, report)
             except ConnectionLost as err:
                 self.connected = False
                 self.ready.clear()
@@ -143,6 +159,17 @@ class SinkRunner:
             )
             self.ctx.metrics.count(events[0].port, len(events), nbytes)
             return
+
+    async def _send(self, events: Sequence[SinkEvent], report: Callable[[bool], None] | None) -> None:
+        if report is None:
+            await self.connector.send(events)
+            return
+        try:
+            await self.connector.send(events)
+        except (ConnectionLost, DeliveryFailed):
+            report(True)
+            raise
+        report(False)
 
     async def _reconnect(self, why: str) -> bool:
         """Hold the breaker open while the outside end is unreachable; close it once connected."""
