@@ -103,8 +103,9 @@ class Routes:
             where, name, port = todo.pop()
             for edge in _edges(where, name, port):
                 for nxt in self._steps(where, edge.to_node, edge.to_port, found):
-                    if nxt not in seen:
-                        seen.add(nxt)
+                    key = (nxt[0].alias, nxt[0].prefix, nxt[1], nxt[2])
+                    if key not in seen:
+                        seen.add(key)
                         todo.append(nxt)
         return found
 
