@@ -143,7 +143,11 @@ def test_failed_deliveries_lower_the_published_signals(spu_addr: str, spu: SpuCl
             published = spu.get_control(control)
             assert published["share"] == {"perc": 0.5}
             # Three failures in a row: the back-off stays at its last, 200 ms step.
-            assert before_ns + 200_000_000 <= published["slow"]["backoff_until_ns"] <= time.time_ns() + 200_000_000
+            assert (
+                before_ns + 200_000_000
+                <= published["slow"]["backoff_until_ns"]
+                <= time.time_ns() + 200_000_000
+            )
 
             now_ms = time.time_ns() // 1_000_000
             feed.delivery(out_topic, [now_ms], failed=False)  # timely: the back-off ends, perc creeps up
@@ -214,3 +218,43 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
         asyncio.run(scenario())
     finally:
         down.stop()
+
+
+def test_a_pausing_back_off_names_the_sources_to_hold_until_it_ends(spu_addr: str) -> None:
+    fid = flow_id("pausing")
+    graph = compiled(
+        fid,
+        """
+  define pipeline gentle
+  pipeline
+    define operator slow from qos::backpressure with timeout = 100, steps = [300], method = "pause" end;
+    create operator slow;
+    select event from in into slow;
+    select event from slow into out;
+  end;
+  create pipeline gentle;
+  define connector ticks from metronome with config = {"interval": 1000000000} end;
+  create connector ticks;
+  create connector out from lines with path = "out.jsonl", mode = "truncate" end;
+  connect /connector/ticks to /pipeline/gentle;
+  connect /pipeline/gentle to /connector/out;
+""",
+    )
+    topology = Topology.of(fid, graph)
+    assert topology.feeding_pipeline("gentle") == {"ticks"}
+
+    async def scenario() -> None:
+        client = AsyncSpuClient(spu_addr)
+        try:
+            feed = QosFeed(fid, graph.pipelines, Routes(topology, graph.pipelines), client)
+            assert feed.pauses(time.time_ns()) == {}
+            now_ms = time.time_ns() // 1_000_000
+            feed.delivery(channel_topic(fid, "gentle", "out"), [now_ms - 500], failed=False)  # too slow
+            paused = feed.pauses(time.time_ns())
+            assert list(paused) == ["qos:gentle/slow"] and paused["qos:gentle/slow"][0] == "gentle"
+            until_ns = paused["qos:gentle/slow"][1]
+            assert feed.pauses(until_ns + 1) == {}  # the back-off is over: the sources pull again
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())

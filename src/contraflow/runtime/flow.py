@@ -98,6 +98,7 @@ class FlowInstance:
         self._breaker_holds: dict[str, set[str]] = {}  # connector -> the "cause:sink" keys holding its gate
         self.routes = Routes(self.topology, graph.pipelines)
         self.qos: QosFeed | None = None
+        self._qos_holds: set[str] = set()  # gate keys of running `method = "pause"` back-offs
         self.finished = asyncio.Event()
         self.started_at = time.monotonic()
 
@@ -267,6 +268,7 @@ class FlowInstance:
                 for tracker in self.acks.values():
                     await tracker.advance(self.monitor.delivered)
                 if self.qos is not None and self.qos.active:
+                    self._apply_qos_pauses()
                     await self.qos.publish()
                 for alias, run in self.pipelines.items():
                     error = run.error()
@@ -333,6 +335,21 @@ class FlowInstance:
             self._breaker_holds[alias] = set(wanted)
         if self.qos is not None:
             self.qos.breakers(frozenset(self.breakers))
+
+    def _apply_qos_pauses(self) -> None:
+        """Hold the sources of a pipeline whose `qos::backpressure` (`method = "pause"`) backs off."""
+        assert self.qos is not None
+        paused = self.qos.pauses(time.time_ns())
+        for key in self._qos_holds - paused.keys():
+            for inst in self.connectors.values():
+                inst.gate.release(key)
+        for key, (pipeline, until_ns) in paused.items():
+            why = f"qos back-off in {key.removeprefix('qos:')} for {max(0, until_ns - time.time_ns()) // 1_000_000} ms"
+            for alias in self.topology.feeding_pipeline(pipeline):
+                inst = self.connectors[alias]
+                if inst.source is not None:
+                    inst.gate.hold(key, why)
+        self._qos_holds = set(paused)
 
     def _connector_breaker(self, sink: str, is_open: bool, why: str) -> None:
         """What a connector signals itself (`ctx.open_breaker`): at capacity, not disconnected."""

@@ -8,7 +8,10 @@ Feedback sources (what the runtime already has, nothing new is measured):
   record's log timestamp: it covers queueing in front of a slow sink and the
   send itself); each event of a failed attempt (a retryable failure about to
   be retried, an exhausted retry, a lost connection) observes a failure.
-  The governors (`contraflow.pipeline.qos`) apply Tremor's rules.
+  The governors (`contraflow.pipeline.qos`) apply Tremor's rules. A
+  `qos::backpressure` node with `method = "pause"` lets events pass; instead
+  the flow holds the sources upstream of its pipeline while the back-off lasts
+  (`pauses`), as Tremor's operator pauses them with a circuit breaker event.
 - `qos::roundrobin`: the sinks' circuit breakers. An output port is
   unavailable while an event sent there would be stopped by an open breaker
   (`Routes`: a sink it must reach is open, with no round robin to go around it).
@@ -46,6 +49,14 @@ class GovernedNode:
     path: str  # the node path inside it (`outer/inner` when nested)
     governor: BackpressureGovernor | PercentileGovernor
     topics: frozenset[str]
+    pauses: bool = False  # `qos::backpressure` with `method = "pause"`: hold the sources instead
+
+    @property
+    def pause_until_ns(self) -> int:
+        """When the sources may pull again (0: this node does not pause them)."""
+        if self.pauses and isinstance(self.governor, BackpressureGovernor):
+            return self.governor.until_ns
+        return 0
 
     def observe(self, now_ns: int, latency_ms: float | None, failed: bool) -> dict[str, Any]:
         if isinstance(self.governor, BackpressureGovernor):
@@ -102,7 +113,8 @@ class QosFeed:
                 else PercentileGovernor.from_spec(spec)
             )
             topics = frozenset(topic for _, topic in self.routes.sinks_of_port(scope, name, ["out"]))
-            self.governed.append(GovernedNode(alias, f"{scope.prefix}{name}", governor, topics))
+            pauses = spec.kind == "qos::backpressure" and spec.config.get("method") == "pause"
+            self.governed.append(GovernedNode(alias, f"{scope.prefix}{name}", governor, topics, pauses))
 
     @property
     def active(self) -> bool:
@@ -137,6 +149,15 @@ class QosFeed:
                 else:
                     signals.pop(node.path, None)
         self._urgent = True
+
+    def pauses(self, now_ns: int) -> dict[str, tuple[str, int]]:
+        """Back-offs of `method = "pause"` nodes still running at `now_ns`:
+        gate key -> (pipeline alias whose sources to hold, until when in wall-clock ns)."""
+        return {
+            f"qos:{node.alias}/{node.path}": (node.alias, node.pause_until_ns)
+            for node in self.governed
+            if node.pause_until_ns > now_ns
+        }
 
     # -- publishing ----------------------------------------------------------------------------
 

@@ -99,6 +99,10 @@ class Topology:
         """Connectors that reach connector `alias`: the sources its breaker stops (the reversed graph)."""
         return self._reach(("connector", alias), self._predecessors)
 
+    def feeding_pipeline(self, alias: str) -> set[str]:
+        """Connectors that reach pipeline `alias`: the sources a pause of its QoS nodes holds."""
+        return self._reach(("pipeline", alias), self._predecessors)
+
     @staticmethod
     def _reach(start: tuple[str, str], step: object) -> set[str]:
         assert callable(step)
