@@ -132,8 +132,8 @@ def test_failed_deliveries_lower_the_published_signals(spu_addr: str, spu: SpuCl
                 "slow": {out_topic, spill_topic},  # `slow/out` reaches both through `share`
                 "share": {out_topic},
             }
-            await feed.publish()
-            assert spu.get_control(control) == {}  # a restart starts from clean signals
+            await feed.publish()  # neutral signals first: a restart does not inherit the last run's
+            assert spu.get_control(control) == {"slow": {"backoff_until_ns": 0}, "share": {"perc": 1.0}}
 
             before_ns = time.time_ns()
             feed.delivery(spill_topic, [0], failed=True)  # behind `slow` only
@@ -208,8 +208,13 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
 
             down.start()  # sink_b's server comes up: b is available again and gets its share
             await wait_for(lambda: "sink_b" not in flow.breakers, what="sink_b's breaker to close")
-            await wait_for(lambda: spu.get_control(signals_name(f"{fid}.spread")) == {}, what="b available")
-            await wait_for(lambda: len(down.received()) >= 10, what="events at sink_b")
+            await wait_for(
+                lambda: spu.get_control(signals_name(f"{fid}.spread")) == {"rr": {"unavailable": []}},
+                what="b published as available",
+            )
+            routed = appended_to_b()
+            await wait_for(lambda: appended_to_b() >= routed + 10, what="new events routed to b")
+            await wait_for(lambda: len(down.received()) >= routed + 10, what="events at sink_b")
         total = emitted(flow)
         ids = [e["id"] for e in read_events(out_a)] + [e["id"] for e in down.received()]  # type: ignore[index]
         assert sorted(ids) == list(range(total)), "events lost or duplicated"

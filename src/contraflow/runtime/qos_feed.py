@@ -20,6 +20,9 @@ Signals go to the Spark workers as the SPU control value of each pipeline
 query (`contraflow.pipeline.signals`), only when they changed: breaker
 changes on the next monitor tick, governor changes at most every
 `PUBLISH_INTERVAL_S`, so a busy sink does not turn into a control write per batch.
+Every node's signal is always present, its neutral value included
+(`{"unavailable": []}`, `{"perc": 1.0}`...): a worker only updates the nodes a
+published value names, so a node left out would keep its last signal.
 """
 
 from __future__ import annotations
@@ -115,6 +118,7 @@ class QosFeed:
             topics = frozenset(topic for _, topic in self.routes.sinks_of_port(scope, name, ["out"]))
             pauses = spec.kind == "qos::backpressure" and spec.config.get("method") == "pause"
             self.governed.append(GovernedNode(alias, f"{scope.prefix}{name}", governor, topics, pauses))
+            self.signals[alias][f"{scope.prefix}{name}"] = governor.signal()
 
     @property
     def active(self) -> bool:
@@ -143,11 +147,7 @@ class QosFeed:
         for alias, nodes in self.roundrobins.items():
             for node in nodes:
                 down = [p for p in node.ports if routes.of_port(node.scope, node.name, p)]
-                signals = self.signals[alias]
-                if down:
-                    signals[node.path] = {"unavailable": down}
-                else:
-                    signals.pop(node.path, None)
+                self.signals[alias][node.path] = {"unavailable": down}
         self._urgent = True
 
     def pauses(self, now_ns: int) -> dict[str, tuple[str, int]]:
