@@ -80,7 +80,7 @@ class FlowInstance:
         self.services = services
         self.topology = Topology.of(flow_id, graph)
         self.settings = FlowSettings.from_args(
-            flow_id, graph.args, {c.name for c in self.topology.channels.values()}
+            flow_id, graph.args, {c.name for c in self.topology.channels.values()}, set(graph.pipelines)
         )
         self.state: State = "initializing"
         self.error: str | None = None
@@ -194,6 +194,7 @@ class FlowInstance:
                 inputs=inputs,
                 outputs=outputs,
                 checkpoint_root=self.services.data_dir / "checkpoints",
+                trigger=self.settings.pipeline(alias).trigger,
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:

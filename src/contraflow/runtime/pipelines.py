@@ -87,8 +87,13 @@ def start_pipeline_query(
     inputs: dict[str, tuple[str, str]],
     outputs: dict[str, str],
     checkpoint_root: Path,
+    trigger: str | None = None,
 ) -> PipelineRun:
-    """Start `graph` as a Spark query from its input channels to its output channels."""
+    """Start `graph` as a Spark query from its input channels to its output channels.
+
+    `trigger` is a processing-time interval ("100 milliseconds"); None keeps
+    the pipeline's default (batches back to back; timer pipelines tick).
+    """
     _activate(spark)
     checkpoint = checkpoint_root / flow_id / alias
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
@@ -96,7 +101,7 @@ def start_pipeline_query(
     try:
         from contraflow.pipeline.spark_query import start_pipeline
     except ImportError:
-        query = _passthrough(spark, spu, inputs, outputs, str(checkpoint), name)
+        query = _passthrough(spark, spu, inputs, outputs, str(checkpoint), name, trigger)
     else:
         query = start_pipeline(
             spark,
@@ -108,6 +113,7 @@ def start_pipeline_query(
             name=name,
             consumer={port: consumer for port, (_, consumer) in inputs.items()},
             flow=flow_id,
+            trigger=trigger,
         )
     return PipelineRun(flow_id, alias, inputs, outputs, query)
 
@@ -125,6 +131,7 @@ def _passthrough(
     outputs: dict[str, str],
     checkpoint: str,
     name: str,
+    trigger: str | None,
 ) -> Any:
     """Until the pipeline executor is merged: every input event goes to `out` unchanged."""
     streams = []
@@ -137,11 +144,11 @@ def _passthrough(
     out_topic = outputs.get("out")
     if out_topic is None:
         raise ValueError(f"pipeline {name} has no `out` channel to pass events to")
-    return (
+    writer = (
         frame.writeStream.format("contraflow")
         .queryName(name)
         .option("spu", spu)
         .option("topic", out_topic)
         .option("checkpointLocation", checkpoint)
-        .start()
     )
+    return (writer.trigger(processingTime=trigger) if trigger else writer).start()

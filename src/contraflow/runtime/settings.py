@@ -1,4 +1,4 @@
-"""Per-flow runtime settings read from the flow's args: channel bounds, delivery retries, acks.
+"""Per-flow runtime settings read from the flow's args: channel bounds, pipeline triggers, delivery, acks.
 
 Troy's `connect` statement has no `with` block, so a flow sets these through
 reserved args (defaults in the `define flow ... args`, overridden per
@@ -9,21 +9,26 @@ deployment with `deploy flow x from f with ... end`):
                      "high_watermark": 1.0, "low_watermark": 0.5},
       "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
     },
+    pipelines = {
+      "default": {"trigger_ms": 0},            # 0: next micro-batch as soon as the last one ended
+      "windows": {"trigger_ms": 100}           # a pipeline by its alias
+    },
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
     ack = "delivered"                          # or "persisted"
 
-A channel key is `producer_alias/port`; unknown keys are user errors.
+A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypeVar
 
 from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
+T = TypeVar("T")
 
 
 class SettingsError(UserError):
@@ -68,6 +73,30 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True)
+class PipelineSettings:
+    """When a pipeline's Spark query starts its micro-batches.
+
+    `trigger_ms = 0` (default): the next batch starts as soon as the last one
+    ended and input is there; Spark then polls the input every 10 ms while
+    idle. Pipelines with timers (interval windows, batch timeouts) tick every
+    500 ms instead. A positive `trigger_ms` starts a batch every that many
+    milliseconds (at once when the last one overran): the tick of timer
+    pipelines, or fewer idle polls for latency-tolerant ones.
+    """
+
+    trigger_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trigger_ms < 0:
+            raise SettingsError(f"pipeline trigger_ms must be >= 0, got {self.trigger_ms}")
+
+    @property
+    def trigger(self) -> str | None:
+        """The processing-time interval for Spark, or None for the pipeline's default."""
+        return f"{self.trigger_ms} milliseconds" if self.trigger_ms else None
+
+
+@dataclass(frozen=True)
 class DeliverySettings:
     """How often and how patiently a sink retries a batch that failed with a retryable error."""
 
@@ -88,32 +117,52 @@ class FlowSettings:
     default_channel: ChannelSettings
     delivery: DeliverySettings
     ack: AckMode
+    pipelines: Mapping[str, PipelineSettings] = field(default_factory=dict)
+    default_pipeline: PipelineSettings = PipelineSettings()
 
     def channel(self, name: str) -> ChannelSettings:
         """Settings of the channel `producer_alias/port`."""
         return self.channels.get(name, self.default_channel)
 
+    def pipeline(self, alias: str) -> PipelineSettings:
+        """Settings of the pipeline instance `alias`."""
+        return self.pipelines.get(alias, self.default_pipeline)
+
     @classmethod
-    def from_args(cls, flow_id: str, args: Mapping[str, Any], channel_names: set[str]) -> FlowSettings:
-        raw_channels = args.get("channels") or {}
-        if not isinstance(raw_channels, Mapping):
-            raise SettingsError(f"flow '{flow_id}': `channels` must be a record of channel settings")
-        default = _build(
-            ChannelSettings(), raw_channels.get("default", {}), f"flow '{flow_id}' channels.default"
-        )
-        channels: dict[str, ChannelSettings] = {}
-        for name, raw in raw_channels.items():
-            if name == "default":
-                continue
-            if name not in channel_names:
-                known = ", ".join(sorted(channel_names)) or "none"
-                raise SettingsError(f"flow '{flow_id}': no channel '{name}' (channels: {known})")
-            channels[name] = _build(default, raw, f"flow '{flow_id}' channels.{name}")
+    def from_args(
+        cls,
+        flow_id: str,
+        args: Mapping[str, Any],
+        channel_names: set[str],
+        pipeline_names: Collection[str] = (),
+    ) -> FlowSettings:
+        default, channels = _named(flow_id, "channels", ChannelSettings(), args, channel_names)
+        default_pipeline, pipelines = _named(flow_id, "pipelines", PipelineSettings(), args, pipeline_names)
         delivery = _build(DeliverySettings(), args.get("delivery") or {}, f"flow '{flow_id}' delivery")
         ack = args.get("ack", "delivered")
         if ack not in ("delivered", "persisted"):
             raise SettingsError(f'flow \'{flow_id}\': `ack` must be "delivered" or "persisted", not {ack!r}')
-        return cls(channels, default, delivery, ack)
+        return cls(channels, default, delivery, ack, pipelines, default_pipeline)
+
+
+def _named(
+    flow_id: str, arg: str, base: T, args: Mapping[str, Any], names: Collection[str]
+) -> tuple[T, dict[str, T]]:
+    """A reserved arg of per-name settings: (its `default` over `base`, each named entry over that)."""
+    raw_all = args.get(arg) or {}
+    kind = arg.rstrip("s")
+    if not isinstance(raw_all, Mapping):
+        raise SettingsError(f"flow '{flow_id}': `{arg}` must be a record of {kind} settings")
+    default: T = _build(base, raw_all.get("default", {}), f"flow '{flow_id}' {arg}.default")
+    named: dict[str, T] = {}
+    for name, raw in raw_all.items():
+        if name == "default":
+            continue
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none"
+            raise SettingsError(f"flow '{flow_id}': no {kind} '{name}' ({arg}: {known})")
+        named[name] = _build(default, raw, f"flow '{flow_id}' {arg}.{name}")
+    return default, named
 
 
 def _build(base: Any, raw: Any, where: str) -> Any:
