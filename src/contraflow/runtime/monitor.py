@@ -96,11 +96,9 @@ class FlowMonitor:
     async def _observe(self) -> None:
         progress: dict[str, dict[str, int]] = {}
         for alias, run in self.pipelines.items():
-            progress[alias] = await asyncio.to_thread(run.consumed)
-            stats = await asyncio.to_thread(run.batch_stats)
+            progress[alias], stats = await asyncio.to_thread(run.progress)
             if stats is not None:
-                _, seconds, rows_in, rows_out = stats
-                self.metrics.pipeline_batch(self.flow_id, alias, seconds, rows_in, rows_out)
+                self.metrics.pipeline_batch(self.flow_id, alias, stats.seconds, stats.rows_in, stats.rows_out)
         for topic, channel in self.topology.channels.items():
             for reader in channel.readers:
                 committed = await self.client.fetch_offset(reader.consumer, topic, 0) or 0

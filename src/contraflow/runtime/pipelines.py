@@ -18,11 +18,20 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from contraflow.lang.graph import PipelineGraph
 
 log = logging.getLogger("contraflow.runtime.pipelines")
+
+
+class BatchStats(NamedTuple):
+    """One finished micro-batch."""
+
+    batch_id: int
+    seconds: float
+    rows_in: int
+    rows_out: int
 
 
 @dataclass
@@ -40,11 +49,18 @@ class PipelineRun:
     def name(self) -> str:
         return f"{self.flow_id}/{self.alias}"
 
-    def consumed(self) -> dict[str, int]:
-        """Input topic -> offset every record below which a finished micro-batch processed (blocking call)."""
+    def progress(self) -> tuple[dict[str, int], BatchStats | None]:
+        """What the last finished micro-batch tells (blocking: one call into the JVM per tick).
+
+        (input topic -> offset every record below which a finished batch
+        processed, stats of that batch if it is new since the last call).
+        """
         progress = self.query.lastProgress
         if not progress:
-            return {}
+            return {}, None
+        return self._consumed(progress), self._batch_stats(progress)
+
+    def _consumed(self, progress: dict[str, Any]) -> dict[str, int]:
         sources = progress.get("sources") or []
         if len(sources) != len(self.inputs):
             return {}
@@ -58,15 +74,13 @@ class PipelineRun:
                 consumed[topic] = int(min(end.values()))
         return consumed
 
-    def batch_stats(self) -> tuple[int, float, int, int] | None:
-        """(batch id, seconds, rows in, rows out) of a micro-batch finished since the last call, or None."""
-        progress = self.query.lastProgress
-        if not progress or progress.get("batchId", -1) == self._last_batch:
+    def _batch_stats(self, progress: dict[str, Any]) -> BatchStats | None:
+        if progress.get("batchId", -1) == self._last_batch:
             return None
         self._last_batch = int(progress["batchId"])
         duration = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
         rows_out = int((progress.get("sink") or {}).get("numOutputRows", -1))
-        return self._last_batch, duration, int(progress.get("numInputRows", 0)), max(rows_out, 0)
+        return BatchStats(self._last_batch, duration, int(progress.get("numInputRows", 0)), max(rows_out, 0))
 
     def error(self) -> str | None:
         """Why the query died, if it did."""
