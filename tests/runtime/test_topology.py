@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from contraflow.lang.troy.compiler import compile_source
-from contraflow.runtime.settings import FlowSettings, SettingsError
+from contraflow.runtime.settings import DEFAULT_TRIGGER_MS, FlowSettings, SettingsError
 from contraflow.runtime.topology import Topology
 
 FLOW = """
@@ -82,9 +82,13 @@ def test_pipeline_triggers_from_flow_args(flows: dict[str, Topology]) -> None:
     graph = compile_source(FLOW, "<test>", Path.cwd()).flows["one"]
     names = {c.name for c in flows["one"].channels.values()}
     settings = FlowSettings.from_args("one", graph.args, names, set(graph.pipelines))
-    assert settings.pipeline("p").trigger == "250 milliseconds"  # the flow's default
-    assert settings.pipeline("q").trigger is None  # 0: batches back to back, Spark's own default
-    assert FlowSettings.from_args("f", {}, set(), {"p"}).pipeline("p").trigger is None
+    p, q = settings.pipeline("p"), settings.pipeline("q")
+    assert p.trigger(timers=False) == p.trigger(timers=True) == "250 milliseconds"  # the flow's default
+    assert q.trigger(timers=False) is None  # 0: batches back to back (Spark's own default)
+    assert q.trigger(timers=True) is None  # ... and a timer pipeline keeps its tick
+    unset = FlowSettings.from_args("f", {}, set(), {"p"}).pipeline("p")
+    assert unset.trigger(timers=False) == f"{DEFAULT_TRIGGER_MS} milliseconds"
+    assert unset.trigger(timers=True) is None
 
 
 @pytest.mark.parametrize(

@@ -194,7 +194,7 @@ class FlowInstance:
                 inputs=inputs,
                 outputs=outputs,
                 checkpoint_root=self.services.data_dir / "checkpoints",
-                trigger=self.settings.pipeline(alias).trigger,
+                settings=self.settings.pipeline(alias),
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from contraflow.lang.graph import PipelineGraph
+from contraflow.runtime.settings import PipelineSettings
 
 log = logging.getLogger("contraflow.runtime.pipelines")
 
@@ -101,13 +102,11 @@ def start_pipeline_query(
     inputs: dict[str, tuple[str, str]],
     outputs: dict[str, str],
     checkpoint_root: Path,
-    trigger: str | None = None,
+    settings: PipelineSettings | None = None,
 ) -> PipelineRun:
-    """Start `graph` as a Spark query from its input channels to its output channels.
-
-    `trigger` is a processing-time interval ("100 milliseconds"); None keeps
-    the pipeline's default (batches back to back; timer pipelines tick).
-    """
+    """Start `graph` as a Spark query from its input channels to its output channels,
+    with the trigger `settings` ask for (by default: every 100 ms, pipelines with timers every tick)."""
+    settings = settings or PipelineSettings()
     _activate(spark)
     checkpoint = checkpoint_root / flow_id / alias
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
@@ -115,8 +114,12 @@ def start_pipeline_query(
     try:
         from contraflow.pipeline.spark_query import start_pipeline
     except ImportError:
+        trigger = settings.trigger(timers=False)
         query = _passthrough(spark, spu, inputs, outputs, str(checkpoint), name, trigger)
     else:
+        from contraflow.pipeline.spark_plan import has_timers
+
+        trigger = settings.trigger(timers=has_timers(graph))
         query = start_pipeline(
             spark,
             graph,

@@ -10,8 +10,8 @@ deployment with `deploy flow x from f with ... end`):
       "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
     },
     pipelines = {
-      "default": {"trigger_ms": 0},            # 0: next micro-batch as soon as the last one ended
-      "windows": {"trigger_ms": 100}           # a pipeline by its alias
+      "default": {"trigger_ms": 250},          # a micro-batch every 250 ms (unset: 100, timers 500)
+      "windows": {"trigger_ms": 0}             # a pipeline by its alias; 0: back to back
     },
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
     ack = "delivered"                          # or "persisted"
@@ -29,6 +29,9 @@ from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
 T = TypeVar("T")
+# Untimed pipelines: the wait it adds at low rates is smaller than what the 10 ms idle polls cost a
+# busy box (benchmarks/flows.py: no slower at 200 events/s, half the CPU of an idle flow).
+DEFAULT_TRIGGER_MS = 100
 
 
 class SettingsError(UserError):
@@ -76,24 +79,28 @@ class ChannelSettings:
 class PipelineSettings:
     """When a pipeline's Spark query starts its micro-batches.
 
-    `trigger_ms = 0` (default): the next batch starts as soon as the last one
-    ended and input is there; Spark then polls the input every 10 ms while
-    idle. Pipelines with timers (interval windows, batch timeouts) tick every
-    500 ms instead. A positive `trigger_ms` starts a batch every that many
-    milliseconds (at once when the last one overran): the tick of timer
-    pipelines, or fewer idle polls for latency-tolerant ones.
+    Unset (`None`), a pipeline without timers starts a batch every
+    DEFAULT_TRIGGER_MS, one with timers (interval windows, batch timeouts)
+    every 500 ms, its tick. `trigger_ms = 0` starts the next batch as soon as
+    the last one ended and input is there, which makes Spark poll the input
+    every 10 ms while idle: a call into its Python source runner and two SPU
+    requests each time, about 0.2 of a core per idle pipeline here. A
+    positive `trigger_ms` starts a batch every that many milliseconds (at
+    once after one that overran, so under load it changes nothing).
     """
 
-    trigger_ms: int = 0
+    trigger_ms: int | None = None
 
     def __post_init__(self) -> None:
-        if self.trigger_ms < 0:
+        if self.trigger_ms is not None and self.trigger_ms < 0:
             raise SettingsError(f"pipeline trigger_ms must be >= 0, got {self.trigger_ms}")
 
-    @property
-    def trigger(self) -> str | None:
-        """The processing-time interval for Spark, or None for the pipeline's default."""
-        return f"{self.trigger_ms} milliseconds" if self.trigger_ms else None
+    def trigger(self, timers: bool) -> str | None:
+        """The processing-time interval for Spark, or None for back to back (timers: their tick)."""
+        trigger_ms = self.trigger_ms
+        if trigger_ms is None:
+            trigger_ms = 0 if timers else DEFAULT_TRIGGER_MS
+        return f"{trigger_ms} milliseconds" if trigger_ms else None
 
 
 @dataclass(frozen=True)
@@ -169,15 +176,13 @@ def _build(base: Any, raw: Any, where: str) -> Any:
     """`base` with the keys of record `raw` replaced, each checked against the dataclass fields."""
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{where} must be a record")
-    known = {f.name: f.type for f in fields(base)}
+    known = {f.name: str(f.type) for f in fields(base)}
     for key, value in raw.items():
         if key not in known:
             raise SettingsError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SettingsError(f"{where}.{key} must be a number, got {value!r}")
     try:
-        return replace(
-            base, **{k: (int(v) if isinstance(getattr(base, k), int) else float(v)) for k, v in raw.items()}
-        )
+        return replace(base, **{k: (float(v) if "float" in known[k] else int(v)) for k, v in raw.items()})
     except SettingsError as err:
         raise SettingsError(f"{where}: {err}") from None
