@@ -14,12 +14,13 @@
   backlog of sent-but-not-back events did not grow). While 10k is not
   sustained the rate steps down (5k, 2.5k) to the highest one that is. Then
   the floor: 200 events/s, where each micro-batch is small and latency is
-  Spark's fixed per-batch cost, with Spark's default trigger and with
-  `trigger_ms = 250` side by side. Each run also gives the median duration and
+  Spark's fixed per-batch cost, with the runtime's default trigger (a batch
+  every 100 ms) and with `trigger_ms = 0` (back to back, 10 ms idle polls)
+  side by side. Each run also gives the median duration and
   size of its Spark batches.
 
 Prints one JSON object. Run: PYTHONPATH=src python benchmarks/flows.py [latency]
-(`latency`: only the latency runs, about a minute and a half).
+(`latency`: only the latency runs, one to two minutes).
 """
 
 from __future__ import annotations
@@ -150,14 +151,14 @@ class LatencyRun:
     rate: int
     seconds: float
     warmup: float
-    trigger_ms: int = 0
+    trigger_ms: int | None = None  # None: the runtime's default
 
 
 async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: LatencyRun) -> dict[str, Any]:
     """Latency of every event sent after the warm-up, whether the flow kept up, and Spark's batches."""
     from contraflow.runtime.runtime import Runtime
 
-    fid = f"latency{run.rate}t{run.trigger_ms}"
+    fid = f"latency{run.rate}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
     body = f"""
   define connector bench from bench
   with codec = "json", preprocessors = ["separate"],
@@ -168,7 +169,7 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
   connect /connector/bench to /pipeline/pass;
   connect /pipeline/pass to /connector/bench;
 """
-    args = f'pipelines = {{"pass": {{"trigger_ms": {run.trigger_ms}}}}}'
+    args = "" if run.trigger_ms is None else f'pipelines = {{"pass": {{"trigger_ms": {run.trigger_ms}}}}}'
     runtime = Runtime(spu, spark, work / "data")
     backlog: list[int] = []  # sent - received, sampled: grows when the flow falls behind
     quiet = io.TextIOWrapper(io.BytesIO())  # the bench connector prints its report to stdout's buffer
@@ -227,16 +228,17 @@ def median_of(items: list[dict[str, Any]], key: Any) -> float | None:
 
 
 def latency_runs(spu: str, spark: Any, work: Path, source: Path) -> dict[str, Any]:
-    """10k events/s, stepping the rate down until the flow keeps up; then the floor at a low rate,
-    with Spark's default trigger and with a 250 ms processing-time trigger, side by side."""
+    """10k events/s, stepping the rate down until the flow keeps up; then the floor at a low rate
+    with the runtime's default trigger (100 ms) and with batches back to back (`trigger_ms = 0`)."""
     runs = []
-    for rate in LATENCY_RATES:
-        runs.append(asyncio.run(run_latency(spu, spark, work, source, LatencyRun(rate, 16, 6))))
+    for i, rate in enumerate(LATENCY_RATES):
+        seconds, warmup = (12, 5) if i == 0 else (10, 4)
+        runs.append(asyncio.run(run_latency(spu, spark, work, source, LatencyRun(rate, seconds, warmup))))
         if runs[-1]["sustained"]:
             break
     floor = [
-        asyncio.run(run_latency(spu, spark, work, source, LatencyRun(FLOOR_RATE, 10, 3, trigger)))
-        for trigger in (0, 250)
+        asyncio.run(run_latency(spu, spark, work, source, LatencyRun(FLOOR_RATE, 8, 3, trigger)))
+        for trigger in (None, 0)
     ]
     sustained = [r for r in runs if r["sustained"]]
     return {
@@ -244,7 +246,7 @@ def latency_runs(spu: str, spark: Any, work: Path, source: Path) -> dict[str, An
         "latency_highest_sustained": sustained[0] if sustained else None,
         "latency_steps": runs[1:],
         "latency_floor": floor[0],
-        "latency_floor_trigger_250ms": floor[1],
+        "latency_floor_back_to_back": floor[1],
     }
 
 
