@@ -172,6 +172,7 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
     args = "" if run.trigger_ms is None else f'pipelines = {{"pass": {{"trigger_ms": {run.trigger_ms}}}}}'
     runtime = Runtime(spu, spark, work / "data")
     backlog: list[int] = []  # sent - received, sampled: grows when the flow falls behind
+    depths: dict[str, list[int]] = {}  # where the backlog sits: each channel's depth, sampled
     quiet = io.TextIOWrapper(io.BytesIO())  # the bench connector prints its report to stdout's buffer
     with contextlib.redirect_stdout(quiet):
         await runtime.deploy(flow_troy(fid, body, args), "<bench>")
@@ -183,10 +184,14 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
             status = bench.status()
             if status["sent"] and len(backlog) * BACKLOG_SAMPLE_S < run.seconds:
                 backlog.append(status["sent"] - status["received"])
+                for state_of, state in (flow.monitor.states if flow.monitor else {}).items():
+                    depths.setdefault(state_of.split(".", 1)[1], []).append(state.depth)
         batches = [p for pipeline in flow.pipelines.values() for p in pipeline.query.recentProgress]
         await runtime.quiesce_all()
     report = dict(getattr(bench, "report", None) or bench.finish())  # type: ignore[attr-defined]
-    return summarize(run, report, backlog, batches)
+    return summarize(run, report, backlog, batches) | {
+        "channel_depth_median": {name: round(statistics.median(d)) for name, d in sorted(depths.items())}
+    }
 
 
 def summarize(
