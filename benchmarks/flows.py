@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import statistics
 import sys
@@ -44,6 +45,7 @@ REPEATS = 3
 LATENCY_RATES = (10_000, 5_000, 2_500)  # asked first; the next ones only while the flow falls behind
 FLOOR_RATE = 200  # events/s: every batch is small, so latency is Spark's fixed per-batch cost
 BACKLOG_SAMPLE_S = 0.5
+_RUNS = itertools.count()  # flow ids stay unique when a rate and trigger repeat
 
 
 def make_events(path: Path, count: int) -> list[bytes]:
@@ -158,7 +160,7 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
     """Latency of every event sent after the warm-up, whether the flow kept up, and Spark's batches."""
     from contraflow.runtime.runtime import Runtime
 
-    fid = f"latency{run.rate}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
+    fid = f"latency{run.rate}n{next(_RUNS)}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
     body = f"""
   define connector bench from bench
   with codec = "json", preprocessors = ["separate"],

@@ -118,3 +118,13 @@ def test_bad_channel_settings_are_user_errors(channels: dict[str, object], messa
 def test_bad_pipeline_settings_are_user_errors(pipelines: object, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         FlowSettings.from_args("f", {"pipelines": pipelines}, set(), {"p"})
+
+
+def test_append_linger_from_flow_args() -> None:
+    assert FlowSettings.from_args("f", {}, set()).appends.linger_ms == 20.0
+    settings = FlowSettings.from_args("f", {"appends": {"linger_ms": 2}}, set())
+    assert settings.appends.linger_ms == 2.0 and isinstance(settings.appends.linger_ms, float)
+    with pytest.raises(SettingsError, match="linger_ms must be >= 0"):
+        FlowSettings.from_args("f", {"appends": {"linger_ms": -1}}, set())
+    with pytest.raises(SettingsError, match="unknown key 'batch'"):
+        FlowSettings.from_args("f", {"appends": {"batch": 1}}, set())

@@ -88,7 +88,9 @@ class FlowInstance:
         self.pipelines: dict[str, PipelineRun] = {}
         self.acks: dict[str, AckTracker] = {}
         self.client = AsyncSpuClient(services.spu_addr)
-        self.producer = AsyncProducer(self.client, ProducerSettings(linger_ms=2.0))
+        self.producer = AsyncProducer(
+            self.client, ProducerSettings(linger_ms=self.settings.appends.linger_ms)
+        )
         self.monitor: FlowMonitor | None = None
         self._monitor_task: asyncio.Task[None] | None = None
         self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
