@@ -23,6 +23,21 @@ from contraflow.spu.storage.config import TopicConfig
 
 _names = itertools.count()
 
+# The pipeline-state RFC's example: a script counting every event in its node state.
+RFC_COUNTER = """
+define script counter
+script
+  let state = match type::is_null(state) of
+    case true => 1
+    default => state + 1
+  end;
+  {"count": state, "event": event}
+end;
+create script counter;
+select event from in into counter;
+select event from counter into out;
+"""
+
 
 def read_topic(spu: SpuClient, topic: str) -> list[Any]:
     """Every committed record of `topic`, partition by partition, in offset order."""

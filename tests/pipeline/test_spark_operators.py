@@ -20,24 +20,10 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
 from contraflow.spu.client import SpuClient
-from tests.pipeline.spark_harness import SparkPipeline
+from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline
 
 TICK = "200 milliseconds"
 SECOND_NS = 1_000_000_000
-
-RFC_COUNTER = """
-define script counter
-script
-  let state = match type::is_null(state) of
-    case true => 1
-    default => state + 1
-  end;
-  {"count": state, "event": event}
-end;
-create script counter;
-select event from in into counter;
-select event from counter into out;
-"""
 
 
 @pytest.fixture()
