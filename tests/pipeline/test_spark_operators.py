@@ -20,7 +20,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
 from contraflow.spu.client import SpuClient
-from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline
+from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
 
 TICK = "200 milliseconds"
 SECOND_NS = 1_000_000_000
@@ -381,3 +381,36 @@ def test_nested_pipelines_keep_their_own_state_across_micro_batches(pipeline) ->
     p.feed("z")
     p.drain()
     assert p.values() == [{"n": i, "v": {"n": i, "v": v}} for i, v in ((1, "x"), (2, "y"), (3, "z"))]
+
+
+def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
+    """Stop once the events are in the batch's state, before its timeout; the restarted query flushes it."""
+    p = pipeline(
+        f"""
+        define operator b from generic::batch with count = 10, timeout = {6 * SECOND_NS} end;
+        create operator b;
+        select event from in into b;
+        select event from b into out;
+        """
+    ).start(trigger=TICK)
+    p.feed(1, 2)
+    poll(lambda: [p.query.lastProgress], lambda found: bool(found[0] and found[0]["numInputRows"]), 30)
+    p.stop()
+    assert p.values() == []  # stopped with the batch pending
+    p.start(trigger=TICK)  # the timer is in the checkpoint: it fires without new input
+    assert p.wait_for(1) == [[1, 2]]
+    p.feed(3)
+    assert p.wait_for(2) == [[1, 2], [3]]
+
+
+def test_interval_windows_with_partition_by_close_each_key_on_its_timer(pipeline) -> None:
+    p = pipeline(
+        f"""
+        define window second from tumbling with interval = {SECOND_NS} end;
+        select {{"k": group[0], "n": aggr::stats::count()}} from in[second] group by event.k into out;
+        """
+    ).start(trigger=TICK, partition_by="event.k")
+    p.feed({"k": "a"}, {"k": "b"}, {"k": "a"}, b"not json")  # no field to key by: key "", then err
+    out = p.wait_for(2)
+    assert sorted(out, key=str) == sorted([{"k": "a", "n": 2}, {"k": "b", "n": 1}], key=str)
+    assert [e["event"] for e in p.values("err")] == ["not json"]
