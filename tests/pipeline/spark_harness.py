@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.spu.client import SpuClient
@@ -102,15 +103,26 @@ class SparkPipeline:
         )
         return self
 
-    def feed(self, *events: Any, port: str = "in", partition: int = 0) -> None:
-        """Append events (JSON values, or bytes as they are) to input `port`'s topic in one produce."""
+    def feed(
+        self, *events: Any, port: str = "in", partition: int = 0, meta: dict[str, Any] | None = None
+    ) -> None:
+        """Append events (JSON values, or bytes as they are) to input `port`'s topic in one produce;
+        `meta` goes along as every event's metadata header."""
         values = [e if isinstance(e, bytes) else orjson.dumps(e) for e in events]
-        self.spu.produce(self.inputs[port], partition, values)
+        headers = [[(META_HEADER, orjson.dumps(meta))]] * len(values) if meta else None
+        self.spu.produce(self.inputs[port], partition, values, headers=headers)
 
     def drain(self) -> None:
         """Wait until the query has processed everything fed so far (and did not die)."""
         self.query.processAllAvailable()
         assert self.query.exception() is None
+
+    def metas(self, port: str = "out") -> list[Any]:
+        """The metadata header of each record on `port` (None where there is none)."""
+        return [
+            orjson.loads(dict(r.headers)[META_HEADER]) if dict(r.headers).get(META_HEADER) else None
+            for r in read_topic(self.spu, self.outputs[port])
+        ]
 
     def values(self, port: str = "out") -> list[Any]:
         return read_values(self.spu, self.outputs[port])

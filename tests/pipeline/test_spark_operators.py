@@ -49,7 +49,7 @@ def troy_pipeline(text: str, alias: str) -> PipelineGraph:
 # --- operators ----------------------------------------------------------------------------------
 
 
-def test_passthrough_then_counter_counts_across_micro_batches(pipeline) -> None:
+def test_passthrough_then_counter_counts_across_micro_batches_keeping_metadata(pipeline) -> None:
     p = pipeline(
         """
         define operator pass from passthrough;
@@ -61,7 +61,7 @@ def test_passthrough_then_counter_counts_across_micro_batches(pipeline) -> None:
         select event from counter into out;
         """
     ).start()
-    p.feed({"a": 1}, "b")
+    p.feed({"a": 1}, "b", meta={"source": "test"})
     p.drain()
     p.feed([3])
     p.drain()
@@ -70,6 +70,7 @@ def test_passthrough_then_counter_counts_across_micro_batches(pipeline) -> None:
         {"count": 2, "event": "b"},
         {"count": 3, "event": [3]},
     ]
+    assert p.metas() == [{"source": "test"}, {"source": "test"}, None]  # metadata kept
 
 
 def test_batch_by_count_keeps_a_partial_batch_across_micro_batches(pipeline) -> None:
