@@ -9,6 +9,7 @@ short processing-time trigger and the output topic is polled until a deadline.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,23 +72,6 @@ def test_passthrough_then_counter_counts_across_micro_batches_keeping_metadata(p
         {"count": 3, "event": [3]},
     ]
     assert p.metas() == [{"source": "test"}, {"source": "test"}, None]  # metadata kept
-
-
-def test_batch_by_count_keeps_a_partial_batch_across_micro_batches(pipeline) -> None:
-    p = pipeline(
-        """
-        define operator three from generic::batch with count = 3 end;
-        create operator three;
-        select event from in into three;
-        select event from three into out;
-        """
-    ).start()
-    p.feed(1, 2, 3, 4)
-    p.drain()
-    assert p.values() == [[1, 2, 3]]
-    p.feed(5, 6, 7)
-    p.drain()
-    assert p.values() == [[1, 2, 3], [4, 5, 6]]
 
 
 def test_batch_timeout_flushes_on_the_timer_without_more_input(pipeline) -> None:
@@ -340,6 +324,45 @@ def test_two_input_ports_from_two_topics_share_one_stateful_graph(pipeline) -> N
     assert p.values("alerts") == ["stop"]
 
 
+# BUG (spark_stateful.py, `PipelineProcessor.handleInputRows`): rows of one micro-batch are sorted by
+# (port, partition, offset) and run port by port, so across input ports the graph sees events in the
+# alphabetical order of the port names, not in the order they arrived (ingest time), and the result
+# depends on where micro-batch boundaries fall. Tremor feeds a pipeline in arrival order. Here all
+# events are in the query's first micro-batch; `in` sorts before `reset`, so the reset is applied
+# after event 3 instead of before it. A fix that keeps each partition's offset order even where
+# producer-set timestamps go back: sort each (port, topic, partition) run by offset, then
+# `heapq.merge` the runs by ingest_ns (a merge never reorders the items of one run).
+@pytest.mark.xfail(strict=True, reason="stateful rows of several input ports run port by port")
+def test_two_input_ports_are_seen_in_arrival_order(pipeline) -> None:
+    body = """
+    define script counter
+    script
+      let state = match event of
+        case "reset" => 0
+        default => match type::is_null(state) of case true => 1 default => state + 1 end
+      end;
+      {"count": state, "event": event}
+    end;
+    create script counter;
+    select event from in into counter;
+    select event from reset into counter;
+    select event from counter into out;
+    """
+    p = pipeline(troy_pipeline(TWO_INPUTS.format(body=body).replace("control", "reset"), "join"))
+    p.feed(1, 2)
+    time.sleep(0.01)  # distinct append times, so the arrival order is on the record
+    p.feed("reset", port="reset")
+    time.sleep(0.01)
+    p.feed(3)
+    p.start().drain()
+    assert p.values() == [
+        {"count": 1, "event": 1},
+        {"count": 2, "event": 2},
+        {"count": 0, "event": "reset"},
+        {"count": 1, "event": 3},
+    ]
+
+
 def test_two_input_ports_of_a_stateless_pipeline(pipeline) -> None:
     body = """
     select {"in": event} from in into out;
@@ -388,7 +411,7 @@ def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
     """Stop once the events are in the batch's state, before its timeout; the restarted query flushes it."""
     p = pipeline(
         f"""
-        define operator b from generic::batch with count = 10, timeout = {6 * SECOND_NS} end;
+        define operator b from generic::batch with count = 10, timeout = {10 * SECOND_NS} end;
         create operator b;
         select event from in into b;
         select event from b into out;
