@@ -20,7 +20,7 @@ from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark_state import export_state, import_state
+from contraflow.pipeline.spark_state import FORMAT, export_state, import_state
 from contraflow.spu.client import SpuClient
 from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
 
@@ -448,6 +448,24 @@ def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
     p.stop()
     assert p.values() == []  # stopped with the batch pending
     p.start(trigger=TICK)  # the timer is in the checkpoint: it fires without new input
+    assert p.wait_for(1) == [[1, 2]]
+    p.feed(3)
+    assert p.wait_for(2) == [[1, 2], [3]]
+
+
+def test_an_imported_pending_batch_flushes_on_the_timer_without_input(pipeline) -> None:
+    """A snapshot holding a batch that waits for its timeout seeds a fresh query, which sets the timer."""
+    p = pipeline(
+        f"""
+        define operator b from generic::batch with count = 10, timeout = {SECOND_NS} end;
+        create operator b;
+        select event from in into b;
+        select event from b into out;
+        """
+    )
+    pending = {"b": {"events": [1, 2], "first_ns": time.time_ns()}}  # as another runtime exports it
+    import_state(p.checkpoint, {"format": FORMAT, "batch": 0, "keys": {"": pending}})
+    p.start(trigger=TICK)
     assert p.wait_for(1) == [[1, 2]]
     p.feed(3)
     assert p.wait_for(2) == [[1, 2], [3]]
