@@ -127,7 +127,7 @@ class SparkPipeline:
     def values(self, port: str = "out") -> list[Any]:
         return read_values(self.spu, self.outputs[port])
 
-    def wait_for(self, count: int, port: str = "out", timeout_s: float = 30) -> list[Any]:
+    def wait_for(self, count: int, port: str = "out", timeout_s: float = 60) -> list[Any]:
         """The values on `port` once at least `count` arrived (timer-driven output), or at the deadline."""
         return poll(lambda: self.values(port), lambda found: len(found) >= count, timeout_s)
 

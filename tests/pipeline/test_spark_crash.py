@@ -23,7 +23,7 @@ from tests.pipeline.spark_harness import read_values
 
 WORKER = Path(__file__).with_name("pipeline_worker.py")
 ROOT = Path(__file__).resolve().parents[2]
-STARTUP_S = 120  # a fresh local Spark on the shared 2-core box
+STARTUP_S = 180  # a fresh local Spark on the shared 2-core box
 
 
 def start_worker(args: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -437,7 +437,7 @@ def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
     """Stop once the events are in the batch's state, before its timeout; the restarted query flushes it."""
     p = pipeline(
         f"""
-        define operator b from generic::batch with count = 10, timeout = {10 * SECOND_NS} end;
+        define operator b from generic::batch with count = 10, timeout = {20 * SECOND_NS} end;
         create operator b;
         select event from in into b;
         select event from b into out;
