@@ -176,8 +176,10 @@ def test_qos_operators_without_runtime_signals_pass_everything_and_rotate(pipeli
 # executor, which Spark builds inside its Python workers (`PipelinePlan.executor()`); `start_pipeline`
 # takes no signals and returns a bare StreamingQuery, so on Spark qos::roundrobin never skips an
 # unavailable output, qos::backpressure never backs off and qos::percentile always passes 100%.
-# `signals=` below is the proposed shape (initial signals by node name); whatever the runtime ends up
-# using (a control topic, a broadcast file), this test should then publish through it.
+# `signals=` below is only the simplest shape (initial signals by node name); live updates could travel
+# like the source credit does (`contraflow.spark.credit`: an SPU control value the runtime sets and
+# Spark's processes read), read by the workers once per micro-batch. This test should then publish
+# through whatever the runtime uses.
 @pytest.mark.xfail(strict=True, reason="start_pipeline cannot carry runtime-published QoS signals")
 def test_qos_operators_route_by_signals_the_runtime_publishes(pipeline) -> None:
     p = pipeline(QOS).start(
