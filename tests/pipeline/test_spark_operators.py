@@ -435,6 +435,9 @@ def test_nested_pipelines_keep_their_own_state_across_micro_batches(pipeline) ->
     assert p.values() == [{"n": i, "v": {"n": i, "v": v}} for i, v in ((1, "x"), (2, "y"), (3, "z"))]
 
 
+# --- timers across restarts, moves and keys -------------------------------------------------------
+
+
 def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
     """Stop once the events are in the batch's state, before its timeout; the restarted query flushes it."""
     p = pipeline(
