@@ -20,6 +20,7 @@ from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
+from contraflow.pipeline.signals import publish_signals
 from contraflow.pipeline.spark_state import FORMAT, export_state, import_state
 from contraflow.spu.client import SpuClient
 from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
@@ -171,20 +172,13 @@ def test_qos_operators_without_runtime_signals_pass_everything_and_rotate(pipeli
     assert p.values() == [{"a": 1}, {"b": 2}, {"a": 3}, {"b": 4}, {"a": 5}]
 
 
-# BUG (spark_query.py / spark_stateful.py / spark_stateless.py): the Spark path has no way to receive
-# what the runtime publishes for QoS nodes. `PipelineExecutor.signal(node, value)` only exists on the
-# executor, which Spark builds inside its Python workers (`PipelinePlan.executor()`); `start_pipeline`
-# takes no signals and returns a bare StreamingQuery, so on Spark qos::roundrobin never skips an
-# unavailable output, qos::backpressure never backs off and qos::percentile always passes 100%.
-# `signals=` below is only the simplest shape (initial signals by node name); live updates could travel
-# like the source credit does (`contraflow.spark.credit`: an SPU control value the runtime sets and
-# Spark's processes read), read by the workers once per micro-batch. This test should then publish
-# through whatever the runtime uses.
-@pytest.mark.xfail(strict=True, reason="start_pipeline cannot carry runtime-published QoS signals")
+# The runtime publishes QoS signals as one SPU control value per pipeline query
+# (`contraflow.pipeline.signals`); Spark's workers read it before each batch.
 def test_qos_operators_route_by_signals_the_runtime_publishes(pipeline) -> None:
-    p = pipeline(QOS).start(
-        signals={"rr": {"unavailable": ["a"]}, "perc": {"perc": 0.5}, "bp": {"backoff_until_ns": 0}}
-    )
+    p = pipeline(QOS)
+    signals = {"rr": {"unavailable": ["a"]}, "perc": {"perc": 0.5}, "bp": {"backoff_until_ns": 0}}
+    publish_signals(p.spu, p.prefix, signals)
+    p.start()
     p.feed(1, 2, 3, 4)
     p.drain()
     assert p.values() == [{"perc_overflow": 1}, {"b": 2}, {"perc_overflow": 3}, {"b": 4}]
@@ -268,13 +262,8 @@ def test_partition_by_partition_keeps_one_state_per_input_partition(pipeline) ->
     assert by_event_field(p.values(), "p") == {0: [(1, 0), (2, 1), (3, 2)], 1: [(1, 0), (2, 1), (3, 2)]}
 
 
-# BUG (spark_query.py, `_key_column`): `partition_by="partition"` keys the state by
-# "{port}/{topic}/{partition}". The topic is the runtime's channel topic, so a snapshot exported in one
-# runtime and imported where the same pipeline reads a differently named topic (the move
-# `test_state_export_while_running_and_import_into_a_fresh_pipeline` does with the default key) lands
-# under keys no row ever has: the state is silently dropped and the counts restart at 1. Keying by
-# "{port}/{partition}" is enough (one topic per input port) and survives the move.
-@pytest.mark.xfail(strict=True, reason="partition keys name the input topic, so state does not move")
+# `partition_by="partition"` keys state by "{port}/{partition}", not by the channel topic's name,
+# so a snapshot moves to an instance whose channels are other topics.
 def test_partition_by_partition_state_moves_to_a_pipeline_reading_other_topics(
     pipeline, tmp_path: Path
 ) -> None:
@@ -352,15 +341,9 @@ def test_two_input_ports_from_two_topics_share_one_stateful_graph(pipeline) -> N
     assert p.values("alerts") == ["stop"]
 
 
-# BUG (spark_stateful.py, `PipelineProcessor.handleInputRows`): rows of one micro-batch are sorted by
-# (port, partition, offset) and run port by port, so across input ports the graph sees events in the
-# alphabetical order of the port names, not in the order they arrived (ingest time), and the result
-# depends on where micro-batch boundaries fall. Tremor feeds a pipeline in arrival order. Here all
-# events are in the query's first micro-batch; `in` sorts before `reset`, so the reset is applied
-# after event 3 instead of before it. A fix that keeps each partition's offset order even where
-# producer-set timestamps go back: sort each (port, topic, partition) run by offset, then
-# `heapq.merge` the runs by ingest_ns (a merge never reorders the items of one run).
-@pytest.mark.xfail(strict=True, reason="stateful rows of several input ports run port by port")
+# Tremor feeds a pipeline in arrival order; Spark hands a micro-batch over without order, so each
+# call merges its input partitions and ports by ingest time (`spark_stateful.arrival_order`). Here
+# all events are in the query's first micro-batch and the reset arrived between events 2 and 3.
 def test_two_input_ports_are_seen_in_arrival_order(pipeline) -> None:
     body = """
     define script counter
