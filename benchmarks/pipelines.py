@@ -54,7 +54,7 @@ script
   event
 end;
 create script enrich;
-define window ten_seconds from tumbling with interval = 10000000000, max_groups = 20000 end;
+define window ten_seconds from tumbling with interval = 10000000000 end;
 select event from in where event.level == "error" into enrich;
 select {"key": group[0], "count": aggr::stats::count()} from enrich[ten_seconds] group by event.key into out;
 """

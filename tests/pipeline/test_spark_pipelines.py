@@ -13,25 +13,13 @@ import pytest
 
 from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.pipeline.spark_state import export_state, import_state
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
-
-COUNTER = """
-define script counter
-script
-  let state = match type::is_null(state) of
-    case true => 1
-    default => state + 1
-  end;
-  {"count": state, "event": event}
-end;
-create script counter;
-select event from in into counter;
-select event from counter into out;
-"""
+from tests.pipeline.spark_harness import RFC_COUNTER
 
 _names = itertools.count()
 
@@ -150,7 +138,7 @@ def test_select_where_then_script_errors_on_err(pipeline) -> None:
 
 
 def test_counter_script_counts_across_batches_and_restarts(pipeline) -> None:
-    p = pipeline(COUNTER).start()
+    p = pipeline(RFC_COUNTER).start()
     p.feed({"n": 1}, {"n": 2})
     p.drain()
     p.feed({"n": 3})
@@ -168,14 +156,14 @@ def test_state_export_while_running_and_import_into_a_fresh_pipeline(pipeline, t
     define window by_three from tumbling with size = 3 end;
     select aggr::win::collect_flattened(event.n) from in[by_three] into out;
     """
-    first = pipeline(COUNTER + window).start()
+    first = pipeline(RFC_COUNTER + window).start()
     first.feed(*[{"n": i} for i in range(1, 6)])
     first.drain()
     snapshot = export_state(first.spark, first.checkpoint)  # the query is still running
     first.stop()
     assert snapshot["keys"][""]["counter"] == 5
     # a different "runtime": its own topics and checkpoint directory
-    second = pipeline(COUNTER + window)
+    second = pipeline(RFC_COUNTER + window)
     fresh = str(tmp_path / "elsewhere" / "checkpoints" / "flow" / "pipeline")
     import_state(fresh, orjson.loads(orjson.dumps(snapshot)))
     second.start(checkpoint=fresh)
@@ -188,7 +176,7 @@ def test_state_export_while_running_and_import_into_a_fresh_pipeline(pipeline, t
 
 
 def test_stateful_pipeline_sees_each_partition_in_offset_order(pipeline) -> None:
-    p = pipeline(COUNTER, input_partitions=2).start()
+    p = pipeline(RFC_COUNTER, input_partitions=2).start()
     for start in range(0, 60, 20):
         for partition in (0, 1):
             p.feed(*[{"p": partition, "i": i} for i in range(start, start + 20)], partition=partition)
@@ -230,4 +218,47 @@ def test_interval_window_closes_on_the_timer_without_more_input(pipeline) -> Non
     while not p.values() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert p.values() == [2]
+    p.stop()
+
+
+def test_split_group_keyed_pipeline_matches_the_executor(pipeline) -> None:
+    """Parse, filter and enrich run before the state, the windows of each group in its own stream:
+    every group gets the windows the one-stream executor gives it, in the same order."""
+    text = """
+    define script enrich
+    script
+      let event.tier = match event.amount > 5 of case true => "high" default => "low" end;
+      event
+    end;
+    create script enrich;
+    define window pairs from tumbling with size = 2 end;
+    select event from in where event.level == "error" into enrich;
+    select {"key": group[0], "tiers": aggr::win::collect_flattened(event.tier)} from enrich[pairs]
+    group by event.key into out;
+    """
+    p = pipeline(text, input_partitions=2)
+    events = [
+        orjson.dumps({"level": "error" if i % 4 else "info", "key": f"k{i % 5}", "amount": i % 11})
+        for i in range(80)
+    ]
+    events[9] = b"{broken"
+    p.start()
+    p.feed(*events[:40], partition=0)
+    p.feed(*events[40:], partition=1)
+    p.drain()
+    expected = PipelineExecutor(p.graph)
+    want: dict[str, list[Any]] = {"out": [], "err": []}
+    for part in (events[:40], events[40:]):
+        for port, (out, _) in expected.process_values("in", part, None, 0).items():
+            want[port] += [orjson.loads(v) for v in out]
+    got = p.values()
+
+    def by_key(rows: list[Any]) -> dict[str, list[Any]]:
+        grouped: dict[str, list[Any]] = {}
+        for row in rows:
+            grouped.setdefault(row["key"], []).append(row["tiers"])
+        return grouped
+
+    assert by_key(got) == by_key(want["out"]) and len(got) == len(want["out"]) > 10
+    assert [e["event"] for e in p.values("err")] == [e["event"] for e in want["err"]] == ["{broken"]
     p.stop()

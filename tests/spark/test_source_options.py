@@ -57,3 +57,24 @@ def test_latest_skips_what_is_already_there(spark, spu_addr, two_partitions, che
 def test_unknown_partition_is_a_clear_error(spark, spu_addr, two_partitions, checkpoint) -> None:
     with pytest.raises((StreamingQueryException, PySparkException), match=r"has no partition\(s\) \[5\]"):
         collect(spark, spu_addr, two_partitions, checkpoint, partitions="5")
+
+
+def test_tasks_are_bounded_by_bytes_as_well_as_records(spu, spu_addr: str, topic_name: str) -> None:
+    from contraflow.spark.datasource import TopicStreamReader
+    from contraflow.spark.options import SourceOptions
+
+    spu.create_topic(topic_name)
+    spu.produce(topic_name, 0, [b"x" * 1000 for _ in range(100)])
+    options = {"spu": spu_addr, "topic": topic_name}
+    roomy = TopicStreamReader(SourceOptions.parse(options))
+    tight = TopicStreamReader(SourceOptions.parse({**options, "maxBytesPerTask": "20000"}))
+    try:
+        start, end = {"0": 0}, {"0": 100}
+        assert [(r.start, r.end) for r in roomy.partitions(start, end)] == [(0, 100)]
+        ranges = [(r.start, r.end) for r in tight.partitions(start, end)]
+        assert len(ranges) >= 5 and ranges[0][0] == 0 and ranges[-1][1] == 100
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))  # no gap, no overlap
+        assert all(hi - lo <= 20 for lo, hi in ranges)  # at most 20 kB of 1 kB records each
+    finally:
+        roomy.stop()
+        tight.stop()

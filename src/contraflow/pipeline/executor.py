@@ -16,6 +16,9 @@ A bad event never raises: it becomes an error record on the `err` output.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from orjson import dumps
@@ -31,6 +34,16 @@ from contraflow.pipeline.wiring import WiredGraph
 _CHUNK = 4096
 
 Columns = tuple[list[bytes], list[bytes | None]]
+
+
+@dataclass
+class Traced:
+    """Outputs in emission order (see `PipelineExecutor.process_values_traced`)."""
+
+    ports: list[str]
+    values: list[bytes]
+    metas: list[bytes | None]
+    sources: list[int]
 
 
 class PipelineExecutor:
@@ -118,13 +131,8 @@ class PipelineExecutor:
             return self._route_only(port, values, metas)
         # Every event allocates containers that refcounting frees at once (values are trees, never
         # cycles); the cyclic collector would only keep rescanning the long-lived node state.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             return self._run_batch(push, values, metas, ingest_ns)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _run_batch(
         self,
@@ -153,6 +161,36 @@ class PipelineExecutor:
             _collect(emitted, columns)
         return columns
 
+    def process_values_traced(
+        self, port: str, values: list[bytes], metas: list[dict[str, Any] | None] | None, ingest_ns: list[int]
+    ) -> Traced:
+        """`process_values` keeping the order of emission across ports and each output's source.
+
+        Returns one flat list per column, in the order events were emitted:
+        output port, channel bytes, packed meta, and the index of the input
+        value the output came from (a split pipeline's prefix hands its outputs
+        on with their input's position and ingest time).
+        """
+        push = self._input(port)
+        ctx = self.ctx
+        emitted = self._emitted
+        emitted.clear()
+        traced = Traced([], [], [], [])
+        with no_cyclic_gc():
+            for start in range(0, len(values), _CHUNK):
+                end = start + _CHUNK
+                part_metas = metas[start:end] if metas is not None else [None] * len(values[start:end])
+                owners: list[int] = []
+                for index, raw, meta, now in zip(
+                    range(start, end), values[start:end], part_metas, ingest_ns[start:end], strict=False
+                ):
+                    ctx.now_ns = now
+                    push([UNDECODED, meta, raw])
+                    owners.extend([index] * (len(emitted) - len(owners)))
+                traced.sources.extend(owners)
+                _flatten(emitted, traced)
+        return traced
+
     def _pure_routing(self) -> dict[str, str] | None:
         """Input port -> output port when the graph only forwards events (identity nodes all the way)."""
         routes: dict[str, str] = {}
@@ -177,16 +215,31 @@ class PipelineExecutor:
 
     def snapshot(self) -> dict[str, Any]:
         """Every stateful node's state by node name (None for a node holding nothing yet)."""
-        return self._wired.snapshot()
+        with no_cyclic_gc():  # thousands of small containers: the collector would rescan the heap
+            return self._wired.snapshot()
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Continue from `snapshot`; stateful nodes missing from it start empty."""
-        self._wired.restore(snapshot)
+        with no_cyclic_gc():
+            self._wired.restore(snapshot)
 
     @property
     def stateful_nodes(self) -> list[str]:
         """The nodes `snapshot()` reports, one value state each."""
         return list(self._wired.stateful_nodes)
+
+
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic collector: event values are trees that refcounting frees at once, and
+    each collection would rescan the long-lived node state for nothing."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _sink(emitted: list[tuple[str, Item]], port: str) -> Push:
@@ -211,6 +264,26 @@ def _pack_meta(meta: dict[str, Any] | None) -> bytes | None:
     return encode_value(meta) if meta else None
 
 
+def _channel_bytes(item: Item) -> bytes:
+    raw = item[2]
+    if raw is not None:
+        return raw
+    try:
+        return dumps(item[0])
+    except TypeError:  # bytes inside: the channel's {"$bytes": ...} form
+        return encode_value(item[0])
+
+
+def _flatten(emitted: list[tuple[str, Item]], traced: Traced) -> None:
+    """Move emitted items into `traced`'s port, value and meta columns, in order."""
+    for port, item in emitted:
+        traced.ports.append(port)
+        traced.values.append(_channel_bytes(item))
+        meta = item[1]
+        traced.metas.append(_pack_meta(meta) if meta else None)
+    emitted.clear()
+
+
 def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> None:
     """Move emitted items into per-port output columns (bytes and packed metadata)."""
     last_port = None
@@ -223,13 +296,7 @@ def _collect(emitted: list[tuple[str, Item]], columns: dict[str, Columns]) -> No
                 cols = columns[port] = ([], [])
             out_values, out_metas = cols
             last_port = port
-        raw = item[2]
-        if raw is None:
-            try:
-                raw = dumps(item[0])
-            except TypeError:  # bytes inside: the channel's {"$bytes": ...} form
-                raw = encode_value(item[0])
-        out_values.append(raw)
+        out_values.append(_channel_bytes(item))
         meta = item[1]
         out_metas.append(_pack_meta(meta) if meta else None)
     emitted.clear()

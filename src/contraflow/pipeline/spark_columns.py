@@ -17,8 +17,10 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from contraflow.events import META_HEADER, Event
+from contraflow.pipeline.spark_plan import IngestMode
 from contraflow.spu.storage.batch import pack_headers
 
 INPUT_DDL = (
@@ -29,6 +31,27 @@ OUTPUT_DDL = "topic string, value binary, headers binary"
 OUTPUT_SCHEMA = pa.schema([("topic", pa.string()), ("value", pa.binary()), ("headers", pa.binary())])
 
 Origin = tuple[str, int, int]
+
+
+def ingest_times(rows: pa.RecordBatch, mode: IngestMode) -> pa.Array:
+    """Each row's ingest time in ns: its log timestamp, or its offset (deterministic tests)."""
+    if mode == "offset":
+        return rows.column("offset")
+    micros = rows.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+    return pc.multiply(micros, 1000)
+
+
+def with_port_and_ingest(rows: pa.RecordBatch, port: str, mode: IngestMode) -> pa.RecordBatch:
+    """Source rows as INPUT_DDL rows: the input port and each row's ingest time added (in Python:
+    the same columns projected in the JVM cost a pass over every row there)."""
+    count = rows.num_rows
+    port_column = pa.DictionaryArray.from_arrays(
+        pa.nulls(count, pa.int32()).fill_null(0), pa.array([port])
+    ).cast(pa.string())
+    columns = [port_column, rows.column("topic"), rows.column("partition"), rows.column("offset")]
+    columns += [ingest_times(rows, mode), rows.column("value"), rows.column("headers")]
+    names = ["port", "topic", "partition", "offset", "ingest_ns", "value", "headers"]
+    return pa.RecordBatch.from_arrays(columns, names=names)
 
 
 def input_events(batch: pa.RecordBatch) -> Iterator[tuple[str, Event, int]]:
@@ -104,6 +127,15 @@ class OutputColumns:
         self.value.append(event.channel_bytes())
         headers = event.headers()
         self.headers.append(pack_headers(headers) if headers else None)
+
+    def add_columns(self, port: str, values: Sequence[bytes], metas: Sequence[bytes | None]) -> None:
+        """Rows of one port as channel bytes and packed meta JSON (what batch entry points return)."""
+        topic = self.topics.get(port)
+        if topic is None or not values:
+            return
+        self.topic.extend([topic] * len(values))
+        self.value.extend(values)
+        self.headers.extend(pack_headers([(META_HEADER, m)]) if m else None for m in metas)
 
     def extend(self, outputs: Sequence[tuple[str, Event]], origin: Origin | None = None) -> None:
         for port, event in outputs:

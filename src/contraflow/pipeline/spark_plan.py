@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
 from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
+from contraflow.pipeline.signals import apply_signals, has_qos
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
@@ -39,10 +40,11 @@ class PipelinePlan:
     graph: PipelineGraph
     flow: str
     name: str
-    inputs: dict[str, str]
+    inputs: dict[str, str | list[str]]  # port -> topic(s): a fan-in port reads several
     outputs: dict[str, str]
     ingest: IngestMode = "timestamp"
     executor_class: str = DEFAULT_EXECUTOR
+    spu: str | None = None  # where the runtime publishes QoS signals (see `signals`)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -58,6 +60,16 @@ class PipelinePlan:
         untimed pipeline spin (and `processAllAvailable` never return).
         """
         return self.ingest == "timestamp" and has_timers(self.graph)
+
+    @cached_property
+    def qos(self) -> bool:
+        """Whether the pipeline routes by runtime-published signals (then read before each batch)."""
+        return has_qos(self.graph)
+
+    def apply_signals(self, executor: Any) -> None:
+        """Hand `executor` the QoS signals the runtime last published for this pipeline."""
+        if self.qos:
+            apply_signals(executor, self.spu, self.name)
 
     def new_executor(self) -> Any:
         module, attr = self.executor_class.split(":")
@@ -115,12 +127,13 @@ def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
             if node.kind == "output":
                 routes[port] = name
                 break
-            if not _is_identity(node):
+            if not is_identity(node):
                 return None
     return routes
 
 
-def _is_identity(node: Node) -> bool:
+def is_identity(node: Node) -> bool:
+    """A node that never reads or changes an event: a stream, `passthrough`, a plain `select event`."""
     spec = node.spec
     if node.kind == "stream":
         return True

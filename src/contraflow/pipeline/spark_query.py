@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.keying import GroupStreams, independent_groups
 from contraflow.pipeline.spark_columns import OUTPUT_DDL
+from contraflow.pipeline.spark_envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
 from contraflow.pipeline.spark_state import has_progress, pending_import
 from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark_stateless import StatelessBatches
+from contraflow.pipeline.split import split_prefix
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 POOL_PROPERTY = "spark.scheduler.pool"
@@ -38,7 +42,7 @@ def start_pipeline(
     graph: PipelineGraph,
     *,
     spu: str,
-    inputs: Mapping[str, str],
+    inputs: Mapping[str, str | list[str]],
     outputs: Mapping[str, str],
     checkpoint: str,
     name: str,
@@ -52,8 +56,10 @@ def start_pipeline(
     """Start `graph` as the streaming query `name` and return it.
 
     `inputs`/`outputs` map the pipeline's ports to topics (output ports left
-    out are discarded). `consumer` is the consumer name the sources commit
-    offsets under: one name, or one per input port. `trigger` is a Spark
+    out are discarded); an input port may read a list of topics (fan-in: each
+    is its own source with its own consumer offsets; the port sees their
+    union). `consumer` is the consumer name the sources commit offsets under:
+    one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
     A pipeline with timers (interval windows, batch timeouts) defaults to a
     trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
@@ -62,10 +68,10 @@ def start_pipeline(
     `pool` puts the query's jobs in that FAIR scheduler pool.
     """
     _check_ports(graph, inputs, outputs)
-    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest)
+    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
     sources = _sources(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
-        _stateful_rows(spark, plan, _union(plan, sources), checkpoint, partition_by)
+        _stateful_rows(spark, plan, sources, checkpoint, partition_by)
         if graph.stateful
         else _stateless_rows(plan, sources)
     )
@@ -85,16 +91,21 @@ def start_pipeline(
     return _start_in_pool(spark, writer, pool)
 
 
-def _check_ports(graph: PipelineGraph, inputs: Mapping[str, str], outputs: Mapping[str, str]) -> None:
+def _check_ports(
+    graph: PipelineGraph, inputs: Mapping[str, str | list[str]], outputs: Mapping[str, str]
+) -> None:
     if not inputs:
         raise UserError(f"pipeline '{graph.name}' needs at least one input topic")
+    empty = sorted(port for port, topics in inputs.items() if not _topics(topics))
+    if empty:
+        raise UserError(f"pipeline '{graph.name}' input port(s) {empty} have no topic")
     for kind, ports, known in (("input", inputs, graph.inputs), ("output", outputs, graph.outputs)):
         unknown = sorted(set(ports) - set(known))
         if unknown:
             raise UserError(f"pipeline '{graph.name}' has no {kind} port(s) {unknown}; it has {known}")
 
 
-def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> dict[str, str]:
+def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | list[str]]) -> dict[str, str]:
     if isinstance(consumer, str):
         return {port: consumer for port in inputs}
     missing = sorted(set(inputs) - set(consumer))
@@ -106,35 +117,25 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str]) -> 
 def _sources(
     spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]
 ) -> dict[str, DataFrame]:
-    """The `contraflow` source of each input port's topic, as the source's own rows."""
+    """Each input port's rows, as the source's own rows: one `contraflow` source per topic of
+    the port (a fan-in port reads several), unioned in the order the topics are listed."""
     return {
-        port: spark.readStream.format("contraflow")
-        .option("spu", spu)
-        .option("topic", topic)
-        .option("consumer", consumers[port])
-        .load()
-        for port, topic in plan.inputs.items()
+        port: _union_all(
+            [
+                spark.readStream.format("contraflow")
+                .option("spu", spu)
+                .option("topic", topic)
+                .option("consumer", consumers[port])
+                .load()
+                for topic in _topics(topics)
+            ]
+        )
+        for port, topics in plan.inputs.items()
     }
 
 
-def _union(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFrame:
-    """Every input port's rows as INPUT_DDL: the port they came in on and their ingest time added."""
-    from pyspark.sql import functions as F
-
-    ingest = F.col("offset") if plan.ingest == "offset" else F.unix_micros("timestamp") * 1000
-    frames = [
-        raw.select(
-            F.lit(port).alias("port"),
-            "topic",
-            "partition",
-            "offset",
-            ingest.cast("bigint").alias("ingest_ns"),
-            "value",
-            "headers",
-        )
-        for port, raw in sources.items()
-    ]
-    return _union_all(frames)
+def _topics(topics: str | list[str]) -> list[str]:
+    return [topics] if isinstance(topics, str) else list(topics)
 
 
 def _union_all(frames: list[DataFrame]) -> DataFrame:
@@ -148,7 +149,9 @@ def _stateless_rows(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFr
     routes = routing_only(plan.graph)
     if routes is not None:
         return _routed_rows(plan, sources, routes)
-    return _union(plan, sources).mapInArrow(StatelessBatches(plan), OUTPUT_DDL)
+    return _union_all(
+        [raw.mapInArrow(StatelessBatches(plan, port), OUTPUT_DDL) for port, raw in sources.items()]
+    )
 
 
 def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
@@ -174,33 +177,44 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
 
 
 def _stateful_rows(
-    spark: SparkSession, plan: PipelinePlan, source: DataFrame, checkpoint: str, partition_by: str | None
+    spark: SparkSession,
+    plan: PipelinePlan,
+    sources: dict[str, DataFrame],
+    checkpoint: str,
+    partition_by: str | None,
 ) -> DataFrame:
-    keyed = source.withColumn(KEY_COLUMN, _key_column(partition_by))
-    nodes = sorted(plan.new_executor().snapshot())
-    processor = PipelineProcessor(plan, nodes)
-    time_mode = "ProcessingTime" if plan.ticks else "None"
+    """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
+    `transformWithState` keyed by the partition key -> the sink's rows."""
+    _check_partition_by(partition_by)
+    split = split_prefix(plan.graph)
+    prefix = replace(plan, graph=split.prefix) if split is not None else None
+    rest = replace(plan, graph=split.rest) if split is not None else plan
+    cut_ports = split.cut_ports if split is not None else ()
+    select = independent_groups(rest.graph) if partition_by is None else None
+    groups = GroupStreams(rest.graph, select) if select is not None else None
+    envelopes = _union_all(
+        [
+            raw.mapInArrow(
+                PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups), ENVELOPE_DDL
+            )
+            for port, raw in sources.items()
+        ]
+    )
+    processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
     initial = _initial_state(spark, checkpoint)
-    return keyed.groupBy(KEY_COLUMN).transformWithState(
+    outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
         processor,
-        OUTPUT_DDL,
+        OUTPUT_ENVELOPE_DDL,
         "Append",
-        time_mode,
+        "ProcessingTime" if rest.ticks else "None",
         initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
     )
+    return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
 
 
-def _key_column(partition_by: str | None) -> Column:
-    """The partition key as a string column: constant, the input partition, or an event field."""
-    from pyspark.sql import functions as F
-
-    if partition_by is None:
-        return F.lit("")
-    if partition_by == "partition":
-        return F.concat_ws("/", F.col("port"), F.col("topic"), F.col("partition").cast("string"))
-    if _EVENT_PATH.match(partition_by):
-        path = "$" + partition_by[len("event") :]
-        return F.coalesce(F.get_json_object(F.col("value").cast("string"), path), F.lit(""))
+def _check_partition_by(partition_by: str | None) -> None:
+    if partition_by is None or partition_by == "partition" or _EVENT_PATH.match(partition_by):
+        return
     raise UserError(
         f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}"
     )

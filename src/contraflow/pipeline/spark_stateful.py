@@ -1,4 +1,4 @@
-"""Stateful pipelines: the whole node graph inside one `transformWithState`.
+"""Stateful pipelines: the node graph inside one `transformWithState`.
 
 Layout of the state, as the pipeline-state RFC describes it: one value state
 per stateful node, named after the node, holding the node's state as JSON
@@ -8,104 +8,136 @@ back only what changed. The executor's next deadline becomes a
 processing-time timer, so windows and batches close on time without input
 (the Tremor "tick").
 
-Spark does not keep row order through the shuffle into this operator, so each
-call sorts its rows by (port, partition, offset) first: the order of every
-input partition is the order the graph sees.
+Rows arrive as envelopes (see `contraflow.pipeline.spark_envelopes`): each
+holds the events of one input batch, already through the pipeline's stateless
+prefix when it splits. Each call puts its events back in arrival order
+(`arrival_order`) and outputs leave as one envelope per call.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from functools import cached_property
 from itertools import groupby
 from typing import Any
 
 import orjson
+import pyarrow as pa
 from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues, ValueState
 
 from contraflow.events import META_HEADER
+from contraflow.pipeline.executor import no_cyclic_gc
 from contraflow.pipeline.spark_columns import OutputColumns, make_event
+from contraflow.pipeline.spark_envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
 from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
-from contraflow.spu.storage.batch import pack_headers
 
 STATE_DDL = "json string"
 KEY_COLUMN = "key"
 INITIAL_STATE_DDL = f"{KEY_COLUMN} string, snapshot string"
 NS_PER_MS = 1_000_000
 
+# (plan fingerprint, key) -> an executor kept in this worker process and the state texts it holds.
+RESIDENT_EXECUTORS = 64
+_resident: OrderedDict[tuple[str, Any], tuple[Any, dict[str, str]]] = OrderedDict()
+
 
 class PipelineProcessor(StatefulProcessor):
-    """Runs one key's events through the pipeline with the key's node states."""
+    """Runs one key's event envelopes through the (rest of the) pipeline with the key's node states."""
 
     def __init__(self, plan: PipelinePlan, nodes: list[str]) -> None:
         self.plan = plan
         self.nodes = nodes
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        """Declare the value states. Spark also calls this on the driver, only to learn the
+        state schemas, so the executor is built on first use, not here."""
         self.handle = handle
         self.states: dict[str, ValueState] = {n: handle.getValueState(n, STATE_DDL) for n in self.nodes}
-        self.executor = self.plan.executor()
-        self.fresh = {node: _json(value) for node, value in self.plan.initial_state().items()}
         self.loaded: dict[str, str] = {}
+        self.executor: Any = None
+
+    @cached_property
+    def fresh(self) -> dict[str, str]:
+        """Each node's state text before any event."""
+        return {node: _json(value) for node, value in self.plan.initial_state().items()}
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
-        self._restore()
-        ordered = sorted(rows, key=lambda r: (r.port, r.partition, r.offset))
-        try:
-            results = [self._run_port(port, list(group)) for port, group in groupby(ordered, key=_port)]
-        except Exception:  # the executor keeps bad events off this path; redo the rows one by one
-            self._restore()
-            results = [self._one_by_one(ordered)]
-        self._finish()
-        return (row for result in results for row in result)
-
-    def _run_port(self, port: str, rows: list[Row]) -> list[Row]:
-        """One port's rows through the executor's batch entry point."""
-        values = [row.value for row in rows]
-        metas = [_meta(row.headers) for row in rows] if any(row.headers for row in rows) else None
-        ingest = [row.ingest_ns for row in rows]
-        out: list[Row] = []
-        for out_port, (out_values, out_metas) in self.executor.process_values(
-            port, values, metas, ingest
-        ).items():
-            topic = self.plan.outputs.get(out_port)
-            if topic is not None:
-                out += [
-                    Row(topic=topic, value=value, headers=_meta_header(meta))
-                    for value, meta in zip(out_values, out_metas, strict=True)
-                ]
-        return out
-
-    def _one_by_one(self, rows: list[Row]) -> list[Row]:
-        """Rows as single events, an exception becoming that event's `err` record."""
+        self._restore(key)
+        events = arrival_order(rows)
         out = OutputColumns(self.plan.outputs)
-        for row in rows:
-            headers = [_header(h) for h in row.headers or ()]
-            event = make_event(row.value, headers, (row.topic, row.partition, row.offset))
-            origin = event.origin
+        try:
+            self._run_events(events, out)
+        except Exception:  # the executor keeps bad events off this path; redo the events one by one
+            self._restore(key)
+            out = OutputColumns(self.plan.outputs)
+            self._one_by_one(events, out)
+        self._finish(key)
+        return _envelope(out)
+
+    def _run_events(self, events: pa.Table, out: OutputColumns) -> None:
+        """An envelope's events, each run of one target through the executor's batch entry point."""
+        targets = events.column("target").to_pylist()
+        values = events.column("value").to_pylist()
+        raw_metas = events.column("meta").to_pylist()
+        metas = [orjson.loads(m) if m else None for m in raw_metas] if any(raw_metas) else None
+        ingest = events.column("ingest_ns").to_pylist()
+        for target, start, end in _runs(targets):
+            if target.startswith(FINAL_OUTPUT):
+                out.add_columns(target[len(FINAL_OUTPUT) :], values[start:end], raw_metas[start:end])
+                continue
+            results = self.executor.process_values(
+                target[len(REST_INPUT) :],
+                values[start:end],
+                metas[start:end] if metas is not None else None,
+                ingest[start:end],
+            )
+            for port, (out_values, out_metas) in results.items():
+                out.add_columns(port, out_values, out_metas)
+
+    def _one_by_one(self, events: pa.Table, out: OutputColumns) -> None:
+        """The events as single events, an exception becoming that event's `err` record."""
+        columns = events.to_pydict()
+        for topic, partition, target, offset, ingest_ns, value, meta in zip(
+            columns["topic"],
+            columns["partition"],
+            columns["target"],
+            columns["offset"],
+            columns["ingest_ns"],
+            columns["value"],
+            columns["meta"],
+            strict=True,
+        ):
+            event = make_event(value, [(META_HEADER, meta)] if meta else [], (topic, partition, offset))
+            if target.startswith(FINAL_OUTPUT):
+                out.add(target[len(FINAL_OUTPUT) :], event)
+                continue
             try:
-                outputs = self.executor.process(row.port, event, row.ingest_ns)
+                outputs = self.executor.process(target[len(REST_INPUT) :], event, ingest_ns)
             except Exception as error:
                 outputs = [("err", failure_event(error, event))]
-            out.extend(outputs, origin)
-        return list(_rows(out))
+            out.extend(outputs, event.origin)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
-        self._restore()
+        self._restore(key)
         out = OutputColumns(self.plan.outputs)
         out.extend(self.executor.tick(timerValues.getCurrentProcessingTimeInMs() * NS_PER_MS))
-        self._finish()
-        return _rows(out)
+        self._finish(key)
+        return _envelope(out)
 
     def handleInitialState(self, key: Any, initialState: Row, timerValues: TimerValues) -> None:
         """Seed a fresh query with an imported snapshot ({node: state}) for this key."""
         snapshot = orjson.loads(initialState.snapshot)
         self.loaded = {}
+        _resident.pop((self.plan.fingerprint, key), None)
+        self.executor = self.plan.new_executor()
         self.executor.restore({**self._fresh_values(), **snapshot})
-        self._finish()
+        self._finish(key)
 
     def close(self) -> None:
         pass
@@ -115,23 +147,37 @@ class PipelineProcessor(StatefulProcessor):
     def _fresh_values(self) -> dict[str, Any]:
         return {node: orjson.loads(text) for node, text in self.fresh.items()}
 
-    def _restore(self) -> None:
-        """Load every node's stored state (or its initial value) into the executor."""
+    def _restore(self, key: Any) -> None:
+        """Load the key's stored state of every node (or its initial value) into an executor.
+
+        Executors stay in the worker process between calls, one per key (the
+        most recent RESIDENT_EXECUTORS); when the key's executor still holds
+        exactly the stored state (it wrote it last), decoding it again is
+        skipped: with many groups that is most of a call.
+        """
         self.loaded = {}
         for node, state in self.states.items():
             stored = state.get()
             if stored is not None and stored[0] is not None:
                 self.loaded[node] = stored[0]
-        self.executor.restore(
-            {node: orjson.loads(self.loaded.get(node, fresh)) for node, fresh in self.fresh.items()}
-        )
+        effective = {node: self.loaded.get(node, fresh) for node, fresh in self.fresh.items()}
+        executor, held = _resident.pop((self.plan.fingerprint, key), (None, None))
+        self.executor = executor if executor is not None else self.plan.new_executor()
+        if held != effective:
+            with no_cyclic_gc():
+                self.executor.restore({node: orjson.loads(text) for node, text in effective.items()})
+        self.plan.apply_signals(self.executor)
 
-    def _finish(self) -> None:
+    def _finish(self, key: Any) -> None:
         """Store the states that changed and move the timer to the executor's next deadline."""
+        effective = {}
         for node, value in self.executor.snapshot().items():
-            text = _json(value)
+            text = effective[node] = _json(value)
             if text != self.loaded.get(node, self.fresh.get(node)) and node in self.states:
                 self.states[node].update((text,))
+        _resident[(self.plan.fingerprint, key)] = (self.executor, effective)
+        while len(_resident) > RESIDENT_EXECUTORS:
+            _resident.popitem(last=False)
         if self.plan.ticks:
             self._schedule(self.executor.next_deadline_ns())
 
@@ -145,33 +191,53 @@ class PipelineProcessor(StatefulProcessor):
             self.handle.registerTimer(wanted)
 
 
-def _port(row: Row) -> str:
-    return str(row.port)
+def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
+    """Every envelope's events in one table, in the order they arrived, as Tremor feeds a pipeline.
+
+    Spark does not keep row order through the shuffle: each input partition's
+    events are put back in offset order, then the partitions (and input
+    ports) are merged by ingest time. A merge never reorders the events of one
+    partition, even where producer-set timestamps go back; ties go to the
+    lower (port, topic, partition).
+    """
+    runs: dict[tuple[str, str, int], list[pa.Table]] = {}
+    for row in sorted(envelopes, key=lambda r: (r.port, r.topic, r.partition, r.first_offset)):
+        events = from_ipc(row.events)
+        count = events.num_rows
+        events = events.append_column("topic", pa.array([row.topic] * count, pa.string()))
+        events = events.append_column("partition", pa.array([row.partition] * count, pa.int32()))
+        runs.setdefault((row.port, row.topic, row.partition), []).append(events)
+    tables = [pa.concat_tables(parts) for parts in runs.values()]
+    whole = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if len(tables) == 1:
+        return whole
+    starts = [0]
+    for table in tables:
+        starts.append(starts[-1] + table.num_rows)
+    merged = heapq.merge(
+        *(
+            zip(table.column("ingest_ns").to_pylist(), range(start, start + table.num_rows), strict=True)
+            for table, start in zip(tables, starts, strict=False)
+        )
+    )
+    return whole.take(pa.array([index for _, index in merged], pa.int64()))
 
 
-def _meta(headers: Any) -> dict[str, Any] | None:
-    for name, value in (_header(h) for h in headers or ()):
-        if name == META_HEADER:
-            meta = orjson.loads(value)
-            return meta if isinstance(meta, dict) and meta else None
-    return None
+def _runs(targets: list[str]) -> Iterator[tuple[str, int, int]]:
+    """(target, start, end) of each stretch of equal targets."""
+    start = 0
+    for target, group in groupby(targets):
+        count = sum(1 for _ in group)
+        yield target, start, start + count
+        start += count
 
 
-def _meta_header(meta: bytes | None) -> bytes | None:
-    return pack_headers([(META_HEADER, meta)]) if meta else None
+def _envelope(out: OutputColumns) -> Iterator[Row]:
+    """The collected outputs as one output envelope row (none when empty)."""
+    if not len(out):
+        return iter(())
+    return iter([Row(events=to_ipc(out.to_arrow()))])
 
 
 def _json(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-
-
-def _rows(out: OutputColumns) -> Iterator[Row]:
-    rows: Iterable[tuple[str, bytes, bytes | None]] = out.rows()
-    return (Row(topic=topic, value=value, headers=headers) for topic, value, headers in rows)
-
-
-def _header(header: Any) -> tuple[str, bytes]:
-    """A header struct as `transformWithState` hands it over: a Row, or a dict in some PySpark paths."""
-    if isinstance(header, dict):
-        return header["key"], header["value"]
-    return header.key, header.value

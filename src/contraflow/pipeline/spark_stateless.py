@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from contraflow.pipeline.spark_columns import (
     OUTPUT_SCHEMA,
@@ -24,21 +23,27 @@ from contraflow.pipeline.spark_columns import (
     input_events,
     input_metas,
     meta_headers,
+    with_port_and_ingest,
 )
 from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
 
 
 class StatelessBatches:
-    """The `mapInArrow` function of a stateless pipeline (picklable: it only holds the plan)."""
+    """The `mapInArrow` function of a stateless pipeline over one input port's source rows
+    (picklable: it only holds the plan and the port)."""
 
-    def __init__(self, plan: PipelinePlan) -> None:
+    def __init__(self, plan: PipelinePlan, port: str) -> None:
         self.plan = plan
+        self.port = port
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         executor = self.plan.executor()
+        self.plan.apply_signals(executor)
         for batch in batches:
-            for port, rows in _by_port(batch):
-                yield from self._run(executor, port, rows)
+            if batch.num_rows:
+                yield from self._run(
+                    executor, self.port, with_port_and_ingest(batch, self.port, self.plan.ingest)
+                )
 
     def _run(self, executor: Any, port: str, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         value_column = rows.column(rows.schema.get_field_index("value"))
@@ -78,14 +83,3 @@ def _repeat(text: str, count: int) -> pa.Array:
     return pa.DictionaryArray.from_arrays(pa.nulls(count, pa.int32()).fill_null(0), pa.array([text])).cast(
         pa.string()
     )
-
-
-def _by_port(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
-    """Split a batch by input port (a batch normally comes from one source, so one port)."""
-    ports = batch.column(batch.schema.get_field_index("port"))
-    unique = ports.unique().to_pylist()
-    if len(unique) == 1:
-        yield unique[0], batch
-        return
-    for port in unique:
-        yield port, batch.filter(pc.equal(ports, port))

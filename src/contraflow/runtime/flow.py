@@ -29,7 +29,7 @@ from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
-from contraflow.runtime.pipelines import PipelineRun, start_pipeline_query
+from contraflow.runtime.pipelines import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import SinkRunner
 from contraflow.runtime.source import SourceRunner
@@ -125,13 +125,6 @@ class FlowInstance:
             ctx.close_breaker = functools.partial(self._connector_breaker, alias, False, "recovered")
             ctx.codec(), ctx.preprocessors(), ctx.postprocessors()  # config errors surface now
             self.connectors[alias] = ConnectorInstance(cls(ctx), Gate())
-        for alias in self.graph.pipelines:
-            ports = [r.to.port for _, r in self.topology.inputs_of("pipeline", alias)]
-            for port in sorted({p for p in ports if ports.count(p) > 1}):
-                raise UserError(
-                    f"flow '{self.id}': pipeline '{alias}' port '{port}' is fed by several connections; "
-                    "the Spark query reads one channel per input port (give the pipeline one input port per producer)"
-                )
         for alias in self.graph.connectors:
             outputs = self.topology.outputs_of("connector", alias)
             inputs = self.topology.inputs_of("connector", alias)
@@ -178,10 +171,10 @@ class FlowInstance:
 
     async def _start_pipelines(self) -> None:
         for alias, graph in self.graph.pipelines.items():
-            inputs = {
-                reader.to.port: (channel.topic, reader.consumer)
+            inputs = [  # a port fed by several connections (fan-in) reads each of their channels
+                PipelineInput(reader.to.port, channel.topic, reader.consumer)
                 for channel, reader in self.topology.inputs_of("pipeline", alias)
-            }
+            ]
             outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
             if not inputs:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
@@ -266,7 +259,7 @@ class FlowInstance:
                 for tracker in self.acks.values():
                     await tracker.advance(self.monitor.delivered)
                 for alias, run in self.pipelines.items():
-                    error = await asyncio.to_thread(run.error)
+                    error = run.error()
                     if error and self.state != "failed":
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
                         log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)

@@ -12,26 +12,29 @@ of their last finished micro-batch) and then the topic's end offset:
   (`event=backpressure`, flow, channel, depth, duration of the previous state)
   and a metric.
 - delivered frontier of a channel = the smallest of its readers' frontiers:
-  a sink's committed offset, or, through a pipeline, the input offset of the
-  newest batch whose outputs (end offsets of the output channels seen right
-  after it) are themselves below their delivered frontiers. Acknowledging
-  sources are acked up to it.
+  a sink's committed offset, or, through a pipeline, the input end of the
+  newest micro-batch whose outputs (and those of every earlier batch) are
+  below their own delivered frontiers. A batch's inputs come from the Spark
+  listener, its outputs from the SPU batch ledger (`runtime.lineage`).
+  Acknowledging sources are acked up to it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
+from contraflow.runtime.listener import BatchProgress
 from contraflow.runtime.pipelines import PipelineRun
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
 from contraflow.spark.credit import credit_name
 from contraflow.spu.client import AsyncSpuClient
+from contraflow.spu.protocol.errors import ErrorCode, SpuError
 
 log = logging.getLogger("contraflow.runtime.backpressure")
 
@@ -49,12 +52,6 @@ class ChannelState:
     stopped: bool = False
     since: float = field(default_factory=time.monotonic)
     transitions: int = 0
-
-
-@dataclass
-class _Snapshot:
-    consumed: int
-    outputs_end: dict[str, int]
 
 
 class FlowMonitor:
@@ -80,8 +77,9 @@ class FlowMonitor:
         self.states: dict[str, ChannelState] = {t: ChannelState() for t in topology.channels}
         self.reader_offsets: dict[tuple[str, str], int] = {}  # (topic, consumer) -> offset
         self.delivered: dict[str, int] = {}
-        self._snapshots: dict[tuple[str, str], list[_Snapshot]] = {}
-        self._pipeline_frontier: dict[tuple[str, str], int] = {}
+        self.lineage: dict[str, PipelineLineage] = {alias: PipelineLineage() for alias in pipelines}
+        self._unresolved: dict[str, list[BatchProgress]] = {alias: [] for alias in pipelines}
+        self._seeded: set[str] = set()
         self._credits: dict[str, int | None] = {}
 
     async def tick(self) -> None:
@@ -94,16 +92,13 @@ class FlowMonitor:
     # -- observation ---------------------------------------------------------------------------
 
     async def _observe(self) -> None:
-        progress: dict[str, dict[str, int]] = {}
         for alias, run in self.pipelines.items():
-            progress[alias], stats = await asyncio.to_thread(run.progress)
-            if stats is not None:
-                self.metrics.pipeline_batch(self.flow_id, alias, stats.seconds, stats.rows_in, stats.rows_out)
+            await self._follow_batches(alias, run)
         for topic, channel in self.topology.channels.items():
             for reader in channel.readers:
                 committed = await self.client.fetch_offset(reader.consumer, topic, 0) or 0
                 if reader.to.kind == "pipeline":
-                    committed = max(committed, progress.get(reader.to.alias, {}).get(topic, 0))
+                    committed = max(committed, self.lineage[reader.to.alias].consumed(topic))
                 previous = self.reader_offsets.get((topic, reader.consumer), 0)
                 self.reader_offsets[(topic, reader.consumer)] = max(previous, committed)
         for topic in self.topology.channels:
@@ -113,11 +108,6 @@ class FlowMonitor:
             state.end = part.high_watermark
             records = part.log_end_offset - part.log_start_offset
             state.mean_record_bytes = part.size_bytes // records if records else 0
-        for (topic, consumer), offset in self.reader_offsets.items():
-            channel = self.topology.channels[topic]
-            reader = next(r for r in channel.readers if r.consumer == consumer)
-            if reader.to.kind == "pipeline":
-                self._snapshot(reader.to.alias, topic, offset)
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
             slowest = min(
@@ -127,14 +117,56 @@ class FlowMonitor:
             state.depth_bytes = state.depth * state.mean_record_bytes
             self.metrics.set_channel_depth(self.flow_id, channel.name, state.depth)
 
-    def _snapshot(self, alias: str, topic: str, consumed: int) -> None:
-        snaps = self._snapshots.setdefault((alias, topic), [])
-        if snaps and snaps[-1].consumed >= consumed:
-            return
-        if not snaps and consumed <= self._pipeline_frontier.get((alias, topic), 0):
-            return
-        outputs = self.topology.outputs_of("pipeline", alias)
-        snaps.append(_Snapshot(consumed, {c.topic: self.states[c.topic].end for c in outputs.values()}))
+    # -- lineage -------------------------------------------------------------------------------
+
+    async def _follow_batches(self, alias: str, run: PipelineRun) -> None:
+        """Turn the pipeline's finished batches into lineage, in order (a failed ledger read
+        leaves the rest for the next tick rather than losing or reordering them)."""
+        lineage = self.lineage[alias]
+        if alias not in self._seeded:  # what earlier runs of the query read, before the listener heard
+            lineage.add(await self._committed_lineage(alias, run))
+            self._seeded.add(alias)
+        unresolved = self._unresolved[alias]
+        for batch in run.finished():
+            self.metrics.pipeline_batch(
+                self.flow_id, alias, batch.duration_s, batch.rows_in, max(batch.rows_out, 0)
+            )
+            unresolved.append(batch)
+        while unresolved:
+            lineage.add(await self._batch_lineage(alias, run, unresolved[0]))
+            unresolved.pop(0)
+
+    async def _batch_lineage(self, alias: str, run: PipelineRun, batch: BatchProgress) -> BatchLineage:
+        consumed = run.consumed(batch)
+        if consumed is None:
+            return await self._committed_lineage(alias, run)
+        try:
+            ends = await self.client.ledger(batch.query_id, batch.batch_id)
+        except SpuError as err:
+            if err.code != ErrorCode.STALE_TRANSACTION:
+                raise
+            # The ledger forgot so old a batch: its outputs are below the output channels' ends now.
+            return BatchLineage(consumed, await self._output_ends(alias))
+        # Spark reports a batch once its sink committed: no ledger entry means it wrote nothing.
+        return BatchLineage(consumed, ledger_ends(ends))
+
+    async def _committed_lineage(self, alias: str, run: PipelineRun) -> BatchLineage:
+        """A conservative stand-in for batches the listener cannot describe: as consumed, what
+        the query committed (on the SPU, or in its checkpoint before this run: those batches'
+        sink commits came first); as outputs, the whole of its output channels as they are now."""
+        consumed = {}
+        for inp in run.inputs:
+            committed = await self.client.fetch_offset(inp.consumer, inp.topic, 0) or 0
+            consumed[inp.topic] = max(committed, run.resumed.get(inp.topic, 0))
+        return BatchLineage(consumed, await self._output_ends(alias))
+
+    async def _output_ends(self, alias: str) -> dict[str, int]:
+        ends = {}
+        for channel in self.topology.outputs_of("pipeline", alias).values():
+            ends[channel.topic] = (
+                (await self.client.describe_topic(channel.topic)).partitions[0].high_watermark
+            )
+        return ends
 
     # -- back-pressure -------------------------------------------------------------------------
 
@@ -185,8 +217,8 @@ class FlowMonitor:
                     0 if state.stopped else max(0, self.settings.channel(channel.name).capacity - state.depth)
                 )
                 credit = room if credit is None else min(credit, room)
-            for topic, consumer in run.inputs.values():
-                name = credit_name(consumer, topic)
+            for inp in run.inputs:
+                name = credit_name(inp.consumer, inp.topic)
                 if self._credits.get(name, -1) != credit:
                     await self.client.set_control(name, credit)
                     self._credits[name] = credit
@@ -217,15 +249,11 @@ class FlowMonitor:
         return memo[topic]
 
     def _through_pipeline(self, alias: str, topic: str, memo: dict[str, int], visiting: set[str]) -> int:
-        key = (alias, topic)
-        frontier = self._pipeline_frontier.get(key, 0)
-        snaps = self._snapshots.get(key, [])
-        while snaps and all(
-            self._frontier(out, memo, visiting) >= end for out, end in snaps[0].outputs_end.items()
-        ):
-            frontier = snaps.pop(0).consumed
-        self._pipeline_frontier[key] = frontier
-        return frontier
+        lineage = self.lineage.get(alias)
+        if lineage is None:  # a pipeline without a query (nothing connected to its inputs)
+            return 0
+        lineage.advance(lambda out: self._frontier(out, memo, visiting))
+        return lineage.frontier(topic)
 
     # -- drain ---------------------------------------------------------------------------------
 

@@ -1,95 +1,110 @@
-"""A flow's pipeline as one Spark streaming query, and what the runtime reads back from it.
+"""A flow's pipeline as one Spark streaming query, and what the runtime learns back from it.
 
 The query reads each input channel topic under the pipeline's consumer name
 (so the credit the runtime publishes for that consumer throttles it) and
-writes each output port to its channel topic. Its checkpoint lives under
-`{data_dir}/checkpoints/{flow}/{pipeline}`: a restart resumes the same query
-with its state, and the sink's (query, batch id) transactions make replayed
-batches no-ops in the log.
+writes each output port to its channel topic. An input port fed by several
+connections (fan-in) reads every one of their channel topics. Its checkpoint
+lives under `{data_dir}/checkpoints/{flow}/{pipeline}`: a restart resumes the
+same query with its state, and the sink's (query, batch id) transactions make
+replayed batches no-ops in the log.
 
 Progress: Spark commits a batch's source offsets on the SPU only when it plans
-the next batch, so the committed consumer offset trails. The runtime (the Spark
-driver) reads each finished batch's end offsets from `lastProgress` instead.
+the next batch, so the committed consumer offset trails. The session's
+`QueryListener` reports each finished batch with its sources' end offsets
+instead, pushed by Spark rather than polled.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
+from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
 from contraflow.runtime.settings import PipelineSettings
 
 log = logging.getLogger("contraflow.runtime.pipelines")
 
 
-class BatchStats(NamedTuple):
-    """One finished micro-batch."""
+@dataclass(frozen=True)
+class PipelineInput:
+    """One channel a pipeline reads: the port it feeds, its topic and the consumer name read under."""
 
-    batch_id: int
-    seconds: float
-    rows_in: int
-    rows_out: int
+    port: str
+    topic: str
+    consumer: str
+
+
+def topics_by_port(inputs: list[PipelineInput]) -> dict[str, list[str]]:
+    """Port -> its topics, ports and topics in the order given: the query's source order."""
+    ports: dict[str, list[str]] = {}
+    for inp in inputs:
+        ports.setdefault(inp.port, []).append(inp.topic)
+    return ports
+
+
+def by_topic(inputs: list[PipelineInput], source_ends: tuple[dict[int, int], ...]) -> dict[str, int] | None:
+    """Spark's per-source end offsets as input topic -> offset, or None if they do not match."""
+    topics = [t for port_topics in topics_by_port(inputs).values() for t in port_topics]
+    if len(source_ends) != len(topics):
+        return None
+    # Spark lists a query's sources in plan order: the order the ports' topics were unioned.
+    return {topic: min(ends.values()) for topic, ends in zip(topics, source_ends, strict=True) if ends}
+
+
+def last_committed_ends(checkpoint: Path) -> tuple[dict[int, int], ...]:
+    """Each source's end offset in the newest batch the checkpoint's commit log holds (none: ()).
+
+    Spark writes `offsets/{batch}` (a version line, a metadata line, then one
+    offset per source in plan order) before a batch and `commits/{batch}` after
+    it. Spark hands the sources those offsets to commit only when it plans the
+    next batch, so after a stop they can be ahead of the consumer offsets on the SPU.
+    """
+    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
+    if not commits:
+        return ()
+    try:
+        lines = (checkpoint / "offsets" / str(max(commits))).read_text().splitlines()
+    except OSError:
+        return ()
+    return tuple(parse_offsets(line) for line in lines[2:])
 
 
 @dataclass
 class PipelineRun:
-    """One running pipeline query with its channels: inputs by port (topic, consumer), outputs by port."""
+    """One running pipeline query with its channels."""
 
     flow_id: str
     alias: str
-    inputs: dict[str, tuple[str, str]]
+    inputs: list[PipelineInput]
     outputs: dict[str, str]
     query: Any
-    _last_batch: int = field(default=-1)
+    listener: QueryListener
+    run_id: str
+    resumed: dict[str, int] = field(default_factory=dict)  # input topic -> end of earlier runs' batches
 
     @property
     def name(self) -> str:
         return f"{self.flow_id}/{self.alias}"
 
-    def progress(self) -> tuple[dict[str, int], BatchStats | None]:
-        """What the last finished micro-batch tells (blocking: one call into the JVM per tick).
+    def finished(self) -> list[BatchProgress]:
+        """Batches finished since the last call, oldest first (non-blocking)."""
+        return self.listener.take(self.run_id)
 
-        (input topic -> offset every record below which a finished batch
-        processed, stats of that batch if it is new since the last call).
-        """
-        progress = self.query.lastProgress
-        if not progress:
-            return {}, None
-        return self._consumed(progress), self._batch_stats(progress)
-
-    def _consumed(self, progress: dict[str, Any]) -> dict[str, int]:
-        sources = progress.get("sources") or []
-        if len(sources) != len(self.inputs):
-            return {}
-        consumed: dict[str, int] = {}
-        # Spark lists a query's sources in plan order, which follows the order inputs were unioned.
-        for (topic, _), source in zip(self.inputs.values(), sources, strict=True):
-            end = source.get("endOffset")
-            if isinstance(end, str):
-                end = json.loads(end)
-            if isinstance(end, dict) and end:
-                consumed[topic] = int(min(end.values()))
-        return consumed
-
-    def _batch_stats(self, progress: dict[str, Any]) -> BatchStats | None:
-        if progress.get("batchId", -1) == self._last_batch:
-            return None
-        self._last_batch = int(progress["batchId"])
-        duration = (progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000
-        rows_out = int((progress.get("sink") or {}).get("numOutputRows", -1))
-        return BatchStats(self._last_batch, duration, int(progress.get("numInputRows", 0)), max(rows_out, 0))
+    def consumed(self, batch: BatchProgress) -> dict[str, int] | None:
+        """Input topic -> next offset after what `batch` read, or None if its sources cannot be
+        matched to topics (Spark left a source out of the plan, e.g. a port routed nowhere)."""
+        return by_topic(self.inputs, batch.input_ends)
 
     def error(self) -> str | None:
-        """Why the query died, if it did."""
-        exc = self.query.exception()
-        return None if exc is None else str(exc)
+        """Why the query died, if it did (as the listener heard it: no JVM call)."""
+        return self.listener.failure(self.run_id)
 
     def stop(self) -> None:
         self.query.stop()
+        self.listener.forget(self.run_id)
 
 
 def start_pipeline_query(
@@ -99,73 +114,40 @@ def start_pipeline_query(
     graph: PipelineGraph,
     *,
     spu: str,
-    inputs: dict[str, tuple[str, str]],
+    inputs: list[PipelineInput],
     outputs: dict[str, str],
     checkpoint_root: Path,
     settings: PipelineSettings | None = None,
 ) -> PipelineRun:
     """Start `graph` as a Spark query from its input channels to its output channels,
     with the trigger `settings` ask for (by default: every 100 ms, pipelines with timers every tick)."""
+    from contraflow.pipeline.spark_plan import has_timers
+    from contraflow.pipeline.spark_query import start_pipeline
+
     settings = settings or PipelineSettings()
+
     _activate(spark)
+    listener = query_listener(spark)  # before the start: the first batch must not go unheard
     checkpoint = checkpoint_root / flow_id / alias
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    name = f"{flow_id}.{alias}"
-    try:
-        from contraflow.pipeline.spark_query import start_pipeline
-    except ImportError:
-        trigger = settings.trigger(timers=False)
-        query = _passthrough(spark, spu, inputs, outputs, str(checkpoint), name, trigger)
-    else:
-        from contraflow.pipeline.spark_plan import has_timers
-
-        trigger = settings.trigger(timers=has_timers(graph))
-        query = start_pipeline(
-            spark,
-            graph,
-            spu=spu,
-            inputs={port: topic for port, (topic, _) in inputs.items()},
-            outputs=outputs,
-            checkpoint=str(checkpoint),
-            name=name,
-            consumer={port: consumer for port, (_, consumer) in inputs.items()},
-            flow=flow_id,
-            trigger=trigger,
-        )
-    return PipelineRun(flow_id, alias, inputs, outputs, query)
+    resumed = by_topic(inputs, last_committed_ends(checkpoint)) or {}  # read before new batches run
+    consumers = {inp.port: inp.consumer for inp in inputs}
+    query = start_pipeline(
+        spark,
+        graph,
+        spu=spu,
+        inputs=dict(topics_by_port(inputs)),
+        outputs=outputs,
+        checkpoint=str(checkpoint),
+        name=f"{flow_id}.{alias}",
+        consumer=consumers,
+        flow=flow_id,
+        trigger=settings.trigger(timers=has_timers(graph)),
+    )
+    return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
 
 
 def _activate(spark: Any) -> None:
     """Make `spark` the JVM's active session on this thread: Spark looks Python data sources up
     through the thread's active session, and the runtime starts queries from worker threads."""
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-
-
-def _passthrough(
-    spark: Any,
-    spu: str,
-    inputs: dict[str, tuple[str, str]],
-    outputs: dict[str, str],
-    checkpoint: str,
-    name: str,
-    trigger: str | None,
-) -> Any:
-    """Until the pipeline executor is merged: every input event goes to `out` unchanged."""
-    streams = []
-    for topic, consumer in inputs.values():
-        reader = spark.readStream.format("contraflow").option("spu", spu).option("topic", topic)
-        streams.append(reader.option("consumer", consumer).load().select("value", "headers"))
-    frame = streams[0]
-    for other in streams[1:]:
-        frame = frame.unionByName(other)
-    out_topic = outputs.get("out")
-    if out_topic is None:
-        raise ValueError(f"pipeline {name} has no `out` channel to pass events to")
-    writer = (
-        frame.writeStream.format("contraflow")
-        .queryName(name)
-        .option("spu", spu)
-        .option("topic", out_topic)
-        .option("checkpointLocation", checkpoint)
-    )
-    return (writer.trigger(processingTime=trigger) if trigger else writer).start()

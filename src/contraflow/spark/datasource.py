@@ -191,12 +191,12 @@ class TopicStreamReader(DataSourceStreamReader):
         return size // records if records else 1
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        return split_ranges(
-            self.options.topic,
-            to_partition_offsets(start),
-            to_partition_offsets(end),
-            self.options.max_records_per_task,
-        )
+        """One task per `maxRecordsPerTask` records or `maxBytesPerTask` bytes of each partition."""
+        begin, finish = to_partition_offsets(start), to_partition_offsets(end)
+        per_task = self.options.max_records_per_task
+        if any(finish[p] > begin.get(p, 0) for p in finish):
+            per_task = min(per_task, max(1, self.options.max_bytes_per_task // self._average_record_bytes()))
+        return split_ranges(self.options.topic, begin, finish, per_task)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)

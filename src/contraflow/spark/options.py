@@ -16,6 +16,9 @@ from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
 DEFAULT_SPU = "127.0.0.1:9005"
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
 DEFAULT_FETCH_BYTES = 4 << 20
+# A task's input bytes: its writer stages about as much on one SPU connection, which the SPU caps
+# (64 MiB by default), so a backlog is read in several tasks rather than one oversized one.
+DEFAULT_MAX_BYTES_PER_TASK = 32 << 20
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -52,6 +55,7 @@ class SourceOptions:
     consumer: str | None
     max_records_per_task: int
     fetch_bytes: int
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -69,6 +73,8 @@ class SourceOptions:
             max_records_per_task=_int(options, "maxRecordsPerTask", DEFAULT_MAX_RECORDS_PER_TASK, 1)
             or DEFAULT_MAX_RECORDS_PER_TASK,
             fetch_bytes=_int(options, "fetchBytes", DEFAULT_FETCH_BYTES, 1024) or DEFAULT_FETCH_BYTES,
+            max_bytes_per_task=_int(options, "maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK, 1024)
+            or DEFAULT_MAX_BYTES_PER_TASK,
         )
 
 

@@ -249,6 +249,10 @@ def ne(a: Any, b: Any) -> bool:
     return not eq(a, b)
 
 
+# Types whose values order among themselves exactly as Python orders them.
+_PLAIN_ORDER = frozenset({int, float, str})
+
+
 def _orderable(op: str, a: Any, b: Any) -> None:
     if _is_num(a) and _is_num(b):
         return
@@ -259,21 +263,29 @@ def _orderable(op: str, a: Any, b: Any) -> None:
 
 
 def lt(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
+        return bool(a < b)
     _orderable("<", a, b)
     return bool(a < b)
 
 
 def le(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
+        return bool(a <= b)
     _orderable("<=", a, b)
     return bool(a <= b)
 
 
 def gt(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
+        return bool(a > b)
     _orderable(">", a, b)
     return bool(a > b)
 
 
 def ge(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
+        return bool(a >= b)
     _orderable(">=", a, b)
     return bool(a >= b)
 
