@@ -7,10 +7,20 @@
   bare passthrough query of the `contraflow` format (topic -> topic), timed from
   start until processAllAvailable returns;
 - ratio = flow / baseline: what connectors, codecs and contraflow cost on top of Spark;
-- latency: a `bench` source emitting 10k events/s -> pipeline -> back into the
-  same `bench` connector, p50/p99 of ingest-to-delivery time after a warm-up.
+- latency: a `bench` source paced at 10k events/s (every event due goes out
+  in one pull, stamped when it was due) -> pipeline -> back into the same
+  `bench` connector: p50/p99/max of send-to-delivery time of the events sent
+  after a warm-up, the rate reached, and `sustained` (the rate held and the
+  backlog of sent-but-not-back events did not grow). While 10k is not
+  sustained the rate steps down (5k, 2.5k) to the highest one that is. Then
+  the floor: 200 events/s, where each micro-batch is small and latency is
+  Spark's fixed per-batch cost, with the runtime's default trigger (a batch
+  every 100 ms) and with `trigger_ms = 0` (back to back, 10 ms idle polls)
+  side by side. Each run also gives the median duration and
+  size of its Spark batches.
 
-Prints one JSON object. Run: PYTHONPATH=src python benchmarks/flows.py
+Prints one JSON object. Run: PYTHONPATH=src python benchmarks/flows.py [latency]
+(`latency`: only the latency runs, one to two minutes).
 """
 
 from __future__ import annotations
@@ -18,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import itertools
 import json
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +42,10 @@ import orjson
 
 EVENTS = 50_000
 REPEATS = 3
-LATENCY_RATE = 10_000
-LATENCY_SECONDS = 8
+LATENCY_RATES = (10_000, 5_000, 2_500)  # asked first; the next ones only while the flow falls behind
+FLOOR_RATE = 200  # events/s: every batch is small, so latency is Spark's fixed per-batch cost
+BACKLOG_SAMPLE_S = 0.5
+_RUNS = itertools.count()  # flow ids stay unique when a rate and trigger repeat
 
 
 def make_events(path: Path, count: int) -> list[bytes]:
@@ -54,10 +68,11 @@ def make_events(path: Path, count: int) -> list[bytes]:
     return lines
 
 
-def flow_troy(fid: str, body: str) -> str:
+def flow_troy(fid: str, body: str, args: str = "") -> str:
+    head = f"args\n  {args}\n" if args else ""
     return f"""
 define flow {fid}
-flow
+{head}flow
   define connector lines from file
   args path, mode = "read", chunk_size = 8192
   with codec = "json", preprocessors = ["separate"], postprocessors = ["separate"],
@@ -131,30 +146,115 @@ def run_bridge(spu: str, spark: Any, work: Path, name: str, lines: list[bytes]) 
     return elapsed
 
 
-async def run_latency(spu: str, spark: Any, work: Path, source: Path) -> dict[str, Any]:
-    """The bench connector's report for LATENCY_RATE events/s through a pipeline and back."""
+@dataclass(frozen=True)
+class LatencyRun:
+    """One paced run: `rate` events/s from the `bench` source, through `pass`, back into `bench`."""
+
+    rate: int
+    seconds: float
+    warmup: float
+    trigger_ms: int | None = None  # None: the runtime's default
+
+
+async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: LatencyRun) -> dict[str, Any]:
+    """Latency of every event sent after the warm-up, whether the flow kept up, and Spark's batches."""
     from contraflow.runtime.runtime import Runtime
 
-    interval = 1_000_000_000 // LATENCY_RATE
+    fid = f"latency{run.rate}n{next(_RUNS)}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
     body = f"""
   define connector bench from bench
   with codec = "json", preprocessors = ["separate"],
-       config = {{"path": "{source}", "interval": {interval}, "stop_after_secs": {LATENCY_SECONDS},
-                  "warmup_secs": 3}}
+       config = {{"path": "{source}", "interval": {1_000_000_000 // run.rate},
+                  "stop_after_secs": {run.seconds}, "warmup_secs": {run.warmup}}}
   end;
   create connector bench;
   connect /connector/bench to /pipeline/pass;
   connect /pipeline/pass to /connector/bench;
 """
+    args = "" if run.trigger_ms is None else f'pipelines = {{"pass": {{"trigger_ms": {run.trigger_ms}}}}}'
     runtime = Runtime(spu, spark, work / "data")
-    captured = io.TextIOWrapper(io.BytesIO())
-    with contextlib.redirect_stdout(captured):  # the bench connector prints its own report
-        await runtime.deploy(flow_troy("latency", body), "<bench>")
-        await asyncio.wait_for(runtime.stop_requested.wait(), LATENCY_SECONDS + 120)
+    backlog: list[int] = []  # sent - received, sampled: grows when the flow falls behind
+    depths: dict[str, list[int]] = {}  # where the backlog sits: each channel's depth, sampled
+    quiet = io.TextIOWrapper(io.BytesIO())  # the bench connector prints its report to stdout's buffer
+    with contextlib.redirect_stdout(quiet):
+        await runtime.deploy(flow_troy(fid, body, args), "<bench>")
+        flow = runtime.flows[fid]
+        bench = flow.connectors["bench"].connector
+        while not runtime.stop_requested.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runtime.stop_requested.wait(), BACKLOG_SAMPLE_S)
+            status = bench.status()
+            if status["sent"] and len(backlog) * BACKLOG_SAMPLE_S < run.seconds:
+                backlog.append(status["sent"] - status["received"])
+                for state_of, state in (flow.monitor.states if flow.monitor else {}).items():
+                    depths.setdefault(state_of.split(".", 1)[1], []).append(state.depth)
+        batches = [p for pipeline in flow.pipelines.values() for p in pipeline.query.recentProgress]
         await runtime.quiesce_all()
-    connector = runtime.flows["latency"].connectors["bench"].connector
-    report = getattr(connector, "report", None) or connector.finish()  # type: ignore[attr-defined]
-    return dict(report)
+    report = dict(getattr(bench, "report", None) or bench.finish())  # type: ignore[attr-defined]
+    return summarize(run, report, backlog, batches) | {
+        "channel_depth_median": {name: round(statistics.median(d)) for name, d in sorted(depths.items())}
+    }
+
+
+def summarize(
+    run: LatencyRun, report: dict[str, Any], backlog: list[int], batches: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The figures of one run; `sustained` when the rate held and the backlog did not grow."""
+    latency = report.get("latency_ns") or {}
+    quarter = max(1, len(backlog) // 4)
+    early = statistics.median(backlog[quarter : 2 * quarter] or [0])
+    late = statistics.median(backlog[-quarter:] or [0])
+    rate = float(report.get("sent_per_s", 0))
+    sustained = (
+        rate >= 0.95 * run.rate
+        and report.get("received") == report.get("sent")
+        and late <= 1.25 * early + 0.5 * run.rate
+    )
+    steady = [b for b in batches if b.get("numInputRows")][2:]  # past the query's first batches
+    return {
+        "asked_events_per_s": run.rate,
+        "sent_events_per_s": round(rate),
+        "trigger_ms": run.trigger_ms,
+        "sustained": sustained,
+        "measured_events": latency.get("count", 0),
+        "p50_ms": ms(latency.get("p50")),
+        "p99_ms": ms(latency.get("p99")),
+        "max_ms": ms(latency.get("max")),
+        "backlog_events": {"early": round(early), "late": round(late)},
+        "spark_batch_ms_median": median_of(steady, lambda b: b["durationMs"]["triggerExecution"]),
+        "spark_batch_rows_median": median_of(steady, lambda b: b["numInputRows"]),
+    }
+
+
+def ms(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 1)
+
+
+def median_of(items: list[dict[str, Any]], key: Any) -> float | None:
+    return round(statistics.median(key(b) for b in items)) if items else None
+
+
+def latency_runs(spu: str, spark: Any, work: Path, source: Path) -> dict[str, Any]:
+    """10k events/s, stepping the rate down until the flow keeps up; then the floor at a low rate
+    with the runtime's default trigger (100 ms) and with batches back to back (`trigger_ms = 0`)."""
+    runs = []
+    for i, rate in enumerate(LATENCY_RATES):
+        seconds, warmup = (12, 5) if i == 0 else (10, 4)
+        runs.append(asyncio.run(run_latency(spu, spark, work, source, LatencyRun(rate, seconds, warmup))))
+        if runs[-1]["sustained"]:
+            break
+    floor = [
+        asyncio.run(run_latency(spu, spark, work, source, LatencyRun(FLOOR_RATE, 8, 3, trigger)))
+        for trigger in (None, 0)
+    ]
+    sustained = [r for r in runs if r["sustained"]]
+    return {
+        "latency_at_10k": runs[0],
+        "latency_highest_sustained": sustained[0] if sustained else None,
+        "latency_steps": runs[1:],
+        "latency_floor": floor[0],
+        "latency_floor_back_to_back": floor[1],
+    }
 
 
 def main() -> None:
@@ -168,30 +268,34 @@ def main() -> None:
         with EmbeddedSpu(work / "spu", mode="process") as spu:
             spark = session(master="local[2]", data_dir=work)
             run_bridge(spu.addr, spark, work, "warmup", lines[:1000])  # Python workers start cold
-            bridge, flow = [], []
-            for i in range(REPEATS):  # interleaved, so load changes hit both alike
-                bridge.append(run_bridge(spu.addr, spark, work, f"bridge{i}", lines))
-                flow.append(asyncio.run(run_file_flow(spu.addr, spark, work, f"flow{i}", source)))
-            latency = asyncio.run(run_latency(spu.addr, spark, work, source))
+            result: dict[str, Any] = {
+                "benchmark": "flows",
+                "event_bytes": round(source_bytes(lines) / EVENTS),
+            }
+            if sys.argv[1:] != ["latency"]:
+                result |= throughput(spu.addr, spark, work, source, lines)
+            result |= latency_runs(spu.addr, spark, work, source)
             spark.stop()
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+def throughput(spu: str, spark: Any, work: Path, source: Path, lines: list[bytes]) -> dict[str, Any]:
+    """The file flow against the bare bridge, interleaved so that load changes hit both alike."""
+    bridge, flow = [], []
+    for i in range(REPEATS):
+        bridge.append(run_bridge(spu, spark, work, f"bridge{i}", lines))
+        flow.append(asyncio.run(run_file_flow(spu, spark, work, f"flow{i}", source)))
     flow_rate = EVENTS / statistics.median(flow)
     bridge_rate = EVENTS / statistics.median(bridge)
-    result = {
-        "benchmark": "flows",
+    return {
         "events": EVENTS,
-        "event_bytes": round(source_bytes(lines) / EVENTS),
         "repeats": REPEATS,
         "flow_events_per_s": round(flow_rate),
         "bridge_passthrough_events_per_s": round(bridge_rate),
         "ratio_flow_to_bridge": round(flow_rate / bridge_rate, 3),
         "flow_seconds": [round(s, 2) for s in flow],
         "bridge_seconds": [round(s, 2) for s in bridge],
-        "latency_rate_events_per_s": LATENCY_RATE,
-        "latency": {
-            k: latency.get(k) for k in sorted(latency) if "latency" in k or k in ("events", "events_per_s")
-        },
     }
-    sys.stdout.write(json.dumps(result) + "\n")
 
 
 def source_bytes(lines: list[bytes]) -> int:

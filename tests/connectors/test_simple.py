@@ -232,3 +232,57 @@ def test_stdio_reads_stdin_and_writes_stdout_and_stderr(tmp_path: Path, from_fil
     assert done.returncode == 0, done.stderr
     assert b"HELLO" in done.stdout and b"ERR" not in done.stdout
     assert done.stderr == b"ERR:\n" and done.stdout == b"HELLO\nBAD\n"
+
+
+def test_bench_paces_high_rates_in_batches_stamped_when_due(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    path.write_bytes(b"".join(orjson.dumps({"n": i}) + b"\n" for i in range(1000)))
+
+    async def body() -> tuple[dict, list[tuple[int, int, int]]]:
+        conn = make(
+            "bench",
+            {"path": str(path), "interval": 100_000, "stop_after_secs": 0.5},  # 10k events/s
+            preprocessors=["separate"],
+            inputs=frozenset(),
+        )
+        assert isinstance(conn, BenchConnector)
+        await conn.connect()
+        pulls = []
+        while (item := await conn.pull()) is not None:
+            assert item.data is not None and item.meta is not None
+            pulls.append((item.data.count(b"\n"), item.meta["bench"]["ingest_ns"], time.time_ns()))
+        return conn.finish(), pulls
+
+    report, pulls = run(body())
+    sent = sum(n for n, _, _ in pulls)
+    assert report["sent"] == sent
+    # A rate one event per wake-up could never reach: many events per pull, close to 10k/s overall.
+    assert len(pulls) < sent / 2, (len(pulls), sent)
+    assert 3_500 <= sent <= 5_001, sent
+    assert report["sent_per_s"] >= 7_000, report
+    # Stamped when the first event of the pull was due: never after it left, and in schedule order
+    # (within the few microseconds between reading the wall and the monotonic clock).
+    assert all(stamp <= left for _, stamp, left in pulls)
+    stamps = [s for _, s, _ in pulls]
+    assert all(b - a > -1_000_000 for a, b in zip(stamps, stamps[1:], strict=False))
+
+
+def test_bench_measures_only_events_sent_after_the_warmup(tmp_path: Path) -> None:
+    path = tmp_path / "data.json"
+    path.write_bytes(b"".join(orjson.dumps({"n": i}) + b"\n" for i in range(10)))
+
+    async def body() -> dict:
+        conn = make("bench", {"path": str(path), "interval": 20_000_000, "warmup_secs": 0.1, "iters": 1})
+        assert isinstance(conn, BenchConnector)
+        await conn.connect()
+        held = []
+        while (item := await conn.pull()) is not None:
+            assert item.data is not None and item.meta is not None
+            held.append(SinkEvent(item.data, dict(item.meta), [item.data]))
+        await conn.send(held)  # all come back late, after the warm-up: only the late-sent ones count
+        await conn.close()
+        return conn.finish()
+
+    report = run(body())
+    assert report["received"] == 10
+    assert 3 <= report["latency_ns"]["count"] <= 7, report  # 20 ms apart, the first ~100 ms are warm-up

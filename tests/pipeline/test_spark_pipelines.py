@@ -19,20 +19,7 @@ from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.pipeline.spark_state import export_state, import_state
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
-
-COUNTER = """
-define script counter
-script
-  let state = match type::is_null(state) of
-    case true => 1
-    default => state + 1
-  end;
-  {"count": state, "event": event}
-end;
-create script counter;
-select event from in into counter;
-select event from counter into out;
-"""
+from tests.pipeline.spark_harness import RFC_COUNTER
 
 _names = itertools.count()
 
@@ -151,7 +138,7 @@ def test_select_where_then_script_errors_on_err(pipeline) -> None:
 
 
 def test_counter_script_counts_across_batches_and_restarts(pipeline) -> None:
-    p = pipeline(COUNTER).start()
+    p = pipeline(RFC_COUNTER).start()
     p.feed({"n": 1}, {"n": 2})
     p.drain()
     p.feed({"n": 3})
@@ -169,14 +156,14 @@ def test_state_export_while_running_and_import_into_a_fresh_pipeline(pipeline, t
     define window by_three from tumbling with size = 3 end;
     select aggr::win::collect_flattened(event.n) from in[by_three] into out;
     """
-    first = pipeline(COUNTER + window).start()
+    first = pipeline(RFC_COUNTER + window).start()
     first.feed(*[{"n": i} for i in range(1, 6)])
     first.drain()
     snapshot = export_state(first.spark, first.checkpoint)  # the query is still running
     first.stop()
     assert snapshot["keys"][""]["counter"] == 5
     # a different "runtime": its own topics and checkpoint directory
-    second = pipeline(COUNTER + window)
+    second = pipeline(RFC_COUNTER + window)
     fresh = str(tmp_path / "elsewhere" / "checkpoints" / "flow" / "pipeline")
     import_state(fresh, orjson.loads(orjson.dumps(snapshot)))
     second.start(checkpoint=fresh)
@@ -189,7 +176,7 @@ def test_state_export_while_running_and_import_into_a_fresh_pipeline(pipeline, t
 
 
 def test_stateful_pipeline_sees_each_partition_in_offset_order(pipeline) -> None:
-    p = pipeline(COUNTER, input_partitions=2).start()
+    p = pipeline(RFC_COUNTER, input_partitions=2).start()
     for start in range(0, 60, 20):
         for partition in (0, 1):
             p.feed(*[{"p": partition, "i": i} for i in range(start, start + 20)], partition=partition)

@@ -12,6 +12,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.keying import GROUP_STREAMS, GroupStreams, independent_groups
 from contraflow.pipeline.split import split_prefix
+from tests.pipeline.spark_harness import RFC_COUNTER
 
 ENRICH_THEN_COUNT = """
 define script enrich
@@ -27,17 +28,6 @@ define window pairs from tumbling with size = 2 end;
 select event from in where event.level == "error" into enrich;
 select {"key": group[0], "n": aggr::stats::count()} from enrich[pairs] group by event.key into out;
 select event from enrich/side into out;
-"""
-
-COUNTER = """
-define script counter
-script
-  let state = match type::is_null(state) of case true => 1 default => state + 1 end;
-  {"count": state, "event": event}
-end;
-create script counter;
-select event from in into counter;
-select event from counter into out;
 """
 
 
@@ -91,7 +81,7 @@ def test_split_cuts_after_the_stateless_prefix(query) -> None:
 
 
 def test_no_split_when_nothing_runs_before_the_state(query) -> None:
-    assert split_prefix(query(COUNTER)) is None  # its prefix only routes events
+    assert split_prefix(query(RFC_COUNTER)) is None  # its prefix only routes events
 
 
 def test_prefix_then_rest_gives_what_the_whole_graph_gives(query) -> None:
@@ -134,9 +124,9 @@ def test_groups_are_independent_only_where_that_is_sound(query, text: str, sound
 
 
 def test_a_stateful_script_keeps_the_pipeline_one_stream(query) -> None:
-    split = split_prefix(query(COUNTER))
+    split = split_prefix(query(RFC_COUNTER))
     assert split is None
-    assert independent_groups(query(COUNTER)) is None
+    assert independent_groups(query(RFC_COUNTER)) is None
 
 
 def test_group_streams_are_stable_and_spread_the_groups(query) -> None:

@@ -23,12 +23,16 @@ def test_every_event_arrives_once_in_order_and_the_source_is_acked(spark, spu_ad
   connect /connector/input to /pipeline/pass;
   connect /pipeline/pass to /connector/output;
 """,
+        args='pipelines = {"pass": {"trigger_ms": 200}}',
     )
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
             await wait_for(lambda: len(read_events(out)) >= len(sent), what="all events in the sink")
             flow = runtime.flows[fid]
+            # The flow's `pipelines` arg reached Spark: a batch every 200 ms, not back to back.
+            trigger = flow.pipelines["pass"].query._jsq.streamingQuery().trigger().toString()
+            assert trigger == "ProcessingTimeTrigger(200)", trigger
             # Acked once delivered: the file source checkpoints the end of the file.
             await wait_for(lambda: flow.acks["input"].pending == 0, what="acks")
             assert flow.acks["input"].acked > 0 and flow.acks["input"].failed == 0

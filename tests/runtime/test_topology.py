@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 
 from contraflow.lang.troy.compiler import compile_source
-from contraflow.runtime.settings import FlowSettings, SettingsError
+from contraflow.runtime.settings import DEFAULT_TRIGGER_MS, FlowSettings, SettingsError
 from contraflow.runtime.topology import Topology
 
 FLOW = """
 define flow f
 args
-  channels = {"default": {"capacity": 100}, "events/out": {"capacity": 10, "low_watermark": 0.2}}
+  channels = {"default": {"capacity": 100}, "events/out": {"capacity": 10, "low_watermark": 0.2}},
+  pipelines = {"default": {"trigger_ms": 250}, "q": {"trigger_ms": 0}}
 flow
   define connector reader from file with config = {"path": "in", "mode": "read"} end;
   define connector writer from file with config = {"path": "out", "mode": "append"} end;
@@ -71,10 +72,23 @@ def test_channel_settings_from_flow_args(flows: dict[str, Topology]) -> None:
     deployment = compile_source(FLOW, "<test>", Path.cwd())
     graph = deployment.flows["one"]
     names = {c.name for c in flows["one"].channels.values()}
-    settings = FlowSettings.from_args("one", graph.args, names)
+    settings = FlowSettings.from_args("one", graph.args, names, set(graph.pipelines))
     assert settings.channel("p/out").capacity == 100
     events = settings.channel("events/out")
     assert (events.capacity, events.high, events.low) == (10, 10, 2)
+
+
+def test_pipeline_triggers_from_flow_args(flows: dict[str, Topology]) -> None:
+    graph = compile_source(FLOW, "<test>", Path.cwd()).flows["one"]
+    names = {c.name for c in flows["one"].channels.values()}
+    settings = FlowSettings.from_args("one", graph.args, names, set(graph.pipelines))
+    p, q = settings.pipeline("p"), settings.pipeline("q")
+    assert p.trigger(timers=False) == p.trigger(timers=True) == "250 milliseconds"  # the flow's default
+    assert q.trigger(timers=False) is None  # 0: batches back to back (Spark's own default)
+    assert q.trigger(timers=True) is None  # ... and a timer pipeline keeps its tick
+    unset = FlowSettings.from_args("f", {}, set(), {"p"}).pipeline("p")
+    assert unset.trigger(timers=False) == f"{DEFAULT_TRIGGER_MS} milliseconds"
+    assert unset.trigger(timers=True) is None
 
 
 @pytest.mark.parametrize(
@@ -89,3 +103,28 @@ def test_channel_settings_from_flow_args(flows: dict[str, Topology]) -> None:
 def test_bad_channel_settings_are_user_errors(channels: dict[str, object], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         FlowSettings.from_args("f", {"channels": channels}, {"events/out"})
+
+
+@pytest.mark.parametrize(
+    ("pipelines", "message"),
+    [
+        ({"nope": {"trigger_ms": 1}}, r"no pipeline 'nope' \(pipelines: p\)"),
+        ({"default": {"interval": 1}}, "unknown key 'interval'"),
+        ({"p": {"trigger_ms": -5}}, "trigger_ms must be >= 0"),
+        ({"p": {"trigger_ms": "fast"}}, "must be a number"),
+        ([1], "must be a record of pipeline settings"),
+    ],
+)
+def test_bad_pipeline_settings_are_user_errors(pipelines: object, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        FlowSettings.from_args("f", {"pipelines": pipelines}, set(), {"p"})
+
+
+def test_append_linger_from_flow_args() -> None:
+    assert FlowSettings.from_args("f", {}, set()).appends.linger_ms == 20.0
+    settings = FlowSettings.from_args("f", {"appends": {"linger_ms": 2}}, set())
+    assert settings.appends.linger_ms == 2.0 and isinstance(settings.appends.linger_ms, float)
+    with pytest.raises(SettingsError, match="linger_ms must be >= 0"):
+        FlowSettings.from_args("f", {"appends": {"linger_ms": -1}}, set())
+    with pytest.raises(SettingsError, match="unknown key 'batch'"):
+        FlowSettings.from_args("f", {"appends": {"batch": 1}}, set())

@@ -6,14 +6,20 @@ as fast as possible), `chunk_size` (split the data into chunks of this many
 bytes instead of lines), `iters` (passes over the data), `stop_after_secs`
 (wall-clock limit), `base64` (decode each line from base64),
 `significant_figures` (latency precision, default 2), `warmup_secs` (events
-coming back during this time are not measured). Without `iters` and
-`stop_after_secs` it replays until the flow stops.
+sent during the first seconds are not measured, so the latency is the steady
+state's). Without `iters` and `stop_after_secs` it replays until the flow
+stops.
 
 Source: the data is loaded once into memory, so reading the file never
 limits the measured rate. With a `separate` preprocessor first, lines are
 handed out in batches joined by the separator (one pull, many events);
 otherwise every line (or chunk) is one pull and one frame. Each pull stamps
-`$bench = {"ingest_ns": <wall clock ns>}`.
+`$bench = {"ingest_ns": <wall clock ns>}`. With an `interval` the source is
+paced: each pull carries every event due by then (up to 256 with a
+separator, else one), stamped with the time the first of them was due, so
+high rates (10k events/s = 100 us) hold and latency is never understated;
+after a stall of more than 0.5 s the backlog is dropped from the schedule and
+counted in the report's `skipped` (`sent_per_s` is the rate reached).
 
 Sink: events coming back on `in` are counted (events, bytes) and, when they
 still carry `$bench.ingest_ns`, their end-to-end latency goes into a
@@ -44,7 +50,7 @@ from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, S
 from contraflow.connectors.filereader import leading_separator
 from contraflow.connectors.histogram import Histogram
 from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.timing import Ticker, sleep_unless
+from contraflow.connectors.timing import Pacer, sleep_unless
 
 NS_PER_S = 1_000_000_000
 BATCH_EVENTS = 256
@@ -128,9 +134,10 @@ class BenchConnector(Connector):
         self.report: dict[str, Any] | None = None
         self._index = self._iteration = 0
         self._started_ns = self._first_in_ns = self._last_in_ns = self._done_ns = 0
+        self._measure_from_ns = 0  # wall clock: events sent before it are the warm-up
         self._source_done = asyncio.Event()
         self._arrived = asyncio.Event()
-        self._ticker: Ticker | None = None
+        self._pacer: Pacer | None = None
         self._finisher: asyncio.Task[None] | None = None
 
     @classmethod
@@ -151,7 +158,7 @@ class BenchConnector(Connector):
                 "path", f"names an empty file: {self.options.path}"
             )
         if self.options.interval_ns:
-            self._ticker = Ticker(self.options.interval_ns / NS_PER_S)
+            self._pacer = Pacer(self.options.interval_ns / NS_PER_S)
         self._finisher = asyncio.create_task(self._finish_when_done())
 
     # -- source ------------------------------------------------------------------------------------
@@ -159,21 +166,36 @@ class BenchConnector(Connector):
     async def pull(self) -> SourceData | None:
         if not self._started_ns:
             self._started_ns = time.monotonic_ns()
+            self._measure_from_ns = time.time_ns() + int(self.options.warmup_s * NS_PER_S)
         if self._exhausted():
             if not self._source_done.is_set():
                 self._done_ns = time.monotonic_ns()
                 self._source_done.set()
             return None
-        if self._ticker is not None:
-            if await sleep_unless(self.ctx.quiescing, self._ticker.delay()):
+        size = 1 if self.separator is None else BATCH_EVENTS
+        late_ns = 0
+        if self._pacer is not None:
+            size, due = await self._paced(size)
+            if not size:
                 return None
-            self._ticker.advance()
-        batch = self._next_batch(1 if self._ticker is not None or self.separator is None else BATCH_EVENTS)
-        meta = {"bench": {"ingest_ns": time.time_ns()}}
+            late_ns = max(0, time.monotonic_ns() - int(due * NS_PER_S))
+        ingest_ns = time.time_ns() - late_ns  # when the first event of the pull was due
+        batch = self._next_batch(size)
+        meta = {"bench": {"ingest_ns": ingest_ns}}
         self.sent += len(batch)
         data = self.separator.join(batch) + self.separator if self.separator is not None else batch[0]
         self.sent_bytes += len(data)
         return SourceData(data=data, meta=meta)
+
+    async def _paced(self, limit: int) -> tuple[int, float]:
+        """Wait until events are due; (how many, at most `limit`; when the first was due), 0 if quiescing."""
+        assert self._pacer is not None
+        while True:
+            count, due = self._pacer.take(limit)
+            if count:
+                return count, due
+            if await sleep_unless(self.ctx.quiescing, self._pacer.delay()):
+                return 0, due
 
     def _exhausted(self) -> bool:
         o = self.options
@@ -199,13 +221,13 @@ class BenchConnector(Connector):
         if not self._first_in_ns:
             self._first_in_ns = mono
         self._last_in_ns = mono
-        warm = (mono - self._started_ns) >= self.options.warmup_s * NS_PER_S
         for event in events:
             self.received += 1
             self.received_bytes += len(event.raw)
             ingest = event.meta.get("bench")
-            if warm and isinstance(ingest, dict) and isinstance(ingest.get("ingest_ns"), int):
-                self.latency.record(now_ns - ingest["ingest_ns"])
+            sent_ns = ingest.get("ingest_ns") if isinstance(ingest, dict) else None
+            if isinstance(sent_ns, int) and sent_ns >= self._measure_from_ns:
+                self.latency.record(now_ns - sent_ns)
         self._arrived.set()
 
     async def _finish_when_done(self) -> None:
@@ -233,9 +255,12 @@ class BenchConnector(Connector):
         seconds = max(end - (self._started_ns or end), 1) / NS_PER_S
         counted = self.received if self.received else self.sent
         counted_bytes = self.received_bytes if self.received else self.sent_bytes
+        sending = max((self._done_ns or end) - (self._started_ns or end), 1) / NS_PER_S
         return {
             "sent": self.sent,
             "received": self.received,
+            "sent_per_s": round(self.sent / sending, 1),
+            "skipped": self._pacer.skipped if self._pacer is not None else 0,
             "seconds": round(seconds, 6),
             "events_per_s": round(counted / seconds, 1),
             "mb_per_s": round(counted_bytes / seconds / 1e6, 3),

@@ -82,7 +82,7 @@ class FlowInstance:
         self.services = services
         self.topology = Topology.of(flow_id, graph)
         self.settings = FlowSettings.from_args(
-            flow_id, graph.args, {c.name for c in self.topology.channels.values()}
+            flow_id, graph.args, {c.name for c in self.topology.channels.values()}, set(graph.pipelines)
         )
         self.state: State = "initializing"
         self.error: str | None = None
@@ -90,7 +90,9 @@ class FlowInstance:
         self.pipelines: dict[str, PipelineRun] = {}
         self.acks: dict[str, AckTracker] = {}
         self.client = AsyncSpuClient(services.spu_addr)
-        self.producer = AsyncProducer(self.client, ProducerSettings(linger_ms=2.0))
+        self.producer = AsyncProducer(
+            self.client, ProducerSettings(linger_ms=self.settings.appends.linger_ms)
+        )
         self.monitor: FlowMonitor | None = None
         self._monitor_task: asyncio.Task[None] | None = None
         self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
@@ -200,6 +202,7 @@ class FlowInstance:
                 inputs=inputs,
                 outputs=outputs,
                 checkpoint_root=self.services.data_dir / "checkpoints",
+                settings=self.settings.pipeline(alias),
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:

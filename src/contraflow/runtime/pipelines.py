@@ -23,6 +23,7 @@ from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
+from contraflow.runtime.settings import PipelineSettings
 
 log = logging.getLogger("contraflow.runtime.pipelines")
 
@@ -116,9 +117,14 @@ def start_pipeline_query(
     inputs: list[PipelineInput],
     outputs: dict[str, str],
     checkpoint_root: Path,
+    settings: PipelineSettings | None = None,
 ) -> PipelineRun:
-    """Start `graph` as a Spark query from its input channels to its output channels."""
+    """Start `graph` as a Spark query from its input channels to its output channels,
+    with the trigger `settings` ask for (by default: every 100 ms, pipelines with timers every tick)."""
+    from contraflow.pipeline.spark_plan import has_timers
     from contraflow.pipeline.spark_query import start_pipeline
+
+    settings = settings or PipelineSettings()
 
     _activate(spark)
     listener = query_listener(spark)  # before the start: the first batch must not go unheard
@@ -136,6 +142,7 @@ def start_pipeline_query(
         name=f"{flow_id}.{alias}",
         consumer=consumers,
         flow=flow_id,
+        trigger=settings.trigger(timers=has_timers(graph)),
     )
     return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
 

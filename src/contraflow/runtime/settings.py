@@ -1,4 +1,4 @@
-"""Per-flow runtime settings read from the flow's args: channel bounds, delivery retries, acks.
+"""Per-flow runtime settings from the flow's args: channel bounds, pipeline triggers, appends, delivery, acks.
 
 Troy's `connect` statement has no `with` block, so a flow sets these through
 reserved args (defaults in the `define flow ... args`, overridden per
@@ -9,21 +9,30 @@ deployment with `deploy flow x from f with ... end`):
                      "high_watermark": 1.0, "low_watermark": 0.5},
       "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
     },
+    pipelines = {
+      "default": {"trigger_ms": 250},          # a micro-batch every 250 ms (unset: 100, timers 500)
+      "windows": {"trigger_ms": 0}             # a pipeline by its alias; 0: back to back
+    },
+    appends = {"linger_ms": 20},               # how long sources' appends wait to leave together
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
     ack = "delivered"                          # or "persisted"
 
-A channel key is `producer_alias/port`; unknown keys are user errors.
+A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any, Literal
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal, TypeVar
 
 from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
+T = TypeVar("T")
+# Untimed pipelines: the wait it adds at low rates is smaller than what the 10 ms idle polls cost a
+# busy box (benchmarks/flows.py: no slower at 200 events/s, half the CPU of an idle flow).
+DEFAULT_TRIGGER_MS = 100
 
 
 class SettingsError(UserError):
@@ -68,6 +77,53 @@ class ChannelSettings:
 
 
 @dataclass(frozen=True)
+class PipelineSettings:
+    """When a pipeline's Spark query starts its micro-batches.
+
+    Unset (`None`), a pipeline without timers starts a batch every
+    DEFAULT_TRIGGER_MS, one with timers (interval windows, batch timeouts)
+    every 500 ms, its tick. `trigger_ms = 0` starts the next batch as soon as
+    the last one ended and input is there, which makes Spark poll the input
+    every 10 ms while idle: a call into its Python source runner and two SPU
+    requests each time, about 0.2 of a core per idle pipeline here. A
+    positive `trigger_ms` starts a batch every that many milliseconds (at
+    once after one that overran, so under load it changes nothing).
+    """
+
+    trigger_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.trigger_ms is not None and self.trigger_ms < 0:
+            raise SettingsError(f"pipeline trigger_ms must be >= 0, got {self.trigger_ms}")
+
+    def trigger(self, timers: bool) -> str | None:
+        """The processing-time interval for Spark, or None for back to back (timers: their tick)."""
+        trigger_ms = self.trigger_ms
+        if trigger_ms is None:
+            trigger_ms = 0 if timers else DEFAULT_TRIGGER_MS
+        return f"{trigger_ms} milliseconds" if trigger_ms else None
+
+
+@dataclass(frozen=True)
+class AppendSettings:
+    """How the flow's sources batch their appends to channel topics.
+
+    Records wait up to `linger_ms` to leave together. At 10k events/s a 2 ms
+    linger meant ~500 small append requests a second, more than the busy
+    runtime and SPU answered: events piled up before the channel and the flow
+    fell behind; 20 ms kept up, with p50 1.7 s against 2.2-3.0 s
+    (benchmarks/flows.py side by side). Sources that resume from a position
+    (`file`) append each pull as one request and never linger.
+    """
+
+    linger_ms: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.linger_ms < 0:
+            raise SettingsError(f"appends linger_ms must be >= 0, got {self.linger_ms}")
+
+
+@dataclass(frozen=True)
 class DeliverySettings:
     """How often and how patiently a sink retries a batch that failed with a retryable error."""
 
@@ -88,47 +144,67 @@ class FlowSettings:
     default_channel: ChannelSettings
     delivery: DeliverySettings
     ack: AckMode
+    pipelines: Mapping[str, PipelineSettings] = field(default_factory=dict)
+    default_pipeline: PipelineSettings = PipelineSettings()
+    appends: AppendSettings = AppendSettings()
 
     def channel(self, name: str) -> ChannelSettings:
         """Settings of the channel `producer_alias/port`."""
         return self.channels.get(name, self.default_channel)
 
+    def pipeline(self, alias: str) -> PipelineSettings:
+        """Settings of the pipeline instance `alias`."""
+        return self.pipelines.get(alias, self.default_pipeline)
+
     @classmethod
-    def from_args(cls, flow_id: str, args: Mapping[str, Any], channel_names: set[str]) -> FlowSettings:
-        raw_channels = args.get("channels") or {}
-        if not isinstance(raw_channels, Mapping):
-            raise SettingsError(f"flow '{flow_id}': `channels` must be a record of channel settings")
-        default = _build(
-            ChannelSettings(), raw_channels.get("default", {}), f"flow '{flow_id}' channels.default"
-        )
-        channels: dict[str, ChannelSettings] = {}
-        for name, raw in raw_channels.items():
-            if name == "default":
-                continue
-            if name not in channel_names:
-                known = ", ".join(sorted(channel_names)) or "none"
-                raise SettingsError(f"flow '{flow_id}': no channel '{name}' (channels: {known})")
-            channels[name] = _build(default, raw, f"flow '{flow_id}' channels.{name}")
+    def from_args(
+        cls,
+        flow_id: str,
+        args: Mapping[str, Any],
+        channel_names: set[str],
+        pipeline_names: Collection[str] = (),
+    ) -> FlowSettings:
+        default, channels = _named(flow_id, "channels", ChannelSettings(), args, channel_names)
+        default_pipeline, pipelines = _named(flow_id, "pipelines", PipelineSettings(), args, pipeline_names)
         delivery = _build(DeliverySettings(), args.get("delivery") or {}, f"flow '{flow_id}' delivery")
         ack = args.get("ack", "delivered")
         if ack not in ("delivered", "persisted"):
             raise SettingsError(f'flow \'{flow_id}\': `ack` must be "delivered" or "persisted", not {ack!r}')
-        return cls(channels, default, delivery, ack)
+        appends = _build(AppendSettings(), args.get("appends") or {}, f"flow '{flow_id}' appends")
+        return cls(channels, default, delivery, ack, pipelines, default_pipeline, appends)
+
+
+def _named(
+    flow_id: str, arg: str, base: T, args: Mapping[str, Any], names: Collection[str]
+) -> tuple[T, dict[str, T]]:
+    """A reserved arg of per-name settings: (its `default` over `base`, each named entry over that)."""
+    raw_all = args.get(arg) or {}
+    kind = arg.rstrip("s")
+    if not isinstance(raw_all, Mapping):
+        raise SettingsError(f"flow '{flow_id}': `{arg}` must be a record of {kind} settings")
+    default: T = _build(base, raw_all.get("default", {}), f"flow '{flow_id}' {arg}.default")
+    named: dict[str, T] = {}
+    for name, raw in raw_all.items():
+        if name == "default":
+            continue
+        if name not in names:
+            known = ", ".join(sorted(names)) or "none"
+            raise SettingsError(f"flow '{flow_id}': no {kind} '{name}' ({arg}: {known})")
+        named[name] = _build(default, raw, f"flow '{flow_id}' {arg}.{name}")
+    return default, named
 
 
 def _build(base: Any, raw: Any, where: str) -> Any:
     """`base` with the keys of record `raw` replaced, each checked against the dataclass fields."""
     if not isinstance(raw, Mapping):
         raise SettingsError(f"{where} must be a record")
-    known = {f.name: f.type for f in fields(base)}
+    known = {f.name: str(f.type) for f in fields(base)}
     for key, value in raw.items():
         if key not in known:
             raise SettingsError(f"{where}: unknown key '{key}' (known: {', '.join(sorted(known))})")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise SettingsError(f"{where}.{key} must be a number, got {value!r}")
     try:
-        return replace(
-            base, **{k: (int(v) if isinstance(getattr(base, k), int) else float(v)) for k, v in raw.items()}
-        )
+        return replace(base, **{k: (float(v) if "float" in known[k] else int(v)) for k, v in raw.items()})
     except SettingsError as err:
         raise SettingsError(f"{where}: {err}") from None

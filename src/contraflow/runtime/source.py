@@ -97,6 +97,8 @@ class SourceRunner:
         two batches re-reads the pull (at least once), never skips it.
         """
         by_topic: dict[str, tuple[list[bytes], list[Any]]] = {}
+        counts: dict[str, list[int]] = {}  # port -> [events, bytes]: metrics once per pull, not per event
+        meta_headers: dict[int, list[tuple[str, bytes]]] = {}  # a pull's events share one meta dict
         for record in (*decoded.errors, *decoded.records):
             topic = self.outputs.get(record.port)
             if record.port == "err":
@@ -107,9 +109,16 @@ class SourceRunner:
                 continue
             values, headers = by_topic.setdefault(topic, ([], []))
             values.append(record.value)
-            headers.append(Event(None, record.meta).headers())
-            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, record.port, 1, len(record.value))
-            self.ctx.metrics.count(record.port, 1, len(record.value))
+            header = meta_headers.get(id(record.meta))
+            if header is None:
+                header = meta_headers[id(record.meta)] = Event(None, record.meta).headers()
+            headers.append(header)
+            count = counts.setdefault(record.port, [0, 0])
+            count[0] += 1
+            count[1] += len(record.value)
+        for port, (events, nbytes) in counts.items():
+            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, port, events, nbytes)
+            self.ctx.metrics.count(port, events, nbytes)
         data_topic = self.outputs.get(pulled.port) if pulled is not None else None
         if pulled is not None and pulled.position is not None and data_topic in by_topic:
             self.sequence += 1
