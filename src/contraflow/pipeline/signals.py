@@ -41,7 +41,8 @@ def has_qos(graph: PipelineGraph) -> bool:
 
 
 def apply_signals(executor: Any, spu: str | None, pipeline: str) -> None:
-    """Give `executor` the signals last published for `pipeline` (none published: nothing changes)."""
+    """Give `executor` exactly the signals last published for `pipeline`: a node the value leaves
+    out loses what an earlier batch gave it (executors are reused across batches)."""
     if spu is None:
         return
     client = _clients.get(spu)
@@ -49,5 +50,6 @@ def apply_signals(executor: Any, spu: str | None, pipeline: str) -> None:
         from contraflow.spu.client import SpuClient
 
         client = _clients[spu] = SpuClient(spu)
+    executor.signals.clear()
     for node, signal in (client.get_control(signals_name(pipeline)) or {}).items():
         executor.signal(node, signal)
