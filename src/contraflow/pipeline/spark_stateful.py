@@ -40,9 +40,11 @@ KEY_COLUMN = "key"
 INITIAL_STATE_DDL = f"{KEY_COLUMN} string, snapshot string"
 NS_PER_MS = 1_000_000
 
-# (plan fingerprint, key) -> an executor kept in this worker process and the state texts it holds.
+# (plan fingerprint, key) -> an executor kept in this worker process, the state texts it holds
+# and the key's timer as last set (ms, None for no timer, UNKNOWN).
 RESIDENT_EXECUTORS = 64
-_resident: OrderedDict[tuple[str, Any], tuple[Any, dict[str, str]]] = OrderedDict()
+UNKNOWN = "unknown"
+_resident: OrderedDict[tuple[str, Any], tuple[Any, dict[str, str] | None, Any]] = OrderedDict()
 
 
 class PipelineProcessor(StatefulProcessor):
@@ -59,6 +61,7 @@ class PipelineProcessor(StatefulProcessor):
         self.states: dict[str, ValueState] = {n: handle.getValueState(n, STATE_DDL) for n in self.nodes}
         self.loaded: dict[str, str] = {}
         self.executor: Any = None
+        self.timer: Any = UNKNOWN
 
     @cached_property
     def fresh(self) -> dict[str, str]:
@@ -125,6 +128,7 @@ class PipelineProcessor(StatefulProcessor):
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         self._restore(key)
+        self.timer = UNKNOWN  # the timer that fired is gone
         out = OutputColumns(self.plan.outputs)
         out.extend(self.executor.tick(timerValues.getCurrentProcessingTimeInMs() * NS_PER_MS))
         self._finish(key)
@@ -136,6 +140,7 @@ class PipelineProcessor(StatefulProcessor):
         self.loaded = {}
         _resident.pop((self.plan.fingerprint, key), None)
         self.executor = self.plan.new_executor()
+        self.timer = UNKNOWN
         self.executor.restore({**self._fresh_values(), **snapshot})
         self._finish(key)
 
@@ -161,9 +166,11 @@ class PipelineProcessor(StatefulProcessor):
             if stored is not None and stored[0] is not None:
                 self.loaded[node] = stored[0]
         effective = {node: self.loaded.get(node, fresh) for node, fresh in self.fresh.items()}
-        executor, held = _resident.pop((self.plan.fingerprint, key), (None, None))
+        executor, held, timer = _resident.pop((self.plan.fingerprint, key), (None, None, UNKNOWN))
         self.executor = executor if executor is not None else self.plan.new_executor()
+        self.timer = timer  # the key's registered timer, trusted only with the state it went with
         if held != effective:
+            self.timer = UNKNOWN
             with no_cyclic_gc():
                 self.executor.restore({node: orjson.loads(text) for node, text in effective.items()})
         self.plan.apply_signals(self.executor)
@@ -175,20 +182,25 @@ class PipelineProcessor(StatefulProcessor):
             text = effective[node] = _json(value)
             if text != self.loaded.get(node, self.fresh.get(node)) and node in self.states:
                 self.states[node].update((text,))
-        _resident[(self.plan.fingerprint, key)] = (self.executor, effective)
-        while len(_resident) > RESIDENT_EXECUTORS:
-            _resident.popitem(last=False)
         if self.plan.ticks:
             self._schedule(self.executor.next_deadline_ns())
+        _resident[(self.plan.fingerprint, key)] = (self.executor, effective, self.timer)
+        while len(_resident) > RESIDENT_EXECUTORS:
+            _resident.popitem(last=False)
 
     def _schedule(self, deadline_ns: int | None) -> None:
+        """Make the key's one timer the executor's next deadline; each timer call is a round trip
+        to the JVM, so nothing is asked when the timer known to be registered is already right."""
         wanted = None if deadline_ns is None else -(-deadline_ns // NS_PER_MS)
+        if self.timer == wanted:
+            return
         current = list(self.handle.listTimers())
         for timer in current:
             if timer != wanted:
                 self.handle.deleteTimer(timer)
         if wanted is not None and wanted not in current:
             self.handle.registerTimer(wanted)
+        self.timer = wanted
 
 
 def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
