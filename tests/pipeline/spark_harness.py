@@ -19,6 +19,7 @@ import orjson
 from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark_query import start_pipeline
+from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 
@@ -38,18 +39,6 @@ create script counter;
 select event from in into counter;
 select event from counter into out;
 """
-
-
-def read_topic(spu: SpuClient, topic: str) -> list[Any]:
-    """Every committed record of `topic`, partition by partition, in offset order."""
-    records: list[Any] = []
-    for described in spu.describe_topic(topic).partitions:
-        offset = described.log_start_offset
-        while offset < described.high_watermark:
-            result = spu.fetch(topic, described.partition, offset)
-            records += [r for b in result.batches for r in b.records(start_offset=offset)]
-            offset = result.next_offset
-    return records
 
 
 def read_values(spu: SpuClient, topic: str) -> list[Any]:

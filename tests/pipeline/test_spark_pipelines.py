@@ -17,6 +17,7 @@ from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.pipeline.spark_state import export_state, import_state
+from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 from tests.pipeline.spark_harness import RFC_COUNTER
@@ -67,15 +68,7 @@ class Pipeline:
         self.query.stop()
 
     def records(self, port: str) -> list[Any]:
-        topic = self.outputs[port]
-        records: list[Any] = []
-        for described in self.spu.describe_topic(topic).partitions:
-            offset = described.log_start_offset
-            while offset < described.high_watermark:
-                result = self.spu.fetch(topic, described.partition, offset)
-                records += [r for b in result.batches for r in b.records(start_offset=offset)]
-                offset = result.next_offset
-        return records
+        return read_topic(self.spu, self.outputs[port])
 
     def values(self, port: str = "out") -> list[Any]:
         return [orjson.loads(r.value) for r in self.records(port)]

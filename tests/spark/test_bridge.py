@@ -5,19 +5,13 @@ from __future__ import annotations
 import orjson
 from pyspark.sql import functions as F
 
+from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 
 
 def read_all(spu: SpuClient, topic: str) -> list[bytes]:
-    values: list[bytes] = []
-    for p in spu.describe_topic(topic).partitions:
-        offset = p.log_start_offset
-        while offset < p.high_watermark:
-            result = spu.fetch(topic, p.partition, offset)
-            values += [r.value for b in result.batches for r in b.records(start_offset=offset)]
-            offset = result.next_offset
-    return values
+    return [bytes(r.value) for r in read_topic(spu, topic)]
 
 
 def test_passthrough_copies_every_record_once(spark, spu, spu_addr, topic_name, checkpoint) -> None:

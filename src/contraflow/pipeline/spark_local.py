@@ -24,6 +24,7 @@ from typing import IO, Any
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.spu.api import read_topic
 
 PRODUCE_CHUNK = 1000
 
@@ -101,7 +102,7 @@ def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Pat
             failure = query.exception()
             if failure is not None:
                 raise UserError(f"the pipeline's Spark query failed: {failure}")
-            result = LocalResult({port: read_topic(client, topic) for port, topic in outputs.items()})
+            result = LocalResult({port: topic_values(client, topic) for port, topic in outputs.items()})
             if graph.stateful:
                 _finish(graph, export_state(spark, root / "checkpoint"), result)
         finally:
@@ -126,14 +127,6 @@ def _finish(graph: PipelineGraph, snapshot: dict[str, Any], result: LocalResult)
             result.ports.setdefault(port, []).append(event.channel_bytes())
 
 
-def read_topic(client: Any, topic: str) -> list[bytes]:
+def topic_values(client: Any, topic: str) -> list[bytes]:
     """Every record value of `topic`, partition by partition, in offset order."""
-    values: list[bytes] = []
-    for described in client.describe_topic(topic).partitions:
-        offset = described.log_start_offset
-        while offset < described.high_watermark:
-            result = client.fetch(topic, described.partition, offset)
-            for batch in result.batches:
-                values += [bytes(r.value) for r in batch.records(start_offset=offset)]
-            offset = result.next_offset
-    return values
+    return [bytes(r.value) for r in read_topic(client, topic)]

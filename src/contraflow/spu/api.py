@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from contraflow.spu.storage.batch import Buffer, DecodedBatch, Headers, decode_batch
+from contraflow.spu.storage.batch import Buffer, DecodedBatch, Headers, Record, decode_batch
 from contraflow.spu.storage.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
@@ -91,6 +91,20 @@ class LogClient(Protocol):
     def fetch_offset(self, consumer: str, topic: str, partition: int) -> int | None: ...
 
     def close(self) -> None: ...
+
+
+def read_topic(client: LogClient, topic: str) -> list[Record]:
+    """Every committed record of `topic`, partition by partition, in offset order (small topics:
+    tests, `contraflow query`)."""
+    records: list[Record] = []
+    for described in client.describe_topic(topic).partitions:
+        offset = described.log_start_offset
+        while offset < described.high_watermark:
+            result = client.fetch(topic, described.partition, offset)
+            for batch in result.batches:
+                records += batch.records(start_offset=offset)
+            offset = result.next_offset
+    return records
 
 
 class LocalLog:
