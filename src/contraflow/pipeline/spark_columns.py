@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from contraflow.events import META_HEADER, Event
 from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.spark.arrow_log import repeated_text
 from contraflow.spu.storage.batch import pack_headers
 
 INPUT_DDL = (
@@ -44,11 +45,12 @@ def ingest_times(rows: pa.RecordBatch, mode: IngestMode) -> pa.Array:
 def with_port_and_ingest(rows: pa.RecordBatch, port: str, mode: IngestMode) -> pa.RecordBatch:
     """Source rows as INPUT_DDL rows: the input port and each row's ingest time added (in Python:
     the same columns projected in the JVM cost a pass over every row there)."""
-    count = rows.num_rows
-    port_column = pa.DictionaryArray.from_arrays(
-        pa.nulls(count, pa.int32()).fill_null(0), pa.array([port])
-    ).cast(pa.string())
-    columns = [port_column, rows.column("topic"), rows.column("partition"), rows.column("offset")]
+    columns = [
+        repeated_text(port, rows.num_rows),
+        rows.column("topic"),
+        rows.column("partition"),
+        rows.column("offset"),
+    ]
     columns += [ingest_times(rows, mode), rows.column("value"), rows.column("headers")]
     names = ["port", "topic", "partition", "offset", "ingest_ns", "value", "headers"]
     return pa.RecordBatch.from_arrays(columns, names=names)

@@ -31,6 +31,7 @@ from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.keying import GroupStreams
 from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, failure_event
+from contraflow.spark.arrow_log import repeated_text
 
 ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
 ENVELOPE_SCHEMA = pa.schema(
@@ -122,7 +123,7 @@ class PackEvents:
         if self.prefix is None:
             count = rows.num_rows
             columns = [
-                _repeat(REST_INPUT + self.port, count),
+                repeated_text(REST_INPUT + self.port, count),
                 offsets,
                 ingest,
                 rows.column("value"),
@@ -245,12 +246,6 @@ def meta_bytes(rows: pa.RecordBatch) -> pa.Array:
             for row in headers.to_pylist()
         ],
         pa.binary(),
-    )
-
-
-def _repeat(text: str, count: int) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(pa.nulls(count, pa.int32()).fill_null(0), pa.array([text])).cast(
-        pa.string()
     )
 
 

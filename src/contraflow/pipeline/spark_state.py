@@ -37,10 +37,16 @@ def import_path(checkpoint: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + ".import.json")
 
 
+def last_committed_batch(checkpoint: str | os.PathLike[str]) -> int | None:
+    """The newest batch id in the checkpoint's commit log (`commits/{batch}`), None before the first."""
+    commits = Path(checkpoint) / "commits"
+    batches = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return max(batches, default=None)
+
+
 def has_progress(checkpoint: str | os.PathLike[str]) -> bool:
     """True once the query at `checkpoint` committed a batch (its state then lives there)."""
-    commits = Path(checkpoint) / "commits"
-    return commits.is_dir() and any(not p.name.startswith(".") for p in commits.iterdir())
+    return last_committed_batch(checkpoint) is not None
 
 
 def export_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> dict[str, Any]:
@@ -49,7 +55,8 @@ def export_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> dic
     Reads the last committed batch, so the query may keep running.
     """
     location = str(Path(checkpoint).resolve())
-    if not has_progress(location):
+    batch = last_committed_batch(location)
+    if batch is None:
         raise UserError(f"no committed state at {location}")
     keys: dict[str, dict[str, Any]] = {}
     for node in _value_states(spark, location):
@@ -57,7 +64,7 @@ def export_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> dic
         for row in frame.select("key.key", "value.json").collect():
             if row["json"] is not None:
                 keys.setdefault(row["key"], {})[node] = orjson.loads(row["json"])
-    return {"format": FORMAT, "batch": _last_batch(location), "keys": keys}
+    return {"format": FORMAT, "batch": batch, "keys": keys}
 
 
 def _value_states(spark: SparkSession, checkpoint: str) -> list[str]:
@@ -71,11 +78,6 @@ def _value_states(spark: SparkSession, checkpoint: str) -> list[str]:
             ):
                 names.append(variable["stateName"])
     return sorted(set(names))
-
-
-def _last_batch(checkpoint: str) -> int:
-    commits = Path(checkpoint) / "commits"
-    return max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
 
 
 def import_state(checkpoint: str | os.PathLike[str], snapshot: Mapping[str, Any]) -> Path:

@@ -220,9 +220,9 @@ def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
         events = events.append_column("partition", pa.array([row.partition] * count, pa.int32()))
         runs.setdefault((row.port, row.topic, row.partition), []).append(events)
     tables = [pa.concat_tables(parts) for parts in runs.values()]
-    whole = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     if len(tables) == 1:
-        return whole
+        return tables[0]
+    whole = pa.concat_tables(tables)
     starts = [0]
     for table in tables:
         starts.append(starts[-1] + table.num_rows)

@@ -26,6 +26,7 @@ from contraflow.pipeline.spark_columns import (
     with_port_and_ingest,
 )
 from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
+from contraflow.spark.arrow_log import repeated_text
 
 
 class StatelessBatches:
@@ -60,7 +61,7 @@ class StatelessBatches:
             if topic is None or not out_values:
                 continue
             column = value_column if out_values is values else pa.array(out_values, pa.binary())
-            columns = [_repeat(topic, len(out_values)), column, meta_headers(out_metas)]
+            columns = [repeated_text(topic, len(out_values)), column, meta_headers(out_metas)]
             yield pa.RecordBatch.from_arrays(columns, schema=OUTPUT_SCHEMA)
 
 
@@ -76,10 +77,3 @@ def event_by_event(plan: PipelinePlan, executor: Any, rows: pa.RecordBatch) -> I
         out.extend(outputs, origin)
     if len(out):
         yield out.to_arrow()
-
-
-def _repeat(text: str, count: int) -> pa.Array:
-    """`text` `count` times, as a dictionary-decoded string column (one copy of the text)."""
-    return pa.DictionaryArray.from_arrays(pa.nulls(count, pa.int32()).fill_null(0), pa.array([text])).cast(
-        pa.string()
-    )

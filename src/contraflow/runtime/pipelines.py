@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.spark_state import last_committed_batch
 from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
 from contraflow.runtime.settings import PipelineSettings
 
@@ -62,11 +63,11 @@ def last_committed_ends(checkpoint: Path) -> tuple[dict[int, int], ...]:
     it. Spark hands the sources those offsets to commit only when it plans the
     next batch, so after a stop they can be ahead of the consumer offsets on the SPU.
     """
-    commits = [int(p.name) for p in (checkpoint / "commits").glob("*") if p.name.isdigit()]
-    if not commits:
+    batch = last_committed_batch(checkpoint)
+    if batch is None:
         return ()
     try:
-        lines = (checkpoint / "offsets" / str(max(commits))).read_text().splitlines()
+        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
     except OSError:
         return ()
     return tuple(parse_offsets(line) for line in lines[2:])

@@ -46,6 +46,13 @@ def _headers(batch: DecodedBatch) -> pa.Array:
     return pa.array(rows, HEADER_TYPE)
 
 
+def repeated_text(text: str, count: int) -> pa.Array:
+    """`text` `count` times as a string column, built from one copy of the text (no Python list)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, dtype=np.int32)), pa.array([text])).cast(
+        pa.string()
+    )
+
+
 def batch_to_arrow(
     topic: str, partition: int, batch: DecodedBatch, start: int, end: int
 ) -> pa.RecordBatch | None:
@@ -57,9 +64,7 @@ def batch_to_arrow(
     core = batch.to_arrow()
     count = batch.record_count
     columns = [
-        pa.DictionaryArray.from_arrays(pa.array(np.zeros(count, dtype=np.int32)), pa.array([topic])).cast(
-            pa.string()
-        ),
+        repeated_text(topic, count),
         pa.array(np.full(count, partition, dtype=np.int32)),
         core.column("offset"),
         core.column("timestamp").cast(pa.timestamp("us", tz="UTC")),
