@@ -38,6 +38,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_local import quiet_process_output
 from contraflow.pipeline.spark_query import start_pipeline
+from contraflow.runtime.listener import records_read
 from contraflow.spark import session
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
@@ -116,7 +117,7 @@ class Bench:
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
         progress = [p for p in query.recentProgress if p["numInputRows"]]
-        rows = sum(p["numInputRows"] for p in progress)
+        rows = sum(records_read(source) for p in progress for source in p["sources"])
         seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
         planning = progress[0]["durationMs"].get("queryPlanning", 0) / 1000
         assert rows == EVENTS, rows

@@ -284,6 +284,31 @@ def test_partition_by_partition_state_moves_to_a_pipeline_reading_other_topics(
     assert by_event_field(second.values(), "p") == {0: [(3, 2)], 1: [(2, 1)]}
 
 
+# Group streams are keyed by spellings of their numbers chosen for the operator's partition count
+# (see keying.stream_keys); a snapshot moves to an instance with another count by stream number.
+def test_group_stream_state_moves_to_an_instance_with_another_partition_count(pipeline, spark) -> None:
+    text = """
+    define window pairs from tumbling with size = 2 end;
+    select {"k": group[0], "n": aggr::stats::count()} from in[pairs] group by event.k into out;
+    """
+    first = pipeline(text).start()
+    first.feed(*[{"k": k} for k in "abc"])
+    first.drain()
+    snapshot = export_state(first.spark, first.checkpoint)
+    first.stop()
+    assert first.values() == []  # every window holds one event
+    second = pipeline(text)
+    import_state(second.checkpoint, snapshot)
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        second.start()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+    second.feed(*[{"k": k} for k in "abc"])
+    second.drain()
+    assert sorted(second.values(), key=lambda v: v["k"]) == [{"k": k, "n": 2} for k in "abc"]
+
+
 def test_partition_by_event_field_keeps_one_state_per_value(pipeline) -> None:
     p = pipeline(RFC_COUNTER).start(partition_by="event.user")
     p.feed({"user": "u1", "i": 0}, {"user": "u2", "i": 1}, {"user": "u1", "i": 2}, {"i": 3})

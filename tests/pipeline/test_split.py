@@ -10,7 +10,13 @@ import pytest
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
-from contraflow.pipeline.keying import GROUP_STREAMS, GroupStreams, independent_groups
+from contraflow.pipeline.keying import (
+    GROUP_STREAMS,
+    GroupStreams,
+    independent_groups,
+    stream_keys,
+    stream_number,
+)
 from contraflow.pipeline.split import split_prefix
 from tests.pipeline.spark_harness import RFC_COUNTER
 
@@ -142,3 +148,16 @@ def test_group_streams_are_stable_and_spread_the_groups(query) -> None:
     assert len(set(streams)) > GROUP_STREAMS // 2
     assert first.stream(orjson.dumps({"k": "key3", "other": 1}), None) == streams[3]
     assert first.stream(b"not json", None) == "0"
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_stream_keys_spread_the_streams_evenly_over_sparks_partitions(spark, partitions: int) -> None:
+    from pyspark.sql import functions as F
+
+    keys = stream_keys(spark, partitions)
+    assert [stream_number(key) for key in keys] == list(range(GROUP_STREAMS))
+    frame = spark.createDataFrame([(key,) for key in keys], "key string").repartition(partitions, "key")
+    placed = dict(frame.select("key", F.spark_partition_id().alias("p")).collect())
+    # The same hash partitioning `groupBy(key)` uses: stream i lands in partition i mod partitions.
+    assert [placed[key] for key in keys] == [i % partitions for i in range(GROUP_STREAMS)]
+    assert stream_keys(spark, partitions) == keys  # stable: part of the state's layout

@@ -14,7 +14,13 @@ from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark_query import start_pipeline
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
-from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
+from contraflow.runtime.listener import (
+    BatchProgress,
+    QueryListener,
+    parse_offsets,
+    query_listener,
+    records_read,
+)
 from contraflow.runtime.pipelines import PipelineInput, PipelineRun, last_committed_ends, topics_by_port
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
@@ -230,3 +236,9 @@ def test_fan_in_two_sources_into_one_port_deliver_every_event_once(
     assert [e for e in received if e["n"] < 1000] == first, "one source's events were reordered"
     assert _checkpoint(data, fid, "in0") == (tmp_path / "a.jsonl").stat().st_size
     assert _checkpoint(data, fid, "in1") == (tmp_path / "b.jsonl").stat().st_size
+
+
+def test_records_read_is_the_advance_of_the_offsets_not_the_rows_spark_saw() -> None:
+    source = {"startOffset": '{"0": 5, "1": 2}', "endOffset": '{"0": 15, "1": 2, "2": 4}', "numInputRows": 3}
+    assert records_read(source) == 10 + 0 + 4
+    assert records_read({"startOffset": None, "endOffset": '{"0": 9}', "numInputRows": 9}) == 9

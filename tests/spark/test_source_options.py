@@ -78,3 +78,39 @@ def test_tasks_are_bounded_by_bytes_as_well_as_records(spu, spu_addr: str, topic
     finally:
         roomy.stop()
         tight.stop()
+
+
+def count_rows(batches):
+    """A rows transform: each batch becomes one row holding its row count and first offset."""
+    import pyarrow as pa
+
+    for batch in batches:
+        yield pa.RecordBatch.from_pylist(
+            [{"rows": batch.num_rows, "first": batch.column("offset")[0].as_py()}],
+            schema=pa.schema([("rows", pa.int64()), ("first", pa.int64())]),
+        )
+
+
+def test_a_rows_transform_runs_in_the_read_task_and_sets_the_schema(
+    spark, spu_addr, two_partitions, checkpoint
+) -> None:
+    from contraflow.spark.transform import transform_options
+
+    reader = spark.readStream.format("contraflow").option("spu", spu_addr).option("topic", two_partitions)
+    frame = reader.options(**transform_options(count_rows, "rows bigint, first bigint")).load()
+    assert frame.columns == ["rows", "first"]
+    query = (
+        frame.writeStream.format("memory")
+        .queryName("transformed")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    rows = sorted(tuple(r) for r in spark.sql("select rows, first from transformed").collect())
+    assert rows == [(10, 0), (10, 0)]  # one batch per partition, every record counted
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    from contraflow.runtime.listener import records_read
+
+    assert sum(records_read(s) for p in progress for s in p["sources"]) == 20
+    assert sum(p["numInputRows"] for p in progress) == 2  # Spark counts what the source yielded

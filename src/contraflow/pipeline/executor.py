@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from orjson import dumps
@@ -44,6 +44,9 @@ class Traced:
     values: list[bytes]
     metas: list[bytes | None]
     sources: list[int]
+    # The items themselves (their values stay decoded where a node read them): what comes
+    # next may read the events without parsing their bytes again. Empty when not kept.
+    items: list[Item] = field(default_factory=list)
 
 
 class PipelineExecutor:
@@ -188,6 +191,7 @@ class PipelineExecutor:
                     push([UNDECODED, meta, raw])
                     owners.extend([index] * (len(emitted) - len(owners)))
                 traced.sources.extend(owners)
+                traced.items.extend(item for _, item in emitted)
                 _flatten(emitted, traced)
         return traced
 

@@ -17,16 +17,22 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contraflow.events import decode_value
 from contraflow.lang.graph import PipelineGraph, SelectSpec
 from contraflow.lang.script.compiler import compile_expr
 from contraflow.pipeline.grouping import group_key
+from contraflow.pipeline.item import Item, decode
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Independent streams of a group-keyed pipeline. Fixed: it is part of the state's layout
 # (each stream's state is stored under its number), so changing it needs a fresh checkpoint.
 GROUP_STREAMS = 16
+# How many spellings of a stream's number `stream_keys` tries per partition before giving up.
+_SPELLINGS_PER_PARTITION = 32
 
 
 def independent_groups(graph: PipelineGraph) -> str | None:
@@ -45,12 +51,55 @@ def independent_groups(graph: PipelineGraph) -> str | None:
     return node.name
 
 
+def stream_keys(spark: SparkSession, partitions: int) -> tuple[str, ...]:
+    """The `transformWithState` key of each group stream, chosen so the streams spread evenly over
+    the operator's `partitions` tasks.
+
+    Spark sends a key to partition `pmod(hash(key), partitions)`; with plain
+    numbers as keys, 16 streams over 2 tasks came out 11 and 5, and one core
+    idled through a third of every batch. Stream `i` is keyed by the first of
+    `"i"`, `"i.1"`, `"i.2"`, ... that Spark's own `hash` places in partition
+    `i mod partitions` (asked of Spark itself, so it always matches the
+    partitioner). The text before the dot is the stream number
+    (`stream_number`), so state moves between instances with other
+    partition counts.
+    """
+    from pyspark.sql import functions as F
+
+    spellings = [
+        (i, f"{i}.{j}" if j else str(i))
+        for i in range(GROUP_STREAMS)
+        for j in range(_SPELLINGS_PER_PARTITION * partitions)
+    ]
+    frame = spark.createDataFrame(spellings, "stream int, key string")
+    placed = frame.select("stream", "key", F.expr(f"pmod(hash(key), {partitions})").alias("partition"))
+    keys: dict[int, str] = {}
+    for row in placed.collect():
+        if row["stream"] not in keys and row["partition"] == row["stream"] % partitions:
+            keys[row["stream"]] = row["key"]
+    return tuple(keys.get(i, str(i)) for i in range(GROUP_STREAMS))
+
+
+def stream_number(key: str) -> int:
+    """The stream a `stream_keys` key stands for."""
+    return int(key.split(".", 1)[0])
+
+
 @dataclass(frozen=True)
 class GroupStreams:
-    """Which independent stream an event belongs to: its group's number modulo GROUP_STREAMS."""
+    """Which independent stream an event belongs to: its group's number modulo GROUP_STREAMS.
+
+    `keys` name the streams (see `stream_keys`); by default their numbers.
+    """
 
     graph: PipelineGraph
     select: str
+    keys: tuple[str, ...] = tuple(str(i) for i in range(GROUP_STREAMS))
+
+    @property
+    def first(self) -> str:
+        """The stream of events that have no group (errors, outputs already final)."""
+        return self.keys[0]
 
     @cached_property
     def _group_of(self) -> Any:
@@ -65,9 +114,24 @@ class GroupStreams:
         """The stream key of an event (channel bytes); events the select cannot group go to stream 0
         (the select turns them into error events there)."""
         try:
-            group = self._group_of(decode_value(value), meta or {}, None, self.graph.args, None, None)
-            key = group_key([group])
+            event = decode_value(value)
         except Exception:  # noqa: BLE001 - the select reports it, in its stream
-            return "0"
+            return self.first
+        return self.stream_of(event, meta)
+
+    def stream_of_item(self, item: Item) -> str:
+        """The stream key of an executor item (see `contraflow.pipeline.item`), parsed only if no node read it."""
+        try:
+            event = decode(item)
+        except Exception:  # noqa: BLE001 - the select reports it, in its stream
+            return self.first
+        return self.stream_of(event, item[1])
+
+    def stream_of(self, event: Any, meta: dict[str, Any] | None) -> str:
+        """The stream key of a decoded event."""
+        try:
+            key = group_key([self._group_of(event, meta or {}, None, self.graph.args, None, None)])
+        except Exception:  # noqa: BLE001 - the select reports it, in its stream
+            return self.first
         data = key.encode() if isinstance(key, str) else key
-        return str(zlib.crc32(data) % GROUP_STREAMS)
+        return self.keys[zlib.crc32(data) % GROUP_STREAMS]

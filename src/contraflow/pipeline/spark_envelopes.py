@@ -116,8 +116,9 @@ class PackEvents:
             schema=ENVELOPE_SCHEMA,
         )
 
-    def _events(self, rows: pa.RecordBatch) -> tuple[pa.RecordBatch, list[int] | None]:
-        """The events to envelope and, after a prefix, the input row each came from."""
+    def _events(self, rows: pa.RecordBatch) -> tuple[pa.RecordBatch, Traced | None]:
+        """The events to envelope and, after a prefix, what it emitted (with the input row each
+        output came from)."""
         offsets = rows.column("offset")
         ingest = ingest_times(rows, self.ingest)
         if self.prefix is None:
@@ -141,7 +142,7 @@ class PackEvents:
             pa.array(traced.values, pa.binary()),
             pa.array(traced.metas, pa.binary()),
         ]
-        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced.sources
+        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
         assert self.prefix is not None
@@ -155,12 +156,12 @@ class PackEvents:
             return _one_by_one(self.prefix, executor, self.port, rows, times)
 
     def _split_by_key(
-        self, rows: pa.RecordBatch, events: pa.RecordBatch, sources: list[int] | None
+        self, rows: pa.RecordBatch, events: pa.RecordBatch, traced: Traced | None
     ) -> list[tuple[str, pa.RecordBatch]]:
         """The events grouped by partition key, order kept within each group."""
         by = self.partition_by
         if by is None and self.groups is not None:
-            return _by_key(events, self._group_streams(events))
+            return _by_key(events, self._group_streams(events, traced))
         if by is None:
             return [("", events)]
         if by == "partition":
@@ -168,18 +169,28 @@ class PackEvents:
             # channels are other topics.
             return [(f"{self.port}/{rows.column('partition')[0]}", events)]
         keys = event_keys(rows.column("value").to_pylist(), by)
-        if sources is not None:  # each output is keyed like the input it came from
-            keys = [keys[i] for i in sources]
+        if traced is not None:  # each output is keyed like the input it came from
+            keys = [keys[i] for i in traced.sources]
         return _by_key(events, keys)
 
-    def _group_streams(self, events: pa.RecordBatch) -> list[str]:
-        """The stream of each event for the stateful part; events already final go with stream 0."""
+    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str]:
+        """The stream of each event for the stateful part; events already final go with the first.
+
+        After a prefix the events are read as the prefix left them (no second parse)."""
         assert self.groups is not None
+        targets = events.column("target").to_pylist()
+        final = self.groups.first
+        if traced is not None and len(traced.items) == len(targets):
+            stream_of = self.groups.stream_of_item
+            return [
+                stream_of(item) if target.startswith(REST_INPUT) else final
+                for target, item in zip(targets, traced.items, strict=True)
+            ]
         stream = self.groups.stream
         return [
-            stream(value, orjson.loads(meta) if meta else None) if target.startswith(REST_INPUT) else "0"
+            stream(value, orjson.loads(meta) if meta else None) if target.startswith(REST_INPUT) else final
             for target, value, meta in zip(
-                events.column("target").to_pylist(),
+                targets,
                 events.column("value").to_pylist(),
                 events.column("meta").to_pylist(),
                 strict=True,

@@ -11,20 +11,21 @@ micro-batch). Stateless pipelines are a `mapInArrow`; stateful ones a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.keying import GroupStreams, independent_groups
+from contraflow.pipeline.keying import GroupStreams, independent_groups, stream_keys, stream_number
 from contraflow.pipeline.spark_columns import OUTPUT_DDL
 from contraflow.pipeline.spark_envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
-from contraflow.pipeline.spark_state import has_progress, pending_import
+from contraflow.pipeline.spark_state import has_progress, pending_import, state_partitions
 from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark_stateless import StatelessBatches
 from contraflow.pipeline.split import split_prefix
+from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,11 +70,11 @@ def start_pipeline(
     """
     _check_ports(graph, inputs, outputs)
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
-    sources = _sources(spark, plan, spu, _consumers(consumer, inputs))
+    read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
-        _stateful_rows(spark, plan, sources, checkpoint, partition_by)
+        _stateful_rows(spark, plan, read, checkpoint, partition_by)
         if graph.stateful
-        else _stateless_rows(plan, sources)
+        else _stateless_rows(plan, read)
     )
     writer = (
         rows.writeStream.format("contraflow")
@@ -114,24 +115,39 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | lis
     return dict(consumer)
 
 
-def _sources(
-    spark: SparkSession, plan: PipelinePlan, spu: str, consumers: dict[str, str]
-) -> dict[str, DataFrame]:
-    """Each input port's rows, as the source's own rows: one `contraflow` source per topic of
-    the port (a fan-in port reads several), unioned in the order the topics are listed."""
-    return {
-        port: _union_all(
-            [
-                spark.readStream.format("contraflow")
-                .option("spu", spu)
-                .option("topic", topic)
-                .option("consumer", consumers[port])
-                .load()
-                for topic in _topics(topics)
-            ]
+@dataclass(frozen=True)
+class _Reader:
+    """Each input port's rows: one `contraflow` source per topic of the port (a fan-in port
+    reads several), unioned in the order the topics are listed.
+
+    `rows(step)` has each source run `step(port)` (a transform and its schema)
+    on its batches inside its read task (see `contraflow.spark.transform`);
+    `rows()` gives the source's own rows.
+    """
+
+    spark: SparkSession
+    plan: PipelinePlan
+    spu: str
+    consumers: dict[str, str]
+
+    def rows(self, step: Callable[[str], tuple[RowsTransform, str]] | None = None) -> dict[str, DataFrame]:
+        return {
+            port: _union_all([self._source(port, topic, step) for topic in _topics(topics)])
+            for port, topics in self.plan.inputs.items()
+        }
+
+    def _source(
+        self, port: str, topic: str, step: Callable[[str], tuple[RowsTransform, str]] | None
+    ) -> DataFrame:
+        reader = (
+            self.spark.readStream.format("contraflow")
+            .option("spu", self.spu)
+            .option("topic", topic)
+            .option("consumer", self.consumers[port])
         )
-        for port, topics in plan.inputs.items()
-    }
+        if step is not None:
+            reader = reader.options(**transform_options(*step(port)))
+        return reader.load()
 
 
 def _topics(topics: str | list[str]) -> list[str]:
@@ -145,13 +161,11 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
     return union
 
 
-def _stateless_rows(plan: PipelinePlan, sources: dict[str, DataFrame]) -> DataFrame:
+def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, sources, routes)
-    return _union_all(
-        [raw.mapInArrow(StatelessBatches(plan, port), OUTPUT_DDL) for port, raw in sources.items()]
-    )
+        return _routed_rows(plan, read.rows(), routes)
+    return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
 
 
 def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
@@ -179,7 +193,7 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
 def _stateful_rows(
     spark: SparkSession,
     plan: PipelinePlan,
-    sources: dict[str, DataFrame],
+    read: _Reader,
     checkpoint: str,
     partition_by: str | None,
 ) -> DataFrame:
@@ -191,17 +205,23 @@ def _stateful_rows(
     rest = replace(plan, graph=split.rest) if split is not None else plan
     cut_ports = split.cut_ports if split is not None else ()
     select = independent_groups(rest.graph) if partition_by is None else None
-    groups = GroupStreams(rest.graph, select) if select is not None else None
+    groups = (
+        GroupStreams(rest.graph, select, stream_keys(spark, _state_partitions(spark, checkpoint)))
+        if select is not None
+        else None
+    )
     envelopes = _union_all(
-        [
-            raw.mapInArrow(
-                PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups), ENVELOPE_DDL
-            )
-            for port, raw in sources.items()
-        ]
+        list(
+            read.rows(
+                lambda port: (
+                    PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups),
+                    ENVELOPE_DDL,
+                )
+            ).values()
+        )
     )
     processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
-    initial = _initial_state(spark, checkpoint)
+    initial = _initial_state(spark, checkpoint, groups)
     outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
         processor,
         OUTPUT_ENVELOPE_DDL,
@@ -220,14 +240,26 @@ def _check_partition_by(partition_by: str | None) -> None:
     )
 
 
-def _initial_state(spark: SparkSession, checkpoint: str) -> DataFrame | None:
-    """An imported snapshot waiting for this checkpoint's first batch, as initial-state rows."""
+def _state_partitions(spark: SparkSession, checkpoint: str) -> int:
+    """The partitions of the stateful operator: the checkpoint's, else the session's setting."""
+    recorded = state_partitions(checkpoint)
+    return recorded if recorded is not None else int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+
+
+def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | None) -> DataFrame | None:
+    """An imported snapshot waiting for this checkpoint's first batch, as initial-state rows.
+
+    Group streams are keyed by their number here, which another instance may
+    spell otherwise (see `contraflow.pipeline.keying.stream_keys`)."""
     if has_progress(checkpoint):
         return None
     snapshot = pending_import(checkpoint)
     if snapshot is None:
         return None
-    rows = [(key, states) for key, states in snapshot.items()]
+    rows = [
+        (groups.keys[stream_number(key)] if groups is not None else key, states)
+        for key, states in snapshot.items()
+    ]
     return spark.createDataFrame(rows, INITIAL_STATE_DDL)
 
 

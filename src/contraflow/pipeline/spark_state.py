@@ -44,6 +44,19 @@ def last_committed_batch(checkpoint: str | os.PathLike[str]) -> int | None:
     return max(batches, default=None)
 
 
+def state_partitions(checkpoint: str | os.PathLike[str]) -> int | None:
+    """How many partitions the checkpoint's state is split into (Spark keeps the shuffle
+    partitions a query started with for good), None before its first batch."""
+    offsets = Path(checkpoint) / "offsets"
+    batches = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
+    if not batches:
+        return None
+    lines = (offsets / str(max(batches))).read_text().splitlines()
+    conf = orjson.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
+    value = conf.get("spark.sql.shuffle.partitions")
+    return int(value) if value is not None else None
+
+
 def has_progress(checkpoint: str | os.PathLike[str]) -> bool:
     """True once the query at `checkpoint` committed a batch (its state then lives there)."""
     return last_committed_batch(checkpoint) is not None

@@ -52,6 +52,25 @@ def parse_offsets(raw: Any) -> dict[int, int]:
     return {int(p): int(o) for p, o in raw.items()}
 
 
+def records_read(source: Any) -> int:
+    """The records one source's progress says it read: its offsets' advance over every partition.
+
+    Not `numInputRows`: a source that runs the pipeline's first step in its
+    read task (see `contraflow.spark.transform`) yields envelopes, not events.
+    Only a brand-new query's first batch has no start offset; that one falls
+    back to `numInputRows`. Takes a progress object or its JSON dict.
+    """
+
+    def field(name: str) -> Any:
+        return source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+
+    start = field("startOffset")
+    if start is None:
+        return int(field("numInputRows") or 0)
+    begin = parse_offsets(start)
+    return sum(max(0, end - begin.get(p, 0)) for p, end in parse_offsets(field("endOffset")).items())
+
+
 def batch_progress(progress: Any) -> BatchProgress:
     """The parts of a `StreamingQueryProgress` the runtime uses."""
     sink = progress.sink
@@ -61,7 +80,7 @@ def batch_progress(progress: Any) -> BatchProgress:
         run_id=str(progress.runId),
         batch_id=int(progress.batchId),
         input_ends=tuple(parse_offsets(s.endOffset) for s in progress.sources),
-        rows_in=int(progress.numInputRows),
+        rows_in=sum(records_read(source) for source in progress.sources),
         rows_out=int(rows_out if rows_out is not None else -1),
         duration_s=(progress.durationMs or {}).get("triggerExecution", 0) / 1000,
     )

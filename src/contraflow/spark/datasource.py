@@ -41,7 +41,7 @@ from contraflow.spark.offsets import (
     to_partition_offsets,
     to_spark_offset,
 )
-from contraflow.spark.options import SinkOptions, SourceOptions
+from contraflow.spark.options import SinkOptions, SourceOptions, source_schema
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class ContraflowDataSource(DataSource):
         return "contraflow"
 
     def schema(self) -> str:
-        return SOURCE_DDL
+        return source_schema(self.options, SOURCE_DDL)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TopicStreamReader(SourceOptions.parse(self.options))
@@ -202,7 +202,9 @@ class TopicStreamReader(DataSourceStreamReader):
         assert isinstance(partition, OffsetRange)
         client = _client(self.options.spu)
         try:
-            yield from coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
+            rows = coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
+            transform = self.options.transform
+            yield from transform(rows) if transform is not None else rows
         finally:
             client.close()
 

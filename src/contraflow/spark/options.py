@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from contraflow.errors import UserError
 from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
+from contraflow.spark.transform import SCHEMA_OPTION, TRANSFORM_OPTION, RowsTransform, read_transform
 
 DEFAULT_SPU = "127.0.0.1:9005"
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
@@ -56,6 +57,7 @@ class SourceOptions:
     max_records_per_task: int
     fetch_bytes: int
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
+    transform: RowsTransform | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -75,7 +77,13 @@ class SourceOptions:
             fetch_bytes=_int(options, "fetchBytes", DEFAULT_FETCH_BYTES, 1024) or DEFAULT_FETCH_BYTES,
             max_bytes_per_task=_int(options, "maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK, 1024)
             or DEFAULT_MAX_BYTES_PER_TASK,
+            transform=read_transform(_get(options, TRANSFORM_OPTION)),
         )
+
+
+def source_schema(options: Mapping[str, str], default: str) -> str:
+    """The source's schema: what its rows transform yields (see `contraflow.spark.transform`), else `default`."""
+    return _get(options, SCHEMA_OPTION) or default
 
 
 def _partition_list(raw: str | None) -> tuple[int, ...] | None:
