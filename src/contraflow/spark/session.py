@@ -10,6 +10,7 @@ partitions), and user code that builds its own session still goes through
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import tempfile
 import zipfile
@@ -63,17 +64,19 @@ def _local_network_conf(master: str) -> dict[str, str]:
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
-def _point_python_workers_at_this_interpreter(master: str) -> None:
+def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
     """Local Python workers must run this interpreter and import this very contraflow.
 
     Spark starts them with $PYSPARK_PYTHON (without it they may never connect
     back) and the JVM's environment, so the directory this package was imported
     from goes first on their PYTHONPATH: a source checkout then behaves the same
-    as an installed package.
+    as an installed package. Locally they start through
+    `python_worker_launcher` where it applies.
     """
     import contraflow
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    launcher = python_worker_launcher(root) if is_local_master(master) else None
+    os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -81,6 +84,51 @@ def _point_python_workers_at_this_interpreter(master: str) -> None:
         paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
         if package_root not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, paths)])
+
+
+def python_worker_launcher(root: Path) -> str | None:
+    """A launcher for local Python workers that keeps Spark's bundled pyspark zips off their path.
+
+    Spark puts `$SPARK_HOME/python/lib/pyspark.zip` first on every Python
+    worker's PYTHONPATH. Modules imported from a zip are compiled from source
+    each time (no bytecode cache), and each new Python process Spark starts
+    (the streaming source's planner, `transformWithState`'s driver-side worker,
+    the worker daemon) paid ~0.6 s of CPU for that. When SPARK_HOME is the
+    pyspark package this interpreter has installed, the zip holds the very same
+    code, so the launcher drops it and Python imports the installed copy, whose
+    bytecode is cached. Returns None (use the interpreter itself) otherwise.
+    """
+    import pyspark
+
+    installed = Path(pyspark.__file__).resolve().parent
+    home = os.environ.get("SPARK_HOME")
+    if home is not None and Path(home).resolve() != installed:
+        return None
+    zips = sorted(str(path) for path in (installed / "python" / "lib").glob("*.zip"))
+    if not zips:
+        return None
+    patterns = "|".join(shlex.quote(path) for path in zips)
+    text = (
+        "#!/bin/sh\n"
+        "# Written by contraflow (see contraflow.spark.session.python_worker_launcher).\n"
+        "set -f\n"
+        "kept=\n"
+        "IFS=:\n"
+        "for entry in $PYTHONPATH; do\n"
+        f'  case "$entry" in {patterns}) ;; *) kept="${{kept:+$kept:}}$entry" ;; esac\n'
+        "done\n"
+        "unset IFS\n"
+        "PYTHONPATH=$kept\n"
+        "export PYTHONPATH\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n'
+    )
+    launcher = root.resolve() / "python-worker"
+    if not launcher.exists() or launcher.read_text() != text:
+        temporary = launcher.with_name(f".{launcher.name}.{os.getpid()}")
+        temporary.write_text(text)
+        temporary.chmod(0o755)
+        os.replace(temporary, launcher)
+    return str(launcher)
 
 
 def package_zip(target_dir: Path) -> Path:
@@ -111,7 +159,7 @@ def session(
     master = master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     root.mkdir(parents=True, exist_ok=True)
-    _point_python_workers_at_this_interpreter(master)
+    _point_python_workers_at_this_interpreter(master, root)
     builder = SparkSession.builder
     for key, value in (base_conf(master, root) | {k: str(v) for k, v in conf.items()}).items():
         builder = builder.config(key, value)

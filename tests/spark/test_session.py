@@ -1,0 +1,50 @@
+"""The session builder's local Python worker launcher (see `session.python_worker_launcher`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+
+from contraflow.spark.session import python_worker_launcher
+
+BUNDLED = Path(pyspark.__file__).resolve().parent / "python" / "lib"
+
+
+def test_the_launcher_drops_only_sparks_bundled_zips_from_pythonpath(tmp_path: Path) -> None:
+    zips = sorted(str(p) for p in BUNDLED.glob("*.zip"))
+    assert zips, "pyspark ships its zips under python/lib"
+    launcher = python_worker_launcher(tmp_path)
+    assert launcher is not None and os.access(launcher, os.X_OK)
+    path = os.pathsep.join(["/first", zips[0], "/with space/second", *zips[1:], "/last"])
+    printed = subprocess.run(
+        [launcher, "-c", "import os, sys; print(os.environ['PYTHONPATH']); print(sys.executable)"],
+        env={**os.environ, "PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert printed[0] == os.pathsep.join(["/first", "/with space/second", "/last"])
+    assert Path(printed[1]).resolve() == Path(sys.executable).resolve()
+    assert python_worker_launcher(tmp_path) == launcher  # rewritten only when it changes
+
+
+def test_no_launcher_when_spark_home_is_another_spark(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert python_worker_launcher(tmp_path) is None
+
+
+def where_pyspark_comes_from(batches):
+    import pyarrow as pa
+    import pyspark as imported
+
+    for _ in batches:
+        yield pa.RecordBatch.from_pylist([{"path": imported.__file__}])
+
+
+def test_local_workers_import_the_installed_pyspark_not_the_zip(spark) -> None:
+    paths = {r.path for r in spark.range(1).mapInArrow(where_pyspark_comes_from, "path string").collect()}
+    assert paths == {pyspark.__file__}
