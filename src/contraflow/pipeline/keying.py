@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # Independent streams of a group-keyed pipeline. Fixed: it is part of the state's layout
-# (each stream's state is stored under its number), so changing it needs a fresh checkpoint.
+# (each stream's state is stored under its key, a spelling of its number: see `stream_keys`),
+# so changing it needs a fresh checkpoint.
 GROUP_STREAMS = 16
 # How many spellings of a stream's number `stream_keys` tries per partition before giving up.
 _SPELLINGS_PER_PARTITION = 32
