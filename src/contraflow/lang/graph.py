@@ -16,7 +16,7 @@ Conventions consumers can rely on:
   (in tilt-frame order) in `SelectSpec.windows`, and `PipelineGraph.windows`
   lists every defined window;
 - `stateful` is computed once here so the Spark executor can choose between
-  `mapInArrow` (stateless) and `transformWithState` (stateful).
+  a function over Arrow batches (stateless) and `transformWithState` (stateful).
 """
 
 from __future__ import annotations

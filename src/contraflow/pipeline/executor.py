@@ -1,7 +1,7 @@
 """`PipelineExecutor`: runs a compiled Trickle pipeline on events, one at a time, as Tremor does.
 
-The same executor runs inside Spark (`mapInArrow` for stateless pipelines,
-`transformWithState` for stateful ones) and in `run_local`. Everything it
+The same executor runs inside Spark (in the sources' read tasks for stateless
+pipelines, `transformWithState` for stateful ones) and in `run_local`. Everything it
 remembers between events is per node and exported by `snapshot()` as plain
 JSON values (node name -> state, null for a node that holds nothing, as in the
 pipeline-state RFC), so a state store can keep one value per node and a fresh

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from contraflow.events import decode_value
 from contraflow.lang.graph import PipelineGraph, SelectSpec
 from contraflow.lang.script.compiler import compile_expr
 from contraflow.pipeline.grouping import group_key
-from contraflow.pipeline.item import Item, decode
+from contraflow.pipeline.item import UNDECODED, Item, decode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -112,13 +111,9 @@ class GroupStreams:
         return compiled.fn
 
     def stream(self, value: bytes, meta: dict[str, Any] | None) -> str:
-        """The stream key of an event (channel bytes); events the select cannot group go to stream 0
-        (the select turns them into error events there)."""
-        try:
-            event = decode_value(value)
-        except Exception:  # noqa: BLE001 - the select reports it, in its stream
-            return self.first
-        return self.stream_of(event, meta)
+        """The stream key of an event (channel bytes); events the select cannot group go to the first
+        stream (the select turns them into error events there)."""
+        return self.stream_of_item([UNDECODED, meta, value])
 
     def stream_of_item(self, item: Item) -> str:
         """The stream key of an executor item (see `contraflow.pipeline.item`), parsed only if no node read it."""

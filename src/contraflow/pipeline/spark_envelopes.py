@@ -7,7 +7,8 @@ batch (and partition key), holding the batch's events as an Arrow IPC stream,
 and its outputs leave the same way. Spark then moves a handful of large rows
 per micro-batch and the Python side decodes each envelope in one call.
 
-`PackEvents` (a `mapInArrow` per input port) builds the envelopes. If the
+`PackEvents` (run per input port in the source's read task, see
+`contraflow.spark.transform`) builds the envelopes. If the
 pipeline splits (see `contraflow.pipeline.split`) it first runs the stateless
 prefix there, in parallel over the input partitions, and envelopes what the
 prefix emitted: events for the stateful rest (`in:` + cut port) and events
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 
 from contraflow.events import META_HEADER, encode_value
 from contraflow.pipeline.executor import Traced
+from contraflow.pipeline.item import UNDECODED
 from contraflow.pipeline.keying import GroupStreams
 from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
 from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, failure_event
@@ -72,7 +74,7 @@ def from_ipc(data: bytes) -> pa.Table:
 
 @dataclass(frozen=True)
 class PackEvents:
-    """The `mapInArrow` that envelopes one input port's rows (picklable: plain data only).
+    """The rows transform that envelopes one input port's rows (picklable: plain data only).
 
     `prefix` is the plan of the split pipeline's stateless prefix (None: the
     whole graph is stateful and events go into envelopes untouched);
@@ -179,22 +181,18 @@ class PackEvents:
         After a prefix the events are read as the prefix left them (no second parse)."""
         assert self.groups is not None
         targets = events.column("target").to_pylist()
-        final = self.groups.first
-        if traced is not None and len(traced.items) == len(targets):
-            stream_of = self.groups.stream_of_item
-            return [
-                stream_of(item) if target.startswith(REST_INPUT) else final
-                for target, item in zip(targets, traced.items, strict=True)
+        items = traced.items if traced is not None and len(traced.items) == len(targets) else None
+        if items is None:
+            items = [
+                [UNDECODED, orjson.loads(meta) if meta else None, value]
+                for value, meta in zip(
+                    events.column("value").to_pylist(), events.column("meta").to_pylist(), strict=True
+                )
             ]
-        stream = self.groups.stream
+        stream_of, final = self.groups.stream_of_item, self.groups.first
         return [
-            stream(value, orjson.loads(meta) if meta else None) if target.startswith(REST_INPUT) else final
-            for target, value, meta in zip(
-                targets,
-                events.column("value").to_pylist(),
-                events.column("meta").to_pylist(),
-                strict=True,
-            )
+            stream_of(item) if target.startswith(REST_INPUT) else final
+            for target, item in zip(targets, items, strict=True)
         ]
 
 

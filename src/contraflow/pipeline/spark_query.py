@@ -4,8 +4,10 @@ The query reads each input port's topic with the `contraflow` source (as a
 named consumer, so the runtime's credits throttle it and its offsets are
 committed on the SPU), runs the pipeline, and writes every output row to the
 topic of its port through the `contraflow` sink (one SPU transaction per
-micro-batch). Stateless pipelines are a `mapInArrow`; stateful ones a
-`transformWithState` keyed by the pipeline's partition key.
+micro-batch). A pipeline's first Python step runs in the sources' read tasks
+(`contraflow.spark.transform`): all of a stateless pipeline; a stateful one's
+stateless prefix and envelopes, which then go to a `transformWithState` keyed
+by the pipeline's partition key.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ POOL_PROPERTY = "spark.scheduler.pool"
 # Pipelines with timers run a micro-batch per trigger even without input (that is the tick):
 # without an interval they would spin.
 DEFAULT_TICK = "500 milliseconds"
+# What a source runs in its read task for an input port: a rows transform and the schema it yields.
+SourceStep = Callable[[str], tuple[RowsTransform, str]]
 _EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
@@ -130,15 +134,13 @@ class _Reader:
     spu: str
     consumers: dict[str, str]
 
-    def rows(self, step: Callable[[str], tuple[RowsTransform, str]] | None = None) -> dict[str, DataFrame]:
+    def rows(self, step: SourceStep | None = None) -> dict[str, DataFrame]:
         return {
             port: _union_all([self._source(port, topic, step) for topic in _topics(topics)])
             for port, topics in self.plan.inputs.items()
         }
 
-    def _source(
-        self, port: str, topic: str, step: Callable[[str], tuple[RowsTransform, str]] | None
-    ) -> DataFrame:
+    def _source(self, port: str, topic: str, step: SourceStep | None) -> DataFrame:
         reader = (
             self.spark.readStream.format("contraflow")
             .option("spu", self.spu)

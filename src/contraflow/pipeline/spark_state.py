@@ -37,21 +37,25 @@ def import_path(checkpoint: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + ".import.json")
 
 
+def _newest_batch(checkpoint: str | os.PathLike[str], log: str) -> int | None:
+    """The newest batch id in one of the checkpoint's logs (`{log}/{batch}`), None while empty."""
+    directory = Path(checkpoint) / log
+    batches = [int(p.name) for p in directory.iterdir() if p.name.isdigit()] if directory.is_dir() else []
+    return max(batches, default=None)
+
+
 def last_committed_batch(checkpoint: str | os.PathLike[str]) -> int | None:
     """The newest batch id in the checkpoint's commit log (`commits/{batch}`), None before the first."""
-    commits = Path(checkpoint) / "commits"
-    batches = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
-    return max(batches, default=None)
+    return _newest_batch(checkpoint, "commits")
 
 
 def state_partitions(checkpoint: str | os.PathLike[str]) -> int | None:
     """How many partitions the checkpoint's state is split into (Spark keeps the shuffle
     partitions a query started with for good), None before its first batch."""
-    offsets = Path(checkpoint) / "offsets"
-    batches = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()] if offsets.is_dir() else []
-    if not batches:
+    batch = _newest_batch(checkpoint, "offsets")
+    if batch is None:
         return None
-    lines = (offsets / str(max(batches))).read_text().splitlines()
+    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
     conf = orjson.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
     value = conf.get("spark.sql.shuffle.partitions")
     return int(value) if value is not None else None

@@ -1,4 +1,4 @@
-"""Stateless pipelines: the node graph as one function over Arrow batches (`mapInArrow`).
+"""Stateless pipelines: the node graph as one function over Arrow batches (run in the source's read task).
 
 No state crosses a batch, so Spark may run it on every input partition in
 parallel and in any order; only the order within a partition is kept, which is
@@ -30,7 +30,7 @@ from contraflow.spark.arrow_log import repeated_text
 
 
 class StatelessBatches:
-    """The `mapInArrow` function of a stateless pipeline over one input port's source rows
+    """The rows transform of a stateless pipeline over one input port's source rows
     (picklable: it only holds the plan and the port)."""
 
     def __init__(self, plan: PipelinePlan, port: str) -> None:
