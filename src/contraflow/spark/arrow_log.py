@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import msgpack
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.storage.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.storage.batch import DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.storage.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -39,11 +40,26 @@ SOURCE_DDL = (
 
 
 def _headers(batch: DecodedBatch) -> pa.Array:
-    if not batch.header.attributes & HAS_HEADERS:
+    """The headers column as list<struct<key, value>>, unpacking each distinct packed value once.
+
+    A batch's records mostly share their headers (none, or one pull's
+    metadata), so the packed values are dictionary-encoded in C, the few
+    distinct ones unpacked in Python, and the column rebuilt with `take`.
+    """
+    buffers = batch.header_buffers()
+    if buffers is None:
         offsets = pa.array(np.zeros(batch.record_count + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, pa.array([], HEADER_TYPE.value_type))
-    rows = [[{"key": k, "value": v} for k, v in hdrs] for hdrs in batch.headers()]
-    return pa.array(rows, HEADER_TYPE)
+    offsets_buf, data = buffers
+    packed = pa.Array.from_buffers(
+        pa.binary(), batch.record_count, [None, pa.py_buffer(offsets_buf), pa.py_buffer(data)]
+    )
+    encoded = pc.dictionary_encode(packed)
+    distinct = [
+        [{"key": k, "value": v} for k, v in msgpack.unpackb(value)]
+        for value in encoded.dictionary.to_pylist()
+    ]
+    return pa.array(distinct, HEADER_TYPE).take(encoded.indices)
 
 
 def repeated_text(text: str, count: int) -> pa.Array:
@@ -147,15 +163,27 @@ def _key_buffers(column: pa.Array) -> tuple[memoryview | None, bytes, memoryview
     return validity, offsets, data
 
 
+NO_HEADERS = pack_headers([])
+
+
 def _packed_headers(column: pa.Array) -> pa.Array | None:
     """Headers as one packed binary value per row: contraflow's own (already packed,
-    binary) or Kafka's list<struct<key, value>> packed here."""
+    binary) or Kafka's list<struct<key, value>> packed here.
+
+    Only rows that have headers are packed one by one; the rest (usually
+    nearly all) get the packed empty list in one vectorised step."""
     if column.null_count == len(column):
         return None
     if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        return pc.fill_null(column, pack_headers([]))
-    rows = column.to_pylist()
-    return pa.array([pack_headers([(h["key"], h["value"]) for h in row or ()]) for row in rows], pa.binary())
+        return pc.fill_null(column, NO_HEADERS)
+    lengths = pc.fill_null(pc.list_value_length(column), 0)
+    present = np.flatnonzero(lengths.to_numpy(zero_copy_only=False))
+    if len(present) == 0:
+        return None
+    packed = np.full(len(column), NO_HEADERS, dtype=object)
+    rows = column.take(pa.array(present)).to_pylist()
+    packed[present] = [pack_headers([(h["key"], h["value"]) for h in row]) for row in rows]
+    return pa.array(packed, pa.binary())
 
 
 def encode_rows(rows: pa.Table | pa.RecordBatch, compression: Compression | str | None = None) -> bytearray:
