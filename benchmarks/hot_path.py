@@ -35,7 +35,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -260,7 +259,7 @@ def cpu_by_kind(root: int) -> dict[str, float]:
     return totals
 
 
-METRIC = re.compile(r'^(\w+)\{([^}]*)\} ([0-9.e+-]+)$')
+METRIC = re.compile(r"^(\w+)\{([^}]*)\} ([0-9.e+-]+)$")
 
 
 def read_metrics(api: str) -> list[tuple[str, dict[str, str], float]]:

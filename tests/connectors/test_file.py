@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from contraflow.connectors.base import Connector, ConnectorConfigError
 from contraflow.connectors import file as file_connector
+from contraflow.connectors.base import Connector, ConnectorConfigError
 from contraflow.connectors.file import FileConnector
 from tests.connectors.support import make, run, sink_event
 

@@ -134,18 +134,20 @@ class _Reader:
     spu: str
     consumers: dict[str, str]
 
-    def rows(self, step: SourceStep | None = None) -> dict[str, DataFrame]:
+    def rows(self, step: SourceStep | None = None, *, payload: bool = False) -> dict[str, DataFrame]:
+        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM)."""
         return {
-            port: _union_all([self._source(port, topic, step) for topic in _topics(topics)])
+            port: _union_all([self._source(port, topic, step, payload) for topic in _topics(topics)])
             for port, topics in self.plan.inputs.items()
         }
 
-    def _source(self, port: str, topic: str, step: SourceStep | None) -> DataFrame:
+    def _source(self, port: str, topic: str, step: SourceStep | None, payload: bool) -> DataFrame:
         reader = (
             self.spark.readStream.format("contraflow")
             .option("spu", self.spu)
             .option("topic", topic)
             .option("consumer", self.consumers[port])
+            .option("columns", "payload" if payload else "all")
         )
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
@@ -166,7 +168,7 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, read.rows(), routes)
+        return _routed_rows(plan, read.rows(payload=True), routes)
     return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
 
 

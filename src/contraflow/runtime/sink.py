@@ -122,7 +122,9 @@ class SinkRunner:
         await self.client.commit_offset(consumer, topic, 0, offset)
         self.committed[topic] = offset
 
-    async def _deliver_bulk(self, batches: Sequence[DecodedBatch], offset: int, port: str, topic: str) -> None:
+    async def _deliver_bulk(
+        self, batches: Sequence[DecodedBatch], offset: int, port: str, topic: str
+    ) -> None:
         """Every record of a fetch from `offset` on, as one buffer of wire bytes and one write."""
         separator = self.bulk_separator
         assert separator is not None

@@ -39,6 +39,13 @@ SOURCE_DDL = (
 )
 
 
+PAYLOAD_SCHEMA = pa.schema([("value", pa.binary()), ("headers", pa.binary())])
+PAYLOAD_DDL = "value binary, headers binary"
+"""What the source yields with `columns = payload`: the value and the headers as stored (packed),
+both wrapping the log batch's own memory. Pipelines that only route events need nothing else, and
+every column less is one the JVM does not convert row by row."""
+
+
 def _headers(batch: DecodedBatch) -> pa.Array:
     """The headers column as list<struct<key, value>>, unpacking each distinct packed value once.
 
@@ -89,6 +96,23 @@ def batch_to_arrow(
         _headers(batch),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA).slice(lo, hi - lo)
+
+
+def batch_payload(batch: DecodedBatch, start: int, end: int) -> pa.RecordBatch | None:
+    """The records of `batch` with offsets in [start, end) as PAYLOAD_SCHEMA rows, without copying."""
+    lo, hi = max(0, start - batch.base_offset), min(batch.record_count, end - batch.base_offset)
+    if lo >= hi:
+        return None
+    count = batch.record_count
+    buffers = batch.header_buffers()
+    headers = (
+        pa.nulls(count, pa.binary())
+        if buffers is None
+        else pa.Array.from_buffers(pa.binary(), count, [None, *map(pa.py_buffer, buffers)])
+    )
+    return pa.RecordBatch.from_arrays([batch.value_array(), headers], schema=PAYLOAD_SCHEMA).slice(
+        lo, hi - lo
+    )
 
 
 def coalesce(

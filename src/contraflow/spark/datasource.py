@@ -32,7 +32,15 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from contraflow.errors import UserError
-from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_rows, route_rows
+from contraflow.spark.arrow_log import (
+    PAYLOAD_DDL,
+    SOURCE_DDL,
+    batch_payload,
+    batch_to_arrow,
+    coalesce,
+    encode_rows,
+    route_rows,
+)
 from contraflow.spark.credit import read_credit
 from contraflow.spark.offsets import (
     PartitionOffsets,
@@ -68,7 +76,7 @@ class ContraflowDataSource(DataSource):
         return "contraflow"
 
     def schema(self) -> str:
-        return source_schema(self.options, SOURCE_DDL)
+        return source_schema(self.options, SOURCE_DDL, PAYLOAD_DDL)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TopicStreamReader(SourceOptions.parse(self.options))
@@ -233,7 +241,11 @@ class TopicStreamReader(DataSourceStreamReader):
                     offset,
                 )
             for batch in result.batches:
-                rows = batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
+                rows = (
+                    batch_payload(batch, fetched_from, rng.end)
+                    if self.options.payload_only
+                    else batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
+                )
                 if rows is not None:
                     yield rows
 
