@@ -25,11 +25,11 @@ from contraflow.api.facade import ConnectorStatus, FlowStatus, InvalidTransition
 from contraflow.connectors.base import Connector, ConnectorContext, connector_class
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
+from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
-from contraflow.runtime.pipelines import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.spark_state import last_committed_batch
-from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
+from contraflow.pipeline.spark.listener import BatchProgress, QueryListener, parse_offsets, query_listener
+from contraflow.pipeline.spark.state import last_committed_batch
 from contraflow.runtime.settings import PipelineSettings
 
-log = logging.getLogger("contraflow.runtime.pipelines")
+log = logging.getLogger("contraflow.pipeline.spark.run")
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,8 @@ def start_pipeline_query(
 ) -> PipelineRun:
     """Start `graph` as a Spark query from its input channels to its output channels,
     with the trigger `settings` ask for (by default: every 100 ms, pipelines with timers every tick)."""
-    from contraflow.pipeline.spark_plan import has_timers
-    from contraflow.pipeline.spark_query import start_pipeline
+    from contraflow.pipeline.spark.plan import has_timers
+    from contraflow.pipeline.spark.query import start_pipeline
 
     settings = settings or PipelineSettings()
 

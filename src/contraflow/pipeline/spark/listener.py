@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-log = logging.getLogger("contraflow.runtime.listener")
+log = logging.getLogger("contraflow.pipeline.spark.listener")
 
 # Batches kept per run until the monitor takes them (it does every tick); beyond that the oldest go.
 BACKLOG = 4096
