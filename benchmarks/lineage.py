@@ -55,7 +55,8 @@ def main() -> None:
             spu=spu.addr,
             inputs=[PipelineInput("in", "bench.in", "bench.pass.in")],
             outputs={"out": "bench.out"},
-            checkpoint_root=work / "checkpoints",
+            data_dir=work,
+            trigger="100 milliseconds",
         )
         seen = 0
         for n in range(BATCHES):

@@ -10,7 +10,8 @@ from pathlib import Path
 import orjson
 
 from contraflow.pipeline.local import compile_query, run_local
-from contraflow.pipeline.spark.state import FORMAT, checkpoint_path, import_path
+from contraflow.pipeline.spark.state import FORMAT, import_path
+from contraflow.spark.checkpoint import checkpoint_path
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

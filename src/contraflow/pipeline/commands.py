@@ -72,7 +72,7 @@ _data_dir_option = click.option(
 
 
 def _checkpoint(data_dir: Path | None, flow: str, pipeline: str) -> Path:
-    from contraflow.pipeline.spark.state import checkpoint_path
+    from contraflow.spark.checkpoint import checkpoint_path
     from contraflow.spark.session import default_data_dir
 
     return checkpoint_path(data_dir or default_data_dir(), flow, pipeline)

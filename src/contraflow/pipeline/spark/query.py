@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import routing_only
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
-from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, routing_only
+from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
-from contraflow.pipeline.spark.state import has_progress, pending_import, state_partitions
+from contraflow.pipeline.spark.state import pending_import
 from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark.stateless import StatelessBatches
+from contraflow.spark.checkpoint import has_progress, state_partitions
 from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
