@@ -45,12 +45,12 @@ from typing import Any
 
 import orjson
 
-from contraflow.codecs.compression import StreamDecompressor
+from contraflow.codecs.processors.compression import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
-from contraflow.connectors.filereader import leading_separator
-from contraflow.connectors.histogram import Histogram
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.timing import Pacer, sleep_unless
+from contraflow.connectors.base.filereader import leading_separator
+from contraflow.connectors.base.histogram import Histogram
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.timing import Pacer, sleep_unless
 
 NS_PER_S = 1_000_000_000
 BATCH_EVENTS = 256

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, register
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 
 NS_PER_S = 1_000_000_000
 

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
@@ -50,15 +49,16 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.checkpoint import Checkpoint
-from contraflow.connectors.filereader import (
+from contraflow.connectors.base.acks import AckWindow
+from contraflow.connectors.base.checkpoint import Checkpoint
+from contraflow.connectors.base.filereader import (
     AlignedChunks,
     Chunk,
     ContentReader,
     FileIdentity,
     leading_separator,
 )
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.lang.graph import PluginRef
 
 READ = "read"

@@ -47,10 +47,10 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.http_server import headers_of_pairs
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import Endpoint, endpoint
-from contraflow.connectors.options import ConfigReader
 
 NS_PER_S = 1_000_000_000
 RETRYABLE_STATUS = frozenset({429})

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from contraflow.connectors.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
@@ -46,10 +45,11 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import endpoint
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.undelivered import report_undelivered
+from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import endpoint
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.undelivered import report_undelivered
 
 QUEUED_REQUESTS = 128
 

@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
     ConnectionLost,
     Connector,
@@ -49,8 +48,9 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.logtail import TopicTail
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.acks import AckWindow
+from contraflow.connectors.base.logtail import TopicTail
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch

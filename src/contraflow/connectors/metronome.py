@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.timing import Ticker, sleep_unless
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.timing import Ticker, sleep_unless
 
 NS_PER_S = 1_000_000_000
 

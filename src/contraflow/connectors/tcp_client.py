@@ -29,8 +29,8 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox, pump
-from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
+from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.sockets import SocketOptions, close_writer, peer_of, tune, write
 
 
 @register("tcp_client")

@@ -43,10 +43,10 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox, pump
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
-from contraflow.connectors.undelivered import report_undelivered
+from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.sockets import SocketOptions, close_writer, peer_of, tune, write
+from contraflow.connectors.base.undelivered import report_undelivered
 
 # How long replies can still be sent on a connection after the peer stopped sending.
 REPLY_LINGER_S = 10.0

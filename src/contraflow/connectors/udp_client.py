@@ -23,8 +23,8 @@ from contraflow.connectors.base import (
     SinkEvent,
     register,
 )
-from contraflow.connectors.netaddr import Endpoint, endpoint
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 
 
 class _Sender(asyncio.DatagramProtocol):

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import endpoint
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import endpoint
+from contraflow.connectors.base.options import ConfigReader
 
 QUEUE_DATAGRAMS = 4096
 
