@@ -50,7 +50,8 @@ from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, S
 from contraflow.connectors.base.filereader import leading_separator
 from contraflow.connectors.base.histogram import Histogram
 from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.timing import Pacer, sleep_unless
+from contraflow.connectors.base.timing import Pacer
+from contraflow.stopping import sleep_unless
 
 NS_PER_S = 1_000_000_000
 BATCH_EVENTS = 256

@@ -13,7 +13,8 @@ from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
 from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.timing import Ticker, sleep_unless
+from contraflow.connectors.base.timing import Ticker
+from contraflow.stopping import sleep_unless
 
 NS_PER_S = 1_000_000_000
 

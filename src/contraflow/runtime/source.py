@@ -9,7 +9,6 @@ is connected (controlled start). Appends go through the flow's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -22,6 +21,7 @@ from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.source")
 
@@ -64,10 +64,10 @@ class SourceRunner:
     async def _loop(self) -> None:
         quiescing = self.ctx.quiescing
         while not quiescing.is_set():
-            if await _until(self.gate.wait(), quiescing) is STOPPED:
+            if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
-                pulled = await _until(self.connector.pull(), quiescing)
+                pulled = await unless_stopped(self.connector.pull(), quiescing)
             except ConnectionLost as err:
                 if not await self.reconnect(str(err)):
                     break
@@ -86,7 +86,7 @@ class SourceRunner:
     async def reconnect(self, why: str) -> bool:
         """The outside end went away: reconnect (shared with the sink side of the same connector)."""
         log.warning("%s: %s; reconnecting", self.ctx.name, why)
-        result = await _until(self.connect(), self.ctx.quiescing)
+        result = await unless_stopped(self.connect(), self.ctx.quiescing)
         return result is True
 
     async def _append(self, decoded: Decoded, token: Any, pulled: SourceData | None = None) -> None:
@@ -177,22 +177,3 @@ async def last_position(client: AsyncSpuClient, topic: str) -> dict[str, Any] | 
                     found = orjson.loads(value)
         offset = records[-1].offset + 1
     return found
-
-
-STOPPED = object()
-
-
-async def _until(work: Any, stop: asyncio.Event) -> Any:
-    """Await `work` unless `stop` is set first (then cancel it and return STOPPED)."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return STOPPED
