@@ -10,7 +10,6 @@ import pytest
 
 from contraflow.stopping import STOPPED, sleep_unless, unless_stopped
 
-
 T = TypeVar("T")
 
 
