@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contraflow import control
 from contraflow.pipeline.spark.listener import BatchProgress
 from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
-from contraflow.spark.credit import credit_name
 from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 
@@ -218,10 +218,10 @@ class FlowMonitor:
                 )
                 credit = room if credit is None else min(credit, room)
             for inp in run.inputs:
-                name = credit_name(inp.consumer, inp.topic)
-                if self._credits.get(name, -1) != credit:
-                    await self.client.set_control(name, credit)
-                    self._credits[name] = credit
+                value = control.credit(inp.consumer, inp.topic)
+                if self._credits.get(value.name, -1) != credit:
+                    await value.set_async(self.client, credit)
+                    self._credits[value.name] = credit
 
     # -- delivered frontier --------------------------------------------------------------------
 
