@@ -36,6 +36,7 @@ MOVED: dict[str, str] = {
     "contraflow.spu.storage.compression": "contraflow.spu.protocol.compression",
     "contraflow.spu.ledger": "contraflow.spu.server.ledger",
     "contraflow.spu.transactions": "contraflow.spu.server.transactions",
+    "contraflow.api.metrics": "contraflow.runtime.metrics",
     "contraflow.connectors.acks": "contraflow.connectors.base.acks",
     "contraflow.connectors.asgiserver": "contraflow.connectors.base.asgiserver",
     "contraflow.connectors.checkpoint": "contraflow.connectors.base.checkpoint",

@@ -25,12 +25,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from contraflow import control
 from contraflow.pipeline.spark.listener import BatchProgress
 from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
+from contraflow.runtime.metrics import RuntimeMetrics, Transition
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
 from contraflow.spu.client import AsyncSpuClient
@@ -65,7 +65,7 @@ class FlowMonitor:
         client: AsyncSpuClient,
         pipelines: dict[str, PipelineRun],
         on_source_backpressure: Callable[[str, str, bool, str], None],
-        metrics: Any,
+        metrics: RuntimeMetrics,
     ) -> None:
         self.flow_id = flow_id
         self.topology = topology
@@ -184,7 +184,7 @@ class FlowMonitor:
         lasted = now - state.since
         state.stopped, state.since = stop, now
         state.transitions += 1
-        kind = "pause" if stop else "resume"
+        kind: Transition = "pause" if stop else "resume"
         log.info(
             "event=backpressure transition=%s flow=%s channel=%s depth=%d depth_bytes=%d duration_s=%.3f",
             kind,

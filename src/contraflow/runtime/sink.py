@@ -28,6 +28,7 @@ from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed
 from contraflow.events import META_HEADER, Event, decode_value, encode_value
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.wire import SinkEncoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
@@ -52,7 +53,7 @@ class SinkRunner:
         err_topic: str | None,
         gate: Gate,
         delivery: DeliverySettings,
-        metrics: Any,
+        metrics: RuntimeMetrics,
         breaker: Callable[[bool, str], None],
         connect: SharedConnect,
         feedback: Feedback | None = None,

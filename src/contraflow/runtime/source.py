@@ -19,6 +19,7 @@ from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 from contraflow.stopping import STOPPED, unless_stopped
@@ -37,7 +38,7 @@ class SourceRunner:
         producer: AsyncProducer,
         gate: Gate,
         acks: AckTracker | None,
-        metrics: Any,
+        metrics: RuntimeMetrics,
         connect: SharedConnect,
     ) -> None:
         self.connector = connector
