@@ -31,31 +31,28 @@ from contraflow.codecs.yaml_codec import YamlCodec
 
 Factory = Callable[[Mapping[str, Any]], Any]
 
-CODECS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
-}
-PREPROCESSORS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (
-        SeparatePreprocessor,
-        LengthPrefixedPreprocessor,
-        Base64Preprocessor,
-        DecompressPreprocessor,
-        RemoveEmptyPreprocessor,
-        TextualLengthPrefixedPreprocessor,
-    )
-}
-POSTPROCESSORS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (
-        SeparatePostprocessor,
-        LengthPrefixedPostprocessor,
-        Base64Postprocessor,
-        CompressPostprocessor,
-        TextualLengthPrefixedPostprocessor,
-    )
-}
+
+def _by_name(*classes: Any) -> dict[str, Factory]:
+    """Name -> factory, for classes that carry their Troy `name` and a `from_config`."""
+    return {cls.name: cls.from_config for cls in classes}
+
+
+CODECS = _by_name(JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
+PREPROCESSORS = _by_name(
+    SeparatePreprocessor,
+    LengthPrefixedPreprocessor,
+    Base64Preprocessor,
+    DecompressPreprocessor,
+    RemoveEmptyPreprocessor,
+    TextualLengthPrefixedPreprocessor,
+)
+POSTPROCESSORS = _by_name(
+    SeparatePostprocessor,
+    LengthPrefixedPostprocessor,
+    Base64Postprocessor,
+    CompressPostprocessor,
+    TextualLengthPrefixedPostprocessor,
+)
 
 
 def codec(spec: Spec) -> Codec:

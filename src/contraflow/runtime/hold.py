@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.routes import Routes
@@ -28,9 +28,8 @@ class BreakerCause(enum.Enum):
     CAPACITY = "capacity"  # the connector itself, e.g. all its request slots busy
 
 
-@dataclass(frozen=True)
-class Breaker:
-    """One cause holding one sink's breaker open."""
+class Breaker(NamedTuple):
+    """One cause holding one sink's breaker open; `gate_key` is what it holds gates by."""
 
     sink: str
     cause: BreakerCause
