@@ -49,6 +49,7 @@ from contraflow.api.models import (
     StatusPatch,
     VersionReport,
 )
+from contraflow.api.page import add_page_routes
 
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
@@ -268,6 +269,7 @@ def create_app(runtime: RuntimeFacade) -> FastAPI:
     add_runtime_routes(app.router, runtime)
     add_metrics_route(app.router, runtime)
     add_events_route(app.router, runtime)
+    add_page_routes(app)
     _drop_422_from_openapi(app)
     return app
 
