@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contraflow.spu.ledger import BatchLedger
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.ledger import BatchLedger
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.rollback import truncate_partition_dir
 from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
+from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.store import Store
-from contraflow.spu.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
