@@ -162,11 +162,11 @@ class GroupCoordinator:
         group.protocol_type = protocol_type
         if member.joining is not None:  # a retried join replaces the earlier one
             _settle_error(member.joining, KafkaErrorCode.REBALANCE_IN_PROGRESS, "replaced by a newer join")
-        member.joining = asyncio.get_running_loop().create_future()
+        waiter = member.joining = asyncio.get_running_loop().create_future()
         member.last_seen = time.monotonic()
         self._prepare_rebalance(group)
-        self._complete_join_if_ready(group)
-        return await member.joining
+        self._complete_join_if_ready(group)  # may answer this join at once
+        return await waiter
 
     @staticmethod
     def _check_protocols(group: Group, protocol_type: str, protocols: list[tuple[str, bytes]]) -> None:
@@ -267,8 +267,8 @@ class GroupCoordinator:
                 other.syncing = None
             group.state = GroupState.STABLE
             return member.assignment
-        member.syncing = asyncio.get_running_loop().create_future()
-        return await member.syncing
+        waiter = member.syncing = asyncio.get_running_loop().create_future()
+        return await waiter
 
     # -- Heartbeat, LeaveGroup, commits -----------------------------------------------------------
 

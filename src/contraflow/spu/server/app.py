@@ -85,7 +85,9 @@ class SpuServer:
                     self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
                 )
             if self.config.kafka_addr is not None:
-                broker = Broker(partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted)
+                broker = Broker(
+                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                )
                 self._kafka = KafkaListener(broker, self.config.kafka_addr)
                 self.kafka_addr = await self._kafka.start()
         except BaseException:
