@@ -32,6 +32,10 @@ MOVED: dict[str, str] = {
     "contraflow.pipeline.keying": "contraflow.pipeline.spark.keying",
     "contraflow.runtime.listener": "contraflow.pipeline.spark.listener",
     "contraflow.runtime.pipelines": "contraflow.pipeline.spark.run",
+    "contraflow.spu.storage.batch": "contraflow.spu.protocol.batch",
+    "contraflow.spu.storage.compression": "contraflow.spu.protocol.compression",
+    "contraflow.spu.ledger": "contraflow.spu.server.ledger",
+    "contraflow.spu.transactions": "contraflow.spu.server.transactions",
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from contraflow.spu.storage.batch import decode_batch
+from contraflow.spu.protocol.batch import decode_batch
 from contraflow.spu.storage.partition import Partition
 
 

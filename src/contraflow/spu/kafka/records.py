@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
-from contraflow.spu.storage.batch import decode_batch, encode_batch
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import decode_batch, encode_batch
+from contraflow.spu.protocol.compression import Compression
 
 KAFKA_MAGIC = 2
 _HEADER = struct.Struct(">qiib")  # base_offset, batch_length, partition_leader_epoch, magic

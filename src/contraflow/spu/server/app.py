@@ -12,20 +12,22 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contraflow.spu.kafka import Broker, KafkaListener
-from contraflow.spu.ledger import BatchLedger
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.ledger import BatchLedger
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.rollback import truncate_partition_dir
 from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
+from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.store import Store
-from contraflow.spu.transactions import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from contraflow.spu.kafka import KafkaListener
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +87,8 @@ class SpuServer:
                     self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
                 )
             if self.config.kafka_addr is not None:
+                from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
+
                 broker = Broker(
                     partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
                 )

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     BatchHeader,
     CorruptBatchError,
     batch_size_at,
     check_batch,
 )
+from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
 
