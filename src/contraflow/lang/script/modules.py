@@ -18,7 +18,6 @@ from typing import Any
 from contraflow.lang.errors import LangError
 from contraflow.lang.script import ast, stdlib
 
-LIBRARY_ROOTS = ("std", "tremor")
 MODULE_SUFFIXES = (".tremor",)
 
 
@@ -35,8 +34,8 @@ ModuleResolver = Callable[[tuple[str, ...]], ScriptModule | None]
 
 
 def is_library_module(path: tuple[str, ...]) -> bool:
-    """`std::...`, `tremor::...`, or a library module named without its root (`string`)."""
-    return path[0] in LIBRARY_ROOTS or stdlib.has_module("::".join(path))
+    """A standard library module: `std::string`, `tremor::system`, or without its root (`string`)."""
+    return stdlib.has_module("::".join(path))
 
 
 @dataclass

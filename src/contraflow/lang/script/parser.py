@@ -432,6 +432,7 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     # ------------------------------------------------------------ for, patch, merge
     def for_expr(self, meta: Any, items: list[Any]) -> ast.For:
+        items = [i for i in items if i is not None]  # Trickle's parser keeps `[...]` placeholders
         fold = items.pop() if isinstance(items[-1], _Fold) else None
         pos = self._b.pos(meta)
         if fold is None:
@@ -439,7 +440,8 @@ class ScriptTransformer(Transformer[Token, Any]):
         return ast.For(pos, items[0], tuple(items[1:]), fold.initial, fold.op)
 
     def for_into(self, meta: Any, items: list[Any]) -> _Fold:
-        return _Fold(items[0], items[1] if len(items) > 1 else "+")
+        op = items[1] if len(items) > 1 else None
+        return _Fold(items[0], op or "+")
 
     def fold_op(self, meta: Any, items: list[Token]) -> str:
         return str(items[0])
