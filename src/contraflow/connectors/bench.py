@@ -125,7 +125,7 @@ class BenchConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = BenchOptions.read(ctx.alias, self.kind, ctx.config)
+        self.options = self.read_config(ctx.alias, ctx.config)
         # Lines can travel many per pull, joined again by the separator the runtime splits them at.
         separator = leading_separator(ctx.spec.preprocessors)
         self.separator = None if self.options.chunk_size else separator
@@ -142,9 +142,8 @@ class BenchConnector(Connector):
         self._finisher: asyncio.Task[None] | None = None
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        BenchOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> BenchOptions:
+        return BenchOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self.items:

@@ -47,7 +47,7 @@ from contraflow.connectors.base import (
 )
 from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base.inbox import Inbox
-from contraflow.connectors.base.netaddr import endpoint
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.undelivered import report_undelivered
 
@@ -89,7 +89,7 @@ class HttpServerConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url = endpoint(ConfigReader(ctx.alias, self.kind, ctx.config), scheme="http")
+        self.url = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
         self.content_type = ctx.codec().mime_types[0].encode()
         self._server: AsgiServer | None = None
@@ -97,9 +97,8 @@ class HttpServerConnector(Connector):
         self._ids = itertools.count(1)
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        endpoint(ConfigReader(alias, cls.kind, config), scheme="http")
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Endpoint:
+        return endpoint(ConfigReader(alias, cls.kind, config), scheme="http")
 
     @property
     def port(self) -> int:

@@ -109,9 +109,8 @@ class LogConnector(Connector):
         self._written_through: int | None = None  # last channel offset known to be in the topic
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        LogOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> LogOptions:
+        return LogOptions.read(alias, cls.kind, config)
 
     @property
     def sink_partition(self) -> int:

@@ -28,18 +28,14 @@ class MetronomeConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.interval_ns = self.read_interval(ctx.alias, ctx.config)
+        self.interval_ns = self.read_config(ctx.alias, ctx.config)
         self._ticker = Ticker(self.interval_ns / NS_PER_S)
         self._id = 0
 
     @classmethod
-    def read_interval(cls, alias: str, config: Mapping[str, Any]) -> int:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> int:
+        """The interval in nanoseconds."""
         return ConfigReader(alias, cls.kind, config).integer("interval", minimum=1)
-
-    @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        cls.read_interval(alias, config)
 
     async def connect(self) -> None:
         self._ticker = Ticker(self.interval_ns / NS_PER_S)
