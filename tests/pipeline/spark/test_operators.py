@@ -23,7 +23,7 @@ from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.state import FORMAT, export_state, import_state
 from contraflow.spu.client import SpuClient
-from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
+from tests.pipeline.spark.harness import RFC_COUNTER, SparkPipeline, poll
 
 TICK = "200 milliseconds"
 SECOND_NS = 1_000_000_000
