@@ -14,6 +14,7 @@ import itertools
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
@@ -202,7 +203,7 @@ class Codegen:
 
     # ------------------------------------------------------------ plumbing
     def error(self, message: str, pos: Position, hint: str = "") -> LangError:
-        return LangError(message, pos, self.source, hint=hint)
+        return LangError(message, pos, _source_of(pos, self.source), hint=hint)
 
     def tmp(self) -> str:
         return f"_t{next(self.counter)}"
@@ -861,6 +862,16 @@ class Codegen:
             elif fp.op == "~=" and isinstance(fp.value, ast.Pattern) and _has_extractor(fp.value):
                 replaced.append(f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}")
         return "{**" + s + ", " + ", ".join(replaced) + "}"
+
+
+def _source_of(pos: Position, source: SourceText | None) -> SourceText | None:
+    """The text `pos` points into: usually the script's, else a module file's (for the caret line)."""
+    if source is None or pos.file == source.name:
+        return source
+    try:
+        return SourceText(pos.file, Path(pos.file).read_text(encoding="utf-8"))
+    except OSError:
+        return None
 
 
 def _is_trivial(code: str) -> bool:
