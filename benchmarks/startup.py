@@ -116,7 +116,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def contraflow_run(work: Path) -> float:
     example = work / "examples" / "classify"
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
-    args = [sys.executable, "-m", "contraflow", "run", "examples/classify/flow.troy", "--no-api"]
+    args = [sys.executable, "-m", "contraflow", "run", "examples/classify/flow.troy", "--no-api", "--spu-port", "0"]
     args += ["--data-dir", str(work / "data")]
     return time_until(args, work, first_line_in(example / "out", "classified.jsonl"))
 

@@ -17,7 +17,7 @@ SRC = str(Path(contraflow.__file__).resolve().parents[1])
 
 
 class RunProcess:
-    """One `contraflow run FLOW --data-dir DIR --no-api --no-status` in the background."""
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
     def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
@@ -31,6 +31,8 @@ class RunProcess:
             str(data_dir),
             "--no-api",
             "--no-status",
+            "--spu-port",
+            "0",
         ]
         self.log = log
         with log.open("ab") as out:

@@ -24,7 +24,7 @@ def run(tmp_path: Path, troy: str | None, *args: str) -> subprocess.CompletedPro
     if troy is not None:
         (tmp_path / "flow.troy").write_text(troy)
     return subprocess.run(
-        [sys.executable, "-m", "contraflow", "run", "flow.troy", "--no-api", *args],
+        [sys.executable, "-m", "contraflow", "run", "flow.troy", "--no-api", "--spu-port", "0", *args],
         cwd=tmp_path,
         env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
         capture_output=True,

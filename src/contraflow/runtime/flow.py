@@ -242,7 +242,7 @@ class FlowInstance:
         inst = self.connectors[alias]
         if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
             await inst.sink.ready.wait()
-        elif not await runner.reconnect("starting"):
+        elif not await runner.start():
             return
         await runner.restore_position()
         await runner.run()
