@@ -22,6 +22,7 @@ Run: .venv/bin/python benchmarks/startup.py [--repeats N]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -102,21 +103,26 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM then SIGKILL the whole group (the runtime drains first; we do not wait long for it)."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(30)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 
 def contraflow_run(work: Path) -> float:
     example = work / "examples" / "classify"
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("out"))
-    args = [sys.executable, "-m", "contraflow", "run", "examples/classify/flow.troy", "--no-api", "--spu-port", "0"]
+    args = [
+        sys.executable,
+        "-m",
+        "contraflow",
+        "run",
+        "examples/classify/flow.troy",
+        "--no-api",
+        "--spu-port",
+        "0",
+    ]
     args += ["--data-dir", str(work / "data")]
     return time_until(args, work, first_line_in(example / "out", "classified.jsonl"))
 
