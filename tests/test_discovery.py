@@ -17,20 +17,12 @@ from contraflow.discovery import (
 )
 from contraflow.spu.api import LocalLog
 from contraflow.spu.embedded import EmbeddedSpu
-from tests.e2e.run_process import SRC
+from tests.cli_process import run_cli
 
 
 def cli(cwd: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CONTRAFLOW_SPU", "CONTRAFLOW_DATA_DIR")}
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "PYTHONPATH": SRC},
-    )
+    """The command as a user runs it from `cwd`: no --spu, no --data-dir, none in the environment."""
+    return run_cli(*args, cwd=cwd, stdin=stdin, clean=True)
 
 
 def dead_pid() -> int:

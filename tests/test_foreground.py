@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.run_process import SRC
+from tests.cli_process import SRC
 
 CHILD = """
 import signal, sys, time

@@ -3,10 +3,8 @@ line, before Spark starts (no log file, no JVM)."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from contraflow.preflight import java_major
-from tests.e2e.run_process import SRC
+from tests.cli_process import run_cli
 
 FLOW = """
 define flow main
@@ -42,14 +40,7 @@ def taken_port() -> Iterator[int]:
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     (tmp_path / "flow.troy").write_text(FLOW)
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", "run", "flow.troy", *args],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": SRC, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("run", "flow.troy", *args, cwd=tmp_path, env=env)
 
 
 def assert_refused_before_spark(tmp_path: Path, done: subprocess.CompletedProcess[str], *words: str) -> None:
