@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from contraflow.runtime.flow import ConnectorInstance, FlowInstance
+from contraflow.runtime.sink import NOT_CONNECTED
 
 
 @dataclass
@@ -60,11 +61,7 @@ class StatusBoard:
         line.append(f"  depth {depth:,}  ")
         line.append(connector_totals(flow), style="dim")
         line.append("  ")
-        if flow.breakers:
-            why = "; ".join(f"{sink} {reason}" for sink, reason in flow.breakers.items())
-            line.append(f"breaker OPEN: {why}", style="bold red")
-        else:
-            line.append("breaker closed", style="green")
+        line.append_text(breakers(flow))
         held = backpressured(flow)
         if held:
             line.append(f"  back-pressure: {', '.join(held)}", style="yellow")
@@ -117,6 +114,21 @@ def connector_totals(flow: FlowInstance) -> str:
         if inst.sink is not None and inst.sink.inputs:
             sinks.append(f"{alias} {delivered(inst):,}")
     return " · ".join(sources) + (" → " if sources and sinks else "") + " · ".join(sinks)
+
+
+def breakers(flow: FlowInstance) -> Text:
+    """`breaker closed`, `connecting: a, b` while sinks make their first connection, or why they are open."""
+    faults = {sink: why for sink, why in flow.breakers.items() if why != NOT_CONNECTED}
+    connecting = [sink for sink, why in flow.breakers.items() if why == NOT_CONNECTED]
+    text = Text()
+    if faults:
+        why = "; ".join(f"{sink} {reason}" for sink, reason in faults.items())
+        text.append(f"breaker OPEN: {why}", style="bold red")
+    elif not connecting:
+        text.append("breaker closed", style="green")
+    if connecting:
+        text.append(("  " if faults else "") + f"connecting: {', '.join(connecting)}", style="cyan")
+    return text
 
 
 def backpressured(flow: FlowInstance) -> list[str]:
