@@ -43,7 +43,7 @@ from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
-from contraflow.runtime.sink import SinkRunner
+from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
@@ -174,8 +174,8 @@ class FlowInstance:
             self._build_runners(alias, inst)
         for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
             if inst.sink is not None:
-                self._breaker_causes[f"breaker:{alias}"] = "not connected yet"
-                self.breakers[alias] = "not connected yet"
+                self._breaker_causes[f"breaker:{alias}"] = NOT_CONNECTED
+                self.breakers[alias] = NOT_CONNECTED
         self._apply_breakers()
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
@@ -254,7 +254,7 @@ class FlowInstance:
         inst = self.connectors[alias]
         if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
             await inst.sink.ready.wait()
-        elif not await runner.reconnect("starting"):
+        elif not await runner.start():
             return
         await runner.restore_position()
         await runner.run()
