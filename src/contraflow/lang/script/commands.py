@@ -1,4 +1,4 @@
-"""`contraflow script FILE.tremor [--state]`: run a script over JSON lines, as a user would try it.
+"""`contraflow script FILE.tremor [--state] [--arg NAME=VALUE]...`: run a script over JSON lines, as a user would try it.
 
 Each input line is one event. Each event produces one output line on stdout:
 
@@ -14,9 +14,10 @@ from one event to the next and the final state is printed last as
 `{"$state": <value>}`. Blank input lines are ignored, so output lines match
 input events one to one. The exit status is 1 if any line failed.
 
-`--arg NAME=VALUE` (repeatable; VALUE is JSON, or else taken as a string) sets
-`args.NAME`, so a script written for `define script ... args` can be tried
-alone. `use lib::x;` finds `lib/x.tremor` next to FILE or in $CONTRAFLOW_PATH.
+`--arg NAME=VALUE` (repeatable) sets `args.NAME`, so a script written for a
+`define script ... args` can be tried on its own. VALUE is JSON (`--arg
+rate=10`, `--arg tags='["a"]'`); anything that is not JSON is a string
+(`--arg class=info`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ def format_result(result: ScriptResult) -> Any:
 def format_error(err: ScriptRuntimeError) -> Any:
     where = f" at {err.position}" if err.position else ""
     return {"$error": f"{err.message}{where}"}
+
+
+def parse_arg(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE` from the command line: VALUE as JSON, or as a string when it is not JSON."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise UserError(f"--arg {text!r}: expected NAME=VALUE, e.g. --arg error_rate=1000")
+    try:
+        return name.strip(), orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return name.strip(), raw
 
 
 def run_lines(
@@ -94,38 +106,23 @@ def run_lines(
     "arg_values",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Set args.NAME (VALUE is JSON, or a plain string); repeatable.",
+    help="Set args.NAME (VALUE is JSON, or else a string); repeatable.",
 )
 def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) -> None:
     """Run a tremor-script FILE over JSON lines on stdin; print one JSON result per event."""
+    args = dict(parse_arg(text) for text in arg_values)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {file}: {exc.strerror}") from None
-    args = parse_args(arg_values)
-    modules = file_resolver([file.resolve().parent, *search_path()])
+    modules = file_resolver([file.resolve().parent, *search_path()])  # `use lib::x;` next to FILE
     script = compile_script(parse_script(text, str(file)), name=file.stem, modules=modules)
     failed = False
     out = sys.stdout
-    lines = run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args)
-    for value in lines:
+    for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args):
         if isinstance(value, dict) and "$error" in value:
             failed = True
         out.write(orjson.dumps(value).decode() + "\n")
         out.flush()
     if failed:
         raise SystemExit(1)
-
-
-def parse_args(values: Iterable[str]) -> dict[str, Any]:
-    """`--arg` values as the `args` record: `n=5` is 5, `tags=["a"]` an array, `name=web` a string."""
-    args: dict[str, Any] = {}
-    for item in values:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise UserError(f"--arg {item!r}: expected NAME=VALUE, e.g. --arg limit=10")
-        try:
-            args[name.strip()] = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            args[name.strip()] = raw
-    return args
