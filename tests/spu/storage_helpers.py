@@ -33,7 +33,9 @@ def read_until_error(
             return out, None
         for view in result.batches:
             batch = decode_batch(view)
-            out += [(o, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True) if o >= offset]
+            out += [
+                (o, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True) if o >= offset
+            ]
         offset = result.next_offset
 
 

@@ -16,6 +16,7 @@ from contraflow.spu.storage.compression import Compression
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.partition import Partition
+from contraflow.spu.storage.recovery import RecoveryPoint
 
 CONFIG = TopicConfig(segment_bytes=1024, index_interval_bytes=128, flush=FlushPolicy.never())
 UNCOVERED_EPOCH = range(12, 16)  # leader_epoch is deliberately outside the CRC
@@ -161,7 +162,9 @@ def test_corruption_inside_a_closed_segment_is_reported_not_skipped(tmp_path: Pa
     before, error = read_until_error(scrubbed)  # ...and so does every read
     assert [v for _, v in before] == written[: victim.base_offset]
     assert isinstance(error, CorruptSegmentError) and error.position == victim_pos
-    assert f"t/0 at offset {victim.base_offset}: CRC32C mismatch" in str(error) and str(log_file) in str(error)
+    assert f"t/0 at offset {victim.base_offset}: CRC32C mismatch" in str(error) and str(log_file) in str(
+        error
+    )
     assert scrubbed.describe().corrupt_batches == 1
     scrubbed.close()
 
@@ -229,3 +232,33 @@ def test_torn_tail_after_a_clean_shutdown_loses_only_the_torn_batch(tmp_path: Pa
     assert cut.quarantine is not None and cut.quarantine.read_bytes() == files[log_file.name][cut.position :]
     writer.close()
     assert (directory / "high-watermark").read_text() == "990\n"
+
+
+def test_recovery_point_moves_with_fsyncs_so_a_crash_rescans_only_the_rest(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    part = Partition(live, "t", 0, TopicConfig(flush=FlushPolicy.every_batch()))
+    for b in range(60):  # ~6 MiB in one segment, fsynced batch by batch
+        part.append_records([b"%04d" % b + b"x" * 1020] * 100)
+    crashed = snapshot(live, tmp_path / "crashed")
+    point = RecoveryPoint.read(crashed / "recovery-point")
+    assert point.segment_base == 0 and point.position is not None and point.position >= 4 << 20
+    spans = list(part.segments[-1].headers_from(0))
+    victim_pos, victim = next(s for s in spans if s[0] > 1 << 20)  # inside the checkpointed prefix
+    tail_pos, tail = spans[-1]
+    assert tail_pos >= point.position
+    log_file = crashed / f"{0:020d}.log"
+    raw = bytearray(log_file.read_bytes())
+    raw[victim_pos + 200] ^= 1
+    raw[tail_pos + 200] ^= 1  # after the recovery point: found by the scan and cut
+    log_file.write_bytes(bytes(raw))
+
+    recovered = open_partition_with(crashed, TopicConfig())
+    assert not recovered.recovery.holes, "the checkpointed prefix was not rescanned"
+    [cut] = recovered.recovery.truncated
+    assert cut.position == tail_pos and recovered.log_end_offset == tail.base_offset
+    with pytest.raises(CorruptSegmentError, match=f"at offset {victim.base_offset}: CRC32C mismatch"):
+        recovered.read(victim.base_offset)  # ...yet reads still check it
+
+
+def open_partition_with(directory: Path, config: TopicConfig) -> Partition:
+    return Partition(directory, "t", 0, config)

@@ -395,7 +395,9 @@ class Partition:
                     full = False
                     try:
                         for pos, header in seg.checked_headers(start, next_offset):
-                            full = header.last_offset >= limit or (bool(batches) and header.total_size > budget)
+                            full = header.last_offset >= limit or (
+                                bool(batches) and header.total_size > budget
+                            )
                             if full:
                                 break
                             end = pos + header.total_size

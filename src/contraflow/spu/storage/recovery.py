@@ -88,6 +88,7 @@ class RecoveryReport:
 
     directory: Path
     clean_shutdown: bool
+    read_only: bool = False  # nothing was changed on disk: the damage is worked around in memory
     scanned_segments: int = 0
     distrusted_marker: str | None = None  # why a clean-shutdown marker was not believed
     truncated: list[Truncation] = field(default_factory=list)
@@ -113,6 +114,8 @@ class RecoveryReport:
         if self.distrusted_marker:
             parts.append(f"clean-shutdown marker not trusted ({self.distrusted_marker})")
         parts += self.damage()
+        if self.read_only and self.repaired:
+            parts.append("read-only open: the files are left as they are")
         parts += [f"deleted {p.name} (after the truncation point)" for p in self.deleted_segments]
         parts += [f"rebuilt indexes of {p.name}" for p in self.rebuilt_indexes]
         return "; ".join(parts)
@@ -141,7 +144,7 @@ def recover_segments(
     directory: Path, settings: SegmentSettings, state: OpenState, *, writable: bool
 ) -> tuple[list[Segment], RecoveryReport]:
     """Open and check every segment; returns them (the last one ready for appends when writable)."""
-    report = RecoveryReport(directory, state.clean)
+    report = RecoveryReport(directory, state.clean, not writable)
     bases = list_segment_bases(directory)
     if not bases:
         if not writable:
