@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contraflow.spu.storage.batch import BatchHeader, decode_batch, encode_batch
+from contraflow.spu.protocol.batch import BatchHeader, decode_batch, encode_batch
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.partition import Partition
 

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
-
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.cli_process import run_cli
 
 
 def _run(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(SRC))
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", "script", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=60,
-    )
+    return run_cli("script", *args, stdin=stdin, cwd=cwd)
 
 
 def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
+
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,15 +26,7 @@ deploy flow main;
 
 
 def check(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", "check", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=60,
-        check=False,
-    )
+    return run_cli("check", *args, env=env)
 
 
 def test_valid_flow_prints_summary_and_exits_0(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark_query import start_pipeline
+from contraflow.pipeline.spark.query import start_pipeline
 from tests.pipeline.spark_harness import RFC_COUNTER
 
 

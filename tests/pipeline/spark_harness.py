@@ -18,7 +18,7 @@ import orjson
 
 from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.spark_query import start_pipeline
+from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.spu.client import SpuClient
+from tests.cli_process import child_env
 from tests.pipeline.pipeline_worker import start_counter
 from tests.pipeline.spark_harness import read_values
 
@@ -28,8 +29,7 @@ STARTUP_S = 180  # a fresh local Spark on the shared 2-core box
 
 def start_worker(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """The worker in its own session (process group), so a kill takes its JVM and Python workers too."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH")]))
+    env = child_env(tests=True)
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, str(WORKER), *args],

@@ -21,7 +21,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.signals import publish_signals
-from contraflow.pipeline.spark_state import FORMAT, export_state, import_state
+from contraflow.pipeline.spark.state import FORMAT, export_state, import_state
 from contraflow.spu.client import SpuClient
 from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
 

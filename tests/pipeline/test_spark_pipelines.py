@@ -15,8 +15,8 @@ from contraflow.events import META_HEADER
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark_query import start_pipeline
-from contraflow.pipeline.spark_state import export_state, import_state
+from contraflow.pipeline.spark.query import start_pipeline
+from contraflow.pipeline.spark.state import export_state, import_state
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig

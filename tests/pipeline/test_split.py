@@ -10,14 +10,14 @@ import pytest
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
-from contraflow.pipeline.keying import (
+from contraflow.pipeline.spark.keying import (
     GROUP_STREAMS,
     GroupStreams,
     independent_groups,
     stream_keys,
     stream_number,
 )
-from contraflow.pipeline.split import split_prefix
+from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark_harness import RFC_COUNTER
 
 ENRICH_THEN_COUNT = """

@@ -110,7 +110,7 @@ def test_a_rows_transform_runs_in_the_read_task_and_sets_the_schema(
     rows = sorted(tuple(r) for r in spark.sql("select rows, first from transformed").collect())
     assert rows == [(10, 0), (10, 0)]  # one batch per partition, every record counted
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    from contraflow.runtime.listener import records_read
+    from contraflow.pipeline.spark.listener import records_read
 
     assert sum(records_read(s) for p in progress for s in p["sources"]) == 20
     assert sum(p["numInputRows"] for p in progress) == 2  # Spark counts what the source yielded

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from contraflow.spu.storage.batch import decode_batch
+from contraflow.spu.protocol.batch import decode_batch
 from contraflow.spu.storage.partition import Partition
 
 
@@ -43,15 +43,3 @@ def snapshot(src: Path, dst: Path) -> Path:
     """Copy a data directory as it is on disk right now: what a crash would leave."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".lock"))
     return dst
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """Environment for a child Python that imports this checkout's contraflow."""
-    import os
-
-    import contraflow
-
-    src = str(Path(contraflow.__file__).resolve().parents[1])
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    return env

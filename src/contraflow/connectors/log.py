@@ -53,8 +53,8 @@ from contraflow.connectors.logtail import TopicTail
 from contraflow.connectors.options import ConfigReader
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
+from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.errors import ErrorCode
-from contraflow.spu.storage.batch import encode_batch
 
 THROUGH_HEADER = "contraflow.through"
 

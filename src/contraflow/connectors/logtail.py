@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
-from contraflow.spu.storage.batch import Record
+from contraflow.spu.protocol.batch import Record
 
 QUEUED_RESULTS = 4
 

@@ -15,7 +15,7 @@ import click
 import orjson
 
 from contraflow.errors import UserError
-from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.pipeline.spark.plan import IngestMode
 
 INGEST_MODES: dict[str, IngestMode] = {"now": "timestamp", "index": "offset"}
 
@@ -37,7 +37,7 @@ def query(file: Path, ingest_ns: str) -> None:
     """
     from contraflow.lang.commands import compile_path
     from contraflow.lang.graph import PipelineGraph
-    from contraflow.pipeline.spark_local import quiet_process_output, run_on_spark
+    from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark
 
     if file.suffix != ".trickle":
         raise UserError(f"{file}: contraflow query runs a .trickle file")
@@ -72,7 +72,7 @@ _data_dir_option = click.option(
 
 
 def _checkpoint(data_dir: Path | None, flow: str, pipeline: str) -> Path:
-    from contraflow.pipeline.spark_state import checkpoint_path
+    from contraflow.spark.checkpoint import checkpoint_path
     from contraflow.spark.session import default_data_dir
 
     return checkpoint_path(data_dir or default_data_dir(), flow, pipeline)
@@ -88,8 +88,8 @@ def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) 
 
     Works while the pipeline runs: it reads the last committed micro-batch.
     """
-    from contraflow.pipeline.spark_local import quiet_process_output
-    from contraflow.pipeline.spark_state import export_state
+    from contraflow.pipeline.spark.local import quiet_process_output
+    from contraflow.pipeline.spark.state import export_state
     from contraflow.spark import session
 
     checkpoint = _checkpoint(data_dir, flow, pipeline)
@@ -121,7 +121,7 @@ def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) 
 
     The pipeline must not have run here yet; it picks the state up when it starts.
     """
-    from contraflow.pipeline.spark_state import import_state
+    from contraflow.pipeline.spark.state import import_state
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
     try:

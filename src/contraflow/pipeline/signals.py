@@ -12,10 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from contraflow.lang.graph import OperatorSpec, PipelineGraph
-
-QOS_KINDS = frozenset({"qos::roundrobin", "qos::backpressure", "qos::percentile"})
-
 _clients: dict[str, Any] = {}
 
 
@@ -27,17 +23,6 @@ def signals_name(pipeline: str) -> str:
 def publish_signals(spu: Any, pipeline: str, signals: dict[str, Any]) -> None:
     """Publish {node path: signal} for the pipeline query `pipeline` (replaces what was there)."""
     spu.set_control(signals_name(pipeline), signals)
-
-
-def has_qos(graph: PipelineGraph) -> bool:
-    """True if a node of `graph` (or of a nested pipeline) routes by runtime signals."""
-    for node in graph.nodes.values():
-        spec = node.spec
-        if isinstance(spec, PipelineGraph) and has_qos(spec):
-            return True
-        if isinstance(spec, OperatorSpec) and spec.kind in QOS_KINDS:
-            return True
-    return False
 
 
 def apply_signals(executor: Any, spu: str | None, pipeline: str) -> None:

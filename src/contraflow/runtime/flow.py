@@ -25,11 +25,12 @@ from contraflow.api.facade import ConnectorStatus, FlowStatus, InvalidTransition
 from contraflow.connectors.base import Connector, ConnectorContext, connector_class
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
+from contraflow.pipeline.analysis import has_timers
+from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
-from contraflow.runtime.pipelines import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
@@ -201,8 +202,8 @@ class FlowInstance:
                 spu=self.services.spu_addr,
                 inputs=inputs,
                 outputs=outputs,
-                checkpoint_root=self.services.data_dir / "checkpoints",
-                settings=self.settings.pipeline(alias),
+                data_dir=self.services.data_dir,
+                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(graph)),
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contraflow.pipeline.spark.listener import BatchProgress
+from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
-from contraflow.runtime.listener import BatchProgress
-from contraflow.runtime.pipelines import PipelineRun
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
 from contraflow.spark.credit import credit_name

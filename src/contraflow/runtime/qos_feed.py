@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.lang.graph import OperatorSpec, PipelineGraph
+from contraflow.pipeline.analysis import has_qos
 from contraflow.pipeline.qos import BackpressureGovernor, PercentileGovernor
-from contraflow.pipeline.signals import has_qos, signals_name
+from contraflow.pipeline.signals import signals_name
 from contraflow.runtime.routes import ROUNDROBIN, Routes, Scope, qos_nodes
 
 log = logging.getLogger("contraflow.runtime.qos")

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.storage.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.protocol.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

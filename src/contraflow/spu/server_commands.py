@@ -50,19 +50,25 @@ def spu() -> None:
     help="Address for replication between SPUs.",
 )
 @click.option("--id", "spu_id", default="0", show_default=True, metavar="N", help="This SPU's id.")
-def run(data_dir: str, public_addr: str, private_addr: str, spu_id: str) -> None:
+@click.option(
+    "--kafka-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the Kafka protocol here (e.g. 127.0.0.1:9092; see docs/kafka.md).",
+)
+def run(data_dir: str, public_addr: str, private_addr: str, spu_id: str, kafka_addr: str | None) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
     from contraflow.spu.server import ServerConfig, SpuServer, parse_addr
 
     if not spu_id.isdigit():
         raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")
-    for addr in (public_addr, private_addr):
+    for addr in (public_addr, private_addr, kafka_addr or public_addr):
         try:
             parse_addr(addr)
         except ValueError as err:
             raise UserError(str(err)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(Path(data_dir), public_addr, private_addr, int(spu_id))
+    config = ServerConfig(Path(data_dir), public_addr, private_addr, int(spu_id), kafka_addr=kafka_addr)
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
@@ -80,7 +86,8 @@ async def _serve(server: SpuServer) -> None:
     await server.start()
     host, port = server.public_addr
     private = "{}:{}".format(*server.private_addr) if server.private_addr else "-"
-    print(f"{READY_PREFIX} public={host}:{port} private={private}", flush=True)
+    kafka = " kafka={}:{}".format(*server.kafka_addr) if server.kafka_addr else ""
+    print(f"{READY_PREFIX} public={host}:{port} private={private}{kafka}", flush=True)
     try:
         await stop.wait()
     finally:

@@ -12,19 +12,22 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contraflow.spu.ledger import BatchLedger
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.ledger import BatchLedger
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.rollback import truncate_partition_dir
 from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
+from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.store import Store
-from contraflow.spu.transactions import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from contraflow.spu.kafka import KafkaListener
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     transaction_timeout_s: float = 60.0
     worker_threads: int = 8
+    kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
 
 
 class SpuServer:
@@ -57,6 +61,8 @@ class SpuServer:
         self._stopped = False
         self.public_addr: tuple[str, int] = ("", 0)
         self.private_addr: tuple[str, int] | None = None
+        self.kafka_addr: tuple[str, int] | None = None
+        self._kafka: KafkaListener | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -72,19 +78,22 @@ class SpuServer:
             timeout_s=self.config.transaction_timeout_s,
             max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
         )
-        handlers = Handlers(
-            partitions,
-            self.transactions,
-            StreamRegistry(partitions, signals),
-            self._executor,
-            self.config.spu_id,
-        )
+        streams = StreamRegistry(partitions, signals)
+        handlers = Handlers(partitions, self.transactions, streams, self._executor, self.config.spu_id)
         try:
             self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
             if self.config.private_addr is not None:
                 self.private_addr = await self._listen(
                     self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
                 )
+            if self.config.kafka_addr is not None:
+                from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
+
+                broker = Broker(
+                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                )
+                self._kafka = KafkaListener(broker, self.config.kafka_addr)
+                self.kafka_addr = await self._kafka.start()
         except BaseException:
             await self.stop()  # e.g. the port is taken: release the data directory again
             raise
@@ -148,6 +157,8 @@ class SpuServer:
         self._stopped = True
         for server in self._servers:
             server.close()
+        if self._kafka is not None:
+            await self._kafka.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*(c.close() for c in list(self._connections)), return_exceptions=True)

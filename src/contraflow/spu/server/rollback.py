@@ -13,7 +13,7 @@ import mmap
 import os
 from pathlib import Path
 
-from contraflow.spu.storage.batch import HEADER_SIZE, BatchHeader
+from contraflow.spu.protocol.batch import HEADER_SIZE, BatchHeader
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_offset
 from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,

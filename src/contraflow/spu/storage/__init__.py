@@ -1,6 +1,6 @@
 """The SPU storage engine: record batches, segments, indexes, partitions, the store."""
 
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     BatchHeader,
     CorruptBatchError,
     DecodedBatch,
@@ -11,7 +11,7 @@ from contraflow.spu.storage.batch import (
     iter_batches,
     verify_crc,
 )
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import FlushPolicy, PartitionInfo, TopicConfig, TopicDescription
 from contraflow.spu.storage.errors import CorruptSegmentError, StorageError
 

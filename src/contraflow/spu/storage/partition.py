@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     MAGIC_POS,
     BatchHeader,
     Buffer,
@@ -28,8 +28,8 @@ from contraflow.spu.storage.batch import (
     encode_batch,
     stamped_prefix,
 )
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
-from contraflow.spu.storage.compression import Compression
 from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
 from contraflow.spu.storage.errors import (
     CorruptSegmentError,

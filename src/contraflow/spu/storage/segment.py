@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     LENGTH_PREFIX,
     MAGIC,

@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.keying import GroupStreams, independent_groups, stream_keys, stream_number
-from contraflow.pipeline.spark_columns import OUTPUT_DDL
-from contraflow.pipeline.spark_envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
-from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, routing_only
-from contraflow.pipeline.spark_state import has_progress, pending_import, state_partitions
-from contraflow.pipeline.spark_stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
-from contraflow.pipeline.spark_stateless import StatelessBatches
-from contraflow.pipeline.split import split_prefix
+from contraflow.pipeline.analysis import routing_only
+from contraflow.pipeline.spark.columns import OUTPUT_DDL
+from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
+from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
+from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark.split import split_prefix
+from contraflow.pipeline.spark.state import pending_import
+from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
+from contraflow.pipeline.spark.stateless import StatelessBatches
+from contraflow.spark.checkpoint import has_progress, state_partitions
 from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
@@ -252,7 +254,7 @@ def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | 
     """An imported snapshot waiting for this checkpoint's first batch, as initial-state rows.
 
     Group streams are keyed by their number here, which another instance may
-    spell otherwise (see `contraflow.pipeline.keying.stream_keys`)."""
+    spell otherwise (see `contraflow.pipeline.spark.keying.stream_keys`)."""
     if has_progress(checkpoint):
         return None
     snapshot = pending_import(checkpoint)

@@ -17,8 +17,9 @@ from functools import cached_property
 from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
-from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
-from contraflow.pipeline.signals import apply_signals, has_qos
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import has_qos, has_timers
+from contraflow.pipeline.signals import apply_signals
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
@@ -94,55 +95,6 @@ class PipelinePlan:
         """Every stateful node's state before any event: what a node without stored state restores."""
         self.executor()
         return _initial_states[f"{self.executor_class}/{self.fingerprint}"]
-
-
-def has_timers(graph: PipelineGraph) -> bool:
-    """True if a node of `graph` (or of a nested pipeline) acts on time passing without events."""
-    for node in graph.nodes.values():
-        spec = node.spec
-        if isinstance(spec, PipelineGraph) and has_timers(spec):
-            return True
-        if isinstance(spec, SelectSpec) and any(w.interval_ns for w in spec.windows):
-            return True
-        if isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and spec.config.get("timeout"):
-            return True
-    return False
-
-
-def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
-    """Input port -> output port when every input reaches one output through identity nodes only.
-
-    Such a pipeline never reads or changes an event (`select event` without
-    filters, `passthrough`, streams), so Spark can move the rows itself.
-    """
-    routes: dict[str, str] = {}
-    for port in graph.inputs:
-        name = port
-        while True:
-            edges = [e for e in graph.successors(name) if e.from_port == "out"]
-            if len(edges) != 1:
-                return None
-            name = edges[0].to_node
-            node = graph.nodes[name]
-            if node.kind == "output":
-                routes[port] = name
-                break
-            if not is_identity(node):
-                return None
-    return routes
-
-
-def is_identity(node: Node) -> bool:
-    """A node that never reads or changes an event: a stream, `passthrough`, a plain `select event`."""
-    spec = node.spec
-    if node.kind == "stream":
-        return True
-    if isinstance(spec, OperatorSpec):
-        return spec.kind == "passthrough"
-    if isinstance(spec, SelectSpec):
-        plain = spec.where is None and spec.having is None and spec.group_by is None and not spec.windows
-        return plain and spec.target.source.strip() == "event"
-    return False
 
 
 def failure_event(error: BaseException, event: Event) -> Event:

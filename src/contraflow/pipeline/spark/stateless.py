@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from contraflow.pipeline.spark_columns import (
+from contraflow.pipeline.spark.columns import (
     OUTPUT_SCHEMA,
     OutputColumns,
     input_events,
@@ -25,7 +25,7 @@ from contraflow.pipeline.spark_columns import (
     meta_headers,
     with_port_and_ingest,
 )
-from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
+from contraflow.pipeline.spark.plan import PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
 

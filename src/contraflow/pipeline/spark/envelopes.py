@@ -9,7 +9,7 @@ per micro-batch and the Python side decodes each envelope in one call.
 
 `PackEvents` (run per input port in the source's read task, see
 `contraflow.spark.transform`) builds the envelopes. If the
-pipeline splits (see `contraflow.pipeline.split`) it first runs the stateless
+pipeline splits (see `contraflow.pipeline.spark.split`) it first runs the stateless
 prefix there, in parallel over the input partitions, and envelopes what the
 prefix emitted: events for the stateful rest (`in:` + cut port) and events
 already final (`out:` + output port), in emission order, each with the offset
@@ -30,9 +30,9 @@ import pyarrow.compute as pc
 from contraflow.events import META_HEADER, encode_value
 from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.item import UNDECODED
-from contraflow.pipeline.keying import GroupStreams
-from contraflow.pipeline.spark_columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
-from contraflow.pipeline.spark_plan import IngestMode, PipelinePlan, failure_event
+from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
+from contraflow.pipeline.spark.keying import GroupStreams
+from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
 ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
@@ -79,7 +79,7 @@ class PackEvents:
     `prefix` is the plan of the split pipeline's stateless prefix (None: the
     whole graph is stateful and events go into envelopes untouched);
     `partition_by` picks the key as in `start_pipeline`; without it, `groups`
-    (if the pipeline's groups are independent, see `contraflow.pipeline.keying`)
+    (if the pipeline's groups are independent, see `contraflow.pipeline.spark.keying`)
     keys each event by its group's stream.
     """
 

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.events import META_HEADER, Event
-from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.pipeline.spark.plan import IngestMode
 from contraflow.spark.arrow_log import repeated_text
-from contraflow.spu.storage.batch import pack_headers
+from contraflow.spu.protocol.batch import pack_headers
 
 INPUT_DDL = (
     "port string, topic string, partition int, offset bigint, ingest_ns bigint, value binary, "

@@ -11,7 +11,6 @@ between two polls.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import weakref
@@ -21,7 +20,9 @@ from typing import Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-log = logging.getLogger("contraflow.runtime.listener")
+from contraflow.spark.checkpoint import parse_offsets
+
+log = logging.getLogger("contraflow.pipeline.spark.listener")
 
 # Batches kept per run until the monitor takes them (it does every tick); beyond that the oldest go.
 BACKLOG = 4096
@@ -38,18 +39,6 @@ class BatchProgress:
     rows_in: int
     rows_out: int  # -1 when the sink does not say
     duration_s: float
-
-
-def parse_offsets(raw: Any) -> dict[int, int]:
-    """A source's Spark offset (`{"0": 12}` as JSON text or a dict) as partition -> offset."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return {}
-    if not isinstance(raw, dict):
-        return {}
-    return {int(p): int(o) for p, o in raw.items()}
 
 
 def records_read(source: Any) -> int:

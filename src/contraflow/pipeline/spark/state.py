@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from contraflow.errors import UserError
+from contraflow.spark.checkpoint import has_progress, last_committed_batch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,43 +28,9 @@ FORMAT = "contraflow.pipeline-state/1"
 TIMER_PREFIX = "$"
 
 
-def checkpoint_path(data_dir: str | os.PathLike[str], flow: str, pipeline: str) -> Path:
-    """Where the runtime keeps the checkpoint of pipeline `pipeline` of flow `flow`."""
-    return Path(data_dir) / "checkpoints" / flow / pipeline
-
-
 def import_path(checkpoint: str | os.PathLike[str]) -> Path:
     path = Path(checkpoint)
     return path.with_name(path.name + ".import.json")
-
-
-def _newest_batch(checkpoint: str | os.PathLike[str], log: str) -> int | None:
-    """The newest batch id in one of the checkpoint's logs (`{log}/{batch}`), None while empty."""
-    directory = Path(checkpoint) / log
-    batches = [int(p.name) for p in directory.iterdir() if p.name.isdigit()] if directory.is_dir() else []
-    return max(batches, default=None)
-
-
-def last_committed_batch(checkpoint: str | os.PathLike[str]) -> int | None:
-    """The newest batch id in the checkpoint's commit log (`commits/{batch}`), None before the first."""
-    return _newest_batch(checkpoint, "commits")
-
-
-def state_partitions(checkpoint: str | os.PathLike[str]) -> int | None:
-    """How many partitions the checkpoint's state is split into (Spark keeps the shuffle
-    partitions a query started with for good), None before its first batch."""
-    batch = _newest_batch(checkpoint, "offsets")
-    if batch is None:
-        return None
-    lines = (Path(checkpoint) / "offsets" / str(batch)).read_text().splitlines()
-    conf = orjson.loads(lines[1]).get("conf", {}) if len(lines) > 1 else {}
-    value = conf.get("spark.sql.shuffle.partitions")
-    return int(value) if value is not None else None
-
-
-def has_progress(checkpoint: str | os.PathLike[str]) -> bool:
-    """True once the query at `checkpoint` committed a batch (its state then lives there)."""
-    return last_committed_batch(checkpoint) is not None
 
 
 def export_state(spark: SparkSession, checkpoint: str | os.PathLike[str]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.pipeline.spark.plan import IngestMode
 from contraflow.spu.api import read_topic
 
 PRODUCE_CHUNK = 1000
@@ -72,8 +72,8 @@ def run_on_spark(
 
 
 def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Path) -> LocalResult:
-    from contraflow.pipeline.spark_query import start_pipeline
-    from contraflow.pipeline.spark_state import export_state
+    from contraflow.pipeline.spark.query import start_pipeline
+    from contraflow.pipeline.spark.state import export_state
     from contraflow.spark import session
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu

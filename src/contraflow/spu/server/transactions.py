@@ -20,8 +20,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contraflow.spu.ledger import BatchLedger, Offsets, TopicPartition
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
+from contraflow.spu.server.ledger import BatchLedger, Offsets, TopicPartition
 
 TxnKey = tuple[str, int]
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     MAGIC_POS,
     BatchHeader,
@@ -20,7 +20,7 @@ from contraflow.spu.storage.batch import (
     stamped_prefix,
     verify_crc,
 )
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.compression import Compression
 
 CODECS = list(Compression)
 

@@ -47,7 +47,7 @@ from typing import Any, Final, Literal
 import crc32c
 import msgpack
 
-from contraflow.spu.storage.compression import Compression, compress, decompress
+from contraflow.spu.protocol.compression import Compression, compress, decompress
 
 MAGIC: Final = 2
 HEADER = struct.Struct(">qiibIhiqqqix")

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from contraflow.lang.graph import Edge, Node, PipelineGraph
-from contraflow.pipeline.spark_plan import is_identity
+from contraflow.pipeline.analysis import is_identity
 
 CUT_PREFIX = "cut:"
 

@@ -4,7 +4,7 @@ The query reads each input channel topic under the pipeline's consumer name
 (so the credit the runtime publishes for that consumer throttles it) and
 writes each output port to its channel topic. An input port fed by several
 connections (fan-in) reads every one of their channel topics. Its checkpoint
-lives under `{data_dir}/checkpoints/{flow}/{pipeline}`: a restart resumes the
+lives at `checkpoint_path(data_dir, flow, pipeline)`: a restart resumes the
 same query with its state, and the sink's (query, batch id) transactions make
 replayed batches no-ops in the log.
 
@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.spark_state import last_committed_batch
-from contraflow.runtime.listener import BatchProgress, QueryListener, parse_offsets, query_listener
-from contraflow.runtime.settings import PipelineSettings
+from contraflow.pipeline.spark.listener import BatchProgress, QueryListener, query_listener
+from contraflow.spark.checkpoint import checkpoint_path, last_committed_ends
 
-log = logging.getLogger("contraflow.runtime.pipelines")
+log = logging.getLogger("contraflow.pipeline.spark.run")
 
 
 @dataclass(frozen=True)
@@ -53,24 +52,6 @@ def by_topic(inputs: list[PipelineInput], source_ends: tuple[dict[int, int], ...
         return None
     # Spark lists a query's sources in plan order: the order the ports' topics were unioned.
     return {topic: min(ends.values()) for topic, ends in zip(topics, source_ends, strict=True) if ends}
-
-
-def last_committed_ends(checkpoint: Path) -> tuple[dict[int, int], ...]:
-    """Each source's end offset in the newest batch the checkpoint's commit log holds (none: ()).
-
-    Spark writes `offsets/{batch}` (a version line, a metadata line, then one
-    offset per source in plan order) before a batch and `commits/{batch}` after
-    it. Spark hands the sources those offsets to commit only when it plans the
-    next batch, so after a stop they can be ahead of the consumer offsets on the SPU.
-    """
-    batch = last_committed_batch(checkpoint)
-    if batch is None:
-        return ()
-    try:
-        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
-    except OSError:
-        return ()
-    return tuple(parse_offsets(line) for line in lines[2:])
 
 
 @dataclass
@@ -117,19 +98,17 @@ def start_pipeline_query(
     spu: str,
     inputs: list[PipelineInput],
     outputs: dict[str, str],
-    checkpoint_root: Path,
-    settings: PipelineSettings | None = None,
+    data_dir: Path,
+    trigger: str | None = None,
 ) -> PipelineRun:
-    """Start `graph` as a Spark query from its input channels to its output channels,
-    with the trigger `settings` ask for (by default: every 100 ms, pipelines with timers every tick)."""
-    from contraflow.pipeline.spark_plan import has_timers
-    from contraflow.pipeline.spark_query import start_pipeline
-
-    settings = settings or PipelineSettings()
+    """Start `graph` as a Spark query from its input channels to its output channels, checkpointed
+    under `data_dir` (`contraflow.spark.checkpoint.checkpoint_path`),
+    starting a micro-batch every `trigger` (Spark's processing-time interval; None: back to back)."""
+    from contraflow.pipeline.spark.query import start_pipeline
 
     _activate(spark)
     listener = query_listener(spark)  # before the start: the first batch must not go unheard
-    checkpoint = checkpoint_root / flow_id / alias
+    checkpoint = checkpoint_path(data_dir, flow_id, alias)
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     resumed = by_topic(inputs, last_committed_ends(checkpoint)) or {}  # read before new batches run
     consumers = {inp.port: inp.consumer for inp in inputs}
@@ -143,7 +122,7 @@ def start_pipeline_query(
         name=f"{flow_id}.{alias}",
         consumer=consumers,
         flow=flow_id,
-        trigger=settings.trigger(timers=has_timers(graph)),
+        trigger=trigger,
     )
     return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
 

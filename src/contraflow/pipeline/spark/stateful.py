@@ -8,7 +8,7 @@ back only what changed. The executor's next deadline becomes a
 processing-time timer, so windows and batches close on time without input
 (the Tremor "tick").
 
-Rows arrive as envelopes (see `contraflow.pipeline.spark_envelopes`): each
+Rows arrive as envelopes (see `contraflow.pipeline.spark.envelopes`): each
 holds the events of one input batch, already through the pipeline's stateless
 prefix when it splits. Each call puts its events back in arrival order
 (`arrival_order`) and outputs leave as one envelope per call.
@@ -31,9 +31,9 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 
 from contraflow.events import META_HEADER
 from contraflow.pipeline.executor import no_cyclic_gc
-from contraflow.pipeline.spark_columns import OutputColumns, make_event
-from contraflow.pipeline.spark_envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
-from contraflow.pipeline.spark_plan import PipelinePlan, failure_event
+from contraflow.pipeline.spark.columns import OutputColumns, make_event
+from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
+from contraflow.pipeline.spark.plan import PipelinePlan, failure_event
 
 STATE_DDL = "json string"
 KEY_COLUMN = "key"
