@@ -5,28 +5,19 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from storage_helpers import subprocess_env
-
 from contraflow.spu.storage.batch import BatchHeader
+from tests.cli_process import run_cli, start_cli
 
 PARTITION = Path("topics") / "t1" / "0"
 FIRST_SEGMENT = f"{0:020d}.log"
 
 
 def cli(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=subprocess_env(CONTRAFLOW_DATA_DIR=str(data_dir)),
-    )
+    return run_cli(*args, stdin=stdin, env={"CONTRAFLOW_DATA_DIR": str(data_dir)}, timeout=120)
 
 
 def ok(data_dir: Path, *args: str, stdin: str | None = None) -> str:
@@ -38,13 +29,18 @@ def ok(data_dir: Path, *args: str, stdin: str | None = None) -> str:
 @contextmanager
 def spu_process(data_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`contraflow spu run` on the directory; yields (process, public address)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "contraflow", "spu", "run", "--data-dir", str(data_dir)]
-        + ["--public-addr", "127.0.0.1:0", "--private-addr", "127.0.0.1:0"],
+    proc: subprocess.Popen[str] = start_cli(
+        "spu",
+        "run",
+        "--data-dir",
+        data_dir,
+        "--public-addr",
+        "127.0.0.1:0",
+        "--private-addr",
+        "127.0.0.1:0",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=subprocess_env(),
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
