@@ -70,18 +70,42 @@ def _base64(text: str) -> Extractor:
     return run
 
 
+_KV_PAIR = re.compile(r"%\{key\}(.+?)%\{val\}")
+
+
+def _kv_separators(text: str) -> tuple[list[str], list[str]]:
+    """(field separators, key/value separators) of a `kv|...|` pattern, Tremor's defaults filled in.
+
+    `%{key}=%{val}` declares `=` as a key/value separator; any other text declares a
+    field separator (`kv|%{key}=%{val}&|` splits `a=1&b=2`). With none given, fields
+    are split on a space and keys from values on `:`.
+    """
+    value_seps = _KV_PAIR.findall(text)
+    fields = [part for part in _KV_PAIR.split(text)[::2] if part]
+    field_seps = list(dict.fromkeys(fields)) or [" "]
+    for sep in value_seps:
+        if any(sep in f or f in sep for f in field_seps):
+            raise ValueError(f"field and key/value separators overlap: {sep!r}")
+    return field_seps, value_seps or [":"]
+
+
 def _kv(text: str) -> Extractor:
-    """`key=value` pairs separated by whitespace (the common `kv||` form)."""
+    """Key/value pairs between field separators (see `_kv_separators`)."""
+    field_seps, value_seps = _kv_separators(text)
+    split_fields = re.compile("|".join(re.escape(f) for f in field_seps))
+    split_pair = re.compile("|".join(re.escape(v) for v in value_seps))
 
     def run(value: Any) -> Any:
         if type(value) is not str:
             return MISSING
         out: dict[str, str] = {}
-        for part in value.split():
-            key, sep, val = part.partition("=")
-            if not sep or not key:
+        for part in split_fields.split(value):
+            if not part:
+                continue
+            pair = split_pair.split(part, maxsplit=1)
+            if len(pair) != 2 or not pair[0]:
                 return MISSING
-            out[key] = val
+            out[pair[0]] = pair[1]
         return out if out else MISSING
 
     return run
