@@ -19,6 +19,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.nesting import check_nesting
 from contraflow.lang.script import ast
 
 GRAMMAR_PACKAGE = "contraflow.lang.grammar"
@@ -715,6 +716,7 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
+    check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     try:
         return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
     except VisitError as err:
