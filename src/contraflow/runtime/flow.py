@@ -45,7 +45,7 @@ from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
-from contraflow.runtime.sink import SinkRunner
+from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
@@ -179,7 +179,7 @@ class FlowInstance:
         self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
         for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
             if inst.sink is not None:
-                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = "not connected yet"
+                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
         self._breakers_changed(self.holds.apply_breakers())
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
@@ -258,7 +258,7 @@ class FlowInstance:
         inst = self.connectors[alias]
         if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
             await inst.sink.ready.wait()
-        elif not await runner.reconnect("starting"):
+        elif not await runner.start():
             return
         await runner.restore_position()
         await runner.run()
