@@ -35,6 +35,7 @@ class RunOptions:
     master: str | None
     spu: str | None
     status: bool
+    kafka_addr: str | None = None
 
 
 @click.command("run")
@@ -52,6 +53,12 @@ class RunOptions:
     "--spu", default=None, metavar="HOST:PORT", help="Use this SPU instead of starting an embedded one."
 )
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
+@click.option(
+    "--kafka-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -60,6 +67,7 @@ def run(
     master: str | None,
     spu: str | None,
     no_status: bool,
+    kafka_addr: str | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.spark.session import default_data_dir
@@ -67,8 +75,10 @@ def run(
     for path in files:
         if not path.is_file():
             raise UserError(f"no such file: {path}")
+    if kafka_addr and spu:
+        raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
     options = RunOptions(
-        files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status
+        files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status, kafka_addr
     )
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
@@ -114,7 +124,13 @@ async def _main(options: RunOptions, deployment: Deployment) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
-        spu_addr = options.spu or await _embedded_spu(stack, options.data_dir)
+        if options.spu:
+            spu_addr = options.spu
+        else:
+            embedded = await _embedded_spu(stack, options.data_dir, options.kafka_addr)
+            spu_addr = embedded.addr
+            if embedded.kafka_addr:
+                console.print(f"[dim]Kafka protocol on {embedded.kafka_addr}[/dim]")
         console.print(f"[dim]SPU at {spu_addr}; starting Spark ({options.master or 'local[*]'})...[/dim]")
         spark = await _spark(stack, options)
         from contraflow.runtime.runtime import Runtime
@@ -161,14 +177,14 @@ def _setup_logging(console: Any) -> None:
         logging.getLogger(name).setLevel(logging.INFO)
 
 
-async def _embedded_spu(stack: contextlib.AsyncExitStack, data_dir: Path) -> str:
+async def _embedded_spu(stack: contextlib.AsyncExitStack, data_dir: Path, kafka_addr: str | None) -> Any:
     """An SPU in a thread of this process: a killed runtime leaves no orphan holding the log's lock."""
     from contraflow.spu.embedded import EmbeddedSpu
 
-    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr="127.0.0.1:0")
-    addr = await asyncio.to_thread(spu.start)
+    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr="127.0.0.1:0", kafka_addr=kafka_addr)
+    await asyncio.to_thread(spu.start)
     stack.push_async_callback(asyncio.to_thread, spu.stop)
-    return addr
+    return spu
 
 
 async def _spark(stack: contextlib.AsyncExitStack, options: RunOptions) -> Any:
