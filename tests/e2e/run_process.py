@@ -13,7 +13,7 @@ from tests.cli_process import start_cli
 
 
 class RunProcess:
-    """One `contraflow run FLOW --data-dir DIR --no-api --no-status` in the background."""
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
     def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path, *extra_args: str) -> None:
         self.log = log
@@ -25,6 +25,8 @@ class RunProcess:
                 data_dir,
                 "--no-api",
                 "--no-status",
+                "--spu-port",
+                "0",
                 *extra_args,
                 cwd=cwd,
                 stdout=out,

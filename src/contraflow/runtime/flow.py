@@ -21,7 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contraflow.api.facade import ConnectorStatus, FlowStatus, InvalidTransition, PipelineEndpoint, State
+from contraflow.api.facade import (
+    ChannelStatus,
+    ConnectorStatus,
+    FlowStatus,
+    InvalidTransition,
+    NodeRef,
+    PipelineEndpoint,
+    State,
+)
 from contraflow.connectors.base import Connector, ConnectorContext, connector_class
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
@@ -29,14 +37,15 @@ from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
-from contraflow.runtime.sink import SinkRunner
+from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
-from contraflow.runtime.topology import Topology
+from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.storage.config import TopicConfig
 
@@ -54,6 +63,7 @@ class Services:
     data_dir: Path
     metrics: Any
     stop_runtime: Callable[[], None]
+    events: EventStream = field(default_factory=lambda: EventStream(None))
 
 
 @dataclass
@@ -158,13 +168,14 @@ class FlowInstance:
             self.pipelines,
             self._source_backpressure,
             self.services.metrics,
+            self.services.events,
         )
         for alias, inst in self.connectors.items():
             self._build_runners(alias, inst)
         for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
             if inst.sink is not None:
-                self._breaker_causes[f"breaker:{alias}"] = "not connected yet"
-                self.breakers[alias] = "not connected yet"
+                self._breaker_causes[f"breaker:{alias}"] = NOT_CONNECTED
+                self.breakers[alias] = NOT_CONNECTED
         self._apply_breakers()
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
@@ -243,7 +254,7 @@ class FlowInstance:
         inst = self.connectors[alias]
         if inst.sink is not None:  # bidirectional: the sink side's connect() opens both
             await inst.sink.ready.wait()
-        elif not await runner.reconnect("starting"):
+        elif not await runner.start():
             return
         await runner.restore_position()
         await runner.run()
@@ -278,7 +289,7 @@ class FlowInstance:
                     error = run.error()
                     if error and self.state != "failed":
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
-                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+                        self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -308,13 +319,8 @@ class FlowInstance:
         for channel, _ in self.topology.inputs_of("connector", sink):
             self.services.metrics.set_breaker(self.id, channel.name, now_open)
         if was_open != now_open:
-            log.info(
-                "event=breaker state=%s flow=%s sink=%s why=%s",
-                "open" if now_open else "closed",
-                self.id,
-                sink,
-                why,
-                extra={"event": "breaker", "flow": self.id, "sink": sink, "open": now_open, "why": why},
+            self.services.events.emit(
+                "breaker", self.id, connector=sink, state="open" if now_open else "closed", reason=why
             )
 
     def _apply_breakers(self) -> None:
@@ -381,6 +387,7 @@ class FlowInstance:
         for inst in self._sources_then_sinks():
             self._hold(inst, True)
         self.state = "paused"
+        self.services.events.emit("pause", self.id)
 
     async def resume(self) -> None:
         """Sinks first, then sources: the reverse of pause."""
@@ -388,6 +395,7 @@ class FlowInstance:
         for inst in reversed(self._sources_then_sinks()):
             self._hold(inst, False)
         self.state = "running"
+        self.services.events.emit("resume", self.id)
 
     def _sources_then_sinks(self) -> list[ConnectorInstance]:
         sources = [i for i in self.connectors.values() if i.source is not None]
@@ -408,6 +416,7 @@ class FlowInstance:
             f"connector '{alias}' of flow '{self.id}'", current, "paused" if paused else "running"
         )
         self._hold(inst, paused)
+        self.services.events.emit("pause" if paused else "resume", self.id, connector=alias)
 
     # -- quiescence ----------------------------------------------------------------------------
 
@@ -494,12 +503,29 @@ class FlowInstance:
                 PipelineEndpoint(channel.producer.alias, channel.producer.port)
             )
         connected = inst.sink.connected if inst.sink is not None else self.state in ("running", "paused")
+        reason = self.breakers.get(alias)
         return ConnectorStatus(
             alias,
             inst.ctx.kind,
             self.connector_state(inst),
             "connected" if connected else "disconnected",
             pipelines,
+            breaker="open" if reason is not None else "closed",
+            breaker_reason=reason,
+            held_by=inst.gate.reasons,
+        )
+
+    def channel_status(self, channel: Channel) -> ChannelStatus:
+        state = self.monitor.states.get(channel.topic) if self.monitor is not None else None
+        return ChannelStatus(
+            channel.name,
+            channel.topic,
+            _node(channel.producer),
+            [_node(r.to) for r in channel.readers],
+            depth=state.depth if state else 0,
+            backpressure=state.stopped if state else False,
+            appended=state.end if state else 0,
+            events_per_s=round(state.events_per_s, 1) if state else 0.0,
         )
 
     def status(self) -> FlowStatus:
@@ -509,4 +535,10 @@ class FlowInstance:
             self.graph.definition,
             [self.connector_status(a) for a in self.connectors],
             list(self.graph.pipelines),
+            priority=self.settings.priority,
+            channels=[self.channel_status(c) for c in self.topology.channels.values()],
         )
+
+
+def _node(endpoint: Endpoint) -> NodeRef:
+    return NodeRef(endpoint.kind, endpoint.alias, endpoint.port)

@@ -40,6 +40,9 @@ Feedback = Callable[[str, Sequence[int], bool], None]  # (input topic, append ti
 MAX_BATCH_EVENTS = 1024
 
 
+NOT_CONNECTED = "not connected yet"  # a sink's breaker reason until its first connection
+
+
 class SinkRunner:
     """Runs the sink side of one connector: one tail per input channel, deliveries serialized."""
 
@@ -78,7 +81,7 @@ class SinkRunner:
 
     async def connect(self) -> bool:
         """Controlled start: connect before any source upstream may pull."""
-        return await self._reconnect("starting")
+        return await self._reconnect(NOT_CONNECTED)
 
     async def run(self) -> None:
         await asyncio.gather(*(self._tail(topic, consumer, port) for topic, consumer, port in self.inputs))

@@ -83,11 +83,14 @@ class SourceRunner:
             await self._append(self.decoder.decode(pulled), pulled.token, pulled)
             await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
 
+    async def start(self) -> bool:
+        """The first connection (shared with the sink side of the same connector): not a fault."""
+        return await _until(self.connect(), self.ctx.quiescing) is True
+
     async def reconnect(self, why: str) -> bool:
         """The outside end went away: reconnect (shared with the sink side of the same connector)."""
         log.warning("%s: %s; reconnecting", self.ctx.name, why)
-        result = await _until(self.connect(), self.ctx.quiescing)
-        return result is True
+        return await self.start()
 
     async def _append(self, decoded: Decoded, token: Any, pulled: SourceData | None = None) -> None:
         """Append one pull's records, one atomic batch per topic, the data port's batch last.
@@ -149,11 +152,21 @@ class SourceRunner:
         if found is not None:
             self.sequence = int(found["seq"])
             log.info(
-                "%s: resuming after %s (what follows it never reached the log)",
+                "%s: resuming at %s, where its events stopped reaching the log",
                 self.ctx.name,
-                found["position"],
+                describe_position(found["position"]),
             )
             await self.connector.resume(found["position"])
+
+
+def describe_position(position: Any) -> str:
+    """A source's position in words for a person (`position 4299 (device 2049, inode 12)`), not a dict."""
+    if not isinstance(position, dict):
+        return str(position)
+    main = {k: v for k, v in position.items() if k in ("position", "offset")}
+    rest = ", ".join(f"{k} {v}" for k, v in position.items() if k not in main)
+    words = ", ".join(f"{k} {v}" for k, v in main.items()) or rest
+    return f"{words} ({rest})" if main and rest else words
 
 
 POSITION_HEADER = "contraflow.source"

@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contraflow.lang.errors import ScriptRuntimeError, SourceText
+from contraflow.lang.errors import LangError, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.codegen import Codegen, FnCodegen, Scope, pyname, uses_nested_assignment, walk
 from contraflow.lang.script.locate import Locator
+from contraflow.lang.script.modules import ModuleResolver, ScriptModule, bind_uses
 from contraflow.lang.script.results import AggregateCall, Env, ScriptResult
 
 __all__ = [
@@ -169,6 +170,7 @@ def _prepare(
     consts: Mapping[str, Any] | None,
     fns: Mapping[str, ast.FnDefn] | None,
     script: ast.Script | None,
+    modules: ModuleResolver | None = None,
 ) -> Codegen:
     """A code generator holding the functions and constants the script can use.
 
@@ -177,7 +179,12 @@ def _prepare(
     constant may call a function.
     """
     gen = Codegen(source, _counter_filename(name), consts or {}, fns or {})
-    all_fns = list((fns or {}).items()) + [(f.name, f) for f in (script.fns if script else ())]
+    used_fns = _apply_uses(gen, script.uses if script else (), modules)
+    all_fns = (
+        list((fns or {}).items())
+        + list(used_fns.items())
+        + [(f.name, f) for f in (script.fns if script else ())]
+    )
     for fn_name, defn in all_fns:
         gen.fns[fn_name] = defn
         gen.fn_names[fn_name] = pyname("_u_", fn_name.replace("::", "__"))
@@ -189,6 +196,27 @@ def _prepare(
     for const in script_consts:
         gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
+
+
+def _apply_uses(
+    gen: Codegen, uses: tuple[ast.Use, ...], modules: ModuleResolver | None
+) -> dict[str, ast.FnDefn]:
+    """Bind the script's `use`s into `gen`; returns the functions they bring in."""
+    try:
+        bound = bind_uses(uses, modules)
+    except LangError as err:
+        raise gen.error(err.message, err.position, err.hint) from None
+    gen.aliases.update(bound.aliases)
+    for key, value in bound.consts.items():
+        gen.add_const(key, value)
+    return bound.fns
+
+
+def module_exports(script: ast.Script, modules: ModuleResolver | None = None) -> ScriptModule:
+    """The constants (evaluated) and functions a module script defines, for `use`."""
+    gen = _prepare(script.source, "<module>", None, None, script, modules)
+    consts = {const.name: gen.globals[gen.consts[const.name]] for const in script.consts}
+    return ScriptModule(consts, {f.name: f for f in script.fns})
 
 
 def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
@@ -203,6 +231,7 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     sub.counter = gen.counter
     sub.globals = dict(gen.globals)
     sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
+    sub.aliases = gen.aliases
     sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
     sub.function(
         "_const",
@@ -236,17 +265,23 @@ def compile_script(
     consts: Mapping[str, Any] | None = None,
     fns: Mapping[str, ast.FnDefn] | None = None,
     source: SourceText | None = None,
+    modules: ModuleResolver | None = None,
 ) -> CompiledScript:
     """Compile a parsed script; `consts`/`fns` come from enclosing definitions (Trickle/Troy modules).
 
-    Raises LangError for unknown names, unknown functions, wrong arity and misplaced statements.
+    `modules` resolves the script's own `use` of script modules (library modules need
+    nothing). Raises LangError for unknown names, unknown functions, wrong arity and
+    misplaced statements.
     """
-    gen = _prepare(source or script_ast.source, name, consts, fns, script_ast)
+    gen = _prepare(source or script_ast.source, name, consts, fns, script_ast, modules)
     gen.copy_on_let = uses_nested_assignment(script_ast)
+    body = script_ast.exprs
+    if script_ast.result_const is not None:  # a script ending in `const X = ...` yields X
+        body = (*body, ast.Path(script_ast.pos, "local", script_ast.result_const, ()))
     gen.function(
         "_script",
         ["event", "meta", "state", "args", "group", "window"],
-        script_ast.exprs,
+        body,
         Scope(),
         script_ast,
         "script",
