@@ -31,8 +31,8 @@ from contraflow.connectors.base import (
     SinkEvent,
     register,
 )
-from contraflow.connectors.kafka_options import brokers, client_id, rdkafka_options
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.kafka_options import brokers, client_id, rdkafka_options
+from contraflow.connectors.base.options import ConfigReader
 
 DELIVERY_TIMEOUT_MS = 30_000
 UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT})
