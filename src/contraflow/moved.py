@@ -37,6 +37,7 @@ MOVED: dict[str, str] = {
     "contraflow.spu.ledger": "contraflow.spu.server.ledger",
     "contraflow.spu.transactions": "contraflow.spu.server.transactions",
     "contraflow.api.metrics": "contraflow.runtime.metrics",
+    "contraflow.connectors.kafka_options": "contraflow.connectors.base.kafka_options",
     "contraflow.connectors.acks": "contraflow.connectors.base.acks",
     "contraflow.connectors.asgiserver": "contraflow.connectors.base.asgiserver",
     "contraflow.connectors.checkpoint": "contraflow.connectors.base.checkpoint",

@@ -134,9 +134,8 @@ class KafkaConsumerConnector(Connector):
         self._rewinds: dict[PartitionKey, int] = {}
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        ConsumerOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ConsumerOptions:
+        return ConsumerOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self._consumer is not None:

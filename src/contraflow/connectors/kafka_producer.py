@@ -89,9 +89,8 @@ class KafkaProducerConnector(Connector):
         self._producer: Producer | None = None
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        ProducerOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ProducerOptions:
+        return ProducerOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self._producer is None:
