@@ -19,6 +19,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.nesting import check_nesting
 from contraflow.lang.script import ast
 
 GRAMMAR_PACKAGE = "contraflow.lang.grammar"
@@ -395,6 +396,11 @@ class ScriptTransformer(Transformer[Token, Any]):
     def bind_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
         return ast.BindPattern(self._b.pos(meta), _ident(items[0]), items[1])
 
+    def bind_expr_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
+        """`case x = 1 =>`: binds the value when it equals the expression."""
+        pos = self._b.pos(meta)
+        return ast.BindPattern(pos, _ident(items[0]), ast.ExprPattern(items[1].pos, items[1]))
+
     def any_pattern(self, meta: Any, items: list[Any]) -> ast.AnyPattern:
         return ast.AnyPattern(self._b.pos(meta))
 
@@ -710,6 +716,7 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
+    check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     try:
         return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
     except VisitError as err:

@@ -22,6 +22,7 @@ from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import SourceExpr
+from contraflow.lang.nesting import check_nesting
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
 
@@ -347,6 +348,7 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
         raise syntax_error(source, err, grammar(name)) from None
+    check_nesting(tree, source)
     try:
         return transformer.transform(tree)
     except VisitError as err:
