@@ -49,6 +49,7 @@ class RunOptions:
     spu: str | None
     status: bool
     spu_port: int = DEFAULT_SPU_PORT
+    kafka_addr: str | None = None
 
 
 @click.command("run")
@@ -73,6 +74,12 @@ class RunOptions:
     help="Port of the embedded SPU on 127.0.0.1 (0 picks a free one).",
 )
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
+@click.option(
+    "--kafka-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -82,6 +89,7 @@ def run(
     spu: str | None,
     spu_port: int,
     no_status: bool,
+    kafka_addr: str | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.foreground import own_foreground_group
@@ -90,8 +98,17 @@ def run(
     for path in files:
         if not path.is_file():
             raise UserError(f"no such file: {path}")
+    if kafka_addr and spu:
+        raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
     options = RunOptions(
-        files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status, spu_port
+        files,
+        data_dir or default_data_dir(),
+        None if no_api else api,
+        master,
+        spu,
+        not no_status,
+        spu_port,
+        kafka_addr,
     )
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
@@ -179,7 +196,9 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
     async with contextlib.AsyncExitStack() as stack:
         spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
         try:
-            spu_addr = options.spu or await _embedded_spu(stack, options.data_dir, options.spu_port)
+            spu_addr = options.spu or await _embedded_spu(
+                stack, console, options.data_dir, options.spu_port, options.kafka_addr
+            )
         finally:  # stopped before the SPU (last in, first out)
             stack.push_async_callback(spark_start.stop)
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
@@ -239,15 +258,20 @@ def _setup_logging(console: Any, log_file: Path) -> None:
     logging.getLogger("contraflow").setLevel(logging.INFO)
 
 
-async def _embedded_spu(stack: contextlib.AsyncExitStack, data_dir: Path, port: int) -> str:
+async def _embedded_spu(
+    stack: contextlib.AsyncExitStack, console: Any, data_dir: Path, port: int, kafka_addr: str | None
+) -> str:
     """An SPU in a thread of this process: a killed runtime leaves no orphan holding the log's lock."""
     from contraflow.spu.embedded import EmbeddedSpu
 
-    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}")
+    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}", kafka_addr=kafka_addr)
     try:
         addr = await asyncio.to_thread(spu.start)
     except OSError as err:
-        raise UserError(f"the embedded SPU cannot start on 127.0.0.1:{port}: {err}") from None
+        where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
+        raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None
+    if spu.kafka_addr:
+        console.print(f"[dim]Kafka protocol on {spu.kafka_addr}[/dim]")
     stack.push_async_callback(asyncio.to_thread, spu.stop)
     return addr
 

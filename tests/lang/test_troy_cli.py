@@ -98,3 +98,17 @@ def test_contraflow_path_is_searched(tmp_path: Path) -> None:
     result = check(flow, env={"CONTRAFLOW_PATH": f"/nonexistent{os.pathsep}{tmp_path / 'lib'}"})
     assert result.returncode == 0, result.stderr
     assert 'out: file config={"path": "o", "mode": "write"}' in result.stdout
+
+
+def test_deep_nesting_is_a_one_line_error_not_a_traceback(tmp_path: Path) -> None:
+    """Issue 17 #3: `contraflow check` printed a RecursionError traceback."""
+    record = '{"a": ' * 300 + "1" + "}" * 300
+    flow = tmp_path / "deep.troy"
+    flow.write_text(
+        GOOD.replace("define flow main\nflow\n", f"define flow main\nargs\n  x = {record}\nflow\n")
+    )
+    result = check(flow)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    line = flow.read_text().splitlines().index(f"  x = {record}") + 1
+    assert result.stderr.startswith(f"error: {flow}:{line}:") and "nested too deeply" in result.stderr

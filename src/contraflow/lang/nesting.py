@@ -1,57 +1,46 @@
-"""A limit on how deeply brackets nest in source text, checked before parsing.
+"""A bound on how deeply a parsed program nests, checked before anything recurses over it.
 
-Parsing and compiling are recursive, so input nested hundreds of levels deep
-would otherwise end in Python's RecursionError. Counting brackets first turns
-it into a language error that points at the bracket that went too deep.
+The transformers, the compiler and the interpreter walk the syntax tree
+recursively, so a record or array nested a few hundred levels deep would
+exhaust Python's stack (a RecursionError, a traceback, a 500 from the API).
+The parse tree is measured first, without recursion, and too deep a program is
+a language error at the construct that goes too deep.
 """
 
 from __future__ import annotations
 
-from contraflow.lang.errors import LangError, SourceText
+from lark import Tree
 
-MAX_NESTING = 100
-_OPEN = "([{"
-_CLOSE = ")]}"
+from contraflow.lang.errors import LangError, Position, SourceText
+
+# Levels of the parse tree (a nested record costs two, an array one): about 200
+# nested records, well inside what every later stage handles on the default stack.
+MAX_TREE_DEPTH = 400
 
 
-def check_nesting(source: SourceText, limit: int = MAX_NESTING) -> None:
-    """Raise LangError at the first bracket nested deeper than `limit` (strings and comments skipped)."""
-    text = source.text
-    depth, line, column, i = 0, 1, 1, 0
-    in_string = False
-    while i < len(text):
-        ch = text[i]
-        if ch == "\n":
-            line, column, i = line + 1, 1, i + 1
-            continue
-        if in_string:
-            if ch == "\\":
-                i, column = i + 2, column + 2
-                continue
-            if ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "#":
-            while i < len(text) and text[i] != "\n":
-                i += 1
-            continue
-        elif ch in _OPEN:
-            depth += 1
-            if depth > limit:
-                raise LangError(
-                    f"nested more than {limit} levels deep",
-                    source.position(line, column),
-                    source,
-                    hint="flatten the expression, or build the value in steps with `let`",
-                )
-        elif ch in _CLOSE:
-            depth = max(0, depth - 1)
-        i, column = i + 1, column + 1
+def check_nesting(
+    tree: Tree, source: SourceText, *, line_offset: int = 0, col_offset: int = 0, limit: int = MAX_TREE_DEPTH
+) -> None:
+    """Raise LangError at the first node deeper than `limit` (an iterative walk)."""
+    stack: list[tuple[Tree, int, Position | None]] = [(tree, 1, None)]
+    while stack:
+        node, depth, where = stack.pop()
+        meta = node.meta
+        if not meta.empty:
+            column = meta.column + (col_offset if meta.line == 1 else 0)
+            where = source.position(meta.line + line_offset, column)
+        if depth > limit:
+            raise LangError(
+                f"nested too deeply (more than {limit} levels of syntax)",
+                where or source.position(1, 1),
+                source,
+                hint="flatten the nesting of records, arrays or expressions here",
+            )
+        stack.extend((child, depth + 1, where) for child in node.children if isinstance(child, Tree))
 
 
 def too_deep(source: SourceText) -> LangError:
-    """The error for input whose nesting (of `match`, `for`... rather than brackets) is too deep to compile."""
+    """The error when a later stage still runs out of stack (a last line of defence after the check)."""
     return LangError(
         "the input is nested too deeply to compile",
         source.position(1, 1),

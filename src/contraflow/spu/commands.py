@@ -180,6 +180,11 @@ def topic_describe(name: str, data_dir: str) -> None:
             f"{p.partition:>9} {p.log_start_offset:>12} {p.log_end_offset:>12} "
             f"{p.high_watermark:>15} {p.size_bytes:>14} {p.segment_count:>8}"
         )
+    for p in desc.partitions:
+        if p.corrupt_batches:
+            click.echo(f"partition {p.partition}: {p.corrupt_batches} corrupt batch(es) met by reads")
+        for line in p.damage:
+            click.echo(f"partition {p.partition}: {line}")
 
 
 @topic.command("delete")

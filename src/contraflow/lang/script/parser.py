@@ -719,13 +719,12 @@ def syntax_error(
 
 
 def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_offset: int = 0) -> Any:
-    if line_offset == 0 and col_offset == 0:  # interpolations are checked with their string
-        check_nesting(source)
     lark = _parser()
     try:
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
+    check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     try:
         return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
     except VisitError as err:

@@ -348,11 +348,11 @@ def combined_transformer(base: Transformer, source: SourceText, prefix: str = ""
 
 def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     """Parse `source` with grammar `name`; syntax errors become LangError with caret and hint."""
-    check_nesting(source)
     try:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
         raise syntax_error(source, err, grammar(name)) from None
+    check_nesting(tree, source)
     try:
         return transformer.transform(tree)
     except VisitError as err:
