@@ -45,7 +45,7 @@ args
 flow
   define connector src from file
   args path
-  with codec = "string", config = {"path": args.path}
+  with codec = "string", config = {"path": args.path, "mode": "read"}
   end;
   define connector dst from file
   args path
