@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest -q
+
+# The live flow page is tested in Debian's headless chromium (driven by playwright, which
+# downloads no browser of its own); install it when missing (CI runs as root).
+browser:
+	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
 test: lint typecheck unit
 

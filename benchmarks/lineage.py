@@ -35,7 +35,7 @@ def per_call_us(call: Callable[[], Any]) -> float:
 
 def main() -> None:
     from contraflow.pipeline.local import compile_query
-    from contraflow.runtime.pipelines import PipelineInput, start_pipeline_query
+    from contraflow.pipeline.spark.run import PipelineInput, start_pipeline_query
     from contraflow.spark import session
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu
@@ -55,7 +55,8 @@ def main() -> None:
             spu=spu.addr,
             inputs=[PipelineInput("in", "bench.in", "bench.pass.in")],
             outputs={"out": "bench.out"},
-            checkpoint_root=work / "checkpoints",
+            data_dir=work,
+            trigger="100 milliseconds",
         )
         seen = 0
         for n in range(BATCHES):

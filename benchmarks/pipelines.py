@@ -36,9 +36,9 @@ import orjson
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark_local import quiet_process_output
-from contraflow.pipeline.spark_query import start_pipeline
-from contraflow.runtime.listener import records_read
+from contraflow.pipeline.spark.listener import records_read
+from contraflow.pipeline.spark.local import quiet_process_output
+from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.spark import session
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu

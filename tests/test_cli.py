@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import click
 import pytest
 
 from contraflow import __version__, cli
 from contraflow.errors import UserError
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args], capture_output=True, text=True, timeout=60
-    )
+from tests.cli_process import run_cli
 
 
 def test_version_prints_package_version() -> None:

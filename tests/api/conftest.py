@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -32,10 +32,11 @@ from contraflow.api.facade import (
     UnknownFlow,
     describe_flow,
 )
-from contraflow.api.metrics import RuntimeMetrics
 from contraflow.api.server import ApiServer
 from contraflow.lang.graph import Deployment, FlowGraph
 from contraflow.lang.troy.compiler import compile_source
+from contraflow.runtime.event_stream import EventStream
+from contraflow.runtime.metrics import RuntimeMetrics
 
 TWO_FLOWS = """
 define flow ingest
@@ -44,7 +45,7 @@ args
 flow
   define connector src from file
   args path
-  with codec = "string", config = {"path": args.path}
+  with codec = "string", config = {"path": args.path, "mode": "read"}
   end;
   define connector dst from file
   args path
@@ -78,6 +79,7 @@ class InMemoryRuntime:
         self.metrics = RuntimeMetrics()
         self.changes: list[tuple[str, ...]] = []
         self.fail_with: Exception | None = None
+        self.events = EventStream(None)  # the real event stream, in memory only
 
     def version(self) -> str:
         return contraflow.__version__
@@ -144,6 +146,9 @@ class InMemoryRuntime:
 
     def metrics_registry(self) -> CollectorRegistry:
         return self.metrics.registry
+
+    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[dict[str, Any]]:
+        return self.events.subscribe(flow, history)
 
     # Test helpers: what the real runtime would change on its own.
     def set_state(self, flow_id: str, status: State) -> None:

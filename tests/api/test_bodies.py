@@ -74,7 +74,7 @@ def test_oversized_chunked_patch_body_is_413(client: httpx.Client) -> None:
 
 def test_unknown_route_is_json_404(client: httpx.Client) -> None:
     assert_error(client.get("/v1/nope"), 404, "Not Found")
-    assert_error(client.get("/"), 404)
+    assert_error(client.get("/v2/flows"), 404)  # `/` is the live page (test_page_files)
 
 
 def test_wrong_method_is_json_405_with_allow(client: httpx.Client) -> None:

@@ -31,6 +31,7 @@ def test_openapi_lists_every_route(client: httpx.Client) -> None:
         ("/v1/flows/{flow_id}/connectors/{alias}", "get"),
         ("/v1/flows/{flow_id}/connectors/{alias}", "patch"),
         ("/metrics", "get"),
+        ("/v1/events", "get"),
     }
 
 

@@ -72,6 +72,12 @@ def test_list_flows(client: httpx.Client) -> None:
             "connectors": ["src", "dst"],
             "definition": "ingest",
             "pipelines": ["wrap"],
+            "priority": "normal",
+            "breakers": {
+                "src": {"state": "closed", "reason": None},
+                "dst": {"state": "closed", "reason": None},
+            },
+            "channels": [],
         },
         {
             "alias": "second",
@@ -79,6 +85,12 @@ def test_list_flows(client: httpx.Client) -> None:
             "connectors": ["src", "dst"],
             "definition": "ingest",
             "pipelines": ["wrap"],
+            "priority": "normal",
+            "breakers": {
+                "src": {"state": "closed", "reason": None},
+                "dst": {"state": "closed", "reason": None},
+            },
+            "channels": [],
         },
     ]
 
@@ -110,6 +122,9 @@ def test_list_connectors(client: httpx.Client) -> None:
             "status": "running",
             "connectivity": "connected",
             "pipelines": {"out": [{"alias": "wrap", "port": "in"}]},
+            "breaker": "closed",
+            "breaker_reason": None,
+            "held_by": [],
         },
         {
             "alias": "dst",
@@ -117,6 +132,9 @@ def test_list_connectors(client: httpx.Client) -> None:
             "status": "running",
             "connectivity": "connected",
             "pipelines": {"in": [{"alias": "wrap", "port": "out"}]},
+            "breaker": "closed",
+            "breaker_reason": None,
+            "held_by": [],
         },
     ]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import lzma
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,9 +16,10 @@ import pytest
 
 from contraflow.codecs import preprocessors
 from contraflow.connectors.base import ConnectorConfigError, SinkEvent
+from contraflow.connectors.base.histogram import Histogram
 from contraflow.connectors.bench import BenchConnector
 from contraflow.connectors.exit import ExitConnector
-from contraflow.connectors.histogram import Histogram
+from tests.cli_process import child_env
 from tests.connectors.support import make, run, sink_event
 
 
@@ -207,7 +207,7 @@ STDIO_SCRIPT = textwrap.dedent(
 def test_stdio_reads_stdin_and_writes_stdout_and_stderr(tmp_path: Path, from_file: bool) -> None:
     data = b"hello\nerr: bad\n"
     root = Path(__file__).parents[2]
-    env = {**os.environ, "PYTHONPATH": f"{root / 'src'}{os.pathsep}{root}"}
+    env = child_env(tests=True)
     if from_file:  # a regular file on stdin is read through a thread (epoll cannot watch files)
         source = tmp_path / "in.txt"
         source.write_bytes(data)

@@ -5,37 +5,33 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-import contraflow
-
-SRC = str(Path(contraflow.__file__).resolve().parents[1])
+from tests.cli_process import start_cli
 
 
 class RunProcess:
-    """One `contraflow run FLOW --data-dir DIR --no-api --no-status` in the background."""
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
-    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH")]))}
-        args = [
-            sys.executable,
-            "-m",
-            "contraflow",
-            "run",
-            str(flow),
-            "--data-dir",
-            str(data_dir),
-            "--no-api",
-            "--no-status",
-        ]
+    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path, *extra_args: str) -> None:
         self.log = log
         with log.open("ab") as out:
-            self.process = subprocess.Popen(
-                args, cwd=cwd, env=env, stdout=out, stderr=out, start_new_session=True
+            self.process = start_cli(
+                "run",
+                flow,
+                "--data-dir",
+                data_dir,
+                "--no-api",
+                "--no-status",
+                "--spu-port",
+                "0",
+                *extra_args,
+                cwd=cwd,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
             )
 
     def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.e2e.run_process import SRC
+from tests.cli_process import run_cli
 
 GOOD_HEAD = """
 define flow main
@@ -23,14 +22,7 @@ flow
 def run(tmp_path: Path, troy: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     if troy is not None:
         (tmp_path / "flow.troy").write_text(troy)
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", "run", "flow.troy", "--no-api", *args],
-        cwd=tmp_path,
-        env={"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli("run", "flow.troy", "--no-api", "--spu-port", "0", *args, cwd=tmp_path, clean=True)
 
 
 def test_a_missing_file_is_one_error_line(tmp_path: Path) -> None:

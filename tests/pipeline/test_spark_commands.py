@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from contraflow.pipeline.local import compile_query, run_local
-from contraflow.pipeline.spark_state import FORMAT, checkpoint_path, import_path
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from contraflow.pipeline.spark.state import FORMAT, import_path
+from contraflow.spark.checkpoint import checkpoint_path
+from tests.cli_process import run_cli
 
 QUERY = """
 define window three_ns from tumbling with interval = 3 end;
@@ -29,16 +27,8 @@ select {"sum": aggr::stats::sum(event.v), "n": aggr::stats::count()} from checke
 """
 
 
-def contraflow(*args: str, stdin: bytes = b"", cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args],
-        input=stdin,
-        capture_output=True,
-        env=env,
-        cwd=cwd,
-        timeout=240,
-    )
+def contraflow(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return run_cli(*args, stdin=stdin, timeout=240)  # Spark starts in the child: minutes under load
 
 
 def test_query_prints_out_events_as_json_lines_like_the_local_runner(tmp_path: Path) -> None:

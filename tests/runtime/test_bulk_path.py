@@ -11,7 +11,7 @@ import pytest
 from contraflow.connectors.base import SourceData
 from contraflow.runtime.appends import ColumnRuns, binary_column
 from contraflow.runtime.wire import SinkEncoder, SourceDecoder, join_values, validate_json_frames
-from contraflow.spu.storage.batch import decode_batch, encode_batch
+from contraflow.spu.protocol.batch import decode_batch, encode_batch
 from tests.connectors.support import make
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for
 

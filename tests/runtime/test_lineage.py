@@ -11,17 +11,17 @@ from typing import Any
 import orjson
 
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark_query import start_pipeline
-from contraflow.runtime.channels import channel_topic
-from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
-from contraflow.runtime.listener import (
+from contraflow.pipeline.spark.listener import (
     BatchProgress,
     QueryListener,
-    parse_offsets,
     query_listener,
     records_read,
 )
-from contraflow.runtime.pipelines import PipelineInput, PipelineRun, last_committed_ends, topics_by_port
+from contraflow.pipeline.spark.query import start_pipeline
+from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, topics_by_port
+from contraflow.runtime.channels import channel_topic
+from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
+from contraflow.spark.checkpoint import last_committed_ends, parse_offsets
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events

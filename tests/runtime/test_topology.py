@@ -128,3 +128,10 @@ def test_append_linger_from_flow_args() -> None:
         FlowSettings.from_args("f", {"appends": {"linger_ms": -1}}, set())
     with pytest.raises(SettingsError, match="unknown key 'batch'"):
         FlowSettings.from_args("f", {"appends": {"batch": 1}}, set())
+
+
+def test_priority_from_flow_args() -> None:
+    assert FlowSettings.from_args("f", {}, set()).priority == "normal"
+    assert FlowSettings.from_args("f", {"priority": "critical"}, set()).priority == "critical"
+    with pytest.raises(SettingsError, match="`priority` must be one of 'critical', 'high'.*not 'urgent'"):
+        FlowSettings.from_args("f", {"priority": "urgent"}, set())

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contraflow.spark.arrow_log import Route, batch_to_arrow, coalesce, encode_rows, route_rows
-from contraflow.spu.storage.batch import decode_batch, encode_batch, pack_headers
+from contraflow.spu.protocol.batch import decode_batch, encode_batch, pack_headers
 
 
 def test_encoded_rows_decode_to_the_same_values_keys_and_headers() -> None:

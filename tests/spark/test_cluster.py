@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from contraflow.spark.standalone import StandaloneCluster
+from tests.cli_process import child_env
 from tests.spark.test_bridge import read_all
 
 WORKER = Path(__file__).with_name("cluster_worker.py")
@@ -21,10 +21,7 @@ def test_passthrough_runs_on_a_standalone_master_with_two_workers(
     spu.create_topic(dst)
     sent = [b"event-%03d" % i for i in range(200)]
     spu.produce(src, 0, sent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH")])
-    )
+    env = child_env()
     with StandaloneCluster(tmp_path / "cluster", workers=2) as cluster:
         assert cluster.alive_workers() == 2
         run = subprocess.run(

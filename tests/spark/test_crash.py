@@ -3,13 +3,13 @@ leaves every input record in the output topic exactly once."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from tests.cli_process import child_env
 from tests.spark.test_bridge import read_all
 
 WORKER = Path(__file__).with_name("passthrough_worker.py")
@@ -19,9 +19,7 @@ RECORDS = 3000
 def start_worker(
     spu_addr: str, src: str, dst: str, checkpoint: str, data_dir: Path, drain: bool
 ) -> subprocess.Popen:
-    env = dict(os.environ, DRAIN="1" if drain else "0")
-    src_root = str(Path(__file__).resolve().parents[2] / "src")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src_root, env.get("PYTHONPATH", "")]))
+    env = child_env({"DRAIN": "1" if drain else "0"})
     return subprocess.Popen(
         [sys.executable, str(WORKER), spu_addr, src, dst, checkpoint, str(data_dir)],
         env=env,

@@ -110,7 +110,7 @@ def test_a_rows_transform_runs_in_the_read_task_and_sets_the_schema(
     rows = sorted(tuple(r) for r in spark.sql("select rows, first from transformed").collect())
     assert rows == [(10, 0), (10, 0)]  # one batch per partition, every record counted
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    from contraflow.runtime.listener import records_read
+    from contraflow.pipeline.spark.listener import records_read
 
     assert sum(records_read(s) for p in progress for s in p["sources"]) == 20
     assert sum(p["numInputRows"] for p in progress) == 2  # Spark counts what the source yielded
@@ -119,7 +119,7 @@ def test_a_rows_transform_runs_in_the_read_task_and_sets_the_schema(
 def test_payload_columns_are_the_value_and_the_packed_headers(
     spark, spu, spu_addr, topic_name, checkpoint
 ) -> None:
-    from contraflow.spu.storage.batch import pack_headers
+    from contraflow.spu.protocol.batch import pack_headers
 
     spu.create_topic(topic_name, TopicConfig(partitions=1))
     spu.produce(topic_name, 0, [b"v0", b"v1"], headers=[[], [("meta", b'{"m":1}')]])

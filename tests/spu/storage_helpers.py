@@ -6,18 +6,31 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from contraflow.spu.storage.batch import decode_batch
+from contraflow.spu.protocol.batch import decode_batch
 from contraflow.spu.storage.partition import Partition
 
 
 def read_all(part: Partition, start: int = 0, isolation: str = "uncommitted") -> list[tuple[int, bytes]]:
     """Every (offset, value) from `start` to the end, through the normal read path."""
+    records, error = read_until_error(part, start, isolation)
+    if error is not None:
+        raise error
+    return records
+
+
+def read_until_error(
+    part: Partition, start: int = 0, isolation: str = "uncommitted"
+) -> tuple[list[tuple[int, bytes]], Exception | None]:
+    """Like `read_all`, but a read error ends the reading: (what came before it, the error)."""
     out: list[tuple[int, bytes]] = []
     offset = start
     while True:
-        result = part.read(offset, 4096, isolation=isolation)  # type: ignore[arg-type]
+        try:
+            result = part.read(offset, 4096, isolation=isolation)  # type: ignore[arg-type]
+        except Exception as err:  # the caller asserts on it
+            return out, err
         if not result.batches:
-            return out
+            return out, None
         for view in result.batches:
             batch = decode_batch(view)
             out += [
@@ -30,15 +43,3 @@ def snapshot(src: Path, dst: Path) -> Path:
     """Copy a data directory as it is on disk right now: what a crash would leave."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".lock"))
     return dst
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    """Environment for a child Python that imports this checkout's contraflow."""
-    import os
-
-    import contraflow
-
-    src = str(Path(contraflow.__file__).resolve().parents[1])
-    env = dict(os.environ, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
-    return env

@@ -3,28 +3,15 @@ behave exactly as against a data directory."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from spu_harness import running_spu
-
-import contraflow
-
-# The worktree's sources, not whatever `contraflow` the interpreter has installed.
-SRC = str(Path(contraflow.__file__).resolve().parents[1])
+from tests.cli_process import run_cli
 
 
 def cli(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": SRC, **(env or {})},
-    )
+    return run_cli(*args, stdin=stdin, env=env)
 
 
 def session(target: list[str], env: dict[str, str] | None = None) -> list[tuple[int, str, str]]:

@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from storage_helpers import subprocess_env
+from tests.cli_process import run_cli, start_cli
 
 
 def run(data_dir: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "contraflow", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=subprocess_env(CONTRAFLOW_DATA_DIR=str(data_dir)),
-    )
+    return run_cli(*args, stdin=stdin, env={"CONTRAFLOW_DATA_DIR": str(data_dir)})
 
 
 def ok(data_dir: Path, *args: str, stdin: str | None = None) -> str:
@@ -74,11 +66,8 @@ def test_topic_list_and_delete(tmp_path: Path) -> None:
 
 def test_consume_tails_new_records(tmp_path: Path) -> None:
     ok(tmp_path, "topic", "create", "live")
-    tail = subprocess.Popen(
-        [sys.executable, "-m", "contraflow", "consume", "live", "-B"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=subprocess_env(CONTRAFLOW_DATA_DIR=str(tmp_path)),
+    tail = start_cli(
+        "consume", "live", "-B", env={"CONTRAFLOW_DATA_DIR": str(tmp_path)}, stdout=subprocess.PIPE, text=True
     )
     try:
         ok(tmp_path, "produce", "live", stdin="hello\nworld\n")
@@ -146,11 +135,14 @@ def test_damaged_topic_metadata_is_one_error_line(tmp_path: Path) -> None:
 def test_consume_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:
     ok(tmp_path, "topic", "create", "t")
     ok(tmp_path, "produce", "t", stdin="".join(f"{i:08d}\n" for i in range(50_000)))
-    reader = subprocess.Popen(
-        [sys.executable, "-m", "contraflow", "consume", "t", "-B", "-d"],
+    reader = start_cli(
+        "consume",
+        "t",
+        "-B",
+        "-d",
+        env={"CONTRAFLOW_DATA_DIR": str(tmp_path)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=subprocess_env(CONTRAFLOW_DATA_DIR=str(tmp_path)),
     )
     assert reader.stdout is not None and reader.stderr is not None
     assert reader.stdout.readline() == b"00000000\n"

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import read_all
 
-from contraflow.spu.storage.batch import check_batch, decode_batch, encode_batch
+from contraflow.spu.protocol.batch import check_batch, decode_batch, encode_batch
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import InvalidBatchError, OffsetOutOfRangeError
 from contraflow.spu.storage.partition import Partition

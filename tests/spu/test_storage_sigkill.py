@@ -8,7 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from storage_helpers import read_all, subprocess_env
+from storage_helpers import read_all
+from tests.cli_process import child_env
 
 from contraflow.spu.storage.store import Store
 
@@ -37,7 +38,7 @@ def test_sigkill_during_appends_keeps_every_acknowledged_record(tmp_path: Path) 
         [sys.executable, "-c", WRITER, str(tmp_path)],
         stdout=subprocess.PIPE,
         text=True,
-        env=subprocess_env(),
+        env=child_env(),
     )
     assert child.stdout is not None
     acked = -1

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from storage_helpers import read_all, subprocess_env
+from storage_helpers import read_all
+from tests.cli_process import run_cli
 
 from contraflow.spu.api import LocalLog, LogClient
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig, TopicDescription
@@ -81,13 +80,7 @@ def test_consumer_offsets_are_durable(tmp_path: Path) -> None:
 
 def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     with Store(tmp_path):
-        probe = subprocess.run(
-            [sys.executable, "-m", "contraflow", "topic", "create", "x", "--data-dir", str(tmp_path)],
-            capture_output=True,
-            env=subprocess_env(),
-            text=True,
-            timeout=60,
-        )
+        probe = run_cli("topic", "create", "x", "--data-dir", tmp_path)
         assert probe.returncode != 0
         [line] = probe.stderr.splitlines()
         assert line.startswith("error: ") and f"pid {os.getpid()}" in line and "--spu" in line

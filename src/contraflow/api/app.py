@@ -11,18 +11,23 @@ Routes:
   GET    /v1/flows/{id}/connectors         the flow's connectors
   GET    /v1/flows/{id}/connectors/{c}     one connector
   PATCH  /v1/flows/{id}/connectors/{c}     pause/resume one connector
+  GET    /v1/events                        runtime events as Server-Sent Events (`flow` filter)
   GET    /metrics                          Prometheus exposition
+  GET    /                                 the live flow page (served from the package, no network)
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, Request, Response
+import orjson
+from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client.exposition import choose_encoder
+from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from contraflow.api import bodies
 from contraflow.api.errors import ApiError, install_error_handlers
@@ -44,6 +49,7 @@ from contraflow.api.models import (
     StatusPatch,
     VersionReport,
 )
+from contraflow.api.page import add_page_routes
 
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
@@ -226,6 +232,32 @@ def add_metrics_route(router: APIRouter, runtime: RuntimeFacade) -> None:
         return Response(encoder(runtime.metrics_registry()), media_type=content_type)
 
 
+# Seconds between keep-alive comments on an idle event stream (proxies drop silent connections).
+EVENTS_PING_S = 15
+
+
+def add_events_route(router: APIRouter, runtime: RuntimeFacade) -> None:
+    """`GET /v1/events`: runtime events as Server-Sent Events, each `data:` one JSON object."""
+
+    @router.get(
+        "/v1/events",
+        response_class=EventSourceResponse,
+        responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+        tags=["events"],
+    )
+    async def events(
+        flow: Annotated[str | None, Query(description="only events of this flow id")] = None,
+        history: Annotated[int, Query(ge=0, le=500, description="recent events sent first")] = 50,
+    ) -> EventSourceResponse:
+        """Back-pressure, breakers, watchdog, cancellation tiers, deploy/pause/resume, failed batches."""
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            async for event in runtime.subscribe_events(flow, history):
+                yield ServerSentEvent(data=orjson.dumps(event).decode(), id=str(event.get("seq", "")))
+
+        return EventSourceResponse(stream(), ping=EVENTS_PING_S)
+
+
 def create_app(runtime: RuntimeFacade) -> FastAPI:
     """The API application for `runtime`; serve it with `contraflow.api.server`."""
     app = FastAPI(
@@ -236,6 +268,8 @@ def create_app(runtime: RuntimeFacade) -> FastAPI:
     install_error_handlers(app)
     add_runtime_routes(app.router, runtime)
     add_metrics_route(app.router, runtime)
+    add_events_route(app.router, runtime)
+    add_page_routes(app)
     _drop_422_from_openapi(app)
     return app
 

@@ -16,9 +16,9 @@ deployment mistakes such as bad connector config (400).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
@@ -34,6 +34,12 @@ DesiredState = Literal["running", "paused"]
 
 # Whether a connector currently has a working connection to the outside world.
 Connectivity = Literal["connected", "disconnected"]
+
+# A circuit breaker of a connector: open while what it delivers to cannot take events.
+BreakerState = Literal["open", "closed"]
+
+# Flow priorities, most urgent first (the reserved flow arg `priority`).
+Priority = Literal["critical", "high", "normal", "low", "background"]
 
 # States in which a flow counts as healthy for `GET /v1/status`.
 HEALTHY_STATES: frozenset[str] = frozenset({"initializing", "running", "paused"})
@@ -60,6 +66,37 @@ class ConnectorStatus:
     status: State
     connectivity: Connectivity
     pipelines: dict[str, list[PipelineEndpoint]] = field(default_factory=dict)
+    breaker: BreakerState = "closed"
+    breaker_reason: str | None = None
+    held_by: list[str] = field(default_factory=list)  # why the connector's loop is held (pause, breaker...)
+
+
+@dataclass(frozen=True)
+class NodeRef:
+    """A node of the flow graph: `kind` is "connector" or "pipeline"."""
+
+    kind: str
+    alias: str
+    port: str
+
+
+@dataclass(frozen=True)
+class ChannelStatus:
+    """One channel (edge) of a flow: where it comes from, who reads it, and how full it is.
+
+    `name` is `producer_alias/port` (how flow args name it), `topic` its SPU
+    topic; `appended` counts every event ever appended (its end offset) and
+    `events_per_s` is its append rate over the monitor's last second.
+    """
+
+    name: str
+    topic: str
+    source: NodeRef
+    readers: list[NodeRef]
+    depth: int = 0
+    backpressure: bool = False
+    appended: int = 0
+    events_per_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +112,8 @@ class FlowStatus:
     definition: str
     connectors: list[ConnectorStatus] = field(default_factory=list)
     pipelines: list[str] = field(default_factory=list)
+    priority: Priority = "normal"
+    channels: list[ChannelStatus] = field(default_factory=list)
 
     def connector(self, alias: str) -> ConnectorStatus | None:
         """The connector called `alias`, or None."""
@@ -201,4 +240,11 @@ class RuntimeFacade(Protocol):
 
     def metrics_registry(self) -> CollectorRegistry:
         """The registry the runtime's `RuntimeMetrics` writes to; `GET /metrics` renders it."""
+        ...
+
+    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[dict[str, Any]]:
+        """Runtime events (of `flow` only, when given): the last `history` ones, then each new one.
+
+        An async iterator that ends when the runtime shuts down; `GET /v1/events` streams it.
+        """
         ...

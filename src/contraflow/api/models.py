@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contraflow.api.facade import Connectivity, ConnectorStatus, FlowStatus, State
+from contraflow.api.facade import (
+    BreakerState,
+    ChannelStatus,
+    Connectivity,
+    ConnectorStatus,
+    FlowStatus,
+    NodeRef,
+    Priority,
+    State,
+)
 
 
 class VersionReport(BaseModel):
@@ -46,6 +55,9 @@ class ConnectorReport(BaseModel):
     pipelines: dict[str, list[PipelineRef]] = Field(
         description="for each connector port, the pipeline ports connected to it"
     )
+    breaker: BreakerState = Field(description="open while the connector cannot deliver (a sink's breaker)")
+    breaker_reason: str | None = Field(description="why the breaker is open")
+    held_by: list[str] = Field(description="why the connector's loop is held: pause, breaker, back-pressure")
 
     @classmethod
     def of(cls, c: ConnectorStatus) -> ConnectorReport:
@@ -54,7 +66,59 @@ class ConnectorReport(BaseModel):
             for port, ends in c.pipelines.items()
         }
         return cls(
-            alias=c.alias, kind=c.kind, status=c.status, connectivity=c.connectivity, pipelines=pipelines
+            alias=c.alias,
+            kind=c.kind,
+            status=c.status,
+            connectivity=c.connectivity,
+            pipelines=pipelines,
+            breaker=c.breaker,
+            breaker_reason=c.breaker_reason,
+            held_by=list(c.held_by),
+        )
+
+
+class BreakerReport(BaseModel):
+    """A connector's circuit breaker."""
+
+    state: BreakerState
+    reason: str | None = None
+
+
+class NodeReport(BaseModel):
+    """A connector or pipeline port, one end of a channel."""
+
+    kind: str = Field(description="connector or pipeline")
+    alias: str
+    port: str
+
+    @classmethod
+    def of(cls, n: NodeRef) -> NodeReport:
+        return cls(kind=n.kind, alias=n.alias, port=n.port)
+
+
+class ChannelReport(BaseModel):
+    """A channel (an edge of the flow graph) with its depth and back-pressure state."""
+
+    name: str = Field(description="producer_alias/port, as flow args name it")
+    topic: str = Field(description="the SPU topic holding the channel")
+    source: NodeReport = Field(description="the port that appends to it")
+    readers: list[NodeReport] = Field(description="the ports that read it")
+    depth: int = Field(description="events not yet read by the slowest reader")
+    backpressure: bool = Field(description="true while its producer is stopped at the high watermark")
+    appended: int = Field(description="events ever appended (the topic's end offset)")
+    events_per_s: float = Field(description="append rate over the last second")
+
+    @classmethod
+    def of(cls, c: ChannelStatus) -> ChannelReport:
+        return cls(
+            name=c.name,
+            topic=c.topic,
+            source=NodeReport.of(c.source),
+            readers=[NodeReport.of(r) for r in c.readers],
+            depth=c.depth,
+            backpressure=c.backpressure,
+            appended=c.appended,
+            events_per_s=c.events_per_s,
         )
 
 
@@ -66,6 +130,9 @@ class FlowReport(BaseModel):
     connectors: list[str] = Field(description="aliases of the flow's connectors")
     definition: str = Field(description="name of the `define flow` it instantiates")
     pipelines: list[str] = Field(description="aliases of the flow's pipelines")
+    priority: Priority = Field(description="the flow's scheduling priority")
+    breakers: dict[str, BreakerReport] = Field(description="each connector's circuit breaker, by alias")
+    channels: list[ChannelReport] = Field(description="each channel with its depth and back-pressure")
 
     @classmethod
     def of(cls, f: FlowStatus) -> FlowReport:
@@ -75,6 +142,9 @@ class FlowReport(BaseModel):
             connectors=[c.alias for c in f.connectors],
             definition=f.definition,
             pipelines=list(f.pipelines),
+            priority=f.priority,
+            breakers={c.alias: BreakerReport(state=c.breaker, reason=c.breaker_reason) for c in f.connectors},
+            channels=[ChannelReport.of(c) for c in f.channels],
         )
 
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import click
 import orjson
 
 from contraflow.errors import UserError
-from contraflow.pipeline.spark_plan import IngestMode
+from contraflow.pipeline.spark.plan import IngestMode
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 INGEST_MODES: dict[str, IngestMode] = {"now": "timestamp", "index": "offset"}
 
@@ -37,7 +40,7 @@ def query(file: Path, ingest_ns: str) -> None:
     """
     from contraflow.lang.commands import compile_path
     from contraflow.lang.graph import PipelineGraph
-    from contraflow.pipeline.spark_local import quiet_process_output, run_on_spark
+    from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark
 
     if file.suffix != ".trickle":
         raise UserError(f"{file}: contraflow query runs a .trickle file")
@@ -72,24 +75,35 @@ _data_dir_option = click.option(
 
 
 def _checkpoint(data_dir: Path | None, flow: str, pipeline: str) -> Path:
-    from contraflow.pipeline.spark_state import checkpoint_path
+    from contraflow.spark.checkpoint import checkpoint_path
     from contraflow.spark.session import default_data_dir
 
     return checkpoint_path(data_dir or default_data_dir(), flow, pipeline)
 
 
+def _state_arguments(command: F) -> F:
+    """FLOW PIPELINE FILE [--data-dir]: what `state export` and `state import` both take."""
+    for decorate in reversed(
+        [
+            click.argument("flow"),
+            click.argument("pipeline"),
+            click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True)),
+            _data_dir_option,
+        ]
+    ):
+        command = decorate(command)
+    return command
+
+
 @state.command("export")
-@click.argument("flow")
-@click.argument("pipeline")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@_data_dir_option
+@_state_arguments
 def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
     """Write the state of PIPELINE in FLOW to FILE as JSON ('-' for standard output).
 
     Works while the pipeline runs: it reads the last committed micro-batch.
     """
-    from contraflow.pipeline.spark_local import quiet_process_output
-    from contraflow.pipeline.spark_state import export_state
+    from contraflow.pipeline.spark.local import quiet_process_output
+    from contraflow.pipeline.spark.state import export_state
     from contraflow.spark import session
 
     checkpoint = _checkpoint(data_dir, flow, pipeline)
@@ -112,16 +126,13 @@ def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) 
 
 
 @state.command("import")
-@click.argument("flow")
-@click.argument("pipeline")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@_data_dir_option
+@_state_arguments
 def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
     """Make FILE (from `state export`) the state PIPELINE in FLOW starts with.
 
     The pipeline must not have run here yet; it picks the state up when it starts.
     """
-    from contraflow.pipeline.spark_state import import_state
+    from contraflow.pipeline.spark.state import import_state
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
     try:

@@ -8,9 +8,9 @@ of their last finished micro-batch) and then the topic's end offset:
   record size. At the high watermark (events or bytes) the channel's producer
   stops: a source's gate closes, a pipeline gets zero credit; it resumes below
   the low watermark. Otherwise a pipeline's credit is the smallest room left
-  in its output channels. Each transition is one structured log record
-  (`event=backpressure`, flow, channel, depth, duration of the previous state)
-  and a metric.
+  in its output channels. Each transition is one runtime event
+  (`backpressure`: flow, channel, on/off, depth, duration of the previous
+  state, see `runtime.event_stream`) and a metric.
 - delivered frontier of a channel = the smallest of its readers' frontiers:
   a sink's committed offset, or, through a pipeline, the input end of the
   newest micro-batch whose outputs (and those of every earlier batch) are
@@ -21,24 +21,23 @@ of their last finished micro-batch) and then the topic's end offset:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from contraflow import control
+from contraflow.pipeline.spark.listener import BatchProgress
+from contraflow.pipeline.spark.run import PipelineRun
+from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
-from contraflow.runtime.listener import BatchProgress
-from contraflow.runtime.pipelines import PipelineRun
+from contraflow.runtime.metrics import RuntimeMetrics, Transition
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
-from contraflow.spark.credit import credit_name
 from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 
-log = logging.getLogger("contraflow.runtime.backpressure")
-
 TICK_S = 0.1
+RATE_WINDOW_S = 1.0  # a channel's append rate is measured over about this long
 
 
 @dataclass
@@ -52,6 +51,19 @@ class ChannelState:
     stopped: bool = False
     since: float = field(default_factory=time.monotonic)
     transitions: int = 0
+    events_per_s: float = 0.0
+    _rate_from: tuple[float, int] | None = None  # (when, end) the current rate window started
+
+    def observe_end(self, end: int, now: float) -> None:
+        """A new end offset: the append rate is recomputed once its window is full."""
+        self.end = end
+        if self._rate_from is None:
+            self._rate_from = (now, end)
+            return
+        began, first = self._rate_from
+        if now - began >= RATE_WINDOW_S:
+            self.events_per_s = (end - first) / (now - began)
+            self._rate_from = (now, end)
 
 
 class FlowMonitor:
@@ -65,7 +77,8 @@ class FlowMonitor:
         client: AsyncSpuClient,
         pipelines: dict[str, PipelineRun],
         on_source_backpressure: Callable[[str, str, bool, str], None],
-        metrics: Any,
+        metrics: RuntimeMetrics,
+        events: EventStream,
     ) -> None:
         self.flow_id = flow_id
         self.topology = topology
@@ -74,6 +87,7 @@ class FlowMonitor:
         self.pipelines = pipelines
         self.on_source_backpressure = on_source_backpressure
         self.metrics = metrics
+        self.events = events
         self.states: dict[str, ChannelState] = {t: ChannelState() for t in topology.channels}
         self.reader_offsets: dict[tuple[str, str], int] = {}  # (topic, consumer) -> offset
         self.delivered: dict[str, int] = {}
@@ -105,7 +119,7 @@ class FlowMonitor:
             described = await self.client.describe_topic(topic)
             part = described.partitions[0]
             state = self.states[topic]
-            state.end = part.high_watermark
+            state.observe_end(part.high_watermark, time.monotonic())
             records = part.log_end_offset - part.log_start_offset
             state.mean_record_bytes = part.size_bytes // records if records else 0
         for topic, channel in self.topology.channels.items():
@@ -184,23 +198,16 @@ class FlowMonitor:
         lasted = now - state.since
         state.stopped, state.since = stop, now
         state.transitions += 1
-        kind = "pause" if stop else "resume"
-        log.info(
-            "event=backpressure transition=%s flow=%s channel=%s depth=%d depth_bytes=%d duration_s=%.3f",
-            kind,
+        kind: Transition = "pause" if stop else "resume"
+        self.events.emit(
+            "backpressure",
             self.flow_id,
-            channel.name,
-            state.depth,
-            state.depth_bytes,
-            lasted,
-            extra={
-                "event": "backpressure",
-                "transition": kind,
-                "flow": self.flow_id,
-                "channel": channel.name,
-                "depth": state.depth,
-                "duration_s": lasted,
-            },
+            channel=channel.name,
+            state="on" if stop else "off",
+            transition=kind,
+            depth=state.depth,
+            depth_bytes=state.depth_bytes,
+            duration_s=round(lasted, 3),
         )
         self.metrics.backpressure_transition(self.flow_id, channel.name, kind)
         if channel.producer.kind == "connector":
@@ -218,10 +225,10 @@ class FlowMonitor:
                 )
                 credit = room if credit is None else min(credit, room)
             for inp in run.inputs:
-                name = credit_name(inp.consumer, inp.topic)
-                if self._credits.get(name, -1) != credit:
-                    await self.client.set_control(name, credit)
-                    self._credits[name] = credit
+                value = control.credit(inp.consumer, inp.topic)
+                if self._credits.get(value.name, -1) != credit:
+                    await value.set_async(self.client, credit)
+                    self._credits[value.name] = credit
 
     # -- delivered frontier --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +25,11 @@ from contraflow.api.facade import (
     UnknownConnector,
     UnknownFlow,
 )
-from contraflow.api.metrics import RuntimeMetrics
 from contraflow.lang.graph import Deployment
 from contraflow.lang.troy.compiler import compile_source
+from contraflow.runtime.event_stream import EventStream, RuntimeEvent
 from contraflow.runtime.flow import FlowInstance, Services
+from contraflow.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger("contraflow.runtime")
 
@@ -46,7 +48,10 @@ class Runtime:
         self.metrics = metrics or RuntimeMetrics()
         self.flows: dict[str, FlowInstance] = {}
         self.stop_requested = stop_requested or asyncio.Event()
-        self.services = Services(spu_addr, spark, Path(data_dir), self.metrics, self.request_stop)
+        self.events = EventStream(spu_addr)
+        self.services = Services(
+            spu_addr, spark, Path(data_dir), self.metrics, self.request_stop, self.events
+        )
 
     def request_stop(self) -> None:
         """Ask the process to quiesce every flow and exit (SIGINT/SIGTERM, the `exit` connector)."""
@@ -65,12 +70,19 @@ class Runtime:
         for instance in instances:
             self.flows[instance.id] = instance
             await instance.start()
-            log.info("flow %s deployed (%s)", instance.id, instance.graph.definition)
+            self.events.emit(
+                "deploy",
+                instance.id,
+                definition=instance.graph.definition,
+                priority=instance.settings.priority,
+            )
         return [i.id for i in instances]
 
     async def quiesce_all(self) -> None:
-        """Quiesce every flow (all at once: they share nothing but the SPU and Spark)."""
+        """Quiesce every flow (all at once: they share nothing but the SPU and Spark), then
+        flush the event stream and end its subscriptions."""
         await asyncio.gather(*(f.quiesce() for f in self.flows.values()))
+        await self.events.close()
 
     def _flow(self, flow_id: str) -> FlowInstance:
         flow = self.flows.get(flow_id)
@@ -113,7 +125,11 @@ class Runtime:
         await flow.quiesce()
         del self.flows[flow_id]
         self.metrics.forget_flow(flow_id)
+        self.events.emit("undeploy", flow_id)
         return flow.status()
 
     def metrics_registry(self) -> CollectorRegistry:
         return self.metrics.registry
+
+    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[RuntimeEvent]:
+        return self.events.subscribe(flow, history)

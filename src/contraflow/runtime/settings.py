@@ -15,7 +15,8 @@ deployment with `deploy flow x from f with ... end`):
     },
     appends = {"linger_ms": 20},               # how long sources' appends wait to leave together
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
-    ack = "delivered"                          # or "persisted"
+    ack = "delivered",                         # or "persisted"
+    priority = "normal"                        # critical, high, normal, low, background
 
 A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
 """
@@ -26,9 +27,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
+from contraflow.api.facade import Priority
 from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
+PRIORITIES: tuple[Priority, ...] = ("critical", "high", "normal", "low", "background")
 T = TypeVar("T")
 # Untimed pipelines: the wait it adds at low rates is smaller than what the 10 ms idle polls cost a
 # busy box (benchmarks/flows.py: no slower at 200 events/s, half the CPU of an idle flow).
@@ -147,6 +150,7 @@ class FlowSettings:
     pipelines: Mapping[str, PipelineSettings] = field(default_factory=dict)
     default_pipeline: PipelineSettings = PipelineSettings()
     appends: AppendSettings = AppendSettings()
+    priority: Priority = "normal"
 
     def channel(self, name: str) -> ChannelSettings:
         """Settings of the channel `producer_alias/port`."""
@@ -171,7 +175,12 @@ class FlowSettings:
         if ack not in ("delivered", "persisted"):
             raise SettingsError(f'flow \'{flow_id}\': `ack` must be "delivered" or "persisted", not {ack!r}')
         appends = _build(AppendSettings(), args.get("appends") or {}, f"flow '{flow_id}' appends")
-        return cls(channels, default, delivery, ack, pipelines, default_pipeline, appends)
+        priority = args.get("priority", "normal")
+        if priority not in PRIORITIES:
+            raise SettingsError(
+                f"flow '{flow_id}': `priority` must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}"
+            )
+        return cls(channels, default, delivery, ack, pipelines, default_pipeline, appends, priority)
 
 
 def _named(

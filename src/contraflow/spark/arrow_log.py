@@ -1,6 +1,6 @@
 """Log record batches to Arrow record batches and back, buffer to buffer.
 
-The log's batch body is laid out like Arrow buffers (see spu/storage/batch.py),
+The log's batch body is laid out like Arrow buffers (see spu/protocol/batch.py),
 so reading wraps a batch's value column in a pyarrow array without copying it,
 and writing builds a batch body from an Arrow binary column's offsets and data.
 No per-record Python objects on either path: that is what keeps the bridge
@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.storage.batch import DecodedBatch, encode_columns, pack_headers
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.protocol.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

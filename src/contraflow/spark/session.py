@@ -17,6 +17,8 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contraflow.spark.checkpoint import checkpoint_root
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -42,7 +44,7 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
         "spark.master": master,
         "spark.app.name": "contraflow",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.streaming.checkpointLocation": str((data_dir / "checkpoints").resolve()),
+        "spark.sql.streaming.checkpointLocation": str(checkpoint_root(data_dir).resolve()),
         "spark.sql.warehouse.dir": str((data_dir / "spark-warehouse").resolve()),
         # Few cores: 200 shuffle partitions would make every micro-batch pay for 200 tiny tasks.
         "spark.sql.shuffle.partitions": str(max(2, cores)),

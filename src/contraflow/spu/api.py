@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from contraflow.spu.storage.batch import Buffer, DecodedBatch, Headers, Record, decode_batch
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import Buffer, DecodedBatch, Headers, Record, decode_batch
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 OffsetSpec = Literal["earliest", "latest"] | int

@@ -75,15 +75,19 @@ class EmbeddedSpu:
         spu_id: int = 0,
         config: ServerConfig | None = None,
         ready_timeout_s: float = 30.0,
+        kafka_addr: str | None = None,
     ) -> None:
         base = config or ServerConfig(Path(data_dir))
         self.config = replace(
             base, data_dir=Path(data_dir), public_addr=public_addr, private_addr=private_addr, spu_id=spu_id
         )
+        if kafka_addr is not None:
+            self.config = replace(self.config, kafka_addr=kafka_addr)
         self.mode = mode
         self.ready_timeout_s = ready_timeout_s
         self.addr = ""
         self.private_addr = ""
+        self.kafka_addr = ""  # HOST:PORT of the Kafka listener once started, if asked for
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -154,6 +158,7 @@ class EmbeddedSpu:
                 return
             self.addr = "{}:{}".format(*server.public_addr)
             self.private_addr = "{}:{}".format(*server.private_addr) if server.private_addr else ""
+            self.kafka_addr = "{}:{}".format(*server.kafka_addr) if server.kafka_addr else ""
             ready.set()
             try:
                 await self._stop_event.wait()
@@ -181,10 +186,13 @@ class EmbeddedSpu:
             "--private-addr", self.config.private_addr or "127.0.0.1:0",
             "--id", str(self.config.spu_id),
         ]  # fmt: skip
+        if self.config.kafka_addr is not None:
+            args += ["--kafka-addr", self.config.kafka_addr]
         self._process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
         line = self._read_ready_line()
         fields = dict(part.split("=", 1) for part in line.split()[2:])
         self.addr, self.private_addr = fields["public"], fields.get("private", "")
+        self.kafka_addr = fields.get("kafka", "")
 
     def _read_ready_line(self) -> str:
         assert self._process is not None and self._process.stdout is not None

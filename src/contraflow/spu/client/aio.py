@@ -17,8 +17,8 @@ from typing import Any
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.protocol import Acks, ApiKey, SpuError
-from contraflow.spu.storage.batch import Headers, encode_batch, iter_batches
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 TopicPartition = tuple[str, int]

@@ -29,7 +29,7 @@ from contraflow.spu.protocol import (
     unpack_meta,
 )
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.storage.batch import Buffer
+from contraflow.spu.protocol.batch import Buffer
 
 # Responses can be bigger than requests (a fetch of max_bytes plus one whole batch).
 CLIENT_MAX_FRAME_BYTES = 4 * DEFAULT_MAX_FRAME_BYTES

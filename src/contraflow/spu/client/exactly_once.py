@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from contraflow.spu.client.aio import TopicPartition
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
-from contraflow.spu.storage.batch import Headers, encode_batch
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import Headers, encode_batch
+from contraflow.spu.protocol.compression import Compression
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from contraflow.spu.client.aio import AsyncSpuClient, TopicPartition
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.batch import Headers, encode_batch
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import Headers, encode_batch
+from contraflow.spu.protocol.compression import Compression
 
 AnyFuture = asyncio.Future[int] | concurrent.futures.Future[int]
 

@@ -17,8 +17,8 @@ from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch, TopicPartition
 from contraflow.spu.client.connection import Buffer, RetryPolicy
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.batch import Headers
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.batch import Headers
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 T = TypeVar("T")

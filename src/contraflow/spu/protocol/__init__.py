@@ -1,4 +1,9 @@
-"""The SPU wire protocol: framing, request types and error codes (no I/O here)."""
+"""The SPU wire protocol: framing, request types, error codes and the record batch format (no I/O here).
+
+The record batch (`batch`, with its `compression`) is what producers send,
+the log stores as is and consumers receive, so it belongs to the protocol that
+every client and the server share, not to storage.
+"""
 
 from contraflow.spu.protocol.errors import RETRIABLE, ErrorCode, FramingError, SpuError
 from contraflow.spu.protocol.frames import (

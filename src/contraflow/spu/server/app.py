@@ -12,23 +12,28 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from contraflow.spu.ledger import BatchLedger
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
+from contraflow.spu.server.budget import ByteBudget, ConnectionCount
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.ledger import BatchLedger
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.rollback import truncate_partition_dir
 from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
+from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.store import Store
-from contraflow.spu.transactions import TransactionCoordinator
+
+if TYPE_CHECKING:
+    from contraflow.spu.kafka import KafkaListener
 
 log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
+READ_AHEAD = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     transaction_timeout_s: float = 60.0
     worker_threads: int = 8
+    kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
 
 
 class SpuServer:
@@ -57,6 +63,10 @@ class SpuServer:
         self._stopped = False
         self.public_addr: tuple[str, int] = ("", 0)
         self.private_addr: tuple[str, int] | None = None
+        self._budget: ByteBudget | None = None  # made on the server's loop
+        self._connection_count = ConnectionCount(config.limits.max_connections)
+        self.kafka_addr: tuple[str, int] | None = None
+        self._kafka: KafkaListener | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -72,19 +82,22 @@ class SpuServer:
             timeout_s=self.config.transaction_timeout_s,
             max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
         )
-        handlers = Handlers(
-            partitions,
-            self.transactions,
-            StreamRegistry(partitions, signals),
-            self._executor,
-            self.config.spu_id,
-        )
+        streams = StreamRegistry(partitions, signals)
+        handlers = Handlers(partitions, self.transactions, streams, self._executor, self.config.spu_id)
         try:
             self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
             if self.config.private_addr is not None:
                 self.private_addr = await self._listen(
                     self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
                 )
+            if self.config.kafka_addr is not None:
+                from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
+
+                broker = Broker(
+                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                )
+                self._kafka = KafkaListener(broker, self.config.kafka_addr)
+                self.kafka_addr = await self._kafka.start()
         except BaseException:
             await self.stop()  # e.g. the port is taken: release the data directory again
             raise
@@ -113,17 +126,33 @@ class SpuServer:
     ) -> tuple[str, int]:
         host, port = parse_addr(addr)
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            tune_socket(writer.get_extra_info("socket"))
-            conn = Connection(reader, writer, dispatch, self.config.limits, allowed)
-            self._connections.add(conn)
-            try:
-                await conn.serve()
-            finally:
-                self._connections.discard(conn)
-                self.transactions.release_owner(conn.id)
+        limits = self.config.limits
+        if self._budget is None:
+            self._budget = ByteBudget(limits.max_buffered_bytes)
+        budget = self._budget
 
-        server = await asyncio.start_server(on_connect, host, port, limit=1 << 20)
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if not self._connection_count.try_open():
+                log.warning(
+                    "refused a connection: %d connections open (--max-connections)", limits.max_connections
+                )
+                writer.transport.abort()
+                return
+            try:
+                tune_socket(writer.get_extra_info("socket"))
+                conn = Connection(reader, writer, dispatch, limits, allowed, budget)
+                self._connections.add(conn)
+                try:
+                    await conn.serve()
+                finally:
+                    self._connections.discard(conn)
+                    self.transactions.release_owner(conn.id)
+            finally:
+                self._connection_count.close()
+
+        # The reader's read-ahead (twice this limit) is held per connection outside the
+        # byte budget, so it is kept small: --max-connections x 2 x READ_AHEAD at most.
+        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD)
         self._servers.append(server)
         bound = server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])
@@ -148,6 +177,8 @@ class SpuServer:
         self._stopped = True
         for server in self._servers:
             server.close()
+        if self._kafka is not None:
+            await self._kafka.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*(c.close() for c in list(self._connections)), return_exceptions=True)

@@ -6,8 +6,8 @@ import logging
 
 from contraflow.errors import UserError
 from contraflow.spu.protocol import ErrorCode, SpuError
+from contraflow.spu.protocol.batch import CorruptBatchError
 from contraflow.spu.storage import errors as storage_errors
-from contraflow.spu.storage.batch import CorruptBatchError
 
 log = logging.getLogger(__name__)
 

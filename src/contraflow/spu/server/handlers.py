@@ -29,9 +29,9 @@ from contraflow.spu.server.connection import Connection, Reply
 from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
 from contraflow.spu.server.streams import StreamRegistry, StreamState
+from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.control import ControlValues
-from contraflow.spu.transactions import TransactionCoordinator
 
 T = TypeVar("T")
 

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
-from contraflow.spu.storage.batch import (
+from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     BatchHeader,
     CorruptBatchError,
     batch_size_at,
     check_batch,
 )
+from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
 
@@ -238,9 +238,12 @@ class Partitions:
             part.read(offset, 1)  # raises the engine's out-of-range error
         return max(offset, part.log_start_offset)
 
-    def read(self, tp: TopicPartition, offset: int, max_bytes: int, isolation: str) -> ReadView:
+    def read(
+        self, tp: TopicPartition, offset: int, max_bytes: int, isolation: str, *, views: bool = False
+    ) -> ReadView:
         """Whole batches as payload parts: file slices for sendfile when the read is big
-        enough to be worth it, else the mmap views themselves (written without a copy)."""
+        enough to be worth it, else the mmap views themselves (written without a copy).
+        `views`: always the mmap views, one per batch (for a reader that re-encodes them)."""
         result = self.partition(tp).read(offset, max_bytes, isolation=isolation)  # type: ignore[arg-type]
         batches = result.batches
         slices = [FileSlice(s.file, s.position, s.length) for s in result.slices]
@@ -253,7 +256,8 @@ class Partitions:
             if isolation == "committed" and next_offset > fence:
                 batches, slices, next_offset = _cut_at(batches, slices, fence, offset)
         size = sum(s.length for s in slices)
-        parts: list[Part] = list(slices) if size >= SENDFILE_MIN_BYTES else list(batches)
+        sendfile = size >= SENDFILE_MIN_BYTES and not views
+        parts: list[Part] = list(slices) if sendfile else list(batches)
         tail = result.log_end_offset > high_watermark
         return ReadView(parts, size, next_offset, high_watermark, result.log_start_offset, tail)
 

@@ -1,6 +1,10 @@
-"""The SPU storage engine: record batches, segments, indexes, partitions, the store."""
+"""The SPU storage engine: segments, indexes, partitions, the store, recovery, control values.
 
-from contraflow.spu.storage.batch import (
+The record batch format is the protocol's (`contraflow.spu.protocol.batch`); its
+names are re-exported here because the engine stores batches as they arrive.
+"""
+
+from contraflow.spu.protocol.batch import (
     BatchHeader,
     CorruptBatchError,
     DecodedBatch,
@@ -11,7 +15,7 @@ from contraflow.spu.storage.batch import (
     iter_batches,
     verify_crc,
 )
-from contraflow.spu.storage.compression import Compression
+from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import FlushPolicy, PartitionInfo, TopicConfig, TopicDescription
 from contraflow.spu.storage.errors import CorruptSegmentError, StorageError
 

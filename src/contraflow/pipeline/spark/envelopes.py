@@ -1,0 +1,269 @@
+"""Envelopes: many pipeline events in one Spark row, for the stateful operator.
+
+PySpark's row-based `transformWithState` turns every input cell into a Python
+object and every output row into a dict, which costs more than the pipeline
+itself. So rows travel to it in envelopes instead: one row per input Arrow
+batch (and partition key), holding the batch's events as an Arrow IPC stream,
+and its outputs leave the same way. Spark then moves a handful of large rows
+per micro-batch and the Python side decodes each envelope in one call.
+
+`PackEvents` (run per input port in the source's read task, see
+`contraflow.spark.transform`) builds the envelopes. If the
+pipeline splits (see `contraflow.pipeline.spark.split`) it first runs the stateless
+prefix there, in parallel over the input partitions, and envelopes what the
+prefix emitted: events for the stateful rest (`in:` + cut port) and events
+already final (`out:` + output port), in emission order, each with the offset
+and ingest time of the input it came from. `UnpackOutputs` turns the
+stateful operator's output envelopes back into the sink's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contraflow.events import META_HEADER, encode_value
+from contraflow.pipeline.executor import Traced
+from contraflow.pipeline.item import UNDECODED
+from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
+from contraflow.pipeline.spark.keying import GroupStreams
+from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
+from contraflow.spark.arrow_log import repeated_text
+
+ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
+ENVELOPE_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("port", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("first_offset", pa.int64()),
+        ("events", pa.binary()),
+    ]
+)
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("target", pa.string()),
+        ("offset", pa.int64()),
+        ("ingest_ns", pa.int64()),
+        ("value", pa.binary()),
+        ("meta", pa.binary()),
+    ]
+)
+OUTPUT_ENVELOPE_DDL = "events binary"
+REST_INPUT = "in:"
+FINAL_OUTPUT = "out:"
+
+
+def to_ipc(batch: pa.RecordBatch) -> bytes:
+    """One record batch as an Arrow IPC stream (what an envelope carries)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+@dataclass(frozen=True)
+class PackEvents:
+    """The rows transform that envelopes one input port's rows (picklable: plain data only).
+
+    `prefix` is the plan of the split pipeline's stateless prefix (None: the
+    whole graph is stateful and events go into envelopes untouched);
+    `partition_by` picks the key as in `start_pipeline`; without it, `groups`
+    (if the pipeline's groups are independent, see `contraflow.pipeline.spark.keying`)
+    keys each event by its group's stream.
+    """
+
+    port: str
+    ingest: IngestMode
+    prefix: PipelinePlan | None
+    cut_ports: tuple[str, ...]
+    partition_by: str | None
+    groups: GroupStreams | None = None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.prefix is not None:
+            self.prefix.apply_signals(self.prefix.executor())
+        for rows in batches:
+            if rows.num_rows:
+                yield self._envelopes(rows)
+
+    def _envelopes(self, rows: pa.RecordBatch) -> pa.RecordBatch:
+        events, sources = self._events(rows)
+        topic = rows.column("topic")[0].as_py()
+        partition = rows.column("partition")[0].as_py()
+        first = rows.column("offset")[0].as_py()
+        keyed = self._split_by_key(rows, events, sources)
+        return pa.RecordBatch.from_pylist(
+            [
+                {
+                    "key": key,
+                    "port": self.port,
+                    "topic": topic,
+                    "partition": partition,
+                    "first_offset": first,
+                    "events": to_ipc(part),
+                }
+                for key, part in keyed
+            ],
+            schema=ENVELOPE_SCHEMA,
+        )
+
+    def _events(self, rows: pa.RecordBatch) -> tuple[pa.RecordBatch, Traced | None]:
+        """The events to envelope and, after a prefix, what it emitted (with the input row each
+        output came from)."""
+        offsets = rows.column("offset")
+        ingest = ingest_times(rows, self.ingest)
+        if self.prefix is None:
+            count = rows.num_rows
+            columns = [
+                repeated_text(REST_INPUT + self.port, count),
+                offsets,
+                ingest,
+                rows.column("value"),
+                meta_bytes(rows),
+            ]
+            return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), None
+        traced = self._run_prefix(rows, ingest)
+        sources = pa.array(traced.sources, pa.int64())
+        cut = set(self.cut_ports)
+        targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
+        columns = [
+            pa.array(targets, pa.string()),
+            offsets.take(sources),
+            ingest.take(sources),
+            pa.array(traced.values, pa.binary()),
+            pa.array(traced.metas, pa.binary()),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
+
+    def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
+        assert self.prefix is not None
+        executor = self.prefix.executor()
+        values = rows.column("value").to_pylist()
+        metas = input_metas(rows.column("headers"))
+        times = ingest.to_pylist()
+        try:
+            return executor.process_values_traced(self.port, values, metas, times)
+        except Exception:  # the executor keeps bad events off this path; never fail the query on one
+            return _one_by_one(self.prefix, executor, self.port, rows, times)
+
+    def _split_by_key(
+        self, rows: pa.RecordBatch, events: pa.RecordBatch, traced: Traced | None
+    ) -> list[tuple[str, pa.RecordBatch]]:
+        """The events grouped by partition key, order kept within each group."""
+        by = self.partition_by
+        if by is None and self.groups is not None:
+            return _by_key(events, self._group_streams(events, traced))
+        if by is None:
+            return [("", events)]
+        if by == "partition":
+            # Not the topic's name: state keyed by (port, partition) moves to an instance whose
+            # channels are other topics.
+            return [(f"{self.port}/{rows.column('partition')[0]}", events)]
+        keys = event_keys(rows.column("value").to_pylist(), by)
+        if traced is not None:  # each output is keyed like the input it came from
+            keys = [keys[i] for i in traced.sources]
+        return _by_key(events, keys)
+
+    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str]:
+        """The stream of each event for the stateful part; events already final go with the first.
+
+        After a prefix the events are read as the prefix left them (no second parse)."""
+        assert self.groups is not None
+        targets = events.column("target").to_pylist()
+        items = traced.items if traced is not None and len(traced.items) == len(targets) else None
+        if items is None:
+            items = [
+                [UNDECODED, orjson.loads(meta) if meta else None, value]
+                for value, meta in zip(
+                    events.column("value").to_pylist(), events.column("meta").to_pylist(), strict=True
+                )
+            ]
+        stream_of, final = self.groups.stream_of_item, self.groups.first
+        return [
+            stream_of(item) if target.startswith(REST_INPUT) else final
+            for target, item in zip(targets, items, strict=True)
+        ]
+
+
+def _by_key(events: pa.RecordBatch, keys: list[str]) -> list[tuple[str, pa.RecordBatch]]:
+    """The events grouped by key, order kept within each group."""
+    key_column = pa.array(keys, pa.string())
+    return [(key, events.filter(pc.equal(key_column, key))) for key in dict.fromkeys(keys)]
+
+
+def _one_by_one(
+    plan: PipelinePlan, executor: Any, port: str, rows: pa.RecordBatch, times: list[int]
+) -> Traced:
+    """The prefix one event at a time, an exception becoming that event's `err` output."""
+    traced = Traced([], [], [], [])
+    topic = rows.column("topic")[0].as_py()
+    partition = rows.column("partition")[0].as_py()
+    headers = rows.column("headers").to_pylist()
+    for index, (value, offset) in enumerate(
+        zip(rows.column("value").to_pylist(), rows.column("offset").to_pylist(), strict=True)
+    ):
+        hdrs = [(h["key"], h["value"]) for h in headers[index] or ()]
+        event = make_event(value, hdrs, (topic, partition, offset))
+        try:
+            outputs = executor.process(port, event, times[index])
+        except Exception as error:
+            outputs = [("err", failure_event(error, event))]
+        for out_port, out in outputs:
+            traced.ports.append(out_port)
+            traced.values.append(out.channel_bytes())
+            traced.metas.append(encode_value(out.meta) if out.meta else None)
+            traced.sources.append(index)
+    return traced
+
+
+def event_keys(values: Sequence[bytes | None], path: str) -> list[str]:
+    """The partition key of each event: the text of field `path` (`event.a.b`), "" where absent."""
+    fields = path.split(".")[1:]
+    keys = []
+    for value in values:
+        try:
+            found: Any = orjson.loads(value) if value is not None else None
+        except orjson.JSONDecodeError:
+            found = None
+        for name in fields:
+            found = found.get(name) if isinstance(found, dict) else None
+        keys.append(
+            "" if found is None else found if isinstance(found, str) else orjson.dumps(found).decode()
+        )
+    return keys
+
+
+def meta_bytes(rows: pa.RecordBatch) -> pa.Array:
+    """Each row's `meta` header value (JSON bytes), null where it has none."""
+    headers = rows.column("headers")
+    if len(headers.values) == 0:
+        return pa.nulls(rows.num_rows, pa.binary())
+    return pa.array(
+        [
+            next((h["value"] for h in row or () if h["key"] == META_HEADER), None)
+            for row in headers.to_pylist()
+        ],
+        pa.binary(),
+    )
+
+
+class UnpackOutputs:
+    """The `mapInArrow` after the stateful operator: output envelopes back into the sink's rows."""
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for data in batch.column(0).to_pylist():
+                if data:
+                    for rows in from_ipc(data).to_batches():
+                        yield rows.cast(OUTPUT_SCHEMA) if rows.schema != OUTPUT_SCHEMA else rows

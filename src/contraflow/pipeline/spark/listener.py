@@ -1,0 +1,151 @@
+"""What Spark tells the runtime about its queries, pushed by a `StreamingQueryListener`.
+
+Spark posts a progress event after each micro-batch finished, i.e. after the
+sink committed the batch's SPU transaction, so by the time the runtime sees a
+batch here its outputs are in the log and in the SPU batch ledger. The
+listener only records (callbacks run on a py4j thread and must stay cheap);
+the flow monitor takes the records on its own schedule. This replaces polling
+`query.lastProgress`, a blocking JVM call that also skips batches finished
+between two polls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from contraflow.spark.checkpoint import parse_offsets
+
+log = logging.getLogger("contraflow.pipeline.spark.listener")
+
+# Batches kept per run until the monitor takes them (it does every tick); beyond that the oldest go.
+BACKLOG = 4096
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """One finished micro-batch of a query run."""
+
+    query_id: str  # stable across restarts: the sink's producer id in the SPU ledger
+    run_id: str
+    batch_id: int
+    input_ends: tuple[dict[int, int], ...]  # per source, in plan order: partition -> next offset
+    rows_in: int
+    rows_out: int  # -1 when the sink does not say
+    duration_s: float
+
+
+def records_read(source: Any) -> int:
+    """The records one source's progress says it read: its offsets' advance over every partition.
+
+    Not `numInputRows`: a source that runs the pipeline's first step in its
+    read task (see `contraflow.spark.transform`) yields envelopes, not events.
+    Only a brand-new query's first batch has no start offset; that one falls
+    back to `numInputRows`. Takes a progress object or its JSON dict.
+    """
+
+    def field(name: str) -> Any:
+        return source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+
+    start = field("startOffset")
+    if start is None:
+        return int(field("numInputRows") or 0)
+    begin = parse_offsets(start)
+    return sum(max(0, end - begin.get(p, 0)) for p, end in parse_offsets(field("endOffset")).items())
+
+
+def batch_progress(progress: Any) -> BatchProgress:
+    """The parts of a `StreamingQueryProgress` the runtime uses."""
+    sink = progress.sink
+    rows_out = getattr(sink, "numOutputRows", -1) if sink is not None else -1
+    return BatchProgress(
+        query_id=str(progress.id),
+        run_id=str(progress.runId),
+        batch_id=int(progress.batchId),
+        input_ends=tuple(parse_offsets(s.endOffset) for s in progress.sources),
+        rows_in=sum(records_read(source) for source in progress.sources),
+        rows_out=int(rows_out if rows_out is not None else -1),
+        duration_s=(progress.durationMs or {}).get("triggerExecution", 0) / 1000,
+    )
+
+
+class QueryListener(StreamingQueryListener):
+    """Finished batches and failures of every query of one Spark session, by run id (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: dict[str, deque[BatchProgress]] = {}
+        self._last_batch: dict[str, int] = {}
+        self._ended: dict[str, str | None] = {}  # run id -> failure (None: stopped cleanly)
+
+    # -- Spark's callbacks (py4j thread) -------------------------------------------------------
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            batch = batch_progress(event.progress)
+        except Exception:
+            log.exception("unreadable query progress event")
+            return
+        with self._lock:
+            if batch.batch_id <= self._last_batch.get(batch.run_id, -1):
+                return  # reported twice: the first report already counts
+            self._last_batch[batch.run_id] = batch.batch_id
+            queue = self._batches.setdefault(batch.run_id, deque(maxlen=BACKLOG))
+            if len(queue) == BACKLOG:  # a query the runtime does not watch (a watched one is read each tick)
+                log.debug("query run %s: batch %d forgotten", batch.run_id, queue[0].batch_id)
+            queue.append(batch)
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        with self._lock:
+            self._ended[str(event.runId)] = event.exception
+
+    # -- readers (any thread, never blocking on the JVM) ---------------------------------------
+
+    def take(self, run_id: str) -> list[BatchProgress]:
+        """The batches of `run_id` finished since the last call, oldest first."""
+        with self._lock:
+            queue = self._batches.get(run_id)
+            if not queue:
+                return []
+            taken = list(queue)
+            queue.clear()
+            return taken
+
+    def failure(self, run_id: str) -> str | None:
+        """Why the run died, or None while it runs (or if it was stopped)."""
+        with self._lock:
+            return self._ended.get(run_id)
+
+    def forget(self, run_id: str) -> None:
+        """Drop what is kept about a run nobody will ask about again."""
+        with self._lock:
+            self._batches.pop(run_id, None)
+            self._last_batch.pop(run_id, None)
+            self._ended.pop(run_id, None)
+
+
+_listeners: weakref.WeakKeyDictionary[Any, QueryListener] = weakref.WeakKeyDictionary()
+_registering = threading.Lock()
+
+
+def query_listener(spark: Any) -> QueryListener:
+    """The session's listener, registered on first use (one per session, however many flows)."""
+    with _registering:
+        listener = _listeners.get(spark)
+        if listener is None:
+            listener = QueryListener()
+            spark.streams.addListener(listener)
+            _listeners[spark] = listener
+        return listener

@@ -1,0 +1,121 @@
+"""What a pipeline's Spark query needs in its Python workers, as one picklable value.
+
+Spark pickles the functions it runs on executors; keeping everything they need
+(graph, port-to-topic maps, ingest mode) in one frozen dataclass makes that
+explicit, and lets a worker that runs many tasks compile the graph once
+(`executor()` caches by the plan's fingerprint).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import pickle
+import traceback
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+from contraflow.events import Event, decode_value
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import has_qos, has_timers
+from contraflow.pipeline.signals import apply_signals
+
+IngestMode = Literal["timestamp", "offset"]
+DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
+
+_executors: dict[str, Any] = {}
+_initial_states: dict[str, dict[str, Any]] = {}
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """A compiled pipeline bound to its topics.
+
+    `ingest` picks each event's ingest time: the record's log timestamp
+    (`timestamp`, the normal case) or its offset (`offset`: the input position,
+    for deterministic interval windows). Timers (the pipeline tick) only run
+    in `timestamp` mode, where ingest time and wall-clock time agree.
+    """
+
+    graph: PipelineGraph
+    flow: str
+    name: str
+    inputs: dict[str, str | list[str]]  # port -> topic(s): a fan-in port reads several
+    outputs: dict[str, str]
+    ingest: IngestMode = "timestamp"
+    executor_class: str = DEFAULT_EXECUTOR
+    spu: str | None = None  # where the runtime publishes QoS signals (see `signals`)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(pickle.dumps((self.graph.to_dict(), self.flow, self.name))).hexdigest()
+
+    @property
+    def ticks(self) -> bool:
+        """Whether the query needs processing-time timers.
+
+        Only pipelines with something timed (interval windows, batch timeouts)
+        get them: a `transformWithState` in processing-time mode runs a
+        micro-batch on every trigger even without input, which would make an
+        untimed pipeline spin (and `processAllAvailable` never return).
+        """
+        return self.ingest == "timestamp" and has_timers(self.graph)
+
+    @cached_property
+    def qos(self) -> bool:
+        """Whether the pipeline routes by runtime-published signals (then read before each batch)."""
+        return has_qos(self.graph)
+
+    def apply_signals(self, executor: Any) -> None:
+        """Hand `executor` the QoS signals the runtime last published for this pipeline."""
+        if self.qos:
+            apply_signals(executor, self.spu, self.name)
+
+    def new_executor(self) -> Any:
+        module, attr = self.executor_class.split(":")
+        cls = getattr(importlib.import_module(module), attr)
+        return cls(self.graph, flow=self.flow, name=self.name)
+
+    def executor(self) -> Any:
+        """This worker's executor for the plan (compiled once per worker process).
+
+        Stateful callers must `restore` every node before use: the executor is
+        shared by every task and key the worker runs.
+        """
+        key = f"{self.executor_class}/{self.fingerprint}"
+        executor = _executors.get(key)
+        if executor is None:
+            fresh = self.new_executor()
+            _initial_states[key] = fresh.snapshot()
+            executor = _executors[key] = fresh
+        return executor
+
+    def initial_state(self) -> dict[str, Any]:
+        """Every stateful node's state before any event: what a node without stored state restores."""
+        self.executor()
+        return _initial_states[f"{self.executor_class}/{self.fingerprint}"]
+
+
+def failure_event(error: BaseException, event: Event) -> Event:
+    """An `err` event for an exception the executor did not turn into one itself.
+
+    The executor reports script and codec errors as `err` events; this is the
+    last line of defence that keeps a Spark query alive on anything else.
+    """
+    try:
+        original: Any = decode_value(event.raw) if event.raw is not None else event.value
+    except ValueError:
+        original = (event.raw or b"").decode("utf-8", "replace")
+    frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+    return Event(
+        {
+            "error": f"{type(error).__name__}: {error}",
+            "node": None,
+            "position": f"{frame.filename}:{frame.lineno}" if frame else None,
+            "event": original,
+        },
+        dict(event.meta),
+        None,
+        event.origin,
+    )

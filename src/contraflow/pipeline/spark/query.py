@@ -1,0 +1,283 @@
+"""One Spark streaming query per pipeline: input channel topics in, one topic per output port out.
+
+The query reads each input port's topic with the `contraflow` source (as a
+named consumer, so the runtime's credits throttle it and its offsets are
+committed on the SPU), runs the pipeline, and writes every output row to the
+topic of its port through the `contraflow` sink (one SPU transaction per
+micro-batch). A pipeline's first Python step runs in the sources' read tasks
+(`contraflow.spark.transform`): all of a stateless pipeline; a stateful one's
+stateless prefix and envelopes, which then go to a `transformWithState` keyed
+by the pipeline's partition key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from contraflow.errors import UserError
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import routing_only
+from contraflow.pipeline.spark.columns import OUTPUT_DDL
+from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
+from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
+from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark.split import split_prefix
+from contraflow.pipeline.spark.state import pending_import
+from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
+from contraflow.pipeline.spark.stateless import StatelessBatches
+from contraflow.spark.checkpoint import has_progress, state_partitions
+from contraflow.spark.transform import RowsTransform, transform_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+POOL_PROPERTY = "spark.scheduler.pool"
+# Pipelines with timers run a micro-batch per trigger even without input (that is the tick):
+# without an interval they would spin.
+DEFAULT_TICK = "500 milliseconds"
+# What a source runs in its read task for an input port: a rows transform and the schema it yields.
+SourceStep = Callable[[str], tuple[RowsTransform, str]]
+_EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def start_pipeline(
+    spark: SparkSession,
+    graph: PipelineGraph,
+    *,
+    spu: str,
+    inputs: Mapping[str, str | list[str]],
+    outputs: Mapping[str, str],
+    checkpoint: str,
+    name: str,
+    consumer: str | Mapping[str, str],
+    trigger: str | None = None,
+    partition_by: str | None = None,
+    flow: str = "",
+    ingest: IngestMode = "timestamp",
+    pool: str | None = None,
+) -> StreamingQuery:
+    """Start `graph` as the streaming query `name` and return it.
+
+    `inputs`/`outputs` map the pipeline's ports to topics (output ports left
+    out are discarded); an input port may read a list of topics (fan-in: each
+    is its own source with its own consumer offsets; the port sees their
+    union). `consumer` is the consumer name the sources commit offsets under:
+    one name, or one per input port. `trigger` is a Spark
+    processing-time interval ("500 milliseconds") or "availableNow".
+    A pipeline with timers (interval windows, batch timeouts) defaults to a
+    trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
+    stream per value of that field, or `partition` for one per input
+    partition; by default the whole pipeline is one ordered stream.
+    `pool` puts the query's jobs in that FAIR scheduler pool.
+    """
+    _check_ports(graph, inputs, outputs)
+    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
+    read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
+    rows = (
+        _stateful_rows(spark, plan, read, checkpoint, partition_by)
+        if graph.stateful
+        else _stateless_rows(plan, read)
+    )
+    writer = (
+        rows.writeStream.format("contraflow")
+        .option("spu", spu)
+        .option("checkpointLocation", checkpoint)
+        .queryName(name)
+        .outputMode("append")
+    )
+    if len(set(outputs.values())) == 1:  # rows without a `topic` column go there
+        writer = writer.option("topic", next(iter(outputs.values())))
+    if trigger == "availableNow":
+        writer = writer.trigger(availableNow=True)
+    elif trigger or plan.ticks:
+        writer = writer.trigger(processingTime=trigger or DEFAULT_TICK)
+    return _start_in_pool(spark, writer, pool)
+
+
+def _check_ports(
+    graph: PipelineGraph, inputs: Mapping[str, str | list[str]], outputs: Mapping[str, str]
+) -> None:
+    if not inputs:
+        raise UserError(f"pipeline '{graph.name}' needs at least one input topic")
+    empty = sorted(port for port, topics in inputs.items() if not _topics(topics))
+    if empty:
+        raise UserError(f"pipeline '{graph.name}' input port(s) {empty} have no topic")
+    for kind, ports, known in (("input", inputs, graph.inputs), ("output", outputs, graph.outputs)):
+        unknown = sorted(set(ports) - set(known))
+        if unknown:
+            raise UserError(f"pipeline '{graph.name}' has no {kind} port(s) {unknown}; it has {known}")
+
+
+def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | list[str]]) -> dict[str, str]:
+    if isinstance(consumer, str):
+        return {port: consumer for port in inputs}
+    missing = sorted(set(inputs) - set(consumer))
+    if missing:
+        raise UserError(f"no consumer name for input port(s) {missing}")
+    return dict(consumer)
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """Each input port's rows: one `contraflow` source per topic of the port (a fan-in port
+    reads several), unioned in the order the topics are listed.
+
+    `rows(step)` has each source run `step(port)` (a transform and its schema)
+    on its batches inside its read task (see `contraflow.spark.transform`);
+    `rows()` gives the source's own rows.
+    """
+
+    spark: SparkSession
+    plan: PipelinePlan
+    spu: str
+    consumers: dict[str, str]
+
+    def rows(self, step: SourceStep | None = None, *, payload: bool = False) -> dict[str, DataFrame]:
+        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM)."""
+        return {
+            port: _union_all([self._source(port, topic, step, payload) for topic in _topics(topics)])
+            for port, topics in self.plan.inputs.items()
+        }
+
+    def _source(self, port: str, topic: str, step: SourceStep | None, payload: bool) -> DataFrame:
+        reader = (
+            self.spark.readStream.format("contraflow")
+            .option("spu", self.spu)
+            .option("topic", topic)
+            .option("consumer", self.consumers[port])
+            .option("columns", "payload" if payload else "all")
+        )
+        if step is not None:
+            reader = reader.options(**transform_options(*step(port)))
+        return reader.load()
+
+
+def _topics(topics: str | list[str]) -> list[str]:
+    return [topics] if isinstance(topics, str) else list(topics)
+
+
+def _union_all(frames: list[DataFrame]) -> DataFrame:
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame)
+    return union
+
+
+def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
+    routes = routing_only(plan.graph)
+    if routes is not None:
+        return _routed_rows(plan, read.rows(payload=True), routes)
+    return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
+
+
+def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
+    """A pipeline that only routes: Spark moves the source rows' bytes and headers, no Python stage.
+
+    Every extra expression here costs (the rows cross from the Python source
+    into the JVM and out to the Python sink), so rows keep the source's own
+    columns and get a `topic` column only when the sink has several topics.
+    """
+    from pyspark.sql import functions as F
+
+    single = len(set(plan.outputs.values())) == 1
+    frames = []
+    for port, raw in sources.items():
+        target = plan.outputs.get(routes[port])
+        if target is None:
+            continue
+        columns = ["value", "headers"] if single else [F.lit(target).alias("topic"), "value", "headers"]
+        frames.append(raw.select(*columns))
+    if not frames:  # nothing reaches a topic: read (and commit) the input, write nothing
+        return next(iter(sources.values())).select("value", "headers").where("false")
+    return _union_all(frames)
+
+
+def _stateful_rows(
+    spark: SparkSession,
+    plan: PipelinePlan,
+    read: _Reader,
+    checkpoint: str,
+    partition_by: str | None,
+) -> DataFrame:
+    """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
+    `transformWithState` keyed by the partition key -> the sink's rows."""
+    _check_partition_by(partition_by)
+    split = split_prefix(plan.graph)
+    prefix = replace(plan, graph=split.prefix) if split is not None else None
+    rest = replace(plan, graph=split.rest) if split is not None else plan
+    cut_ports = split.cut_ports if split is not None else ()
+    select = independent_groups(rest.graph) if partition_by is None else None
+    groups = (
+        GroupStreams(rest.graph, select, stream_keys(spark, _state_partitions(spark, checkpoint)))
+        if select is not None
+        else None
+    )
+    envelopes = _union_all(
+        list(
+            read.rows(
+                lambda port: (
+                    PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups),
+                    ENVELOPE_DDL,
+                )
+            ).values()
+        )
+    )
+    processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
+    initial = _initial_state(spark, checkpoint, groups)
+    outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
+        processor,
+        OUTPUT_ENVELOPE_DDL,
+        "Append",
+        "ProcessingTime" if rest.ticks else "None",
+        initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
+    )
+    return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
+
+
+def _check_partition_by(partition_by: str | None) -> None:
+    if partition_by is None or partition_by == "partition" or _EVENT_PATH.match(partition_by):
+        return
+    raise UserError(
+        f"partition_by must be 'partition' or a field path like 'event.user', not {partition_by!r}"
+    )
+
+
+def _state_partitions(spark: SparkSession, checkpoint: str) -> int:
+    """The partitions of the stateful operator: the checkpoint's, else the session's setting."""
+    recorded = state_partitions(checkpoint)
+    return recorded if recorded is not None else int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+
+
+def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | None) -> DataFrame | None:
+    """An imported snapshot waiting for this checkpoint's first batch, as initial-state rows.
+
+    Group streams are keyed by their number here, which another instance may
+    spell otherwise (see `contraflow.pipeline.spark.keying.stream_keys`)."""
+    if has_progress(checkpoint):
+        return None
+    snapshot = pending_import(checkpoint)
+    if snapshot is None:
+        return None
+    rows = [
+        (groups.keys[stream_number(key)] if groups is not None else key, states)
+        for key, states in snapshot.items()
+    ]
+    return spark.createDataFrame(rows, INITIAL_STATE_DDL)
+
+
+def _start_in_pool(spark: SparkSession, writer: Any, pool: str | None) -> StreamingQuery:
+    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over)."""
+    context = spark.sparkContext
+    previous = context.getLocalProperty(POOL_PROPERTY)
+    if pool is not None:
+        context.setLocalProperty(POOL_PROPERTY, pool)
+    try:
+        query: StreamingQuery = writer.start()
+    finally:
+        if pool is not None:
+            context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
+    return query

@@ -1,0 +1,128 @@
+"""Produce and InitProducerId.
+
+A produce request's batches for one partition are transcoded and appended in
+the SPU's thread pool through the same `Partitions` door as the SPU's own
+produces, so Kafka and contraflow producers share ordering, fsync grouping and
+transaction fences. acks=-1 (all) waits for the fsync; with one SPU the leader
+is the whole in-sync set, so acks=1 gets the same durability from the flush
+policy. acks=0 gets no response, as in Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.broker import Broker
+from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
+from contraflow.spu.kafka.producers import SequencedBatch
+from contraflow.spu.kafka.records import ProducedBatch, from_kafka, split_kafka_batches
+from contraflow.spu.kafka.wire import Reader, Writer
+
+NO_TIMESTAMP = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    index: int
+    error: int = 0
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+def _read_partition(r: Reader) -> tuple[int, memoryview | None]:
+    return r.int32(), r.nullable_bytes()
+
+
+def _read_topic(r: Reader) -> tuple[str, list[tuple[int, memoryview | None]]]:
+    return r.string(), r.array(_read_partition)
+
+
+def _append(broker: Broker, topic: str, index: int, records: memoryview, durable: bool) -> int:
+    """Worker thread: transcode, check sequences, append; returns the first offset."""
+    tp = (topic, index)
+    broker.partitions.check_exists(tp)
+    first = -1
+    for raw in split_kafka_batches(records):
+        batch = from_kafka(raw)
+        base = _append_once(broker, tp, batch, durable)
+        first = base if first < 0 else first
+    return first
+
+
+def _append_once(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
+    if batch.producer_id < 0:
+        return broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)[0]
+    key = (batch.producer_id, *tp)
+    seen = broker.sequences.duplicate_of(key, batch.producer_epoch, batch.base_sequence, batch.record_count)
+    if seen is not None:
+        return seen
+    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    broker.sequences.record(
+        key, batch.producer_epoch, SequencedBatch(batch.base_sequence, batch.record_count, base)
+    )
+    return base
+
+
+async def _produce_partition(
+    broker: Broker, topic: str, index: int, records: memoryview | None, acks: int, transactional: bool
+) -> PartitionResult:
+    try:
+        if transactional:
+            raise KafkaError(
+                KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Kafka transactions are not supported"
+            )
+        if acks not in (-1, 0, 1):
+            raise KafkaError(KafkaErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}")
+        if records is None:
+            raise KafkaError(KafkaErrorCode.CORRUPT_MESSAGE, "the partition's records are null")
+        base = await broker.blocking(_append, broker, topic, index, records, acks == -1)
+        start = broker.partitions.partition((topic, index)).log_start_offset
+        return PartitionResult(index, base_offset=base, log_start_offset=start)
+    except Exception as err:
+        error = to_kafka_error(err)
+        return PartitionResult(index, int(error.code), message=str(error))
+
+
+async def produce(broker: Broker, request: KafkaRequest) -> Writer | None:
+    body, version = request.body, request.version
+    transactional_id = body.nullable_string()
+    acks = body.int16()
+    body.int32()  # timeout: appends do not wait for replicas here
+    topics = body.array(_read_topic)
+    results = [
+        (
+            name,
+            await asyncio.gather(
+                *(
+                    _produce_partition(broker, name, index, records, acks, transactional_id is not None)
+                    for index, records in partitions
+                )
+            ),
+        )
+        for name, partitions in topics
+    ]
+    if acks == 0:
+        return None
+
+    def write_partition(w: Writer, p: PartitionResult) -> None:
+        w.int32(p.index).int16(p.error).int64(p.base_offset).int64(NO_TIMESTAMP)
+        if version >= 5:
+            w.int64(p.log_start_offset)
+        if version >= 8:
+            w.array([], Writer.int32).string(p.message)
+
+    out = Writer().array(results, lambda w, t: w.string(t[0]).array(t[1], write_partition))
+    return out.int32(THROTTLE_NONE)
+
+
+async def init_producer_id(broker: Broker, request: KafkaRequest) -> Writer:
+    transactional_id = request.body.nullable_string()
+    request.body.int32()  # transaction timeout
+    out = Writer().int32(THROTTLE_NONE)
+    if transactional_id is not None:
+        code = KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions: refuse clearly
+        return out.int16(code).int64(-1).int16(-1)
+    return out.int16(0).int64(broker.producer_ids.allocate()).int16(0)

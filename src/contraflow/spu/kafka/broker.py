@@ -1,0 +1,62 @@
+"""What every Kafka request handler works with: the SPU's partitions and this broker's state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from contraflow.spu.kafka.coordinator import GroupCoordinator
+from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
+from contraflow.spu.server.partitions import Partitions
+from contraflow.spu.server.signals import PartitionSignals
+from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.store import Store
+
+T = TypeVar("T")
+
+CLUSTER_ID = "contraflow"
+
+
+@dataclass
+class KafkaSettings:
+    """Broker-side behaviour a Kafka operator would configure."""
+
+    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
+    default_partitions: int = 1  # Kafka's num.partitions
+    initial_rebalance_delay_s: float = 0.5  # Kafka's group.initial.rebalance.delay.ms
+    max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+@dataclass
+class Broker:
+    partitions: Partitions
+    signals: PartitionSignals
+    executor: Executor
+    node_id: int
+    on_topic_deleted: Callable[[str], None]
+    settings: KafkaSettings = field(default_factory=KafkaSettings)
+    host: str = "127.0.0.1"
+    port: int = 0
+    coordinator: GroupCoordinator = field(init=False)
+    producer_ids: ProducerIds = field(default_factory=ProducerIds)
+    sequences: SequenceTracker = field(default_factory=SequenceTracker)
+
+    def __post_init__(self) -> None:
+        self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
+
+    @property
+    def store(self) -> Store:
+        return self.partitions.store
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run storage work that may fsync (or transcode a lot) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def partition_count(self, topic: str) -> int:
+        return self.store.topic_config(topic).partitions
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        self.store.create_topic(name, TopicConfig(partitions=partitions))

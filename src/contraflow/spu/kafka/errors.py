@@ -1,0 +1,96 @@
+"""Kafka error codes and how the SPU's own exceptions map onto them."""
+
+from __future__ import annotations
+
+import enum
+import logging
+
+from contraflow.errors import UserError
+from contraflow.spu.protocol import ErrorCode as SpuErrorCode
+from contraflow.spu.protocol import SpuError
+from contraflow.spu.protocol.batch import CorruptBatchError
+from contraflow.spu.storage import errors as storage_errors
+
+log = logging.getLogger(__name__)
+
+
+class KafkaErrorCode(enum.IntEnum):
+    """The subset of Kafka's error codes this listener answers with (numbers are Kafka's)."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_CONFIG = 40
+    KAFKA_STORAGE_ERROR = 56
+    UNKNOWN_PRODUCER_ID = 59
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+
+
+class KafkaError(Exception):
+    """An error to answer with; the message goes to the log (and to fields that carry one)."""
+
+    def __init__(self, code: KafkaErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_SPU_CODES: dict[SpuErrorCode, KafkaErrorCode] = {
+    SpuErrorCode.UNKNOWN_TOPIC: KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    SpuErrorCode.UNKNOWN_PARTITION: KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    SpuErrorCode.OFFSET_OUT_OF_RANGE: KafkaErrorCode.OFFSET_OUT_OF_RANGE,
+    SpuErrorCode.CORRUPT_BATCH: KafkaErrorCode.CORRUPT_MESSAGE,
+    SpuErrorCode.TOPIC_EXISTS: KafkaErrorCode.TOPIC_ALREADY_EXISTS,
+    SpuErrorCode.STORAGE_ERROR: KafkaErrorCode.KAFKA_STORAGE_ERROR,
+}
+
+_EXCEPTIONS: list[tuple[type[BaseException], KafkaErrorCode]] = [
+    (storage_errors.TopicNotFoundError, KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (storage_errors.PartitionNotFoundError, KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    (storage_errors.TopicExistsError, KafkaErrorCode.TOPIC_ALREADY_EXISTS),
+    (storage_errors.InvalidTopicNameError, KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
+    (storage_errors.OffsetOutOfRangeError, KafkaErrorCode.OFFSET_OUT_OF_RANGE),
+    (storage_errors.InvalidBatchError, KafkaErrorCode.CORRUPT_MESSAGE),
+    (CorruptBatchError, KafkaErrorCode.CORRUPT_MESSAGE),
+    (storage_errors.StorageError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
+    (OSError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
+    (UserError, KafkaErrorCode.INVALID_REQUEST),
+]
+
+
+def to_kafka_error(err: Exception) -> KafkaError:
+    """The Kafka error for an exception raised while serving a request."""
+    if isinstance(err, KafkaError):
+        return err
+    if isinstance(err, SpuError):
+        return KafkaError(_SPU_CODES.get(err.code, KafkaErrorCode.UNKNOWN_SERVER_ERROR), str(err))
+    for kind, code in _EXCEPTIONS:
+        if isinstance(err, kind):
+            return KafkaError(code, str(err))
+    log.exception("unexpected error serving a Kafka request", exc_info=err)
+    return KafkaError(KafkaErrorCode.UNKNOWN_SERVER_ERROR, f"{type(err).__name__}: {err}")
+
+
+def error_code_of(err: Exception) -> int:
+    return int(to_kafka_error(err).code)

@@ -1,0 +1,158 @@
+"""Runtime events on a real flow: streamed at `/v1/events`, kept in `contraflow.events`, reflected in `/v1/flows`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from contraflow.api.app import create_app
+from contraflow.api.server import ApiServer
+from contraflow.runtime.event_stream import EVENTS_TOPIC
+from contraflow.spu.api import read_topic
+from contraflow.spu.client import SpuClient
+from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.runtime.http_target import Target
+from tests.runtime.test_contraflow import free_port, http_sink
+
+TICK_NS = 20_000_000  # 50 events per second
+
+
+async def collect_sse(api: httpx.AsyncClient, path: str, into: list[dict[str, Any]]) -> None:
+    """Append every `data:` line of a Server-Sent Events stream to `into` until cancelled."""
+    async with api.stream("GET", path, timeout=None) as reply:
+        assert reply.status_code == 200
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        async for line in reply.aiter_lines():
+            if line.startswith("data:"):
+                into.append(orjson.loads(line.removeprefix("data:").strip()))
+
+
+def kinds(events: list[dict[str, Any]], kind: str, **fields: Any) -> list[dict[str, Any]]:
+    return [e for e in events if e["kind"] == kind and all(e.get(k) == v for k, v in fields.items())]
+
+
+def test_transitions_are_streamed_logged_to_the_topic_and_shown_in_flows(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    target = Target()
+    target.port = free_port()
+    target.start()
+    fid = flow_id("events")
+    other = flow_id("quiet")
+    source = troy(
+        fid,
+        f"""
+  define connector ticks from metronome with config = {{"interval": {TICK_NS}}} end;
+  create connector ticks;
+  {http_sink(target.url)}
+  create pipeline pass;
+  connect /connector/ticks to /pipeline/pass;
+  connect /pipeline/pass to /connector/sink;
+""",
+        args='channels = {"default": {"capacity": 3}}',
+    )
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
+            server = ApiServer(create_app(runtime), "127.0.0.1", 0)
+            base = f"http://{await server.start()}"
+            mine: list[dict[str, Any]] = []
+            everything: list[dict[str, Any]] = []
+            async with httpx.AsyncClient(base_url=base) as api:
+                readers = [
+                    asyncio.create_task(collect_sse(api, f"/v1/events?flow={fid}", mine)),
+                    asyncio.create_task(collect_sse(api, "/v1/events", everything)),
+                ]
+                try:
+                    await wait_for(lambda: bool(kinds(mine, "deploy")), what="the deploy event (history)")
+                    await wait_for(
+                        lambda: bool(kinds(mine, "breaker", connector="sink", state="closed")),
+                        what="the sink's breaker closing once connected",
+                    )
+                    await wait_for(
+                        lambda: bool(kinds(mine, "backpressure", state="on")), what="back-pressure on"
+                    )
+                    on = kinds(mine, "backpressure", state="on")[0]
+                    assert on["depth"] >= 3 and on["channel"] in ("ticks/out", "pass/out")
+                    await wait_for(
+                        lambda: bool(kinds(mine, "backpressure", state="off")), what="back-pressure off"
+                    )
+
+                    target.stop()
+                    await wait_for(
+                        lambda: bool(kinds(mine, "breaker", connector="sink", state="open")),
+                        what="the breaker opening",
+                    )
+                    opened = kinds(mine, "breaker", state="open")[-1]
+                    assert "connection lost" in opened["reason"]
+                    flows = (await api.get("/v1/flows")).json()
+                    report = next(f for f in flows if f["alias"] == fid)
+                    assert report["breakers"]["sink"]["state"] == "open"
+                    assert "connection lost" in report["breakers"]["sink"]["reason"]
+                    assert report["breakers"]["ticks"] == {"state": "closed", "reason": None}
+                    assert report["priority"] == "normal"
+                    channels = {c["name"]: c for c in report["channels"]}
+                    assert set(channels) == {"ticks/out", "pass/out"}
+                    assert channels["ticks/out"]["source"] == {
+                        "kind": "connector",
+                        "alias": "ticks",
+                        "port": "out",
+                    }
+                    assert channels["ticks/out"]["readers"] == [
+                        {"kind": "pipeline", "alias": "pass", "port": "in"}
+                    ]
+                    assert channels["ticks/out"]["appended"] > 0
+                    assert all(
+                        isinstance(c["depth"], int) and isinstance(c["backpressure"], bool)
+                        for c in channels.values()
+                    )
+                    connector = (await api.get(f"/v1/flows/{fid}/connectors/ticks")).json()
+                    assert any("breaker open: sink" in why for why in connector["held_by"])
+
+                    target.start()
+                    await wait_for(
+                        lambda: len(kinds(mine, "breaker", connector="sink", state="closed")) >= 2,
+                        what="the breaker closing again",
+                    )
+                    assert (await api.patch(f"/v1/flows/{fid}", json={"status": "paused"})).status_code == 200
+                    assert (
+                        await api.patch(f"/v1/flows/{fid}", json={"status": "running"})
+                    ).status_code == 200
+                    await wait_for(lambda: bool(kinds(mine, "resume")), what="pause and resume events")
+                    assert (
+                        kinds(mine, "pause")
+                        and kinds(mine, "pause")[0]["seq"] < kinds(mine, "resume")[0]["seq"]
+                    )
+
+                    await runtime.deploy(
+                        troy(
+                            other, 'create connector sink from lines with path = "x", mode = "truncate" end;'
+                        ),
+                        "<t>",
+                    )
+                    await wait_for(lambda: bool(kinds(everything, "deploy", flow=other)), what="other deploy")
+                    await runtime.undeploy(other)
+                    await wait_for(lambda: bool(kinds(everything, "undeploy", flow=other)), what="undeploy")
+                    assert all(e.get("flow") == fid for e in mine), "the flow filter let others through"
+                finally:
+                    for reader in readers:
+                        reader.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await reader
+                    await server.stop()
+            for event in mine:
+                assert event["ts"].endswith("Z") and isinstance(event["ts_ms"], int)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        target.stop()
+    logged = [orjson.loads(r.value) for r in read_topic(spu, EVENTS_TOPIC)]
+    ours = [e for e in logged if e.get("flow") == fid]
+    assert {"deploy", "breaker", "backpressure", "pause", "resume"} <= {e["kind"] for e in ours}
+    assert [e["seq"] for e in ours] == sorted(e["seq"] for e in ours)

@@ -1,0 +1,91 @@
+"""Helpers for tests that drive the SPU with real Kafka clients."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.protocol.address import parse_addr
+
+QUICK_GROUP = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])[name].result(10)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]], **config: Any) -> None:
+    """Produce and wait for every delivery report; fails on any delivery error."""
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **config})
+    for key, value in records:
+        producer.produce(topic, value, key, on_delivery=lambda err, _msg: errors.append(err) if err else None)
+    assert producer.flush(20) == 0
+    assert errors == []
+
+
+def consumer(bootstrap: str, group: str, **config: Any) -> Consumer:
+    settings = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        **QUICK_GROUP,
+        **config,
+    }
+    return Consumer(settings)
+
+
+def consume(cons: Consumer, count: int, timeout_s: float = 30.0) -> list[Message]:
+    """Poll until `count` records arrived (fails on a consumer error or the timeout)."""
+    got: list[Message] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count and time.monotonic() < deadline:
+        msg = cons.poll(0.2)
+        if msg is None:
+            continue
+        assert msg.error() is None, msg.error()
+        got.append(msg)
+    assert len(got) == count, f"got {len(got)} of {count} records"
+    return got
+
+
+class KafkaWire:
+    """A blocking socket speaking Kafka frames by hand, to send what a real client never would."""
+
+    def __init__(self, addr: str) -> None:
+        self.sock = socket.create_connection(parse_addr(addr), timeout=10)
+
+    def request(self, api_key: int, version: int, body: Writer, cid: int = 1, client: str = "raw") -> Reader:
+        head = Writer().int16(api_key).int16(version).int32(cid).string(client)
+        self.send_frame(b"".join(bytes(p) for p in head.parts + body.parts))
+        return self.response(cid)
+
+    def send_frame(self, frame: bytes) -> None:
+        self.sock.sendall(struct.pack(">i", len(frame)) + frame)
+
+    def response(self, cid: int) -> Reader:
+        (size,) = struct.unpack(">i", self._exactly(4))
+        frame = self._exactly(size)
+        reader = Reader(frame)
+        assert reader.int32() == cid
+        return reader
+
+    def _exactly(self, size: int) -> bytes:
+        data = bytearray()
+        while len(data) < size:
+            chunk = self.sock.recv(size - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the SPU")
+            data += chunk
+        return bytes(data)
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,136 @@
+"""Requests no well-behaved client sends: each gets a Kafka error code and the
+connection keeps serving. Also idempotent-producer sequence checks, batch by batch."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kafka_harness import KafkaWire, create_topic
+
+from contraflow.spu.kafka.apis.base import ApiKey
+from contraflow.spu.kafka.errors import KafkaErrorCode
+from contraflow.spu.kafka.wire import Reader, Writer
+
+
+@pytest.fixture()
+def wire(bootstrap: str):
+    conn = KafkaWire(bootstrap)
+    yield conn
+    conn.close()
+
+
+def _api_versions_ok(wire: KafkaWire, cid: int) -> dict[int, tuple[int, int]]:
+    reply = wire.request(ApiKey.API_VERSIONS, 1, Writer(), cid=cid)
+    assert reply.int16() == 0
+    return {key: (low, high) for key, low, high in reply.array(lambda r: (r.int16(), r.int16(), r.int16()))}
+
+
+def test_api_versions_lists_every_served_request(wire: KafkaWire) -> None:
+    served = _api_versions_ok(wire, 1)
+    assert set(served) == {int(k) for k in ApiKey}
+    assert served[ApiKey.PRODUCE] == (3, 8) and served[ApiKey.FETCH] == (4, 11)
+
+
+def test_unknown_api_key_gets_an_error_and_the_connection_stays(wire: KafkaWire) -> None:
+    reply = wire.request(57, 0, Writer().int32(0), cid=5)  # UpdateFeatures: not served
+    assert reply.int16() == KafkaErrorCode.INVALID_REQUEST
+    assert ApiKey.METADATA in _api_versions_ok(wire, 6)
+
+
+def test_newer_api_versions_request_is_answered_in_v0_with_the_ranges(wire: KafkaWire) -> None:
+    reply = wire.request(ApiKey.API_VERSIONS, 9, Writer(), cid=3)
+    assert reply.int16() == KafkaErrorCode.UNSUPPORTED_VERSION
+    ranges = reply.array(lambda r: (r.int16(), r.int16(), r.int16()))
+    assert (int(ApiKey.API_VERSIONS), 0, 3) in ranges
+
+
+def test_unsupported_version_and_malformed_body_get_error_codes(wire: KafkaWire) -> None:
+    assert wire.request(ApiKey.PRODUCE, 2, Writer(), cid=8).int16() == KafkaErrorCode.UNSUPPORTED_VERSION
+    truncated = Writer().int32(3)  # Metadata v1: says three topic names, carries none
+    assert wire.request(ApiKey.METADATA, 1, truncated, cid=9).int16() == KafkaErrorCode.INVALID_REQUEST
+    assert ApiKey.FETCH in _api_versions_ok(wire, 10)
+
+
+def _produce_body(topic: str, batch: bytes, acks: int = -1) -> Writer:
+    body = Writer().string(None).int16(acks).int32(5000)
+    return body.array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).bytes_(batch)))
+
+
+def _produce_result(reply: Reader) -> tuple[int, int]:
+    [(_, [(error, base)])] = reply.array(
+        lambda r: (
+            r.string(),
+            r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64(), p.int64())[1:3]),
+        )
+    )
+    return error, base
+
+
+def _batch(producer_id: int, base_sequence: int, values: list[bytes]) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, producer_id, 0, base_sequence, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000, None, value, [])
+    return bytes(builder.build())
+
+
+def test_idempotent_producer_retry_is_not_appended_twice(
+    wire: KafkaWire, bootstrap: str, fresh_name: str
+) -> None:
+    create_topic(bootstrap, fresh_name)
+    init = wire.request(ApiKey.INIT_PRODUCER_ID, 1, Writer().string(None).int32(60000), cid=1)
+    init.int32()
+    assert init.int16() == 0
+    producer_id = init.int64()
+    first = _batch(producer_id, 0, [b"a", b"b"])
+    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, first), cid=2)) == (0, 0)
+    # The same batch again (a retry after a lost response): same offsets, nothing appended.
+    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, first), cid=3)) == (0, 0)
+    second = _batch(producer_id, 2, [b"c"])
+    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, second), cid=4)) == (
+        0,
+        2,
+    )
+    gap = _batch(producer_id, 7, [b"d"])
+    error, _ = _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, gap), cid=5))
+    assert error == KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    offsets = wire.request(
+        ApiKey.LIST_OFFSETS,
+        1,
+        Writer()
+        .int32(-1)
+        .array([fresh_name], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).int64(-1))),
+        cid=6,
+    )
+    [(_, [(_, error, _, end)])] = offsets.array(
+        lambda r: (r.string(), r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64())))
+    )
+    assert (error, end) == (0, 3)
+
+
+def test_corrupt_batch_and_unknown_topic_get_partition_errors(
+    wire: KafkaWire, bootstrap: str, fresh_name: str
+) -> None:
+    create_topic(bootstrap, fresh_name)
+    batch = bytearray(_batch(-1, -1, [b"x" * 50]))
+    batch[-5] ^= 0xFF  # flip a value byte: the CRC no longer matches
+    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, bytes(batch)), cid=1)
+    assert _produce_result(reply)[0] == KafkaErrorCode.CORRUPT_MESSAGE
+    good = _batch(-1, -1, [b"y"])
+    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body("no.such.topic", good), cid=2)
+    assert _produce_result(reply)[0] == KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, good, acks=2), cid=3)
+    assert _produce_result(reply)[0] == KafkaErrorCode.INVALID_REQUIRED_ACKS
+
+
+def test_oversized_frame_closes_the_connection_with_a_log_line(
+    bootstrap: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+    import struct
+
+    from contraflow.spu.protocol.address import parse_addr
+
+    with socket.create_connection(parse_addr(bootstrap), timeout=5) as sock:
+        sock.sendall(struct.pack(">i", 1 << 30))
+        assert sock.recv(1) == b""
+    assert any("request frame of 1073741824 bytes" in r.getMessage() for r in caplog.records)
