@@ -1,6 +1,7 @@
 """Whole flows through `contraflow run` against the per-core Python ceiling and plain PySpark.
 
-Prints one JSON object. Usage: python benchmarks/hot_path.py [EVENTS] [--only passthrough,w1]
+Prints one JSON object. Usage: python benchmarks/hot_path.py [EVENTS] [--only=python,pyspark,passthrough,w1,spu]
+(default: all but `spu`, the side-by-side run of the embedded SPU as a thread and as a child process).
 
 Input: EVENTS JSON lines of about 200 bytes (`ts` in ms, `user_id`, `event`,
 `value` 0-100, `country`, `session`, `ua`), written once to a temporary file.
@@ -22,8 +23,11 @@ A flow's rate is its steady state: the time its counter (events delivered by
 the sink for passthrough, events read by the pipeline for w1, both from
 `/metrics`) takes from EVENTS/3 to EVENTS. Over the same span each process
 of the runtime's tree is sampled for CPU, giving CPU µs per event per process
-kind (runtime, JVM, Python workers), and the runtime's stage counters
-(`contraflow_stage_seconds`) give where its own time went.
+kind (runtime with its embedded SPU, JVM, Spark's Python workers), and the
+stage counters (`contraflow_stage_seconds`: source read + split, decode,
+append, sink write, sink commit, the monitor that settles acks; and Spark's
+micro-batch durations) give wall µs per event in each stage. Stages overlap
+(they run concurrently), so they do not add up to 1 / rate.
 """
 
 from __future__ import annotations
@@ -291,16 +295,23 @@ def progress_counter(name: str, metrics: list[tuple[str, dict[str, str], float]]
 
 
 def stage_seconds(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str, float]:
-    return {
+    """Wall seconds so far per stage: the runtime's own stages and Spark's micro-batches."""
+    stages = {
         labels["stage"]: v
         for m, labels, v in metrics
         if m == "contraflow_stage_seconds_total" and "stage" in labels
     }
+    stages["spark_micro_batches"] = sum(
+        v for m, _, v in metrics if m == "contraflow_pipeline_batch_duration_seconds_sum"
+    )
+    return stages
 
 
-def run_flow(name: str, body: str, source: Path, work: Path, count: int) -> dict[str, Any]:
+def run_flow(
+    name: str, body: str, source: Path, work: Path, count: int, spu_mode: str = "process"
+) -> dict[str, Any]:
     """Run one flow with `contraflow run` and measure its steady state between count/3 and count events."""
-    flow_dir = work / name
+    flow_dir = work / f"{name}-{spu_mode}"
     flow_dir.mkdir()
     sink = flow_dir / "out.jsonl"
     troy = flow_dir / "flow.troy"
@@ -321,6 +332,10 @@ def run_flow(name: str, body: str, source: Path, work: Path, count: int) -> dict
             "--api",
             api,
             "--no-status",
+            "--spu-port",
+            "0",
+            "--embedded-spu",
+            spu_mode,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -360,8 +375,20 @@ def run_flow(name: str, body: str, source: Path, work: Path, count: int) -> dict
         "steady_state_events": events,
         "seconds_to_first_progress": round(first_output, 1),
         "cpu_us_per_event": cpu | {"total": round(sum(cpu.values()), 2)},
-        "runtime_stage_us_per_event": stages,
+        "stage_wall_us_per_event": stages,
     }
+
+
+def compare_spu_modes(source: Path, work: Path, count: int) -> dict[str, Any]:
+    """passthrough with the embedded SPU as a thread of the runtime and as a child process, side by side."""
+    runs = {
+        mode: run_flow("passthrough", PASSTHROUGH, source, work, count, mode)
+        for mode in ("thread", "process")
+    }
+    return {
+        mode: {"events_per_s": r["events_per_s"], "cpu_us_per_event": r["cpu_us_per_event"]}
+        for mode, r in runs.items()
+    } | {"process_vs_thread": round(runs["process"]["events_per_s"] / runs["thread"]["events_per_s"], 3)}
 
 
 def main() -> None:
@@ -385,6 +412,8 @@ def main() -> None:
                     if base in result:
                         rate = result[name]["events_per_s"] / result[base]["events_per_s"]
                         result[name][f"ratio_vs_{base}"] = round(rate, 4)
+        if "spu" in wanted:
+            result["embedded_spu"] = compare_spu_modes(source, work, count)
         result["load_average"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(result))
     finally:

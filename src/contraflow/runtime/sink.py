@@ -123,7 +123,8 @@ class SinkRunner:
             await stream.close()
 
     async def _commit(self, consumer: str, topic: str, offset: int) -> None:
-        await self.client.commit_offset(consumer, topic, 0, offset)
+        with self.metrics.timed(self.ctx.flow_id, "sink_commit"):
+            await self.client.commit_offset(consumer, topic, 0, offset)
         self.committed[topic] = offset
 
     async def _deliver_bulk(
@@ -178,7 +179,8 @@ class SinkRunner:
         while True:
             try:
                 async with self._send_lock:
-                    await self._send(events, report)
+                    with self.metrics.timed(self.ctx.flow_id, "sink_write"):
+                        await self._send(events, report)
             except ConnectionLost as err:
                 self.connected = False
                 self.ready.clear()

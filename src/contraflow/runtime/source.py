@@ -69,7 +69,8 @@ class SourceRunner:
             if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
-                pulled = await unless_stopped(self.connector.pull(), quiescing)
+                with self.metrics.timed(self.ctx.flow_id, "source_read"):
+                    pulled = await unless_stopped(self.connector.pull(), quiescing)
             except ConnectionLost as err:
                 if not await self.reconnect(str(err)):
                     break
@@ -82,7 +83,10 @@ class SourceRunner:
                 log.info("%s: source exhausted", self.ctx.name)
                 break
             assert isinstance(pulled, SourceData)
-            await self._append(self.decoder.decode(pulled), pulled.token, pulled)
+            with self.metrics.timed(self.ctx.flow_id, "source_decode"):
+                decoded = self.decoder.decode(pulled)
+            with self.metrics.timed(self.ctx.flow_id, "append"):
+                await self._append(decoded, pulled.token, pulled)
             await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
 
     async def start(self) -> bool:
