@@ -54,6 +54,8 @@ COUNTRIES = ("DE", "FR", "GB", "PL", "US", "BR", "JP", "IN", "CA", "MX", "ZA")
 KINDS = ("click", "view", "purchase", "scroll")
 REGIONS = {"DE": "eu", "FR": "eu", "GB": "eu", "PL": "eu", "US": "na", "BR": "sa", "JP": "apac", "IN": "apac"}
 SAMPLE_S = 0.25
+# Reserved flow args for every flow run (e.g. channel bounds), from `--flow-args=...`; none by default.
+FLOW_ARGS = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--flow-args=")), "")
 TIMEOUT_S = 1800.0
 
 SOURCE = """
@@ -304,6 +306,9 @@ def stage_seconds(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str,
     stages["spark_micro_batches"] = sum(
         v for m, _, v in metrics if m == "contraflow_pipeline_batch_duration_seconds_sum"
     )
+    stages["spark_batch_count"] = sum(
+        v for m, _, v in metrics if m == "contraflow_pipeline_batch_duration_seconds_count"
+    )
     return stages
 
 
@@ -315,8 +320,9 @@ def run_flow(
     flow_dir.mkdir()
     sink = flow_dir / "out.jsonl"
     troy = flow_dir / "flow.troy"
+    args = f"args\n  {FLOW_ARGS}\n" if FLOW_ARGS else ""
     troy.write_text(
-        f"define flow {name}\nflow\n{body}{SOURCE.format(source=source, sink=sink)}end;\ndeploy flow {name};\n"
+        f"define flow {name}\n{args}flow\n{body}{SOURCE.format(source=source, sink=sink)}end;\ndeploy flow {name};\n"
     )
     api = f"127.0.0.1:{free_port()}"
     log = (flow_dir / "run.log").open("wb")
@@ -369,6 +375,7 @@ def run_flow(
     events = high - low
     seconds = t1 - t0
     cpu = {k: round((cpu1.get(k, 0) - cpu0.get(k, 0)) / events * 1e6, 2) for k in sorted(cpu1)}
+    batches = stages1.pop("spark_batch_count", 0) - stages0.pop("spark_batch_count", 0)
     stages = {k: round((stages1.get(k, 0) - stages0.get(k, 0)) / events * 1e6, 2) for k in sorted(stages1)}
     return {
         "events_per_s": round(events / seconds),
@@ -376,6 +383,8 @@ def run_flow(
         "seconds_to_first_progress": round(first_output, 1),
         "cpu_us_per_event": cpu | {"total": round(sum(cpu.values()), 2)},
         "stage_wall_us_per_event": stages,
+        "spark_micro_batches": round(batches),
+        "events_per_micro_batch": round(events / batches) if batches else None,
     }
 
 

@@ -38,6 +38,19 @@ def test_max_offsets_per_trigger_bounds_every_batch(spark, spu, spu_addr, topic_
     assert len(read_all(spu, dst)) == 1000
 
 
+def test_a_ramp_starts_small_over_a_backlog_and_doubles(spark, spu, spu_addr, topic_name, checkpoint) -> None:
+    src, dst = topic_name + "-in", topic_name + "-out"
+    spu.create_topic(src)
+    spu.create_topic(dst)
+    spu.produce(src, 0, [b"r%d" % i for i in range(1000)])
+    query = start_copy(spark, spu_addr, src, dst, checkpoint, rampRecords="100")
+    query.processAllAvailable()
+    query.stop()
+    rows = [n for n in input_rows(query) if n]
+    assert rows == [100, 200, 400, 300]  # 100 first, doubling while more waited, the rest last
+    assert len(read_all(spu, dst)) == 1000
+
+
 def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, topic_name, checkpoint) -> None:
     src, dst = topic_name + "-in", topic_name + "-out"
     spu.create_topic(src)

@@ -44,6 +44,7 @@ from contraflow.spark.arrow_log import (
 )
 from contraflow.spark.offsets import (
     PartitionOffsets,
+    Ramp,
     plan_end,
     smallest_budget,
     to_partition_offsets,
@@ -121,6 +122,8 @@ class TopicStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._spu: Any = None
+        # Driver side: this reader lives as long as the query, so the ramp spans its batches.
+        self._ramp = Ramp(options.ramp_records) if options.ramp_records else None
 
     @property
     def spu(self) -> Any:
@@ -172,7 +175,10 @@ class TopicStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = to_partition_offsets(start)
         latest = self._offsets_at("latest")
-        budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit())
+        ramp = self._ramp.budget() if self._ramp is not None else None
+        budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit(), ramp)
+        if self._ramp is not None:
+            self._ramp.observe(sum(max(0, end - begin.get(p, 0)) for p, end in latest.items()))
         return to_spark_offset(plan_end(begin, latest, budget))
 
     def reportLatestOffset(self) -> dict[str, int]:

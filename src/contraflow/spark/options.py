@@ -54,6 +54,7 @@ class SourceOptions:
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
     transform: RowsTransform | None = None
     payload_only: bool = False  # `columns = payload`: value and packed headers only
+    ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -75,6 +76,7 @@ class SourceOptions:
             or DEFAULT_MAX_BYTES_PER_TASK,
             transform=read_transform(_get(options, TRANSFORM_OPTION)),
             payload_only=_columns(options) == PAYLOAD_COLUMNS,
+            ramp_records=_int(options, "rampRecords", minimum=1),
         )
 
 

@@ -121,6 +121,11 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | lis
     return dict(consumer)
 
 
+# A pipeline's first batch over a backlog, doubled per batch up to the channel's capacity
+# (`contraflow.spark.offsets.Ramp`): output starts within one small batch, then batches grow large.
+RAMP_RECORDS = 20_000
+
+
 @dataclass(frozen=True)
 class _Reader:
     """Each input port's rows: one `contraflow` source per topic of the port (a fan-in port
@@ -150,6 +155,7 @@ class _Reader:
             .option("topic", topic)
             .option("consumer", self.consumers[port])
             .option("columns", "payload" if payload else "all")
+            .option("rampRecords", str(RAMP_RECORDS))
         )
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
