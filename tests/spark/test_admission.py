@@ -74,3 +74,23 @@ def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, to
     # consumer offset on the SPU trails by at most the last micro-batch.
     last_batch = [n for n in input_rows(query) if n][-1]
     assert 300 - last_batch <= spu.fetch_offset("copier", src, 0) <= 300
+
+
+def test_min_partitions_splits_one_partition_over_several_tasks(
+    spark, spu, spu_addr, topic_name, checkpoint
+) -> None:
+    src, dst = topic_name + "-in", topic_name + "-out"
+    spu.create_topic(src)
+    spu.create_topic(dst)
+    spu.produce(src, 0, [b"m%d" % i for i in range(900)])
+    query = start_copy(spark, spu_addr, src, dst, checkpoint, minPartitions="3")
+    query.processAllAvailable()
+    query.stop()
+    # The copy writes one staged batch per task, each into partition 0 in task order.
+    copied = read_all(spu, dst)
+    assert copied == [b"m%d" % i for i in range(900)]
+    from contraflow.spu.client import SpuClient
+
+    with SpuClient(spu_addr) as client:
+        batches = client.fetch(dst, 0, 0).batches
+    assert len(batches) >= 3

@@ -55,6 +55,7 @@ class SourceOptions:
     transform: RowsTransform | None = None
     payload_only: bool = False  # `columns = payload`: value and packed headers only
     ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
+    min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -77,6 +78,7 @@ class SourceOptions:
             transform=read_transform(_get(options, TRANSFORM_OPTION)),
             payload_only=_columns(options) == PAYLOAD_COLUMNS,
             ramp_records=_int(options, "rampRecords", minimum=1),
+            min_partitions=_int(options, "minPartitions", minimum=1),
         )
 
 

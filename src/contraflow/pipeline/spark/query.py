@@ -156,6 +156,7 @@ class _Reader:
             .option("consumer", self.consumers[port])
             .option("columns", "payload" if payload else "all")
             .option("rampRecords", str(RAMP_RECORDS))
+            .option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
         )
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
