@@ -86,9 +86,10 @@ def test_min_partitions_splits_one_partition_over_several_tasks(
     query = start_copy(spark, spu_addr, src, dst, checkpoint, minPartitions="3")
     query.processAllAvailable()
     query.stop()
-    # The copy writes one staged batch per task, each into partition 0 in task order.
+    # One staged batch per task, all into partition 0; tasks commit in any order (stateful
+    # pipelines, the only ones the runtime spreads, put events back in offset order themselves).
     copied = read_all(spu, dst)
-    assert copied == [b"m%d" % i for i in range(900)]
+    assert sorted(copied) == sorted(b"m%d" % i for i in range(900))
     from contraflow.spu.client import SpuClient
 
     with SpuClient(spu_addr) as client:

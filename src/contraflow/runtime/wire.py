@@ -28,7 +28,7 @@ import numpy as np
 import orjson
 
 from contraflow.codecs import Codec, CodecError, FrameErrors, Postprocessors, Preprocessors
-from contraflow.codecs.separate import SeparatePostprocessor
+from contraflow.codecs.processors.separate import SeparatePostprocessor
 from contraflow.connectors.base import ConnectorContext, SinkEvent, SourceData
 from contraflow.events import decode_value, encode_value, event_from_record
 

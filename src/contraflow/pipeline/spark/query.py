@@ -141,14 +141,21 @@ class _Reader:
     spu: str
     consumers: dict[str, str]
 
-    def rows(self, step: SourceStep | None = None, *, payload: bool = False) -> dict[str, DataFrame]:
-        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM)."""
+    def rows(
+        self, step: SourceStep | None = None, *, payload: bool = False, spread: bool = False
+    ) -> dict[str, DataFrame]:
+        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM).
+        `spread`: read each batch in at least one task per core. Tasks of one partition commit
+        their output in any order, so only a consumer that puts rows back in offset order (the
+        stateful operator does) may spread."""
         return {
-            port: _union_all([self._source(port, topic, step, payload) for topic in _topics(topics)])
+            port: _union_all([self._source(port, topic, step, payload, spread) for topic in _topics(topics)])
             for port, topics in self.plan.inputs.items()
         }
 
-    def _source(self, port: str, topic: str, step: SourceStep | None, payload: bool) -> DataFrame:
+    def _source(
+        self, port: str, topic: str, step: SourceStep | None, payload: bool, spread: bool
+    ) -> DataFrame:
         reader = (
             self.spark.readStream.format("contraflow")
             .option("spu", self.spu)
@@ -156,8 +163,9 @@ class _Reader:
             .option("consumer", self.consumers[port])
             .option("columns", "payload" if payload else "all")
             .option("rampRecords", str(RAMP_RECORDS))
-            .option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
         )
+        if spread:
+            reader = reader.option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
         return reader.load()
