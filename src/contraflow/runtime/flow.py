@@ -36,10 +36,12 @@ from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.cancellation import TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
+from contraflow.runtime.priority import YieldBudget
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
@@ -51,7 +53,7 @@ from contraflow.spu.storage.config import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
 
-DRAIN_TIMEOUT_S = 60.0
+STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
 
 
 @dataclass
@@ -215,6 +217,7 @@ class FlowInstance:
                 outputs=outputs,
                 data_dir=self.services.data_dir,
                 trigger=self.settings.pipeline(alias).trigger(timers=has_timers(graph)),
+                pool=self.settings.priority,
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:
@@ -232,6 +235,7 @@ class FlowInstance:
             inst.source = SourceRunner(
                 inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
+            inst.source.turns = YieldBudget(self.settings.priority)
         if cls.is_sink and inputs:
             inst.sink = SinkRunner(
                 inst.connector,
@@ -287,7 +291,7 @@ class FlowInstance:
                     await self.qos.publish()
                 for alias, run in self.pipelines.items():
                     error = run.error()
-                    if error and self.state != "failed":
+                    if error and self.state not in ("failed", "draining", "stopped"):
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
                         self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
             except asyncio.CancelledError:
@@ -420,69 +424,78 @@ class FlowInstance:
 
     # -- quiescence ----------------------------------------------------------------------------
 
-    async def quiesce(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
-        """Stop sources, drain pipelines and sinks, commit offsets, then stop everything."""
+    async def quiesce(self) -> None:
+        """Stop the flow in bounded tiers (`runtime.cancellation`): cooperative drain, cancel the
+        pipelines' Spark jobs, stop their queries, cancel connector tasks; never past the ceiling."""
         if self.state in ("stopped", "draining"):
             await self.finished.wait()
             return
         failed = self.state == "failed"
         self.state = "draining"
-        for inst in self.connectors.values():
-            if inst.source is not None:
-                inst.ctx.quiescing.set()
-                inst.gate.release("paused")
-        for inst in self.connectors.values():
-            if inst.sink is not None:
-                inst.gate.release("paused")  # a paused sink must drain too
-        await self._wait_sources(timeout_s)
-        await self.producer.flush()
-        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
-            await self._drain(timeout_s)
-        await self._stop_all()
+        tiers = TieredCancel(self.id, self.settings.cancel, self.services.events)
+        drained = await tiers.run("cooperative", self._cooperative_stop(failed))
+        busy = drained != "done" and self.pipelines
+        await tiers.run("cancel_jobs", self._cancel_jobs() if busy else None)
+        await tiers.run("stop_queries", self._stop_queries())
+        await tiers.run("cancel_tasks", self._stop_connectors())
         self.state = "stopped"
         self.finished.set()
 
-    async def _wait_sources(self, timeout_s: float) -> None:
+    async def _cooperative_stop(self, failed: bool) -> None:
+        """Sources stop pulling; pipelines and sinks drain the channels; offsets are committed."""
+        for inst in self.connectors.values():
+            if inst.source is not None:
+                inst.ctx.quiescing.set()
+            inst.gate.release("paused")  # a paused sink must drain too
         waits = [inst.source.stopped.wait() for inst in self.connectors.values() if inst.source is not None]
-        if waits:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        await asyncio.gather(*waits)
+        await self.producer.flush()
+        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
+            await self._drain()
 
-    async def _drain(self, timeout_s: float) -> None:
-        """Wait until every channel is read and delivered (bounded: a dead sink cannot hold us forever)."""
-        if self.monitor is None:
-            return
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    async def _drain(self) -> None:
+        """Wait until every channel is read and delivered (the tier's deadline bounds it)."""
+        while self.monitor is not None:
             await asyncio.sleep(TICK_S)
             if self.monitor.drained() and all(t.pending == 0 for t in self.acks.values()):
                 return
-        log.warning(
-            "flow %s: drain timed out after %.0fs; undelivered events stay in the log", self.id, timeout_s
-        )
 
-    async def _stop_all(self) -> None:
+    async def _cancel_jobs(self) -> None:
+        """Cancel every pipeline's running Spark jobs: interrupts tasks stuck past the drain."""
+        context = self.services.spark.sparkContext
+        for run in self.pipelines.values():
+            await asyncio.to_thread(context.cancelJobGroup, run.run_id)
+
+    async def _stop_queries(self) -> None:
         if self._monitor_task is not None:
             self._monitor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
+        await asyncio.gather(*(asyncio.to_thread(run.stop) for run in self.pipelines.values()))
+
+    async def _stop_connectors(self) -> None:
+        """Ask connector tasks to stop, give them a moment, cancel what is left, close everything."""
         for inst in self.connectors.values():
             inst.closing.set()
+            inst.ctx.quiescing.set()
             if inst.sink is not None:
                 inst.sink.stop.set()
-        for inst in self.connectors.values():
-            for task in inst.tasks:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(task), 10)
-                task.cancel()
-        for run in self.pipelines.values():
-            await asyncio.to_thread(run.stop)
+        tasks = [task for inst in self.connectors.values() for task in inst.tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_GRACE_S)
+        for task in tasks:
+            task.cancel()
         # Tokens still pending are neither acked nor failed: their data is read again after a restart.
-        for inst in self.connectors.values():
-            try:
-                await inst.connector.close()
-            except Exception:
-                log.exception("flow %s: closing %s failed", self.id, inst.ctx.alias)
+        closing = {asyncio.ensure_future(i.connector.close()): i.ctx.alias for i in self.connectors.values()}
+        if closing:
+            done, stuck = await asyncio.wait(closing, timeout=STOP_GRACE_S)
+            for task in done:
+                if task.exception() is not None:
+                    log.error("flow %s: closing %s failed: %s", self.id, closing[task], task.exception())
+            for task in stuck:
+                log.warning(
+                    "flow %s: %s did not close in %.1fs; left behind", self.id, closing[task], STOP_GRACE_S
+                )
         await self.producer.close()
         await self.client.close()
 

@@ -30,6 +30,7 @@ from contraflow.pipeline.spark.listener import BatchProgress
 from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
+from contraflow.runtime.priority import admitted
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
 from contraflow.spark.credit import credit_name
@@ -224,6 +225,7 @@ class FlowMonitor:
                     0 if state.stopped else max(0, self.settings.channel(channel.name).capacity - state.depth)
                 )
                 credit = room if credit is None else min(credit, room)
+            credit = admitted(self.settings.priority, credit)
             for inp in run.inputs:
                 name = credit_name(inp.consumer, inp.topic)
                 if self._credits.get(name, -1) != credit:

@@ -20,6 +20,7 @@ from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.priority import YieldBudget
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 
@@ -53,6 +54,7 @@ class SourceRunner:
         self.decoder = SourceDecoder(self.ctx, connector.structured)
         self.exhausted = False
         self.stopped = asyncio.Event()
+        self.turns = YieldBudget("normal")  # the flow gives it its priority's
 
     async def run(self) -> None:
         try:
@@ -80,8 +82,9 @@ class SourceRunner:
                 log.info("%s: source exhausted", self.ctx.name)
                 break
             assert isinstance(pulled, SourceData)
-            await self._append(self.decoder.decode(pulled), pulled.token, pulled)
-            await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
+            decoded = self.decoder.decode(pulled)
+            await self._append(decoded, pulled.token, pulled)
+            await self.turns.spend(len(decoded.records))  # cooperative yield, scaled by priority
 
     async def reconnect(self, why: str) -> bool:
         """The outside end went away: reconnect (shared with the sink side of the same connector)."""
