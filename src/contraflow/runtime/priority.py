@@ -53,15 +53,16 @@ def admitted(priority: Priority, credit: int | None) -> int:
 class YieldBudget:
     """Counts a source's events and yields the loop once its priority's turn is spent."""
 
-    def __init__(self, priority: Priority) -> None:
+    def __init__(self, priority: Priority, quantum_s: float = QUANTUM_S) -> None:
         self.events = min(PRIORITY_CLASSES[priority].yield_events, YIELD_CEILING)
+        self.quantum_s = quantum_s
         self._spent = 0
         self._turn_began = time.perf_counter()
 
     async def spend(self, events: int) -> None:
         """Account `events` just handled; yield when the turn's events or its quantum are used up."""
         self._spent += max(1, events)
-        if self._spent >= self.events or time.perf_counter() - self._turn_began >= QUANTUM_S:
+        if self._spent >= self.events or time.perf_counter() - self._turn_began >= self.quantum_s:
             await asyncio.sleep(0)
             self._spent = 0
             self._turn_began = time.perf_counter()
