@@ -4,18 +4,28 @@ Runs until a flow's `exit` connector fires or SIGINT/SIGTERM arrives; both
 quiesce (sources stop, pipelines and sinks drain, offsets commit) and exit 0.
 A restart with the same `--data-dir` resumes every channel from its committed
 offsets and every pipeline from its Spark checkpoint.
+
+Start-up: every check that can fail fast (files, flows, ports, data
+directory, Java) runs first; then Spark's JVM starts in a thread while the
+SPU starts; the SPU's address goes to `DATA_DIR/runtime.json` for the log
+commands (contraflow.discovery). The terminal shows contraflow's own lines
+only: Spark's, its JVM's and libraries' output goes to `DATA_DIR/logs/run.log`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+import os
 import signal
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -25,6 +35,9 @@ from contraflow.lang.graph import Deployment
 log = logging.getLogger("contraflow.run")
 
 STATUS_INTERVAL_S = 1.0
+PLAIN_STATUS_INTERVAL_S = 5.0
+DEFAULT_SPU_PORT = 9005
+LOG_FILE = Path("logs") / "run.log"
 
 
 @dataclass(frozen=True)
@@ -35,6 +48,8 @@ class RunOptions:
     master: str | None
     spu: str | None
     status: bool
+    spu_port: int = DEFAULT_SPU_PORT
+    kafka_addr: str | None = None
 
 
 @click.command("run")
@@ -51,7 +66,20 @@ class RunOptions:
 @click.option(
     "--spu", default=None, metavar="HOST:PORT", help="Use this SPU instead of starting an embedded one."
 )
+@click.option(
+    "--spu-port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_SPU_PORT,
+    show_default=True,
+    help="Port of the embedded SPU on 127.0.0.1 (0 picks a free one).",
+)
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
+@click.option(
+    "--kafka-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -59,20 +87,34 @@ def run(
     no_api: bool,
     master: str | None,
     spu: str | None,
+    spu_port: int,
     no_status: bool,
+    kafka_addr: str | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
+    from contraflow.foreground import own_foreground_group
     from contraflow.spark.session import default_data_dir
 
     for path in files:
         if not path.is_file():
             raise UserError(f"no such file: {path}")
+    if kafka_addr and spu:
+        raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
     options = RunOptions(
-        files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status
+        files,
+        data_dir or default_data_dir(),
+        None if no_api else api,
+        master,
+        spu,
+        not no_status,
+        spu_port,
+        kafka_addr,
     )
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
-    asyncio.run(_main(options, deployment))
+    preflight(options)
+    with own_foreground_group():
+        asyncio.run(_main(options, deployment))
 
 
 def compile_all(files: tuple[Path, ...]) -> Deployment:
@@ -94,29 +136,76 @@ def compile_all(files: tuple[Path, ...]) -> Deployment:
 
 def check_all(deployment: Deployment, data_dir: Path) -> None:
     """Connector kinds and configs, channel settings: every mistake before Spark takes seconds to start."""
-    from contraflow.api.metrics import RuntimeMetrics
     from contraflow.runtime.flow import FlowInstance, Services
+    from contraflow.runtime.metrics import RuntimeMetrics
 
     services = Services("", None, data_dir, RuntimeMetrics(), lambda: None)
     for flow_id, graph in deployment.flows.items():
         FlowInstance(flow_id, graph, services).prepare()
 
 
+def preflight(options: RunOptions) -> None:
+    """Ports, data directory and Java: each mistake is one line before anything slow starts."""
+    from contraflow.preflight import check_data_dir, check_java, check_port_free
+
+    if options.api:
+        check_port_free(options.api, "the REST API", "--api HOST:PORT or --no-api")
+    if options.spu is None:
+        check_port_free(f"127.0.0.1:{options.spu_port}", "the embedded SPU", "--spu-port")
+    check_data_dir(options.data_dir)
+    check_java()
+
+
 async def _main(options: RunOptions, deployment: Deployment) -> None:
+    from contraflow.process_output import quiet_process_output
+
+    log_file = options.data_dir / LOG_FILE
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with quiet_process_output(log_file) as (out, err), _python_streams(out, err):
+        await _serve(options, deployment, log_file)
+
+
+@contextlib.contextmanager
+def _python_streams(out: IO[bytes], err: IO[bytes]) -> Iterator[None]:
+    """Python's own sys.stdout/sys.stderr stay on the terminal (connectors write events there)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout = io.TextIOWrapper(out, line_buffering=True)
+    sys.stderr = io.TextIOWrapper(err, line_buffering=True)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+            stream.detach()
+        sys.stdout, sys.stderr = saved
+
+
+async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) -> None:
     from rich.console import Console
 
-    console = Console(stderr=True)
-    _setup_logging(console)
-    options.data_dir.mkdir(parents=True, exist_ok=True)
+    from contraflow.discovery import RuntimeInfo, remove_runtime_info, write_runtime_info
+
+    console = Console(stderr=True, highlight=False)
+    _setup_logging(console, log_file)
+    console.print(f"[dim]log (Spark's too): {log_file}[/dim]")
     # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with contextlib.AsyncExitStack() as stack:
-        spu_addr = options.spu or await _embedded_spu(stack, options.data_dir)
-        console.print(f"[dim]SPU at {spu_addr}; starting Spark ({options.master or 'local[*]'})...[/dim]")
-        spark = await _spark(stack, options)
+        spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
+        try:
+            spu_addr = options.spu or await _embedded_spu(
+                stack, console, options.data_dir, options.spu_port, options.kafka_addr
+            )
+        finally:  # stopped before the SPU (last in, first out)
+            stack.push_async_callback(spark_start.stop)
+        write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
+        stack.callback(remove_runtime_info, options.data_dir)
+        where = "" if options.spu else f", log in {options.data_dir / 'spu'}"
+        console.print(f"[dim]SPU on {spu_addr}{where}[/dim]")
+        spark = await _spark_progress(console, spark_start.task, options.master or "local[*]")
         from contraflow.runtime.runtime import Runtime
         from contraflow.runtime.watchdog import watch_loop
 
@@ -152,30 +241,77 @@ def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
         signal.signal(sig, signal.SIG_IGN)
 
 
-def _setup_logging(console: Any) -> None:
+def _setup_logging(console: Any, log_file: Path) -> None:
+    """Everything at INFO into the log file; on the terminal, only contraflow's own warnings and errors."""
     from rich.logging import RichHandler
 
-    handler = RichHandler(console=console, show_path=False, rich_tracebacks=False, markup=False)
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], format="%(message)s", force=True)
-    for name in ("contraflow.runtime", "contraflow.connector", "contraflow.run"):
-        logging.getLogger(name).setLevel(logging.INFO)
+    to_file = logging.FileHandler(log_file)
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    to_terminal = RichHandler(
+        console=console, show_path=False, show_time=False, rich_tracebacks=False, markup=False
+    )
+    to_terminal.setFormatter(logging.Formatter("%(message)s"))
+    to_terminal.setLevel(logging.WARNING)
+    to_terminal.addFilter(lambda record: record.name.startswith("contraflow"))
+    logging.basicConfig(level=logging.WARNING, handlers=[to_file, to_terminal], force=True)
+    logging.captureWarnings(True)  # library deprecation warnings: the file, not the terminal
+    logging.getLogger("contraflow").setLevel(logging.INFO)
 
 
-async def _embedded_spu(stack: contextlib.AsyncExitStack, data_dir: Path) -> str:
+async def _embedded_spu(
+    stack: contextlib.AsyncExitStack, console: Any, data_dir: Path, port: int, kafka_addr: str | None
+) -> str:
     """An SPU in a thread of this process: a killed runtime leaves no orphan holding the log's lock."""
     from contraflow.spu.embedded import EmbeddedSpu
 
-    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr="127.0.0.1:0")
-    addr = await asyncio.to_thread(spu.start)
+    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}", kafka_addr=kafka_addr)
+    try:
+        addr = await asyncio.to_thread(spu.start)
+    except OSError as err:
+        where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
+        raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None
+    if spu.kafka_addr:
+        console.print(f"[dim]Kafka protocol on {spu.kafka_addr}[/dim]")
     stack.push_async_callback(asyncio.to_thread, spu.stop)
     return addr
 
 
-async def _spark(stack: contextlib.AsyncExitStack, options: RunOptions) -> Any:
-    from contraflow.spark.session import session
+@dataclass
+class _SparkStart:
+    """The Spark session starting in a thread while the rest of the runtime starts."""
 
-    spark = await asyncio.to_thread(session, options.master, options.data_dir)
-    stack.push_async_callback(asyncio.to_thread, spark.stop)
+    task: asyncio.Task[Any]
+
+    @classmethod
+    def begin(cls, options: RunOptions) -> _SparkStart:
+        from contraflow.spark.session import session
+
+        return cls(asyncio.create_task(asyncio.to_thread(session, options.master, options.data_dir)))
+
+    async def stop(self) -> None:
+        """Stop the session once it started (a failed start leaves nothing to stop)."""
+        with contextlib.suppress(Exception):
+            spark = await self.task
+            await asyncio.to_thread(spark.stop)
+
+
+async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str) -> Any:
+    """Wait for Spark with a progress line: a ticking one on a terminal, one every few seconds elsewhere."""
+    begun = time.monotonic()
+    label = f"starting Spark ({master})"
+    if console.is_terminal:
+        with console.status(f"{label} ...") as status:
+            while not started.done():
+                await asyncio.wait({started}, timeout=1.0)
+                status.update(f"{label} ... {time.monotonic() - begun:.0f} s")
+    else:
+        console.print(f"{label} ...")
+        while not started.done():
+            await asyncio.wait({started}, timeout=PLAIN_STATUS_INTERVAL_S)
+            if not started.done():
+                console.print(f"{label} ... {time.monotonic() - begun:.0f} s")
+    spark = await started
+    console.print(f"[dim]Spark started in {time.monotonic() - begun:.1f} s[/dim]")
     return spark
 
 
@@ -200,7 +336,7 @@ async def _status(runtime: Any, console: Any) -> None:
     flows = lambda: list(runtime.flows.values())  # noqa: E731 - flows come and go over the API
     if not console.is_terminal:
         while True:
-            await asyncio.sleep(STATUS_INTERVAL_S * 5)
+            await asyncio.sleep(PLAIN_STATUS_INTERVAL_S)
             console.print(board.render(flows()))
     with Live(board.render(flows()), console=console, refresh_per_second=4, transient=False) as live:
         while True:

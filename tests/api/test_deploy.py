@@ -117,3 +117,23 @@ def test_oversized_source_is_413(client: httpx.Client) -> None:
         "/v1/flows", content=b"#" * (MAX_SOURCE_BYTES + 1), headers={"content-type": "text/plain"}
     )
     assert_error(r, 413)
+
+
+def deeply_nested_flow(depth: int) -> str:
+    record = '{"a": ' * depth + "1" + "}" * depth
+    return ONE_FLOW.replace(
+        "define pipeline",
+        f"define pipeline deep\n  args\n    x = {record}\n  pipeline\n    select event from in into out;\n  end;\n  define pipeline",
+        1,
+    )
+
+
+def test_a_record_nested_300_deep_is_a_400_with_a_position(client: httpx.Client) -> None:
+    """Issue 17 #3: it was a RecursionError and a 500."""
+    source = deeply_nested_flow(300)
+    r = client.post("/v1/flows", json={"troy": source, "name": "deep.troy"})
+    assert r.status_code == 400, r.text
+    [detail] = r.json()["errors"]
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "x = {" in text)
+    assert (detail["file"], detail["line"]) == ("deep.troy", line)
+    assert detail["column"] > 1 and "nested too deeply" in detail["message"]

@@ -13,9 +13,9 @@ from tests.cli_process import start_cli
 
 
 class RunProcess:
-    """One `contraflow run FLOW --data-dir DIR --no-api --no-status` in the background."""
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
-    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path) -> None:
+    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path, *extra_args: str) -> None:
         self.log = log
         with log.open("ab") as out:
             self.process = start_cli(
@@ -25,6 +25,9 @@ class RunProcess:
                 data_dir,
                 "--no-api",
                 "--no-status",
+                "--spu-port",
+                "0",
+                *extra_args,
                 cwd=cwd,
                 stdout=out,
                 stderr=out,

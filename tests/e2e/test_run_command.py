@@ -22,7 +22,7 @@ flow
 def run(tmp_path: Path, troy: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     if troy is not None:
         (tmp_path / "flow.troy").write_text(troy)
-    return run_cli("run", "flow.troy", "--no-api", *args, cwd=tmp_path, clean=True)
+    return run_cli("run", "flow.troy", "--no-api", "--spu-port", "0", *args, cwd=tmp_path, clean=True)
 
 
 def test_a_missing_file_is_one_error_line(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import orjson
-from tests.cli_process import run_cli
+from tests.cli_process import ROOT, run_cli
 
 
 def _run(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -67,3 +67,54 @@ def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
     proc = _run([str(tmp_path / "nope.tremor")], "", tmp_path)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: cannot read")
+
+
+def test_args_from_the_command_line_and_modules_next_to_the_script(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "units.tremor").write_text("const FACTOR = 10;\nfn scale(x) with x * FACTOR end;\n")
+    script = tmp_path / "limit.tremor"
+    script.write_text(
+        "use lib::units;\n"
+        "match units::scale(event) > args.limit of\n"
+        '  case true => {"over": args.label, "tags": args.tags}\n'
+        "  default => units::scale(event)\n"
+        "end\n"
+    )
+    proc = _run(
+        [str(script), "--arg", "limit=25", "--arg", "label=web", "--arg", 'tags=["a", 1]'], "2\n3\n", tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [orjson.loads(line) for line in proc.stdout.splitlines()] == [
+        20,
+        {"over": "web", "tags": ["a", 1]},
+    ]
+
+
+def test_arg_sets_args_with_json_values_and_plain_strings(tmp_path: Path) -> None:
+    script = tmp_path / "args.tremor"
+    script.write_text('{"rate": args.rate, "tags": args.tags, "class": args.class, "event": event}\n')
+    proc = _run(
+        [str(script), "--arg", "rate=1000", "--arg", 'tags=["a", "b"]', "--arg", "class=info"],
+        '{"x": 1}\n',
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout) == {"rate": 1000, "tags": ["a", "b"], "class": "info", "event": {"x": 1}}
+
+
+def test_arg_without_equals_is_one_error_line(tmp_path: Path) -> None:
+    script = tmp_path / "args.tremor"
+    script.write_text("event\n")
+    proc = _run([str(script), "--arg", "rate"], "{}\n", tmp_path)
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == "error: --arg 'rate': expected NAME=VALUE, e.g. --arg error_rate=1000"
+
+
+def test_the_classify_example_script_runs_on_its_sample(tmp_path: Path) -> None:
+    example = Path(ROOT) / "examples" / "classify"
+    sample = (example / "sample.jsonl").read_text()
+    plain = _run([str(example / "classify.tremor")], sample, tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    classes = [orjson.loads(line)["class"] for line in plain.stdout.splitlines()]
+    assert len(classes) == len(sample.splitlines())
+    assert {"error", "info", "server_error", "warn:billing"} == set(classes)

@@ -20,6 +20,7 @@ from contraflow.lang.errors import LangError, ScriptRuntimeError
 from contraflow.lang.script.commands import format_error, format_result
 from contraflow.lang.script.compiler import compile_script
 from contraflow.lang.script.interpreter import Interpreter
+from contraflow.lang.script.modules import file_resolver
 from contraflow.lang.script.parser import parse_script
 
 CASES = sorted(p for p in (Path(__file__).parent / "cases").glob("script-*") if p.is_dir())
@@ -56,14 +57,15 @@ def test_suite_is_large_enough() -> None:
 def test_case(case: Path) -> None:
     text = (case / "script.tremor").read_text()
     error_file = case / "error.txt"
+    modules = file_resolver([case])  # `use lib::x;` finds lib/x.tremor in the case directory
     if error_file.exists():
         expected_error = error_file.read_text().rstrip("\n")
         with pytest.raises(LangError) as info:
-            compile_script(parse_script(text, "script.tremor"), name=case.name)
+            compile_script(parse_script(text, "script.tremor"), name=case.name, modules=modules)
         assert expected_error in info.value.render()
         return
     script = parse_script(text, "script.tremor")
-    compiled = compile_script(script, name=case.name)
+    compiled = compile_script(script, name=case.name, modules=modules)
     events = _load_jsonl(case / "in.jsonl")
     expected = _load_jsonl(case / "out.jsonl")
     actual = _run_all(compiled, events)
@@ -75,6 +77,7 @@ def test_case(case: Path) -> None:
         else:
             assert _canonical(got) == _canonical(want)
     reference = _run_all(
-        Interpreter(parse_script(text, "script.tremor"), name=case.name), _load_jsonl(case / "in.jsonl")
+        Interpreter(parse_script(text, "script.tremor"), name=case.name, modules=modules),
+        _load_jsonl(case / "in.jsonl"),
     )
     assert [_canonical(r) for r in reference] == [_canonical(a) for a in actual]

@@ -121,3 +121,11 @@ def test_an_importing_grammar_reuses_rules_and_transformer() -> None:
     assert isinstance(define[2], ast.Script) and define[2].exprs[0].pos.line == 2
     result = compile_script(define[2], name="tag").run({"x": 1}, {}, None, {"tag": "t"})
     assert result.meta == {"tag": "t"} and result.event == {"x": 1}
+
+
+def test_deep_nesting_is_a_language_error_at_its_position() -> None:
+    text = "let x = " + "[" * 600 + "1" + "]" * 600 + ";\nx"
+    with pytest.raises(LangError, match="nested too deeply") as caught:
+        parse_script(text, "deep.tremor")
+    assert (caught.value.position.file, caught.value.position.line) == ("deep.tremor", 1)
+    assert caught.value.position.column > 9

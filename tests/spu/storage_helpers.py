@@ -12,12 +12,25 @@ from contraflow.spu.storage.partition import Partition
 
 def read_all(part: Partition, start: int = 0, isolation: str = "uncommitted") -> list[tuple[int, bytes]]:
     """Every (offset, value) from `start` to the end, through the normal read path."""
+    records, error = read_until_error(part, start, isolation)
+    if error is not None:
+        raise error
+    return records
+
+
+def read_until_error(
+    part: Partition, start: int = 0, isolation: str = "uncommitted"
+) -> tuple[list[tuple[int, bytes]], Exception | None]:
+    """Like `read_all`, but a read error ends the reading: (what came before it, the error)."""
     out: list[tuple[int, bytes]] = []
     offset = start
     while True:
-        result = part.read(offset, 4096, isolation=isolation)  # type: ignore[arg-type]
+        try:
+            result = part.read(offset, 4096, isolation=isolation)  # type: ignore[arg-type]
+        except Exception as err:  # the caller asserts on it
+            return out, err
         if not result.batches:
-            return out
+            return out, None
         for view in result.batches:
             batch = decode_batch(view)
             out += [

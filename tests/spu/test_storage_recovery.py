@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from storage_helpers import read_all, snapshot
+from storage_helpers import read_all, read_until_error, snapshot
 
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.partition import Partition
+from contraflow.spu.storage.recovery import RecoveryPoint
 
 CONFIG = TopicConfig(segment_bytes=1024, index_interval_bytes=128, flush=FlushPolicy.never())
 UNCOVERED_EPOCH = range(12, 16)  # leader_epoch is deliberately outside the CRC
@@ -52,6 +53,7 @@ def test_crash_recovers_an_intact_prefix(
         log_file = crashed / active.log_path.name
         size = log_file.stat().st_size
         survivors = active.next_offset  # records expected back
+        hole: tuple[int, int] | None = None  # offsets a flip made unreadable, intact data after them
         if damage == "truncate":
             cut = data.draw(st.integers(min_value=0, max_value=size))
             with open(log_file, "r+b") as f:
@@ -62,13 +64,25 @@ def test_crash_recovers_an_intact_prefix(
             raw = bytearray(log_file.read_bytes())
             raw[pos] ^= data.draw(st.integers(min_value=1, max_value=255))
             log_file.write_bytes(bytes(raw))
-            start, _, first = next(span for span in spans if span[0] <= pos < span[1])
+            i, (start, end, first) = next((i, s) for i, s in enumerate(spans) if s[0] <= pos < s[1])
             if pos - start not in UNCOVERED_EPOCH:
-                survivors = first
+                if end == size:
+                    survivors = first  # a bad tail is cut
+                else:
+                    hole = (first, spans[i + 1][2])  # a bad batch between intact ones is kept as a hole
         else:
             (crashed / active.index_path.name).unlink()
 
         recovered = open_partition(crashed)
+        if hole is not None:
+            before, error = read_until_error(recovered)
+            assert [v for _, v in before] == written[: hole[0]], "everything before the bad batch is served"
+            assert error is not None and f"at offset {hole[0]}" in str(error)
+            after = read_all(recovered, hole[1])
+            assert [v for _, v in after] == written[hole[1] :], "intact batches after it are kept"
+            assert recovered.log_end_offset == survivors
+            recovered.close()
+            return
         got = read_all(recovered)
         assert [o for o, _ in got] == list(range(len(got))), "offsets stay dense from 0"
         assert [v for _, v in got] == written[:survivors], "exactly the batches before the damage survive"
@@ -88,12 +102,15 @@ def test_recovery_report_names_the_truncation(tmp_path: Path) -> None:
     size = log_file.stat().st_size
     with open(log_file, "r+b") as f:
         f.truncate(size - 3)
+    torn = log_file.read_bytes()
     report = open_partition(crashed).recovery
     assert not report.clean_shutdown
     [cut] = report.truncated
     assert cut.segment == log_file and cut.bytes_removed == size - 3 - cut.position
     assert "torn" in cut.reason
-    assert "truncated" in str(report)
+    assert "cut a torn tail" in str(report) and f"{cut.bytes_removed} bytes" in str(report)
+    assert cut.quarantine is not None and cut.quarantine.parent == crashed
+    assert cut.quarantine.read_bytes() == torn[cut.position :], "the cut bytes are kept beside the segment"
 
 
 def _closed_and_reopened(tmp_path: Path) -> tuple[Path, list[bytes]]:
@@ -129,7 +146,7 @@ def test_bad_index_of_closed_segment_is_rebuilt(tmp_path: Path, damage: str) -> 
 
 
 def test_corruption_inside_a_closed_segment_is_reported_not_skipped(tmp_path: Path) -> None:
-    directory, _ = _closed_and_reopened(tmp_path)
+    directory, written = _closed_and_reopened(tmp_path)
     log_file = directory / f"{0:020d}.log"
     part = open_partition(directory)
     victim_pos, victim = list(part.segments[0].headers_from(0))[2]
@@ -142,29 +159,106 @@ def test_corruption_inside_a_closed_segment_is_reported_not_skipped(tmp_path: Pa
     with pytest.raises(CorruptSegmentError) as caught:
         scrubbed.verify()  # ...and a scrub finds it
     assert (caught.value.path, caught.value.position) == (log_file, victim_pos)
+    before, error = read_until_error(scrubbed)  # ...and so does every read
+    assert [v for _, v in before] == written[: victim.base_offset]
+    assert isinstance(error, CorruptSegmentError) and error.position == victim_pos
+    assert f"t/0 at offset {victim.base_offset}: CRC32C mismatch" in str(error) and str(log_file) in str(
+        error
+    )
+    assert scrubbed.describe().corrupt_batches == 1
     scrubbed.close()
 
-    (directory / f"{0:020d}.index").unlink()  # an index rebuild meets it on open
-    with pytest.raises(CorruptSegmentError, match=f"{log_file} at byte {victim_pos}: CRC32C mismatch"):
-        open_partition(directory)
+    (directory / f"{0:020d}.index").unlink()  # an index rebuild meets it on open: a hole, not a cut
+    rebuilt = open_partition(directory)
+    [(path, hole)] = rebuilt.recovery.holes
+    assert (path, hole.start, hole.first_offset) == (log_file, victim_pos, victim.base_offset)
+    assert [v for _, v in read_all(rebuilt, victim.next_offset)] == written[victim.next_offset :]
+    with pytest.raises(CorruptSegmentError, match=f"at offset {victim.base_offset}"):
+        rebuilt.read(victim.base_offset)
 
 
 def test_segment_rolled_after_the_last_checkpoint_is_scanned(tmp_path: Path) -> None:
-    """Recovery starts at the recovery point, so a torn segment rolled after it is cut."""
+    """Recovery starts at the recovery point, so damage in a segment rolled after it is
+    found; intact segments after the damage are kept (a hole, not a cut)."""
     live = tmp_path / "live"
     part = open_partition(live)
     for i in range(40):
         part.append_records([b"x" * 50, b"%d" % i])
+    segments = len(part.segments)
     crashed = snapshot(live, tmp_path / "crashed")
     (crashed / "recovery-point").write_text("0\n")
     second = crashed / part.segments[1].log_path.name
+    last_pos, last = list(part.segments[1].headers_from(0))[-1]
     raw = bytearray(second.read_bytes())
     raw[-1] ^= 1
     second.write_bytes(bytes(raw))
     recovered = open_partition(crashed)
-    cut_at = part.segments[1].base_offset
-    assert recovered.log_end_offset < part.segments[2].base_offset
-    assert recovered.log_end_offset >= cut_at
-    assert len(recovered.segments) == 2
-    assert recovered.recovery.deleted_segments
-    assert recovered.recovery.scanned_segments == 2, "from the recovery point up to the cut"
+    assert recovered.log_end_offset == 80, "nothing after the bad batch was cut"
+    assert len(recovered.segments) == segments and not recovered.recovery.deleted_segments
+    [(path, hole)] = recovered.recovery.holes
+    assert (path, hole.start, hole.first_offset, hole.next_offset) == (
+        second,
+        last_pos,
+        last.base_offset,
+        last.next_offset,
+    )
+    assert recovered.recovery.scanned_segments == segments, "from the recovery point to the end"
+    with pytest.raises(CorruptSegmentError, match=f"offset {last.base_offset}"):
+        recovered.read(last.base_offset)
+
+
+def test_torn_tail_after_a_clean_shutdown_loses_only_the_torn_batch(tmp_path: Path) -> None:
+    """Issue 17 #4: the clean-shutdown marker is not trusted over the files."""
+    directory = tmp_path / "p"
+    part = Partition(directory, "t", 0, TopicConfig(flush=FlushPolicy.never()))
+    for b in range(100):
+        part.append_records([b"%d-%d" % (b, i) for i in range(10)])
+    part.close()
+    log_file = directory / f"{0:020d}.log"
+    with open(log_file, "r+b") as f:
+        f.truncate(log_file.stat().st_size - 7)
+    files = {p.name: p.read_bytes() for p in directory.iterdir()}
+
+    reader = Partition(directory, "t", 0, TopicConfig(), writable=False)
+    assert reader.recovery.distrusted_marker is not None
+    assert len(read_all(reader)) == 990 and reader.log_end_offset == 990
+    reader.close()
+    assert {p.name: p.read_bytes() for p in directory.iterdir()} == files, "a read-only open writes nothing"
+
+    writer = Partition(directory, "t", 0, TopicConfig())
+    assert len(read_all(writer)) == 990 and writer.high_watermark == 990
+    [cut] = writer.recovery.truncated
+    assert cut.data_loss and cut.first_offset == 990 and cut.records == 10
+    assert cut.quarantine is not None and cut.quarantine.read_bytes() == files[log_file.name][cut.position :]
+    writer.close()
+    assert (directory / "high-watermark").read_text() == "990\n"
+
+
+def test_recovery_point_moves_with_fsyncs_so_a_crash_rescans_only_the_rest(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    part = Partition(live, "t", 0, TopicConfig(flush=FlushPolicy.every_batch()))
+    for b in range(60):  # ~6 MiB in one segment, fsynced batch by batch
+        part.append_records([b"%04d" % b + b"x" * 1020] * 100)
+    crashed = snapshot(live, tmp_path / "crashed")
+    point = RecoveryPoint.read(crashed / "recovery-point")
+    assert point.segment_base == 0 and point.position is not None and point.position >= 4 << 20
+    spans = list(part.segments[-1].headers_from(0))
+    victim_pos, victim = next(s for s in spans if s[0] > 1 << 20)  # inside the checkpointed prefix
+    tail_pos, tail = spans[-1]
+    assert tail_pos >= point.position
+    log_file = crashed / f"{0:020d}.log"
+    raw = bytearray(log_file.read_bytes())
+    raw[victim_pos + 200] ^= 1
+    raw[tail_pos + 200] ^= 1  # after the recovery point: found by the scan and cut
+    log_file.write_bytes(bytes(raw))
+
+    recovered = open_partition_with(crashed, TopicConfig())
+    assert not recovered.recovery.holes, "the checkpointed prefix was not rescanned"
+    [cut] = recovered.recovery.truncated
+    assert cut.position == tail_pos and recovered.log_end_offset == tail.base_offset
+    with pytest.raises(CorruptSegmentError, match=f"at offset {victim.base_offset}: CRC32C mismatch"):
+        recovered.read(victim.base_offset)  # ...yet reads still check it
+
+
+def open_partition_with(directory: Path, config: TopicConfig) -> Partition:
+    return Partition(directory, "t", 0, config)

@@ -9,7 +9,6 @@ is connected (controlled start). Appends go through the flow's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -20,9 +19,11 @@ from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.priority import YieldBudget
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.source")
 
@@ -38,7 +39,7 @@ class SourceRunner:
         producer: AsyncProducer,
         gate: Gate,
         acks: AckTracker | None,
-        metrics: Any,
+        metrics: RuntimeMetrics,
         connect: SharedConnect,
     ) -> None:
         self.connector = connector
@@ -66,10 +67,10 @@ class SourceRunner:
     async def _loop(self) -> None:
         quiescing = self.ctx.quiescing
         while not quiescing.is_set():
-            if await _until(self.gate.wait(), quiescing) is STOPPED:
+            if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
-                pulled = await _until(self.connector.pull(), quiescing)
+                pulled = await unless_stopped(self.connector.pull(), quiescing)
             except ConnectionLost as err:
                 if not await self.reconnect(str(err)):
                     break
@@ -86,11 +87,14 @@ class SourceRunner:
             await self._append(decoded, pulled.token, pulled)
             await self.turns.spend(len(decoded.records))  # cooperative yield, scaled by priority
 
+    async def start(self) -> bool:
+        """The first connection (shared with the sink side of the same connector): not a fault."""
+        return await unless_stopped(self.connect(), self.ctx.quiescing) is True
+
     async def reconnect(self, why: str) -> bool:
         """The outside end went away: reconnect (shared with the sink side of the same connector)."""
         log.warning("%s: %s; reconnecting", self.ctx.name, why)
-        result = await _until(self.connect(), self.ctx.quiescing)
-        return result is True
+        return await self.start()
 
     async def _append(self, decoded: Decoded, token: Any, pulled: SourceData | None = None) -> None:
         """Append one pull's records, one atomic batch per topic, the data port's batch last.
@@ -152,11 +156,21 @@ class SourceRunner:
         if found is not None:
             self.sequence = int(found["seq"])
             log.info(
-                "%s: resuming after %s (what follows it never reached the log)",
+                "%s: resuming at %s, where its events stopped reaching the log",
                 self.ctx.name,
-                found["position"],
+                describe_position(found["position"]),
             )
             await self.connector.resume(found["position"])
+
+
+def describe_position(position: Any) -> str:
+    """A source's position in words for a person (`position 4299 (device 2049, inode 12)`), not a dict."""
+    if not isinstance(position, dict):
+        return str(position)
+    main = {k: v for k, v in position.items() if k in ("position", "offset")}
+    rest = ", ".join(f"{k} {v}" for k, v in position.items() if k not in main)
+    words = ", ".join(f"{k} {v}" for k, v in main.items()) or rest
+    return f"{words} ({rest})" if main and rest else words
 
 
 POSITION_HEADER = "contraflow.source"
@@ -180,22 +194,3 @@ async def last_position(client: AsyncSpuClient, topic: str) -> dict[str, Any] | 
                     found = orjson.loads(value)
         offset = records[-1].offset + 1
     return found
-
-
-STOPPED = object()
-
-
-async def _until(work: Any, stop: asyncio.Event) -> Any:
-    """Await `work` unless `stop` is set first (then cancel it and return STOPPED)."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return STOPPED

@@ -1,10 +1,13 @@
-"""The live status line per flow: events in/out per second, channel depth, breaker state and why.
+"""The live status line per flow: rates, channel depth, each source's and sink's totals, breakers.
 
-    classify  running  in 1,204/s  out 1,198/s  depth 37  breaker closed
-    classify  running  in 0/s  out 0/s  depth 812  breaker OPEN: classified connection lost: refused
+    classify  running  in 1,204/s  out 1,198/s  depth 37  events 5,210 → classified 5,170 · counts 40  breaker closed
+    classify  idle  depth 0  events 60 finished → classified 36 · counts 6 · errors 0  breaker closed
+    orders  running  in 0/s  out 0/s  depth 812  ticks 2,400 → receiver 1,588  breaker OPEN: receiver connection lost: refused
 
-`in` counts events sources appended, `out` events sinks delivered; rates are
-over the interval between two renders.
+`in` is what the sources appended per second, `out` what the sinks delivered
+per second (all sinks together: each sink's own total follows the arrow).
+A source that reached its end says `finished`; a running flow where nothing
+moved since the last line and nothing waits in a channel is `idle`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from contraflow.runtime.flow import FlowInstance
+from contraflow.runtime.flow import ConnectorInstance, FlowInstance
+from contraflow.runtime.sink import NOT_CONNECTED
 
 
 @dataclass
@@ -47,16 +51,17 @@ class StatusBoard:
         rate_in = (events_in - before.events_in) / elapsed if before and elapsed > 0 else 0.0
         rate_out = (events_out - before.events_out) / elapsed if before and elapsed > 0 else 0.0
         depth = sum(s.depth for s in flow.monitor.states.values()) if flow.monitor else 0
+        moved = before is None or (events_in, events_out) != (before.events_in, before.events_out)
+        state = "idle" if flow.state == "running" and not moved and depth == 0 else flow.state
         line = Text()
         line.append(f"{flow.id}  ", style="bold")
-        line.append(f"{flow.state:<8}", style=_STATE_STYLE.get(flow.state, ""))
-        line.append(f"  in {rate_in:,.0f}/s  out {rate_out:,.0f}/s  depth {depth:,}  ")
-        line.append(f"[{events_in:,} in, {events_out:,} out]  ", style="dim")
-        if flow.breakers:
-            why = "; ".join(f"{sink} {reason}" for sink, reason in flow.breakers.items())
-            line.append(f"breaker OPEN: {why}", style="bold red")
-        else:
-            line.append("breaker closed", style="green")
+        line.append(state, style=_STATE_STYLE.get(state, ""))
+        if state != "idle":
+            line.append(f"  in {rate_in:,.0f}/s  out {rate_out:,.0f}/s")
+        line.append(f"  depth {depth:,}  ")
+        line.append(connector_totals(flow), style="dim")
+        line.append("  ")
+        line.append_text(breakers(flow))
         held = backpressured(flow)
         if held:
             line.append(f"  back-pressure: {', '.join(held)}", style="yellow")
@@ -65,21 +70,65 @@ class StatusBoard:
         return line
 
 
-_STATE_STYLE = {"running": "green", "paused": "yellow", "failed": "bold red", "draining": "cyan"}
+_STATE_STYLE = {
+    "running": "green",
+    "idle": "green",
+    "paused": "yellow",
+    "failed": "bold red",
+    "draining": "cyan",
+}
 
 
 def totals(flow: FlowInstance) -> tuple[int, int]:
     """(events sources appended, events sinks delivered) since the flow started."""
     events_in = events_out = 0
     for inst in flow.connectors.values():
-        counts = inst.ctx.metrics.by_port
-        if inst.source is not None:
-            events_in += sum(
-                n[0] for port, n in counts.items() if port in inst.source.outputs and port != "err"
-            )
-        if inst.sink is not None:
-            events_out += sum(counts.get(port, [0])[0] for _, _, port in inst.sink.inputs)
+        events_in += appended(inst)
+        events_out += delivered(inst)
     return events_in, events_out
+
+
+def appended(inst: ConnectorInstance) -> int:
+    """Events a source connector appended to its channels (its `err` port aside)."""
+    if inst.source is None:
+        return 0
+    counts = inst.ctx.metrics.by_port
+    return sum(n[0] for port, n in counts.items() if port in inst.source.outputs and port != "err")
+
+
+def delivered(inst: ConnectorInstance) -> int:
+    """Events a sink connector delivered."""
+    if inst.sink is None:
+        return 0
+    counts = inst.ctx.metrics.by_port
+    return sum(counts.get(port, [0])[0] for _, _, port in inst.sink.inputs)
+
+
+def connector_totals(flow: FlowInstance) -> str:
+    """`events 60 finished → classified 36 · counts 6`: each source's and each sink's total."""
+    sources, sinks = [], []
+    for alias, inst in flow.connectors.items():
+        if inst.source is not None and inst.source.outputs:
+            finished = " finished" if inst.source.exhausted else ""
+            sources.append(f"{alias} {appended(inst):,}{finished}")
+        if inst.sink is not None and inst.sink.inputs:
+            sinks.append(f"{alias} {delivered(inst):,}")
+    return " · ".join(sources) + (" → " if sources and sinks else "") + " · ".join(sinks)
+
+
+def breakers(flow: FlowInstance) -> Text:
+    """`breaker closed`, `connecting: a, b` while sinks make their first connection, or why they are open."""
+    faults = {sink: why for sink, why in flow.breakers.items() if why != NOT_CONNECTED}
+    connecting = [sink for sink, why in flow.breakers.items() if why == NOT_CONNECTED]
+    text = Text()
+    if faults:
+        why = "; ".join(f"{sink} {reason}" for sink, reason in faults.items())
+        text.append(f"breaker OPEN: {why}", style="bold red")
+    elif not connecting:
+        text.append("breaker closed", style="green")
+    if connecting:
+        text.append(("  " if faults else "") + f"connecting: {', '.join(connecting)}", style="cyan")
+    return text
 
 
 def backpressured(flow: FlowInstance) -> list[str]:

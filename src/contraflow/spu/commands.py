@@ -1,7 +1,7 @@
 """`contraflow topic|produce|consume`: the log from the command line.
 
 Commands talk to a `LogClient`, so they work the same against the local data
-directory and (once wired in) a remote SPU. Every user mistake surfaces as a
+directory and an SPU: `--spu`, or the runtime running from the data directory. Every user mistake surfaces as a
 `UserError`: one `error: ...` line, non-zero exit, no traceback. Numeric
 options are parsed here rather than by click so that holds for them too.
 """
@@ -14,11 +14,13 @@ import select
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import click
 import crc32c
 
+from contraflow.discovery import log_dir, running_runtime
 from contraflow.errors import UserError
 from contraflow.spu.api import LocalLog, LogClient, OffsetSpec
 from contraflow.spu.storage.config import TopicConfig
@@ -52,13 +54,15 @@ def _errors_as_user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_data_dir_option = click.option(
+# The log's data directory, for commands that open it (or, with `data_dir_option`, an SPU instead).
+log_data_dir_option = click.option(
     "--data-dir",
     envvar="CONTRAFLOW_DATA_DIR",
     default=DEFAULT_DATA_DIR,
     show_default=True,
     metavar="DIR",
-    help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
+    help="Data directory of the log or of `contraflow run` (or $CONTRAFLOW_DATA_DIR); "
+    "a runtime running from it is used through its SPU.",
 )
 SPU_CONTEXT_KEY = "contraflow.spu"
 _spu_option = click.option(
@@ -73,17 +77,21 @@ _spu_option = click.option(
 
 def data_dir_option(command: F) -> F:
     """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU."""
-    return _data_dir_option(_spu_option(command))
+    return log_data_dir_option(_spu_option(command))
 
 
 def open_log(data_dir: str, *, read_only: bool) -> LogClient:
-    """The log the commands use: the SPU given by --spu, else the local data directory."""
+    """The log the commands use: the SPU given by --spu, else the SPU of the runtime running
+    from the data directory, else the data directory's log files (see contraflow.discovery)."""
     spu = click.get_current_context().meta.get(SPU_CONTEXT_KEY)
+    if not spu:
+        running = running_runtime(Path(data_dir))
+        spu = running.spu if running else None
     if spu:
         from contraflow.spu.client import SpuClient
 
         return SpuClient(spu)
-    return LocalLog(data_dir, read_only=read_only)
+    return LocalLog(log_dir(Path(data_dir)), read_only=read_only)
 
 
 # -- topic ----------------------------------------------------------------------------------------
@@ -173,6 +181,11 @@ def topic_describe(name: str, data_dir: str) -> None:
             f"{p.partition:>9} {p.log_start_offset:>12} {p.log_end_offset:>12} "
             f"{p.high_watermark:>15} {p.size_bytes:>14} {p.segment_count:>8}"
         )
+    for p in desc.partitions:
+        if p.corrupt_batches:
+            click.echo(f"partition {p.partition}: {p.corrupt_batches} corrupt batch(es) met by reads")
+        for line in p.damage:
+            click.echo(f"partition {p.partition}: {line}")
 
 
 @topic.command("delete")

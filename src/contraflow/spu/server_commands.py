@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import click
 
 from contraflow.errors import UserError
+from contraflow.spu.commands import log_data_dir_option
 
 if TYPE_CHECKING:
     from contraflow.spu.server import SpuServer
 
-DEFAULT_DATA_DIR = "contraflow-data"
 READY_PREFIX = "spu ready"
 SWITCH_INTERVAL_S = 0.0005
 
@@ -27,14 +27,7 @@ def spu() -> None:
 
 
 @spu.command()
-@click.option(
-    "--data-dir",
-    envvar="CONTRAFLOW_DATA_DIR",
-    default=DEFAULT_DATA_DIR,
-    show_default=True,
-    metavar="DIR",
-    help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
-)
+@log_data_dir_option
 @click.option(
     "--public-addr",
     default="127.0.0.1:9005",
@@ -56,9 +49,48 @@ def spu() -> None:
     metavar="HOST:PORT",
     help="Also serve the Kafka protocol here (e.g. 127.0.0.1:9092; see docs/kafka.md).",
 )
-def run(data_dir: str, public_addr: str, private_addr: str, spu_id: str, kafka_addr: str | None) -> None:
+@click.option(
+    "--max-buffered-bytes",
+    default="256MiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Request bytes the whole SPU holds at once; past it, clients wait (not read).",
+)
+@click.option(
+    "--max-connections",
+    default="1024",
+    show_default=True,
+    metavar="N",
+    help="Open connections; a newer one past it is closed at once.",
+)
+@click.option(
+    "--frame-timeout",
+    default="30s",
+    show_default=True,
+    metavar="DURATION",
+    help="A frame that started arriving must be complete by then, or the connection is closed.",
+)
+@click.option(
+    "--idle-timeout",
+    default="10m",
+    show_default=True,
+    metavar="DURATION",
+    help="Close a connection with no request, no running work and no stream for this long.",
+)
+def run(
+    data_dir: str,
+    public_addr: str,
+    private_addr: str,
+    spu_id: str,
+    kafka_addr: str | None,
+    max_buffered_bytes: str,
+    max_connections: str,
+    frame_timeout: str,
+    idle_timeout: str,
+) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
-    from contraflow.spu.server import ServerConfig, SpuServer, parse_addr
+    from contraflow.spu.server import Limits, ServerConfig, SpuServer, parse_addr
+    from contraflow.spu.units import parse_count, parse_duration_ms, parse_size
 
     if not spu_id.isdigit():
         raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")
@@ -68,7 +100,15 @@ def run(data_dir: str, public_addr: str, private_addr: str, spu_id: str, kafka_a
         except ValueError as err:
             raise UserError(str(err)) from None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(Path(data_dir), public_addr, private_addr, int(spu_id), kafka_addr=kafka_addr)
+    limits = Limits(
+        max_buffered_bytes=parse_size(max_buffered_bytes, "--max-buffered-bytes"),
+        max_connections=parse_count(max_connections, "--max-connections", minimum=1),
+        frame_timeout_s=parse_duration_ms(frame_timeout, "--frame-timeout") / 1000,
+        idle_timeout_s=parse_duration_ms(idle_timeout, "--idle-timeout") / 1000,
+    )
+    config = ServerConfig(
+        Path(data_dir), public_addr, private_addr, int(spu_id), kafka_addr=kafka_addr, limits=limits
+    )
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.
     sys.setswitchinterval(SWITCH_INTERVAL_S)

@@ -104,6 +104,14 @@ class Path(Expr):
 
 
 @dataclass(frozen=True)
+class ExprPath(Expr):
+    """Segments applied to a computed value: `string::split(x, ",")[0]`, `(event.a).b`."""
+
+    target: Expr
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
 class Unary(Expr):
     op: str  # "-", "+", "not", "!"
     operand: Expr
@@ -242,8 +250,16 @@ class ForCase(Node):
 
 @dataclass(frozen=True)
 class For(Expr):
+    """`for target of case ... [into initial [use op]] end`: without `into`, the result is an array.
+
+    `fold` is the operator (`+` by default) that combines the accumulated value with each
+    case's result: `+` appends to an array or merges into a record, and folds numbers.
+    """
+
     target: Expr
     cases: tuple[ForCase, ...]
+    initial: Expr | None = None
+    fold: str | None = None
 
 
 @dataclass(frozen=True)
@@ -282,6 +298,7 @@ class FnDefn(Node):
     params: tuple[str, ...]
     body: tuple[Expr, ...]
     cases: tuple[Case, ...] | None
+    varargs: bool = False  # `fn f(a, ...)`: extra arguments are the array `args`
 
 
 @dataclass(frozen=True)
@@ -291,10 +308,28 @@ class ConstDefn(Node):
 
 
 @dataclass(frozen=True)
+class Use(Node):
+    """`use std::string as s;`: the module `path` is reachable as `alias::...`."""
+
+    path: tuple[str, ...]
+    alias: str
+
+    @property
+    def text(self) -> str:
+        return "::".join(self.path)
+
+
+@dataclass(frozen=True)
 class Script(Node):
-    """A script body: expressions run in order, with the functions and constants it defines."""
+    """A script body: expressions run in order, with the functions and constants it defines.
+
+    `result_const` names the constant whose value is the script's result when the
+    script ends with a `const` definition (a module of constants yields its last one).
+    """
 
     exprs: tuple[Expr, ...]
     fns: tuple[FnDefn, ...]
     consts: tuple[ConstDefn, ...]
     source: SourceText | None = field(default=None, compare=False, repr=False)
+    uses: tuple[Use, ...] = ()
+    result_const: str | None = None

@@ -14,6 +14,7 @@ import itertools
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
@@ -21,6 +22,7 @@ from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 from contraflow.lang.script.locate import LineInfo
+from contraflow.lang.script.modules import qualify
 from contraflow.lang.script.results import AggregateCall, ScriptResult
 
 _RO_ROOTS = ("args", "group", "window")
@@ -44,6 +46,10 @@ _HELPERS: dict[str, Any] = {
     "_patch_apply": values.patch_apply,
     "_items": values.items_of,
     "_fail": values.fail,
+    "_fold": values.fold_step,
+    "_pairs": values.array_pairs,
+    "_range_ok": values.range_present,
+    "_unknown": values.unknown_name,
 }
 _BINARY_HELPERS = {
     "+": "_add",
@@ -127,10 +133,6 @@ def _needs_statements(node: Any) -> bool:
     return any(isinstance(n, _STMT_NODES) for n in walk(node))
 
 
-def _has_extractor(pattern: ast.Pattern) -> bool:
-    return any(isinstance(n, ast.ExtractorPattern) for n in walk(pattern))
-
-
 def pyname(prefix: str, name: str) -> str:
     clean = name if name.isidentifier() and not keyword.iskeyword(name) else name.encode().hex()
     return f"{prefix}{clean}"
@@ -160,6 +162,7 @@ class Scope:
     in_fn: str | None = None  # python name of the user function being compiled
     fn_params: tuple[str, ...] = ()
     allow_emit: bool = True
+    varargs: bool = False  # inside `fn f(a, ...)`: `args` is the array of extra arguments
 
 
 class Codegen:
@@ -186,12 +189,17 @@ class Codegen:
         self.node_vars: dict[int, str] = {}
         self.aggregates: list[AggregateCall] | None = None
         self.compile_arg: Callable[[ast.Expr, str], Any] | None = None
+        # `use std::string as s;`: alias -> module path, for calls like `s::len(x)`.
+        self.aliases: dict[str, str] = {}
+        # > 0 while compiling code that may never run (a case body, a loop body):
+        # an unknown name there is an error only if it is reached, as in Tremor.
+        self.branch_depth = 0
         for name, value in consts.items():
             self.add_const(name, value)
 
     # ------------------------------------------------------------ plumbing
     def error(self, message: str, pos: Position, hint: str = "") -> LangError:
-        return LangError(message, pos, self.source, hint=hint)
+        return LangError(message, pos, _source_of(pos, self.source), hint=hint)
 
     def tmp(self) -> str:
         return f"_t{next(self.counter)}"
@@ -230,9 +238,12 @@ class Codegen:
         saved, self.scope = self.scope, scope
         self.line(f"def {pyname}({', '.join(params)}):", node)
         self.indent += 1
+        if "*_va" in params:
+            self.line("_va = list(_va)")
         if kind == "fn" and self.copy_on_let:
             for param in params:
-                self.line(f"{param} = _own({param})")
+                if not param.startswith("*"):
+                    self.line(f"{param} = _own({param})")
         result = self.block(body)
         ends_with_exit = bool(body) and isinstance(body[-1], (ast.Emit, ast.Drop))
         if kind == "script" and not ends_with_exit:
@@ -337,7 +348,11 @@ class Codegen:
         else:
             code = root
             for seg in path.segments:
-                code = f"_lookup({code}, {self.segment_key(seg, inline)})"
+                if isinstance(seg, ast.RangeSeg):
+                    start, end = self.expr(seg.start, inline), self.expr(seg.end, inline)
+                    code = f"_range_ok({code}, {start}, {end})"
+                else:
+                    code = f"_lookup({code}, {self.segment_key(seg, inline)})"
             code = f"({code} is not _M)" if path.segments else "True"
         if node.absent:
             code = f"(not {code})"
@@ -346,7 +361,9 @@ class Codegen:
     def _x_Path(self, node: ast.Path, inline: bool) -> str:
         root = self.path_root(node)
         if root is None:
-            raise self.unknown_name(node)
+            if self.branch_depth == 0 or node.name is None or "::" in node.name:
+                raise self.unknown_name(node)
+            return self.hoist(f"_unknown({node.name!r})", node, node.name)
         code = root
         for seg in node.segments:
             if isinstance(seg, ast.KeySeg):
@@ -364,6 +381,16 @@ class Codegen:
         self.linemap[len(self.lines)] = LineInfo(node.pos, node.text(), node)
         return name
 
+    def _x_ExprPath(self, node: ast.ExprPath, inline: bool) -> str:
+        """Segments on a computed value go through the checked accessors (they name what failed)."""
+        code = self.expr(node.target, inline)
+        for seg in node.segments:
+            if isinstance(seg, ast.RangeSeg):
+                code = f"_get_range({code}, {self.expr(seg.start, inline)}, {self.expr(seg.end, inline)})"
+            else:
+                code = f"_get_index({code}, {self.segment_key(seg, inline)})"
+        return code if inline else self.hoist(code, node, "path")
+
     def segment_key(self, seg: ast.Segment, inline: bool) -> str:
         if isinstance(seg, ast.KeySeg):
             return repr(seg.key)
@@ -374,6 +401,8 @@ class Codegen:
     def path_root(self, node: ast.Path) -> str | None:
         """Python code for the path's root, or None for an unknown local name."""
         if node.root != "local":
+            if node.root == "args" and self.scope.varargs:
+                return "_va"
             if self.scope.in_fn is not None:
                 raise self.error(
                     f"functions cannot access `{node.text()}`",
@@ -390,6 +419,11 @@ class Codegen:
 
     def unknown_name(self, node: ast.Path) -> LangError:
         name = node.name or ""
+        if "::" in name:
+            module = name.rsplit("::", 1)[0]
+            known = sorted(c for c in self.consts if c.startswith(f"{module}::"))
+            hint = _did_you_mean(name, known) or f"bring the module in with `use ...::{module};`"
+            return self.error(f"unknown constant `{name}`", node.pos, hint)
         options = sorted(self.scope.locals | set(self.consts))
         hint = (
             _did_you_mean(name, options) or f"define it first with `let {name} = ...` or `const {name} = ...`"
@@ -444,9 +478,11 @@ class Codegen:
             return self.scope.in_fn
         if name in self.fns:
             defn = self.fns[name]
-            if len(node.args) != len(defn.params):
-                raise self.arity_error(node, len(defn.params))
+            n = len(node.args)
+            if n < len(defn.params) or (n > len(defn.params) and not defn.varargs):
+                raise self.arity_error(node, len(defn.params), defn.varargs)
             return self.fn_names[name]
+        name = self.qualified(name)
         fn = stdlib.lookup(name)
         if fn is None:
             options = list(self.fns) + stdlib.all_names()
@@ -461,9 +497,14 @@ class Codegen:
         self.globals[py] = fn.fn
         return py
 
-    def arity_error(self, node: ast.Call, expected: int) -> LangError:
+    def qualified(self, name: str) -> str:
+        """`s::len` after `use std::string as s;` is `std::string::len`."""
+        return qualify(name, self.aliases)
+
+    def arity_error(self, node: ast.Call, expected: int, varargs: bool = False) -> LangError:
+        want = f"at least {expected}" if varargs else str(expected)
         return self.error(
-            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {expected}",
+            f"wrong number of arguments for `{node.name}`: got {len(node.args)}, expected {want}",
             node.pos,
         )
 
@@ -548,7 +589,11 @@ class Codegen:
     def _x_For(self, node: ast.For, inline: bool) -> str:
         self._statement_only(node, inline)
         src = self.expr(node.target)
-        acc = self.hoist("[]", node)
+        appends = node.initial is None or (
+            isinstance(node.initial, ast.ArrayLit) and not node.initial.items and node.fold == "+"
+        )
+        initial = "[]" if node.initial is None else self.expr(node.initial)
+        acc = self.hoist(f"_own({initial})" if not appends else "[]", node)
         key_var, value_var = self.tmp(), self.tmp()
         self.line(f"for {key_var}, {value_var} in _items({src}):", node, "for")
         self.indent += 1
@@ -568,8 +613,16 @@ class Codegen:
                 self.line(f"if _bool({self.expr(case.guard)}):", case.guard, "when")
                 self.indent += 1
                 opened += 1
+            self.branch_depth += 1
             value = self.block(case.body)
-            self.line(f"{acc}.append({value})", case)
+            self.branch_depth -= 1
+            if appends:
+                self.line(f"{acc}.append({value})", case)
+            else:
+                self.line(f"{acc} = _fold({node.fold!r}, {acc}, {value})", case, f"use {node.fold}")
+                if node.fold in ("and", "or"):
+                    self.line(f"if {acc} is {node.fold == 'or'}:")
+                    self.line("    break")
             if done:
                 self.line(f"{done} = True")
             self.indent -= opened
@@ -608,7 +661,9 @@ class Codegen:
             for name, value in binds:
                 self.scope.locals.add(name)
                 self.line(f"{pyname('l_', name)} = {self.owned(value)}", case)
+            self.branch_depth += 1
             self.line(f"{result} = {self.block(case.body)}", case)
+            self.branch_depth -= 1
             self.indent -= 1
             if cond == "True":
                 return
@@ -650,7 +705,9 @@ class Codegen:
                 self.indent += 1
                 opened += 1
             self.line(f"{done} = True")
+            self.branch_depth += 1
             value = self.block(case.body)
+            self.branch_depth -= 1
             self.line(f"{result} = {value}", case)
             self.indent -= opened
 
@@ -770,6 +827,12 @@ class Codegen:
             raise self.error(f"invalid `{pat.kind}` extractor: {exc}", pat.pos) from None
         return self.add_global("_X", fn)
 
+    def element_picker(self, pat: ast.Pattern) -> str:
+        """A lambda giving what an array element pattern binds for one element, or MISSING."""
+        if isinstance(pat, ast.ExtractorPattern):
+            return f"lambda _e: {self.extractor(pat)}(_e)"
+        return f"lambda _e: ({self.bound_value(pat, '_e')} if {self.test(pat, '_e')} else _M)"
+
     # Variables holding extraction results / nested subjects, keyed by node identity.
     def extractor_var(self, pat: ast.ExtractorPattern) -> str:
         return self.node_var("_e", pat)
@@ -785,18 +848,54 @@ class Codegen:
         return self.node_vars[key]
 
     def bound_value(self, pat: ast.Pattern, s: str) -> str:
-        """The value a binding sees: the subject, with extracted values in place of their fields."""
+        """What `name = pattern` binds once `pattern` matched `s` (Tremor's pattern results).
+
+        A record pattern binds a record of only the fields it extracted: `present`
+        fields, extractor results and nested pattern results (comparisons and
+        `absent` add nothing). An array pattern binds the `[index, value]` pairs
+        each element pattern matched, pattern by pattern. A tuple pattern binds
+        the per-position results; an extractor binds what it extracted.
+        """
         if isinstance(pat, ast.ExtractorPattern):
             return self.extractor_var(pat)
-        if not isinstance(pat, ast.RecordPattern) or not _has_extractor(pat):
-            return s
-        replaced = []
-        for fp in pat.fields:
-            if fp.op == "~" and isinstance(fp.value, ast.ExtractorPattern):
-                replaced.append(f"{fp.key!r}: {self.extractor_var(fp.value)}")
-            elif fp.op == "~=" and isinstance(fp.value, ast.Pattern) and _has_extractor(fp.value):
-                replaced.append(f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}")
-        return "{**" + s + ", " + ", ".join(replaced) + "}"
+        if isinstance(pat, ast.ArrayPattern):
+            pickers = [self.element_picker(e) for e in pat.elems if not isinstance(e, ast.AnyPattern)]
+            return f"_pairs({s}, ({', '.join(pickers)},))" if pickers else "[]"
+        if isinstance(pat, ast.TuplePattern):
+            items = [self.bound_value(e, f"{s}[{i}]") for i, e in enumerate(pat.elems)]
+            return "[" + ", ".join(items) + "]"
+        if isinstance(pat, ast.RecordPattern):
+            return (
+                "{"
+                + ", ".join(self.record_binding(fp, s) for fp in pat.fields if fp.op in _BINDING_OPS)
+                + "}"
+            )
+        if isinstance(pat, ast.ExprPattern):
+            return self.pattern_value(pat.expr)
+        return s
+
+    def record_binding(self, fp: ast.FieldPred, s: str) -> str:
+        """`key: value` of one field a matched record pattern extracted."""
+        if fp.op == "present":
+            return f"{fp.key!r}: {s}[{fp.key!r}]"
+        if fp.op == "~":
+            assert isinstance(fp.value, ast.ExtractorPattern)
+            return f"{fp.key!r}: {self.extractor_var(fp.value)}"
+        assert isinstance(fp.value, ast.Pattern)
+        return f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}"
+
+
+_BINDING_OPS = ("present", "~", "~=")
+
+
+def _source_of(pos: Position, source: SourceText | None) -> SourceText | None:
+    """The text `pos` points into: usually the script's, else a module file's (for the caret line)."""
+    if source is None or pos.file == source.name:
+        return source
+    try:
+        return SourceText(pos.file, Path(pos.file).read_text(encoding="utf-8"))
+    except OSError:
+        return None
 
 
 def _is_trivial(code: str) -> bool:
@@ -857,9 +956,11 @@ class FnCodegen:
         """Emit the Python function for `defn`, callable as `name`."""
         gen = self.gen
         py = gen.fn_names[name]
-        params = [pyname("l_", p) for p in defn.params]
+        params = [pyname("l_", p) for p in defn.params] + (["*_va"] if defn.varargs else [])
         saved_copy, gen.copy_on_let = gen.copy_on_let, uses_nested_assignment(defn)
-        scope = Scope(locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False)
+        scope = Scope(
+            locals=set(defn.params), in_fn=py, fn_params=defn.params, allow_emit=False, varargs=defn.varargs
+        )
         if defn.cases is None:
             gen.function(py, params, defn.body, scope, defn, "fn")
             gen.copy_on_let = saved_copy
@@ -867,10 +968,13 @@ class FnCodegen:
         saved, gen.scope = gen.scope, scope
         gen.line(f"def {py}({', '.join(params)}):", defn)
         gen.indent += 1
+        if defn.varargs:
+            gen.line("_va = list(_va)")
+        named = params[: len(defn.params)]
         if gen.copy_on_let:
-            for param in params:
+            for param in named:
                 gen.line(f"{param} = _own({param})")
-        subject = gen.hoist("[" + ", ".join(params) + "]", defn)
+        subject = gen.hoist("[" + ", ".join(named) + "]", defn)
         result, done = gen.tmp(), gen.tmp()
         gen.line(f"{result} = None")
         gen.line(f"{done} = False")

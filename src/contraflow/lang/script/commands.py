@@ -1,4 +1,4 @@
-"""`contraflow script FILE.tremor [--state]`: run a script over JSON lines, as a user would try it.
+"""`contraflow script FILE.tremor [--state] [--arg NAME=VALUE]...`: run a script over JSON lines, as a user would try it.
 
 Each input line is one event. Each event produces one output line on stdout:
 
@@ -13,6 +13,11 @@ Without `--state` every event starts with `state` null; with it, state carries
 from one event to the next and the final state is printed last as
 `{"$state": <value>}`. Blank input lines are ignored, so output lines match
 input events one to one. The exit status is 1 if any line failed.
+
+`--arg NAME=VALUE` (repeatable) sets `args.NAME`, so a script written for a
+`define script ... args` can be tried on its own. VALUE is JSON (`--arg
+rate=10`, `--arg tags='["a"]'`); anything that is not JSON is a string
+(`--arg class=info`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ import orjson
 
 from contraflow.errors import UserError
 from contraflow.lang.errors import ScriptRuntimeError
-from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_text
+from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_script
+from contraflow.lang.script.modules import file_resolver, search_path
+from contraflow.lang.script.parser import parse_script
 
 
 def format_result(result: ScriptResult) -> Any:
@@ -44,8 +51,24 @@ def format_error(err: ScriptRuntimeError) -> Any:
     return {"$error": f"{err.message}{where}"}
 
 
+def parse_arg(text: str) -> tuple[str, Any]:
+    """`NAME=VALUE` from the command line: VALUE as JSON, or as a string when it is not JSON."""
+    name, sep, raw = text.partition("=")
+    if not sep or not name.strip():
+        raise UserError(f"--arg {text!r}: expected NAME=VALUE, e.g. --arg error_rate=1000")
+    try:
+        return name.strip(), orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return name.strip(), raw
+
+
 def run_lines(
-    script: CompiledScript, lines: Iterable[str], *, keep_state: bool, errors: TextIO | None = None
+    script: CompiledScript,
+    lines: Iterable[str],
+    *,
+    keep_state: bool,
+    errors: TextIO | None = None,
+    args: dict[str, Any] | None = None,
 ) -> Iterator[Any]:
     """Run `script` over JSON `lines`; yields one output value per event (and `$state` at the end)."""
     state: Any = None
@@ -60,7 +83,7 @@ def run_lines(
             yield {"$error": f"invalid JSON: {exc}"}
             continue
         try:
-            result = script.run(event, {}, state if keep_state else None)
+            result = script.run(event, {}, state if keep_state else None, args)
         except ScriptRuntimeError as err:
             if errors is not None:
                 errors.write(f"error: line {number}: {err}\n")
@@ -78,16 +101,25 @@ def run_lines(
 @click.option(
     "--state", "keep_state", is_flag=True, help="Carry `state` across events and print it at the end."
 )
-def script_command(file: Path, keep_state: bool) -> None:
+@click.option(
+    "--arg",
+    "arg_values",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Set args.NAME (VALUE is JSON, or else a string); repeatable.",
+)
+def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) -> None:
     """Run a tremor-script FILE over JSON lines on stdin; print one JSON result per event."""
+    args = dict(parse_arg(text) for text in arg_values)
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {file}: {exc.strerror}") from None
-    script = compile_text(text, name=file.stem, file=str(file))
+    modules = file_resolver([file.resolve().parent, *search_path()])  # `use lib::x;` next to FILE
+    script = compile_script(parse_script(text, str(file)), name=file.stem, modules=modules)
     failed = False
     out = sys.stdout
-    for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr):
+    for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args):
         if isinstance(value, dict) and "$error" in value:
             failed = True
         out.write(orjson.dumps(value).decode() + "\n")

@@ -9,16 +9,18 @@ Constants are computed here, at compile time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from contraflow.lang.errors import ScriptRuntimeError, SourceText
+from contraflow.lang.errors import LangError, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.codegen import Codegen, FnCodegen, Scope, pyname, uses_nested_assignment, walk
 from contraflow.lang.script.locate import Locator
+from contraflow.lang.script.modules import ModuleResolver, ScriptModule, bind_uses
 from contraflow.lang.script.results import AggregateCall, Env, ScriptResult
 
 __all__ = [
@@ -156,6 +158,30 @@ class CompiledSelect:
             raise self.locator.error(exc) from exc
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _not_too_deep(compile_fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn Python's RecursionError on very deeply nested code into a language error at its start."""
+
+    @functools.wraps(compile_fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return compile_fn(*args, **kwargs)
+        except RecursionError:
+            node: Any = args[0] if args else None
+            source = kwargs.get("source") or getattr(node, "source", None)
+            raise LangError(
+                "the input is nested too deeply to compile",
+                node.pos,
+                source if isinstance(source, SourceText) else None,
+                hint="split deeply nested expressions with `let` or `fn`",
+            ) from None
+
+    return run
+
+
 def _counter_filename(name: str) -> str:
     return f"<tremor:{name}:{next(_FILE_IDS)}>"
 
@@ -169,6 +195,7 @@ def _prepare(
     consts: Mapping[str, Any] | None,
     fns: Mapping[str, ast.FnDefn] | None,
     script: ast.Script | None,
+    modules: ModuleResolver | None = None,
 ) -> Codegen:
     """A code generator holding the functions and constants the script can use.
 
@@ -177,7 +204,12 @@ def _prepare(
     constant may call a function.
     """
     gen = Codegen(source, _counter_filename(name), consts or {}, fns or {})
-    all_fns = list((fns or {}).items()) + [(f.name, f) for f in (script.fns if script else ())]
+    used_fns = _apply_uses(gen, script.uses if script else (), modules)
+    all_fns = (
+        list((fns or {}).items())
+        + list(used_fns.items())
+        + [(f.name, f) for f in (script.fns if script else ())]
+    )
     for fn_name, defn in all_fns:
         gen.fns[fn_name] = defn
         gen.fn_names[fn_name] = pyname("_u_", fn_name.replace("::", "__"))
@@ -189,6 +221,27 @@ def _prepare(
     for const in script_consts:
         gen.globals[gen.consts[const.name]] = _const_value(gen, const)
     return gen
+
+
+def _apply_uses(
+    gen: Codegen, uses: tuple[ast.Use, ...], modules: ModuleResolver | None
+) -> dict[str, ast.FnDefn]:
+    """Bind the script's `use`s into `gen`; returns the functions they bring in."""
+    try:
+        bound = bind_uses(uses, modules)
+    except LangError as err:
+        raise gen.error(err.message, err.position, err.hint) from None
+    gen.aliases.update(bound.aliases)
+    for key, value in bound.consts.items():
+        gen.add_const(key, value)
+    return bound.fns
+
+
+def module_exports(script: ast.Script, modules: ModuleResolver | None = None) -> ScriptModule:
+    """The constants (evaluated) and functions a module script defines, for `use`."""
+    gen = _prepare(script.source, "<module>", None, None, script, modules)
+    consts = {const.name: gen.globals[gen.consts[const.name]] for const in script.consts}
+    return ScriptModule(consts, {f.name: f for f in script.fns})
 
 
 def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
@@ -203,6 +256,7 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     sub.counter = gen.counter
     sub.globals = dict(gen.globals)
     sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
+    sub.aliases = gen.aliases
     sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
     sub.function(
         "_const",
@@ -229,6 +283,7 @@ def _exec(gen: Codegen, entry: str) -> Callable[..., Any]:
     return fn
 
 
+@_not_too_deep
 def compile_script(
     script_ast: ast.Script,
     *,
@@ -236,17 +291,23 @@ def compile_script(
     consts: Mapping[str, Any] | None = None,
     fns: Mapping[str, ast.FnDefn] | None = None,
     source: SourceText | None = None,
+    modules: ModuleResolver | None = None,
 ) -> CompiledScript:
     """Compile a parsed script; `consts`/`fns` come from enclosing definitions (Trickle/Troy modules).
 
-    Raises LangError for unknown names, unknown functions, wrong arity and misplaced statements.
+    `modules` resolves the script's own `use` of script modules (library modules need
+    nothing). Raises LangError for unknown names, unknown functions, wrong arity and
+    misplaced statements.
     """
-    gen = _prepare(source or script_ast.source, name, consts, fns, script_ast)
+    gen = _prepare(source or script_ast.source, name, consts, fns, script_ast, modules)
     gen.copy_on_let = uses_nested_assignment(script_ast)
+    body = script_ast.exprs
+    if script_ast.result_const is not None:  # a script ending in `const X = ...` yields X
+        body = (*body, ast.Path(script_ast.pos, "local", script_ast.result_const, ()))
     gen.function(
         "_script",
         ["event", "meta", "state", "args", "group", "window"],
-        script_ast.exprs,
+        body,
         Scope(),
         script_ast,
         "script",
@@ -255,6 +316,7 @@ def compile_script(
     return CompiledScript(name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
+@_not_too_deep
 def compile_expr(
     expr_ast: ast.Expr,
     *,
@@ -277,6 +339,7 @@ def compile_expr(
     return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
+@_not_too_deep
 def compile_select(
     expr_ast: ast.Expr,
     *,

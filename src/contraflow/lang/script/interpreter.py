@@ -16,6 +16,7 @@ from contraflow.lang.errors import LangError, ScriptRuntimeError
 from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.compiler import ScriptResult
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
+from contraflow.lang.script.modules import ModuleResolver, bind_uses, qualify
 
 
 class _Emit(Exception):
@@ -40,6 +41,7 @@ class _Frame:
     window: Any
     locals: dict[str, Any] = field(default_factory=dict)
     in_fn: ast.FnDefn | None = None
+    varargs: list[Any] = field(default_factory=list)
 
 
 class Interpreter:
@@ -52,12 +54,15 @@ class Interpreter:
         name: str = "<script>",
         consts: Mapping[str, Any] | None = None,
         fns: Mapping[str, ast.FnDefn] | None = None,
+        modules: ModuleResolver | None = None,
     ) -> None:
         self.script = script
         self.name = name
-        self.fns: dict[str, ast.FnDefn] = dict(fns or {})
+        bound = bind_uses(script.uses, modules)
+        self.aliases = bound.aliases
+        self.fns: dict[str, ast.FnDefn] = {**(fns or {}), **bound.fns}
         self.fns.update({f.name: f for f in script.fns})
-        self.consts: dict[str, Any] = dict(consts or {})
+        self.consts: dict[str, Any] = {**(consts or {}), **bound.consts}
         self._extractors: dict[int, Any] = {}
         for const in script.consts:
             frame = _Frame(None, {}, None, {}, None, None)
@@ -80,6 +85,8 @@ class Interpreter:
             value: Any = None
             for expr in self.script.exprs:
                 value = self.eval(expr, frame)
+            if self.script.result_const is not None:
+                value = self.consts[self.script.result_const]
         except _Emit as emit:
             return ScriptResult(emit.port, emit.value, False, frame.state, frame.meta)
         except _Drop:
@@ -131,7 +138,9 @@ class Interpreter:
                 return frame.locals[name]
             if name in self.consts:
                 return self.consts[name]
-            raise LangError(f"unknown name `{name}`", path.pos)
+            values.unknown_name(name)
+        if path.root == "args" and frame.in_fn is not None and frame.in_fn.varargs:
+            return frame.varargs
         return getattr(frame, path.root)
 
     def _e_Path(self, node: ast.Path, frame: _Frame) -> Any:
@@ -145,6 +154,16 @@ class Interpreter:
                 value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
         return value
 
+    def _e_ExprPath(self, node: ast.ExprPath, frame: _Frame) -> Any:
+        value = self.eval(node.target, frame)
+        for seg in node.segments:
+            if isinstance(seg, ast.RangeSeg):
+                value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
+            else:
+                key = seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)
+                value = values.get_index(value, key)
+        return value
+
     def _e_Present(self, node: ast.Present, frame: _Frame) -> Any:
         path = node.path
         if path.root == "local" and path.name not in frame.locals and path.name not in self.consts:
@@ -152,7 +171,11 @@ class Interpreter:
         else:
             value = self._root(path, frame)
             for seg in path.segments:
-                key = seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)  # type: ignore[union-attr]
+                if isinstance(seg, ast.RangeSeg):
+                    start, end = self.eval(seg.start, frame), self.eval(seg.end, frame)
+                    value = values.range_present(value, start, end)
+                    continue
+                key = seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)
                 value = values.lookup(value, key)
             found = value is not values.MISSING
         return not found if node.absent else found
@@ -164,14 +187,16 @@ class Interpreter:
             return self.call_fn(frame.in_fn, args)
         if name in self.fns:
             return self.call_fn(self.fns[name], args)
-        fn = stdlib.lookup(name)
+        fn = stdlib.lookup(qualify(name, self.aliases))
         if fn is None:
             raise LangError(f"unknown function `{name}`", node.pos)
         return fn.fn(*args)
 
     def call_fn(self, defn: ast.FnDefn, args: list[Any]) -> Any:
         own_args = [values.copy_value(a) for a in args]
-        frame = _Frame(None, {}, None, {}, None, None, dict(zip(defn.params, own_args, strict=True)), defn)
+        n = len(defn.params)
+        named = dict(zip(defn.params, own_args[:n], strict=True))
+        frame = _Frame(None, {}, None, {}, None, None, named, defn, own_args[n:])
         if defn.cases is None:
             return self.block(defn.body, frame)
         for case in defn.cases:
@@ -186,6 +211,7 @@ class Interpreter:
         )
 
     def fn_args_match(self, pat: ast.TuplePattern, args: list[Any], frame: _Frame) -> bool:
+        args = args[: len(frame.in_fn.params)] if frame.in_fn is not None else args
         if len(args) < len(pat.elems) or (not pat.open and len(args) != len(pat.elems)):
             return False
         for elem, arg in zip(pat.elems, args, strict=False):
@@ -254,15 +280,23 @@ class Interpreter:
         return rec
 
     def _e_For(self, node: ast.For, frame: _Frame) -> Any:
-        out = []
-        for key, value in values.items_of(self.eval(node.target, frame)):
+        target = self.eval(node.target, frame)
+        acc: Any = [] if node.initial is None else values.copy_value(self.eval(node.initial, frame))
+        op = node.fold or "+"
+        for key, value in values.items_of(target):
             for case in node.cases:
                 frame.locals[case.key] = key
                 frame.locals[case.value] = values.copy_value(value)
                 if case.guard is None or self.truth(case.guard, frame):
-                    out.append(self.block(case.body, frame))
+                    result = self.block(case.body, frame)
+                    try:
+                        acc = values.fold_step(op, acc, result)
+                    except ScriptRuntimeError as err:
+                        raise ScriptRuntimeError(err.message, case.pos, self.name) from err
                     break
-        return out
+            if op in ("and", "or") and acc is (op == "or"):
+                break
+        return acc
 
     def _e_Match(self, node: ast.Match, frame: _Frame) -> Any:
         subject = self.eval(node.target, frame)
@@ -285,36 +319,56 @@ class Interpreter:
         return self.test(pat, value, frame)[0], {}
 
     def test(self, pat: ast.Pattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
-        """(matched, value with extractions applied)."""
+        """(matched, what a binding of this pattern sees: see `Codegen.bound_value`)."""
         if isinstance(pat, ast.AnyPattern):
             return True, value
         if isinstance(pat, ast.ExprPattern):
-            return values.eq(value, self.eval(pat.expr, frame)), value
+            expected = self.eval(pat.expr, frame)
+            return values.eq(value, expected), expected
         if isinstance(pat, ast.ExtractorPattern):
             result = self.extractor(pat)(value)
             return result is not values.MISSING, result
         if isinstance(pat, ast.RecordPattern):
             return self.record_test(pat, value, frame)
         if isinstance(pat, ast.ArrayPattern):
-            ok = type(value) is list and all(any(self.test(e, x, frame)[0] for x in value) for e in pat.elems)
-            return ok, value
+            return self.array_test(pat, value, frame)
         if isinstance(pat, ast.TuplePattern):
             if type(value) is not list:
                 return False, value
             n = len(pat.elems)
             if len(value) < n or (not pat.open and len(value) != n):
                 return False, value
-            return all(self.test(e, x, frame)[0] for e, x in zip(pat.elems, value, strict=False)), value
+            bound = []
+            for elem, item in zip(pat.elems, value, strict=False):
+                ok, got = self.test(elem, item, frame)
+                if not ok:
+                    return False, value
+                bound.append(got)
+            return True, bound
         raise LangError(f"unsupported pattern {type(pat).__name__}", pat.pos)
+
+    def array_test(self, pat: ast.ArrayPattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
+        if type(value) is not list:
+            return False, value
+        pairs: list[Any] = []
+        for elem in pat.elems:
+            found = [[i, got] for i, x in enumerate(value) for ok, got in [self.test(elem, x, frame)] if ok]
+            if not found:
+                return False, value
+            if not isinstance(elem, ast.AnyPattern):
+                pairs.extend(found)
+        return True, pairs
 
     def record_test(self, pat: ast.RecordPattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
         if type(value) is not dict:
             return False, value
-        extracted = dict(value)
+        extracted: dict[str, Any] = {}
         for fp in pat.fields:
             present = fp.key in value
             if fp.op == "present":
                 ok = present
+                if ok:
+                    extracted[fp.key] = value[fp.key]
             elif fp.op == "absent":
                 ok = not present
             elif not present:

@@ -19,7 +19,9 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.nesting import check_nesting, too_deep
 from contraflow.lang.script import ast
+from contraflow.lang.semicolons import missing_semicolon
 
 GRAMMAR_PACKAGE = "contraflow.lang.grammar"
 
@@ -140,10 +142,33 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     # ------------------------------------------------------------ body
     def exprs(self, meta: Any, items: list[Any]) -> ast.Script:
-        exprs = tuple(i for i in items if isinstance(i, ast.Expr))
-        fns = tuple(i for i in items if isinstance(i, ast.FnDefn))
-        consts = tuple(i for i in items if isinstance(i, ast.ConstDefn))
-        return ast.Script(self._b.pos(meta), exprs, fns, consts, self.source)
+        flat = [u for i in items for u in (i if isinstance(i, list) else [i])]
+        exprs = tuple(i for i in flat if isinstance(i, ast.Expr))
+        fns = tuple(i for i in flat if isinstance(i, ast.FnDefn))
+        consts = tuple(i for i in flat if isinstance(i, ast.ConstDefn))
+        uses = tuple(i for i in flat if isinstance(i, ast.Use))
+        last = flat[-1] if flat else None
+        result_const = last.name if isinstance(last, ast.ConstDefn) else None
+        return ast.Script(self._b.pos(meta), exprs, fns, consts, self.source, uses, result_const)
+
+    # ------------------------------------------------------------ use
+    def use_alias(self, meta: Any, items: list[Token]) -> _Alias:
+        return _Alias(_ident(items[0]))
+
+    def use_item(self, meta: Any, items: list[Any]) -> tuple[str, str]:
+        name = _ident(items[0])
+        return (name, items[1].name if len(items) > 1 else name)
+
+    def use_one(self, meta: Any, items: list[Any]) -> list[ast.Use]:
+        alias = items.pop().name if isinstance(items[-1], _Alias) else None
+        path = tuple(_ident(t) for t in items)
+        return [ast.Use(self._b.pos(meta), path, alias or path[-1])]
+
+    def use_group(self, meta: Any, items: list[Any]) -> list[ast.Use]:
+        base = tuple(_ident(t) for t in items if isinstance(t, Token))
+        pos = self._b.pos(meta)
+        pairs = [i for i in items if isinstance(i, tuple)]
+        return [ast.Use(pos, (*base, name), alias) for name, alias in pairs]
 
     def block(self, meta: Any, items: list[Any]) -> tuple[ast.Expr, ...]:
         return tuple(items)
@@ -152,8 +177,11 @@ class ScriptTransformer(Transformer[Token, Any]):
         name, value = items
         return ast.ConstDefn(self._b.pos(meta), _ident(name), value)
 
-    def fn_params(self, meta: Any, items: list[Token]) -> tuple[str, ...]:
-        return tuple(_ident(t) for t in items)
+    def fn_params(self, meta: Any, items: list[Any]) -> tuple[str, ...]:
+        return tuple(_ident(t) if isinstance(t, Token) else "..." for t in items)
+
+    def fn_varargs(self, meta: Any, items: list[Any]) -> str:
+        return "..."
 
     def fn_with_body(self, meta: Any, items: list[Any]) -> tuple[str, Any]:
         return ("with", items[0])
@@ -171,6 +199,11 @@ class ScriptTransformer(Transformer[Token, Any]):
         pattern = ast.TuplePattern(self._b.pos(meta), tuple(elems), is_open)
         return ast.Case(self._b.pos(meta), pattern, guard, body)
 
+    def fn_case_any(self, meta: Any, items: list[Any]) -> ast.Case:
+        pos = self._b.pos(meta)
+        guard = items[0].expr if len(items) == 2 else None
+        return ast.Case(pos, ast.AnyPattern(pos), guard, items[-1])
+
     def fn_default(self, meta: Any, items: list[Any]) -> ast.Case:
         pos = self._b.pos(meta)
         return ast.Case(pos, ast.AnyPattern(pos), None, items[0])
@@ -180,9 +213,11 @@ class ScriptTransformer(Transformer[Token, Any]):
         params: tuple[str, ...] = items[1] if len(items) == 3 else ()
         kind, body = items[-1]
         pos = self._b.pos(meta)
+        varargs = "..." in params
+        params = tuple(p for p in params if p != "...")
         if kind == "with":
-            return ast.FnDefn(pos, name, params, body, None)
-        return ast.FnDefn(pos, name, params, (), body)
+            return ast.FnDefn(pos, name, params, body, None, varargs)
+        return ast.FnDefn(pos, name, params, (), body, varargs)
 
     # ------------------------------------------------------------ statements
     def let_expr(self, meta: Any, items: list[Any]) -> ast.Let:
@@ -325,6 +360,13 @@ class ScriptTransformer(Transformer[Token, Any]):
     def root_local(self, meta: Any, items: list[Token]) -> tuple[str, str, None]:
         return ("local", _ident(items[0]), None)
 
+    def root_module(self, meta: Any, items: list[Token]) -> tuple[str, str, None]:
+        """`consts::MAP`: a constant of a module brought in with `use`."""
+        return ("local", "::".join(_ident(t) for t in items), None)
+
+    def expr_path(self, meta: Any, items: list[Any]) -> ast.ExprPath:
+        return ast.ExprPath(self._b.pos(meta), items[0], tuple(items[1:]))
+
     def seg_key(self, meta: Any, items: list[Token]) -> ast.KeySeg:
         return ast.KeySeg(self._b.pos(meta), _ident(items[0]))
 
@@ -357,6 +399,11 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     def bind_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
         return ast.BindPattern(self._b.pos(meta), _ident(items[0]), items[1])
+
+    def bind_expr_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
+        """`case x = 1 =>`: binds the value when it equals the expression."""
+        pos = self._b.pos(meta)
+        return ast.BindPattern(pos, _ident(items[0]), ast.ExprPattern(items[1].pos, items[1]))
 
     def any_pattern(self, meta: Any, items: list[Any]) -> ast.AnyPattern:
         return ast.AnyPattern(self._b.pos(meta))
@@ -395,7 +442,19 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     # ------------------------------------------------------------ for, patch, merge
     def for_expr(self, meta: Any, items: list[Any]) -> ast.For:
-        return ast.For(self._b.pos(meta), items[0], tuple(items[1:]))
+        items = [i for i in items if i is not None]  # Trickle's parser keeps `[...]` placeholders
+        fold = items.pop() if isinstance(items[-1], _Fold) else None
+        pos = self._b.pos(meta)
+        if fold is None:
+            return ast.For(pos, items[0], tuple(items[1:]))
+        return ast.For(pos, items[0], tuple(items[1:]), fold.initial, fold.op)
+
+    def for_into(self, meta: Any, items: list[Any]) -> _Fold:
+        op = items[1] if len(items) > 1 else None
+        return _Fold(items[0], op or "+")
+
+    def fold_op(self, meta: Any, items: list[Token]) -> str:
+        return str(items[0])
 
     def for_case(self, meta: Any, items: list[Any]) -> ast.ForCase:
         guard = items[2].expr if len(items) == 4 else None
@@ -417,6 +476,21 @@ class _Guard:
 
 class _Rest:
     """The `...` that opens a tuple pattern."""
+
+
+class _Alias:
+    """The `as name` of a `use`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Fold:
+    """The `into initial [use op]` clause of a comprehension."""
+
+    def __init__(self, initial: ast.Expr, op: str) -> None:
+        self.initial = initial
+        self.op = op
 
 
 def _split_rest(items: list[Any]) -> tuple[list[Any], bool]:
@@ -635,6 +709,10 @@ def syntax_error(
         )
     assert isinstance(err, UnexpectedToken)
     tok = err.token
+    if line_offset == 0 and col_offset == 0:
+        missing = missing_semicolon(source, tok.start_pos or 0, line, set(expected))
+        if missing is not None:
+            return missing
     word = describe_token(tok.type, lark)
     what = word if word.strip("'") == str(tok) else f"{word} {str(tok)!r}"
     return LangError(f"unexpected {what}", source.position(line, column, len(str(tok))), source, hint=hint)
@@ -646,12 +724,17 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
+    check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     try:
         return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
     except VisitError as err:
         if isinstance(err.orig_exc, LangError):
             raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise too_deep(source) from None
         raise
+    except RecursionError:
+        raise too_deep(source) from None
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:

@@ -18,6 +18,7 @@ from contraflow.lang.errors import ScriptRuntimeError
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1  # Tremor integers are i64, or u64 when positive
+_I64_MAX = 2**63 - 1
 
 
 class _Missing:
@@ -91,6 +92,8 @@ def add(a: Any, b: Any) -> Any:
         return a + b
     if _is_num(a) and _is_num(b):
         return float(a) + float(b)
+    if ta is list and tb is list:
+        return a + b
     _bad_operands("+", a, b)
 
 
@@ -158,7 +161,7 @@ def bit_not(a: Any) -> Any:
     if type(a) is bool:
         return not a
     if type(a) is int:
-        return ~a
+        return INT_MAX - a if a > _I64_MAX else ~a  # unsigned values stay unsigned
     fail(f"'!' expects a bool or an integer, got {type_name(a)}")
 
 
@@ -350,6 +353,19 @@ def get_range(value: Any, start: Any, end: Any) -> Any:
     return value[start:end]
 
 
+def range_present(value: Any, start: Any, end: Any) -> Any:
+    """`present x[a:b]`: the slice when the bounds fit the array (or string), else MISSING."""
+    bounds_ok = type(start) is int and type(end) is int and type(value) in (list, str)
+    if bounds_ok and 0 <= start <= end <= len(value):
+        return value[start:end]
+    return MISSING
+
+
+def unknown_name(name: str) -> NoReturn:
+    """Reading a local that was never assigned (only reached in a branch that ran)."""
+    fail(f"unknown name `{name}`")
+
+
 def lookup(value: Any, key: Any) -> Any:
     """Like `get_index` but returns MISSING instead of failing (for `present`)."""
     if type(key) is str:
@@ -387,16 +403,29 @@ def copy_value(value: Any) -> Any:
 
 
 def merge(target: Any, patch: Any) -> Any:
-    """RFC 7396 merge: records merge key by key, null removes, anything else replaces."""
-    if type(patch) is not dict:
+    """Tremor's merge: two records merge key by key (a null value removes the key, a key the
+    target lacks is added as it is, nulls inside included); otherwise the patch replaces."""
+    if type(patch) is not dict or type(target) is not dict:
         return copy_value(patch)
-    out = dict(target) if type(target) is dict else {}
+    out = dict(target)
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
+        elif key in out:
+            out[key] = merge(out[key], value)
         else:
-            out[key] = merge(out.get(key), value)
+            out[key] = copy_value(value)
     return out
+
+
+def apply_default(target: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """`patch ... of default => {...}`: add missing keys, recursing where both sides are records."""
+    for key, value in defaults.items():
+        if key not in target:
+            target[key] = copy_value(value)
+        elif type(target[key]) is dict and type(value) is dict:
+            target[key] = dict(target[key])
+            apply_default(target[key], value)
 
 
 def merge_expr(target: Any, value: Any) -> Any:
@@ -428,8 +457,7 @@ def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
             rec.clear()
             rec.update(merged)
         else:  # default
-            for k, v in value.items():
-                rec.setdefault(k, v)
+            apply_default(rec, value)
         return
     k = _patch_key(key, op)
     if op == "insert":
@@ -445,16 +473,22 @@ def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
     elif op == "erase":
         rec.pop(k, None)
     elif op == "merge":
-        rec[k] = merge(rec.get(k), value) if type(value) is dict else value
+        if k not in rec:
+            rec[k] = merge({}, value)
+        elif type(rec[k]) is dict and type(value) is dict:
+            rec[k] = merge(rec[k], value)
+        else:
+            fail(f"patch merge: cannot merge {a_type(value)} into key `{k}`, which holds {a_type(rec[k])}")
     elif op == "default":
         rec.setdefault(k, value)
     elif op in ("copy", "move"):
         dest = _patch_key(value, op)
-        if k not in rec:
-            fail(f"patch {op}: key `{k}` does not exist")
-        rec[dest] = copy_value(rec[k])
-        if op == "move" and dest != k:
-            del rec[k]
+        if dest in rec:
+            fail(f"patch {op}: key `{dest}` already exists")
+        if k in rec:  # copying or moving a missing key does nothing
+            rec[dest] = copy_value(rec[k])
+            if op == "move":
+                del rec[k]
     else:  # pragma: no cover - the parser only produces the ops above
         fail(f"unknown patch operation {op}")
 
@@ -463,12 +497,54 @@ def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
 
 
 def items_of(value: Any) -> Any:
-    """(key, value) pairs for `for`: index/element for arrays, key/value for records."""
+    """(key, value) pairs for `for`: index/element for arrays, key/value for records.
+
+    Anything else has no elements (Tremor yields the initial value, not an error).
+    """
     if type(value) is list:
         return enumerate(value)
     if type(value) is dict:
         return list(value.items())
-    fail(f"'for' needs an array or a record, got {type_name(value)}")
+    return ()
+
+
+_FOLD_LOGIC = {"and", "or", "xor"}
+
+
+def fold_step(op: str, acc: Any, value: Any) -> Any:
+    """One step of `for ... into acc use op end`.
+
+    With `+`, an array accumulator gets the value appended and a record accumulator
+    gets the value's fields (the value must be a record); other accumulators and
+    operators combine the two values like the binary operator does.
+    """
+    t = type(acc)
+    if t is list or t is dict:
+        if op != "+":
+            fail(f"cannot fold {a_type(acc)} with '{op}': only '+' folds into arrays and records")
+        if t is list:
+            acc.append(value)
+        elif type(value) is dict:
+            acc.update(value)
+        else:
+            fail(f"folding into a record needs record values, got {type_name(value)}")
+        return acc
+    if op in _FOLD_LOGIC:
+        if type(acc) is not bool or type(value) is not bool:
+            fail(f"'{op}' fold needs bool values, got {type_name(acc)} and {type_name(value)}")
+        return {"and": acc and value, "or": acc or value, "xor": acc != value}[op]
+    return BINARY[op](acc, value)
+
+
+def array_pairs(arr: Any, pickers: tuple[Any, ...]) -> Any:
+    """What `name = %[p1, p2]` binds: `[index, value]` for every element each pattern matched."""
+    out: list[Any] = []
+    for pick in pickers:
+        for i, element in enumerate(arr):
+            got = pick(element)
+            if got is not MISSING:
+                out.append([i, got])
+    return out
 
 
 def set_path(container: Any, keys: list[Any], value: Any) -> Any:

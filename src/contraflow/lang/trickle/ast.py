@@ -105,7 +105,7 @@ class GroupClause:
 class SelectStmt:
     target: SourceExpr
     source: StreamRef
-    windows: list[Name]
+    windows: list[ModPath]
     where: SourceExpr | None
     group_by: GroupClause | None
     into: StreamRef

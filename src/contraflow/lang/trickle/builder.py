@@ -11,6 +11,7 @@ so a single `contraflow check` shows all mistakes of a file.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ from contraflow.lang.trickle.script_api import (
     check_script,
     const_expr,
     emit_ports,
+    is_library_module,
+    module_uses,
+    qualify_calls,
     time_functions_for,
     uses_state,
 )
@@ -60,7 +64,7 @@ def use_module(diag: Diagnostics, scope: Scope, stmt: ast.UseStmt, loader: Modul
         return
     if module is not None:
         scope.modules[stmt.local_name] = module
-    elif stmt.path.parts[0].value == "std":
+    elif is_library_module(tuple(p.value for p in stmt.path.parts)):
         scope.function_modules[stmt.local_name] = stmt.path.text
     else:
         scope.modules[stmt.local_name] = Scope(broken=True)
@@ -246,11 +250,43 @@ class PipelineBuilder:
         elif isinstance(stmt, ast.DefineWindow):
             return self.window_spec(stmt, env)
         elif isinstance(stmt, ast.DefineScript):
-            fns = visible_functions(scope, [stmt.body.ast])
-            err = check_script(stmt.body.ast, stmt.name.value, scope.all_constants(), fns)
+            body, consts, fns = self.script_body(scope, stmt.body)
+            err = check_script(body.ast, stmt.name.value, consts, fns)
             if err is not None:
                 self.diag.error(err.message, err.position, err.hint)
         return None
+
+    def script_body(
+        self, scope: Scope, body: SourceExpr
+    ) -> tuple[SourceExpr, dict[str, Any], dict[str, Any]]:
+        """A script body ready to compile: library aliases spelled out, its `use`d modules bound.
+
+        Returns the body and the constants and functions it can see (those of
+        modules it `use`s itself included, as `alias::name`).
+        """
+        script, uses = module_uses(qualify_calls(body.ast, _function_modules(scope)))
+        consts = scope.all_constants()
+        fns = visible_functions(scope, [script])
+        for use in uses:
+            path = ast.ModPath(tuple(ast.Name(p, use.pos) for p in use.path), use.pos)
+            try:
+                module = self.loader(path)
+            except LangError as err:
+                self.diag.error(err.message, err.position, err.hint)
+                continue
+            if module is None:
+                self.diag.error(
+                    f"unknown module '{use.text}'",
+                    use.pos,
+                    "modules are looked up next to the file and in $CONTRAFLOW_PATH",
+                )
+                continue
+            consts.update({f"{use.alias}::{k}": v for k, v in module.constants.items()})
+            for item in module.items:
+                if item.kind == "fn":
+                    fns[f"{use.alias}::{item.name}"] = item.ast
+                    fns.setdefault(item.name, item.ast)
+        return SourceExpr(body.source, script, body.position), consts, fns
 
     def window_spec(self, stmt: ast.DefineWindow, env: dict[str, Any]) -> WindowSpec | None:
         return window_spec(self.diag, stmt, env)
@@ -350,14 +386,9 @@ class PipelineBuilder:
             self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
         stateful_body = uses_state(defn.body.ast)
+        body, consts, fns = self.script_body(found.scope, defn.body)
         spec = ScriptSpec(
-            defn.name.value,
-            defn.body,
-            args,
-            defn.state,
-            stateful_body,
-            constants=found.scope.all_constants(),
-            functions=visible_functions(found.scope, [defn.body.ast]),
+            defn.name.value, body, args, defn.state, stateful_body, constants=consts, functions=fns
         )
         outputs = _unique([*DEFAULT_OUTPUTS, *emit_ports(defn.body.ast)])
         return Node(
@@ -388,6 +419,7 @@ class PipelineBuilder:
     # --- pass 3: selects -----------------------------------------------------------------------
 
     def _select(self, ctx: _Pipeline, stmt: ast.SelectStmt) -> None:
+        stmt = self._qualified_select(ctx.scope, stmt)
         ctx.selects += 1
         name = f"select_{ctx.selects}"
         source = self._endpoint(ctx, stmt.source, reading=True)
@@ -439,29 +471,46 @@ class PipelineBuilder:
             return None
         return node.name, port
 
-    def _windows(self, ctx: _Pipeline, names: Sequence[ast.Name]) -> list[WindowSpec]:
-        frames: list[tuple[ast.Name, WindowSpec]] = []
+    def _windows(self, ctx: _Pipeline, paths: Sequence[ast.ModPath]) -> list[WindowSpec]:
+        frames: list[tuple[ast.ModPath, WindowSpec]] = []
         seen: set[str] = set()
-        for name in names:
-            if name.value in seen:
-                self.diag.error(f"window '{name.value}' listed twice", name.pos)
+        for path in paths:
+            if path.text in seen:
+                self.diag.error(f"window '{path.text}' listed twice", path.pos)
                 continue
-            seen.add(name.value)
-            spec = ctx.window_defs.get(name.value) or self._window_from_scope(ctx, name)
+            seen.add(path.text)
+            spec = ctx.window_defs.get(path.text) or self._window_from_scope(ctx, path)
             if spec is not None:
-                frames.append((name, spec))
+                frames.append((path, spec))
         check_tilt_frames(self.diag, frames)
         return [spec for _, spec in frames]
 
-    def _window_from_scope(self, ctx: _Pipeline, name: ast.Name) -> WindowSpec | None:
-        found = ctx.scope.lookup("window", ast.ModPath((name,), name.pos))
+    def _window_from_scope(self, ctx: _Pipeline, path: ast.ModPath) -> WindowSpec | None:
+        """A window defined outside this pipeline, possibly in a module (`from in[mod::win]`)."""
+        found = ctx.scope.lookup("window", path)
         if found is None:
-            self.diag.unknown("window", name.value, name.pos, ctx.scope.names("window"))
+            if not ctx.scope.in_broken_module(path):
+                self.diag.unknown("window", path.text, path.pos, ctx.scope.names("window"))
             return None
         spec = self.window_spec(found.stmt, {**found.scope.all_constants(), "args": {}})
         if spec is not None:
-            ctx.graph.windows[name.value] = spec
+            spec.name = path.text
+            ctx.graph.windows[path.text] = spec
         return spec
+
+    @staticmethod
+    def _qualified_select(scope: Scope, stmt: ast.SelectStmt) -> ast.SelectStmt:
+        """The select with calls through `use std::x as y;` aliases spelled out in full."""
+        aliases = _function_modules(scope)
+        if not aliases:
+            return stmt
+        return dataclasses.replace(
+            stmt,
+            target=qualified_expr(stmt.target, aliases),
+            where=qualified_expr(stmt.where, aliases),
+            having=qualified_expr(stmt.having, aliases),
+            group_by=_qualified_group(stmt.group_by, aliases),
+        )
 
     def _group(self, ctx: _Pipeline, clause: ast.GroupClause) -> GroupBy:
         if clause.expr is not None:
@@ -473,7 +522,7 @@ class PipelineBuilder:
     ) -> list[str]:
         """Report unknown functions, wrong arity, and aggregates outside a windowed select target."""
         aggregates: list[str] = []
-        fns = [item.name for item in scope.all_items() if item.kind == "fn"]
+        fns = [*scope.module_functions(), *(item.name for item in scope.all_items() if item.kind == "fn")]
         for problem in check_calls(expr.ast, _function_modules(scope), fns):
             position = problem.position or expr.position
             if problem.aggregate is not None:
@@ -497,11 +546,29 @@ class PipelineBuilder:
 
 
 def visible_functions(scope: Scope, uses: Sequence[Any]) -> dict[str, Any]:
-    """`fn` definitions in scope, plus the time helpers when `uses` call them."""
-    functions = {item.name: item.ast for item in scope.all_items() if item.kind == "fn"}
+    """`fn` definitions in scope (module ones as `alias::name`), plus the time helpers when `uses` call them."""
+    functions = scope.module_functions()
+    functions.update({item.name: item.ast for item in scope.all_items() if item.kind == "fn"})
     for node in uses:
         functions.update(time_functions_for(node))
     return functions
+
+
+def qualified_expr(expr: Any, aliases: dict[str, str]) -> Any:
+    """A SourceExpr whose calls through library aliases use the full function names."""
+    if expr is None:
+        return None
+    return SourceExpr(expr.source, qualify_calls(expr.ast, aliases), expr.position)
+
+
+def _qualified_group(clause: ast.GroupClause | None, aliases: dict[str, str]) -> ast.GroupClause | None:
+    if clause is None:
+        return None
+    return dataclasses.replace(
+        clause,
+        expr=qualified_expr(clause.expr, aliases),
+        items=[g for g in (_qualified_group(c, aliases) for c in clause.items) if g is not None],
+    )
 
 
 def _value_pos(assign: ast.Assignment) -> Position:

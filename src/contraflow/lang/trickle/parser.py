@@ -8,6 +8,8 @@ expression ASTs.
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -20,6 +22,8 @@ from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import SourceExpr
+from contraflow.lang.nesting import check_nesting, too_deep
+from contraflow.lang.semicolons import missing_semicolon
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
 
@@ -33,9 +37,24 @@ SCRIPT_EXPORTS = ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "ST
 def grammar(name: str) -> Lark:
     """The LALR parser for `grammar/<name>.lark`, built once per process."""
     path = GRAMMAR_DIR / f"{name}.lark"
-    # `cache=True` keeps the parse tables in the temp dir (lark re-validates imported grammars),
-    # so a `contraflow check` does not rebuild them on every run.
-    return Lark.open(str(path), parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    # The parse tables are cached in the temp dir so a `contraflow check` does not rebuild
+    # them on every run. The cache file is named after a hash of every grammar file, since
+    # lark does not notice a change in an imported grammar (script.lark, trickle.lark).
+    return Lark.open(
+        str(path),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+        cache=str(Path(tempfile.gettempdir()) / f"contraflow-{name}-{_grammars_digest()}.lark-cache"),
+    )
+
+
+@cache
+def _grammars_digest() -> str:
+    digest = hashlib.sha256()
+    for file in sorted(GRAMMAR_DIR.glob("*.lark")):
+        digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def delegate(target: Transformer, source: Transformer, names: Iterable[str]) -> None:
@@ -88,6 +107,9 @@ def syntax_error(source: SourceText, err: UnexpectedInput, parser: Lark) -> Lang
             hint,
         )
     assert token is not None
+    missing = missing_semicolon(source, token.start_pos or 0, line, expected)
+    if missing is not None:
+        return missing
     return LangError(
         f"syntax error: unexpected '{token.value}'",
         source.position(line, column, max(1, len(str(token.value)))),
@@ -121,6 +143,11 @@ def _expected_hint(expected: set[str], parser: Lark) -> str:
     return "expected " + ", ".join(words)
 
 
+def flatten_statements(children: list[Any]) -> list[Any]:
+    """Statements in order, with a grouped `use` (a list) spliced in."""
+    return [s for c in children for s in (c if isinstance(c, list) else [c])]
+
+
 class TrickleTransformer(Transformer):
     """Builds `trickle.ast` nodes; expression subtrees are handled by the merged script transformer."""
 
@@ -152,12 +179,26 @@ class TrickleTransformer(Transformer):
         return list(children[0])
 
     def pipeline_stmts(self, children: list[Any]) -> list[ast.Statement]:
-        return list(children)
+        return flatten_statements(children)
 
     @v_args(meta=True)
     def use_stmt(self, meta: Meta, children: list[Any]) -> ast.UseStmt:
         path, alias = children
         return ast.UseStmt(path, self._name(alias) if alias is not None else None, self._pos(meta))
+
+    @v_args(meta=True)
+    def use_group(self, meta: Meta, children: list[Any]) -> list[ast.UseStmt]:
+        """`use lib::{a, b as c};` is `use lib::a; use lib::b as c;`."""
+        base: ast.ModPath = children[0]
+        uses = []
+        for name, alias in (c for c in children[1:] if c is not None):
+            path = ast.ModPath((*base.parts, name), name.pos)
+            uses.append(ast.UseStmt(path, alias, self._pos(meta)))
+        return uses
+
+    def use_member(self, children: list[Any]) -> tuple[ast.Name, ast.Name | None]:
+        name, alias = children
+        return self._name(name), self._name(alias) if alias is not None else None
 
     @v_args(meta=True)
     def mod_path(self, meta: Meta, children: list[Token]) -> ast.ModPath:
@@ -194,8 +235,12 @@ class TrickleTransformer(Transformer):
         port = self._name(children[1]) if len(children) > 1 else None
         return ast.StreamRef(self._name(children[0]), port, self._pos(meta))
 
-    def window_list(self, children: list[Token]) -> list[ast.Name]:
-        return [self._name(t) for t in children]
+    def window_list(self, children: list[ast.ModPath]) -> list[ast.ModPath]:
+        return list(children)
+
+    @v_args(meta=True)
+    def window_ref(self, meta: Meta, children: list[Token]) -> ast.ModPath:
+        return self.mod_path(meta, children)
 
     def where_clause(self, children: list[Any]) -> SourceExpr:
         return children[0]
@@ -307,12 +352,17 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
         raise syntax_error(source, err, grammar(name)) from None
+    check_nesting(tree, source)
     try:
         return transformer.transform(tree)
     except VisitError as err:
         if isinstance(err.orig_exc, LangError):
             raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise too_deep(source) from None
         raise
+    except RecursionError:
+        raise too_deep(source) from None
 
 
 def parse_trickle(source: SourceText) -> ast.Query:

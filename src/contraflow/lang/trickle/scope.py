@@ -105,8 +105,23 @@ class Scope:
             scope = scope.parent
         merged: dict[str, Any] = {}
         for s in reversed(chain):
+            for alias, module in s.modules.items():  # `use lib::consts;` then `consts::LIMIT`
+                merged.update({f"{alias}::{k}": v for k, v in module.constants.items()})
             merged.update(s.constants)
         return merged
+
+    def module_functions(self) -> dict[str, Any]:
+        """`fn`s of the modules in scope, as `alias::name` (and by bare name, for calls inside them)."""
+        out: dict[str, Any] = {}
+        scope: Scope | None = self
+        while scope is not None:
+            for alias, module in scope.modules.items():
+                for item in module.items:
+                    if item.kind == "fn":
+                        out.setdefault(f"{alias}::{item.name}", item.ast)
+                        out.setdefault(item.name, item.ast)
+            scope = scope.parent
+        return out
 
     def all_items(self) -> list[ScriptItem]:
         """`const`/`fn` items visible here, outermost first (prepended when compiling scripts)."""

@@ -22,8 +22,10 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script import stdlib
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.compiler import compile_expr, compile_script
+from contraflow.lang.script.modules import is_library_module as is_library_module
 from contraflow.lang.script.parser import ScriptTransformer, parse_script
 from contraflow.lang.script.parser import describe_token as describe_token
+from contraflow.lang.script.rewrite import qualify_calls as qualify_calls
 from contraflow.lang.trickle.diagnostics import did_you_mean
 
 
@@ -39,6 +41,16 @@ def item_name(node: Any) -> str:
 def const_expr(node: Any) -> Any:
     """The value expression of a `const` definition."""
     return node.value
+
+
+def module_uses(script: Any) -> tuple[Any, list[sast.Use]]:
+    """The script without its `use`s of script modules, and those uses (Troy resolves them).
+
+    `use`s of library modules (`use std::string as s;`) stay: the compiler binds them.
+    """
+    kept = tuple(u for u in script.uses if is_library_module(u.path))
+    modules = [u for u in script.uses if not is_library_module(u.path)]
+    return (dataclasses.replace(script, uses=kept) if modules else script), modules
 
 
 # --- walking --------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
     return spec
 
 
-def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.Name, WindowSpec]]) -> None:
+def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.ModPath, WindowSpec]]) -> None:
     """Tilt frames feed each window's output into the next, so all must count events or all time."""
     for (_, first), (name, second) in zip(frames, frames[1:], strict=False):
         if (first.size is None) != (second.size is None):

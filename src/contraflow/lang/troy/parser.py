@@ -13,6 +13,7 @@ from contraflow.lang.trickle.parser import (
     TrickleTransformer,
     combined_transformer,
     delegate,
+    flatten_statements,
     parse_with,
 )
 from contraflow.lang.troy import ast
@@ -35,12 +36,12 @@ class TroyTransformer(TrickleTransformer):
     """Troy statements; everything Trickle is inherited, expressions come from the script transformer."""
 
     def start(self, children: list[Any]) -> list[Any]:  # Troy statements, not Trickle's
-        return list(children)
+        return flatten_statements(children)
 
     @v_args(meta=True)
     def define_flow(self, meta: Meta, children: list[Any]) -> ast.DefineFlow:
         name, args, *body = children
-        return ast.DefineFlow(self._name(name), args or [], list(body), self._pos(meta))
+        return ast.DefineFlow(self._name(name), args or [], flatten_statements(body), self._pos(meta))
 
     @v_args(meta=True)
     def define_connector(self, meta: Meta, children: list[Any]) -> ast.DefineConnector:

@@ -16,17 +16,19 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.plan import IngestMode
+from contraflow.process_output import quiet_process_output
 from contraflow.spu.api import read_topic
 
 PRODUCE_CHUNK = 1000
+__all__ = ["LocalResult", "quiet_process_output", "run_on_spark"]
 
 
 @dataclass
@@ -34,30 +36,6 @@ class LocalResult:
     """Record values per output port, in the order the pipeline emitted them."""
 
     ports: dict[str, list[bytes]] = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
-    """Send fds 1 and 2 (and so every child process's output) to `log_path`.
-
-    Yields writable handles on the original stdout and stderr; they are
-    restored on exit.
-    """
-    saved = [os.dup(1), os.dup(2)]
-    with open(log_path, "ab") as log:
-        for fd in (1, 2):
-            os.dup2(log.fileno(), fd)
-        out, err = os.fdopen(os.dup(saved[0]), "wb"), os.fdopen(os.dup(saved[1]), "wb")
-        try:
-            yield out, err
-        finally:
-            out.flush()
-            err.flush()
-            out.close()
-            err.close()
-            for fd, original in zip((1, 2), saved, strict=True):
-                os.dup2(original, fd)
-                os.close(original)
 
 
 def run_on_spark(

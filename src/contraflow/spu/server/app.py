@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
+from contraflow.spu.server.budget import ByteBudget, ConnectionCount
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
 from contraflow.spu.server.ledger import BatchLedger
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
+READ_AHEAD = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class SpuServer:
         self._stopped = False
         self.public_addr: tuple[str, int] = ("", 0)
         self.private_addr: tuple[str, int] | None = None
+        self._budget: ByteBudget | None = None  # made on the server's loop
+        self._connection_count = ConnectionCount(config.limits.max_connections)
         self.kafka_addr: tuple[str, int] | None = None
         self._kafka: KafkaListener | None = None
 
@@ -122,17 +126,33 @@ class SpuServer:
     ) -> tuple[str, int]:
         host, port = parse_addr(addr)
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            tune_socket(writer.get_extra_info("socket"))
-            conn = Connection(reader, writer, dispatch, self.config.limits, allowed)
-            self._connections.add(conn)
-            try:
-                await conn.serve()
-            finally:
-                self._connections.discard(conn)
-                self.transactions.release_owner(conn.id)
+        limits = self.config.limits
+        if self._budget is None:
+            self._budget = ByteBudget(limits.max_buffered_bytes)
+        budget = self._budget
 
-        server = await asyncio.start_server(on_connect, host, port, limit=1 << 20)
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if not self._connection_count.try_open():
+                log.warning(
+                    "refused a connection: %d connections open (--max-connections)", limits.max_connections
+                )
+                writer.transport.abort()
+                return
+            try:
+                tune_socket(writer.get_extra_info("socket"))
+                conn = Connection(reader, writer, dispatch, limits, allowed, budget)
+                self._connections.add(conn)
+                try:
+                    await conn.serve()
+                finally:
+                    self._connections.discard(conn)
+                    self.transactions.release_owner(conn.id)
+            finally:
+                self._connection_count.close()
+
+        # The reader's read-ahead (twice this limit) is held per connection outside the
+        # byte budget, so it is kept small: --max-connections x 2 x READ_AHEAD at most.
+        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD)
         self._servers.append(server)
         bound = server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])

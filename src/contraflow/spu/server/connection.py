@@ -30,6 +30,7 @@ from contraflow.spu.protocol import (
     pack_meta,
     parse_header,
 )
+from contraflow.spu.server.budget import ByteBudget
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,15 @@ class Reply:
 class Limits:
     max_frame_bytes: int = 16 * 1024 * 1024
     max_inflight: int = 64
-    max_inflight_bytes: int = 64 * 1024 * 1024  # request bodies held by running requests
+    max_inflight_bytes: int = 64 * 1024 * 1024  # request bodies held by one connection's requests
     max_staged_bytes: int = 64 * 1024 * 1024
+    max_buffered_bytes: int = 256 * 1024 * 1024  # request bodies held by the whole server
+    max_connections: int = 1024
+    frame_timeout_s: float = 30.0  # a frame that started arriving must be complete by then
+    idle_timeout_s: float = 600.0  # a connection with no request, no running work and no stream
+
+
+BODY_CHUNK = 256 * 1024  # bodies are read in chunks into one buffer: no second copy of a frame
 
 
 Dispatch = Callable[["Connection", FrameHeader, memoryview], Awaitable[Reply | None]]
@@ -88,6 +96,7 @@ class Connection:
         dispatch: Dispatch,
         limits: Limits,
         allowed_apis: frozenset[ApiKey] | None = None,
+        budget: ByteBudget | None = None,
     ) -> None:
         self.id = next(_connection_ids)
         self.reader = reader
@@ -95,6 +104,7 @@ class Connection:
         self._dispatch = dispatch
         self.limits = limits
         self._allowed = allowed_apis
+        self._budget = budget or ByteBudget(limits.max_buffered_bytes)
         self._inflight = asyncio.Semaphore(limits.max_inflight)
         self._inflight_bytes = 0
         self._bytes_released = asyncio.Condition()
@@ -113,26 +123,70 @@ class Connection:
         """Read frames until the peer goes away or breaks framing."""
         try:
             while True:
-                head = await self.reader.readexactly(HEADER_SIZE)
+                head = await self._read_header()
                 try:
                     header = parse_header(head, self.limits.max_frame_bytes)
                 except FramingError as err:
                     await self._reject_and_close(head, err)
                     return
                 await self._reserve(header.body_length)
-                body = memoryview(await self.reader.readexactly(header.body_length))
+                body = await self._read_body(header.body_length)
                 await self._inflight.acquire()
                 task = asyncio.create_task(self._run(header, body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
+        except TimeoutError as err:
+            log.warning("closing %s: %s", self.peer, err or "timed out")
         finally:
             await self.close()
 
+    async def _read_header(self) -> bytes:
+        """The next frame header. Waiting for its first byte is bounded by the idle timeout
+        while the connection has nothing running; the rest by the frame deadline."""
+        first = await self._idle_wait(self.reader.readexactly(1))
+        try:
+            async with asyncio.timeout(self.limits.frame_timeout_s):
+                return first + await self.reader.readexactly(HEADER_SIZE - 1)
+        except TimeoutError:
+            raise TimeoutError(f"frame header incomplete after {self.limits.frame_timeout_s:g} s") from None
+
+    async def _idle_wait(self, read: Awaitable[bytes]) -> bytes:
+        if self._tasks or self.streams:  # a quiet client waiting on its requests or stream
+            return await read
+        try:
+            async with asyncio.timeout(self.limits.idle_timeout_s):
+                return await read
+        except TimeoutError:
+            raise TimeoutError(f"idle for {self.limits.idle_timeout_s:g} s") from None
+
+    async def _read_body(self, size: int) -> memoryview:
+        """Read a body (its bytes already reserved) by the frame deadline, in chunks into
+        one buffer so a frame is held once, not twice."""
+        body = bytearray(size)
+        done = 0
+        try:
+            async with asyncio.timeout(self.limits.frame_timeout_s):
+                while done < size:
+                    chunk = await self.reader.read(min(BODY_CHUNK, size - done))
+                    if not chunk:
+                        raise asyncio.IncompleteReadError(bytes(body[:done]), size)
+                    body[done : done + len(chunk)] = chunk
+                    done += len(chunk)
+        except BaseException as err:
+            await self._release(size)
+            if isinstance(err, TimeoutError):
+                raise TimeoutError(
+                    f"frame body incomplete after {self.limits.frame_timeout_s:g} s ({done} of {size} bytes)"
+                ) from None
+            raise
+        return memoryview(body)
+
     async def _reserve(self, size: int) -> None:
         """Wait (not reading the socket: back-pressure) until the bodies of running
-        requests leave room for this one; a lone request is always admitted."""
+        requests leave room for this one, on this connection and in the whole server;
+        a lone request is always admitted."""
         async with self._bytes_released:
             await self._bytes_released.wait_for(
                 lambda: (
@@ -140,11 +194,19 @@ class Connection:
                 )
             )
             self._inflight_bytes += size
+        try:
+            await self._budget.acquire(size)
+        except BaseException:
+            async with self._bytes_released:
+                self._inflight_bytes -= size
+                self._bytes_released.notify_all()
+            raise
 
     async def _release(self, size: int) -> None:
         async with self._bytes_released:
             self._inflight_bytes -= size
             self._bytes_released.notify_all()
+        await self._budget.release(size)
 
     async def _reject_and_close(self, head: bytes, err: FramingError) -> None:
         """Answer with the frame's correlation id (the header is readable), then hang up."""

@@ -15,7 +15,13 @@ from pathlib import Path
 
 from contraflow.spu.protocol.batch import HEADER_SIZE, BatchHeader
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_offset
-from contraflow.spu.storage.recovery import CLEAN_SHUTDOWN, HIGH_WATERMARK, RECOVERY_POINT, list_segment_bases
+from contraflow.spu.storage.recovery import (
+    CLEAN_SHUTDOWN,
+    HIGH_WATERMARK,
+    RECOVERY_POINT,
+    RecoveryPoint,
+    list_segment_bases,
+)
 from contraflow.spu.storage.segment import segment_name
 
 
@@ -65,9 +71,9 @@ def truncate_partition_dir(directory: Path, offset: int) -> bool:
     for suffix in (".index", ".timeindex"):
         (directory / segment_name(keep_base, suffix)).unlink(missing_ok=True)
     (directory / CLEAN_SHUTDOWN).unlink(missing_ok=True)
-    recovery_point = read_offset(directory / RECOVERY_POINT)
-    if recovery_point is None or recovery_point > keep_base:
-        write_offset(directory / RECOVERY_POINT, keep_base)
+    point = RecoveryPoint.read(directory / RECOVERY_POINT)
+    if point.segment_base >= keep_base or point.offset > keep_base:  # it may point past the cut
+        RecoveryPoint(keep_base, keep_base, 0).write(directory / RECOVERY_POINT)
     high_watermark = read_offset(directory / HIGH_WATERMARK)
     if high_watermark is not None and high_watermark > offset:
         write_offset(directory / HIGH_WATERMARK, offset)

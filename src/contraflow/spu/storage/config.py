@@ -128,13 +128,16 @@ class PartitionInfo:
     high_watermark: int
     size_bytes: int
     segment_count: int
+    corrupt_batches: int = 0  # distinct bad batches reads met since the partition was opened
+    damage: list[str] = field(default_factory=list)  # cuts, holes and bad batches, one line each
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartitionInfo:
-        return cls(**data)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)

@@ -41,13 +41,17 @@ from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,
     HIGH_WATERMARK,
     RECOVERY_POINT,
+    OpenState,
+    RecoveryPoint,
     RecoveryReport,
     list_segment_bases,
     recover_segments,
 )
-from contraflow.spu.storage.segment import Segment, SegmentSettings
+from contraflow.spu.storage.segment import BadBatchError, Segment, SegmentSettings
 
 DEFAULT_READ_BYTES = 1 << 20
+CHECKPOINT_BYTES = 4 << 20  # the recovery point moves after this much fsynced data...
+CHECKPOINT_SECONDS = 1.0  # ...or this long after it last moved, whichever comes first
 
 
 @dataclass
@@ -57,6 +61,7 @@ class PartitionStats:
     appends: int = 0
     fsyncs: int = 0
     rolls: int = 0
+    corrupt_batches: int = 0  # distinct bad batches reads have met
 
 
 @dataclass(frozen=True)
@@ -124,29 +129,45 @@ class Partition:
         self._first_unflushed = 0.0
         self._closed = False
         self.stats = PartitionStats()
+        self.read_errors: dict[tuple[int, int], str] = {}  # (segment base, byte) -> what a read met
         if writable:
             directory.mkdir(parents=True, exist_ok=True)
-        self.segments, self.recovery = self._open()
+        checkpoint = read_offset(directory / HIGH_WATERMARK)
+        self.segments, self.recovery = self._open(checkpoint or 0)
         self._bases = [s.base_offset for s in self.segments]
         self._leo = self.segments[-1].next_offset if self.segments else 0
         self._durable_end = self._leo
-        checkpoint = read_offset(directory / HIGH_WATERMARK)
         self._hw = self._leo if hw_follows_flush or checkpoint is None else min(checkpoint, self._leo)
+        self._checkpointed_at = (time.monotonic(), self._end_position())
+        if writable:
+            self._write_recovery_point(self._leo)
 
-    def _open(self) -> tuple[list[Segment], RecoveryReport]:
+    def _open(self, hw_checkpoint: int) -> tuple[list[Segment], RecoveryReport]:
         marker = self.directory / CLEAN_SHUTDOWN
-        clean = marker.exists()
-        recovery_point = read_offset(self.directory / RECOVERY_POINT) or 0
-        segments, report = recover_segments(
-            self.directory, self._settings, recovery_point, clean=clean, writable=self.writable
-        )
+        point = RecoveryPoint.read(self.directory / RECOVERY_POINT)
+        state = OpenState(marker.exists(), point, max(point.offset, hw_checkpoint))
+        segments, report = recover_segments(self.directory, self._settings, state, writable=self.writable)
         if self.writable:
-            if clean:  # from now on a crash must be noticed
+            if state.clean:  # from now on a crash must be noticed
                 marker.unlink()
-            if not clean:
-                segments[-1].fsync()
+            segments[-1].fsync()
             fsync_dir(self.directory)
         return segments, report
+
+    def _end_position(self) -> int:
+        """Bytes in the active segment (0 when there is none yet)."""
+        return self.segments[-1].size if self.segments else 0
+
+    def _write_recovery_point(self, offset: int) -> None:
+        """Persist: everything below `offset` (the active segment's end) is fsynced."""
+        seg = self.segments[-1]
+        RecoveryPoint(offset, seg.base_offset, seg.size).write(self.directory / RECOVERY_POINT)
+        self._checkpointed_at = (time.monotonic(), seg.size)
+
+    def _checkpoint_due(self) -> bool:
+        since, position = self._checkpointed_at
+        grown = self._end_position() - position
+        return grown >= CHECKPOINT_BYTES or (grown > 0 and time.monotonic() - since >= CHECKPOINT_SECONDS)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -267,6 +288,16 @@ class Partition:
                 self._durable_end = max(self._durable_end, target)
                 if self.hw_follows_flush:
                     self._hw = max(self._hw, target)
+                self._checkpoint_if_due(seg, target)
+
+    def _checkpoint_if_due(self, synced: Segment, target: int) -> None:
+        """Move the recovery point to a just-fsynced end, every few MB or seconds,
+        so a crash rescans only what came after it (flush leader only)."""
+        with self._lock:
+            if self._closed or synced is not self.segments[-1] or target != synced.next_offset:
+                return  # rolled or appended meanwhile: the next flush or roll moves it
+            if self._checkpoint_due():
+                self._write_recovery_point(target)
 
     def flush(self) -> None:
         """Make everything appended so far durable now, whatever the policy."""
@@ -291,7 +322,7 @@ class Partition:
         fsync_dir(self.directory)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
-        write_offset(self.directory / RECOVERY_POINT, seg.base_offset)
+        self._write_recovery_point(seg.base_offset)
         self.enforce_retention()
         return seg
 
@@ -322,7 +353,7 @@ class Partition:
             self._leo = seg.next_offset
             self._durable_end = min(self._durable_end, self._leo)
             self._hw = min(self._hw, self._leo)
-            write_offset(self.directory / RECOVERY_POINT, seg.base_offset)
+            RecoveryPoint(seg.base_offset, seg.base_offset, 0).write(self.directory / RECOVERY_POINT)
             if not self.hw_follows_flush:
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
             fsync_dir(self.directory)
@@ -356,24 +387,44 @@ class Partition:
             slices: list[FileSlice] = []
             budget = max_bytes
             first = max(0, bisect.bisect_right(self._bases, next_offset) - 1)
-            for seg in self.segments[first:]:
-                if next_offset >= limit:
-                    break
-                start = end = seg.position_of(next_offset)
-                full = False
-                for pos, header in seg.headers_from(start):
-                    full = header.last_offset >= limit or (bool(batches) and header.total_size > budget)
+            try:
+                for seg in self.segments[first:]:
+                    if next_offset >= limit:
+                        break
+                    start = end = seg.position_of(next_offset)
+                    full = False
+                    try:
+                        for pos, header in seg.checked_headers(start, next_offset):
+                            full = header.last_offset >= limit or (
+                                bool(batches) and header.total_size > budget
+                            )
+                            if full:
+                                break
+                            end = pos + header.total_size
+                            budget -= header.total_size
+                            next_offset = header.next_offset
+                            batches.append(seg.view(pos, end))
+                    finally:
+                        if end > start:
+                            slices.append(FileSlice(seg.file, start, end - start))
                     if full:
                         break
-                    end = pos + header.total_size
-                    budget -= header.total_size
-                    next_offset = header.next_offset
-                    batches.append(seg.view(pos, end))
-                if end > start:
-                    slices.append(FileSlice(seg.file, start, end - start))
-                if full:
-                    break
+            except BadBatchError as err:
+                if not batches:  # serve the good batches before it; the next read reports it
+                    raise self._corrupt(err) from None
             return ReadResult(batches, slices, next_offset, self._hw, self.log_start_offset, self._leo)
+
+    def _corrupt(self, err: BadBatchError) -> CorruptSegmentError:
+        """Count a bad batch (once per position) and name it for the reader."""
+        key = (int(err.segment.stem), err.position)
+        if key not in self.read_errors:
+            self.stats.corrupt_batches += 1
+            self.read_errors[key] = f"offset {err.offset}: {err}"
+        return CorruptSegmentError(
+            err.segment,
+            err.position,
+            f"corrupt batch in {self.topic}/{self.number} at offset {err.offset}: {err.reason}",
+        )
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The first offset whose record timestamp is >= `timestamp_ms`, None if none is."""
@@ -456,6 +507,8 @@ class Partition:
                 self._hw,
                 sum(s.size for s in self.segments),
                 len(self.segments),
+                self.stats.corrupt_batches,
+                self.recovery.damage() + list(self.read_errors.values()),
             )
 
     def close(self) -> None:
@@ -469,7 +522,7 @@ class Partition:
             if self.writable:
                 self.segments[-1].freeze()
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
-                write_offset(self.directory / RECOVERY_POINT, self._leo)
+                self._write_recovery_point(self._leo)
                 write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
             for seg in self.segments:
                 seg.close()

@@ -17,6 +17,7 @@ from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     LENGTH_PREFIX,
     MAGIC,
+    MAGIC_POS,
     BatchHeader,
     Buffer,
     CorruptBatchError,
@@ -24,6 +25,7 @@ from contraflow.spu.protocol.batch import (
     verify_crc,
 )
 from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
+from contraflow.spu.storage.ranges import RangeSet
 
 MAX_RELATIVE_OFFSET = (1 << 32) - 1
 
@@ -61,11 +63,43 @@ class SegmentSettings:
 
 
 @dataclass(frozen=True)
+class Hole:
+    """Bytes [start, end) of a segment that hold no intact batch although intact
+    batches follow: offsets [first_offset, next_offset) cannot be read. Kept in
+    place (never cut) so the intact data after it stays readable."""
+
+    start: int
+    end: int
+    first_offset: int
+    next_offset: int
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"bytes {self.start}..{self.end} ({self.reason}): "
+            f"offsets {self.first_offset}..{self.next_offset - 1} unreadable"
+        )
+
+
+@dataclass(frozen=True)
 class ScanOutcome:
-    """Where a CRC scan stopped: `valid_end` bytes are good; `error` says why it stopped early."""
+    """Where a CRC scan stopped: `valid_end` bytes are good except the holes;
+    `error` says why it stopped early (a torn or corrupt tail)."""
 
     valid_end: int
     error: str | None
+    holes: tuple[Hole, ...] = ()
+
+
+class BadBatchError(CorruptBatchError):
+    """A read reached a batch that fails its checks, or a hole."""
+
+    def __init__(self, segment: Path, position: int, offset: int, reason: str) -> None:
+        super().__init__(f"{reason} (segment {segment}, byte {position})")
+        self.segment = segment
+        self.position = position
+        self.offset = offset
+        self.reason = reason
 
 
 class Segment:
@@ -87,10 +121,13 @@ class Segment:
         self.max_timestamp = -1
         self.last_batch_offset = -1
         self._since_index = 0
+        self._last_end = 0
         self._map: mmap.mmap | None = None
         self._indexes_loaded = True
         self.index: EntryTable
         self.time_index: EntryTable
+        self.verified = RangeSet()  # bytes whose batches passed their CRC check in this process
+        self.holes: dict[int, Hole] = {}  # by start position
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -137,29 +174,54 @@ class Segment:
             return False
         return header.base_offset == self.base_offset + rel and header.magic == MAGIC
 
-    def load_tail(self) -> None:
-        """After a clean open: find the end state by walking the few batches after the last index entry."""
+    def load_tail(self) -> bool:
+        """After a clean open: find the end state by walking the few batches after the
+        last index entry. False if that walk does not end exactly at the end of the file."""
         last = self.index.last()
-        start = last[1] if last else 0
+        start = end = last[1] if last else 0
         time_last = self.time_index.last()
         self.max_timestamp = time_last[0] if time_last else -1
-        for _, header in self.headers_from(start):
+        for pos, header in self.headers_from(start):
             self.next_offset = header.next_offset
             self.last_batch_offset = header.base_offset
             self.max_timestamp = max(self.max_timestamp, header.max_timestamp)
+            end = pos + header.total_size
         self._since_index = self.size - start
+        return end == self.size
 
     def make_active(self) -> None:
         """Ready a reopened last segment for appends: extend its indexes again."""
         self.index.activate()
         self.time_index.activate()
 
-    def rebuild(self, expected_base: int) -> ScanOutcome:
-        """CRC-scan the whole segment, rebuilding both indexes (in memory when read-only).
+    def rebuild(self, expected_base: int, *, trusted_end: int = 0) -> ScanOutcome:
+        """CRC-scan the segment, rebuilding both indexes (in memory when read-only).
 
-        Stops at the first batch that is torn, corrupt or out of sequence; the
-        caller decides whether that is a tail to truncate or corruption to report.
+        The first `trusted_end` bytes (known to have been fsynced whole) are only
+        walked, not checked: reads check them later. A bad batch followed by
+        intact ones becomes a `Hole`; one with nothing intact after it ends the
+        scan, and the caller decides whether that tail is cut or is corruption.
         """
+        self._reset_indexes(expected_base)
+        pos = self._walk_trusted(trusted_end) if trusted_end else 0
+        holes: list[Hole] = []
+        while pos < self.size:
+            header, error = self._check_at(pos, self.next_offset)
+            if header is None:
+                found = self._resync(pos + 1, self.next_offset)
+                if found is None:
+                    return ScanOutcome(pos, error, tuple(holes))
+                hole = Hole(pos, found[0], self.next_offset, found[1].base_offset, error)
+                holes.append(hole)
+                self.holes[pos] = hole
+                self.next_offset, pos = hole.next_offset, hole.end
+                continue
+            self._track(pos, header)
+            self.verified.add(pos, pos + header.total_size)
+            pos += header.total_size
+        return ScanOutcome(pos, None, tuple(holes))
+
+    def _reset_indexes(self, expected_base: int) -> None:
         capacity = self.settings.index_capacity
         self.index = EntryTable.create(self.index_path, OFFSET_ENTRY, capacity, writable=self.writable)
         self.time_index = EntryTable.create(self.timeindex_path, TIME_ENTRY, capacity, writable=self.writable)
@@ -167,14 +229,36 @@ class Segment:
         self.next_offset = expected_base
         self.max_timestamp = -1
         self._since_index = 0
-        pos = 0
-        while pos < self.size:
-            header, error = self._check_at(pos, self.next_offset)
-            if header is None:
-                return ScanOutcome(pos, error)
+        self._last_end = 0
+        self.verified.clear()
+        self.holes.clear()
+
+    def _walk_trusted(self, trusted_end: int) -> int:
+        """Index the fsynced prefix by its headers alone; 0 (scan it all) if the
+        headers do not lead exactly to `trusted_end`."""
+        expected = self.next_offset
+        for pos, header in self.headers_from(0, min(trusted_end, self.size)):
+            if header.base_offset != self.next_offset:
+                break
             self._track(pos, header)
-            pos += header.total_size
-        return ScanOutcome(pos, None)
+        if self._last_end == trusted_end:
+            return trusted_end
+        self._reset_indexes(expected)
+        return 0
+
+    def _resync(self, pos: int, expected: int) -> tuple[int, BatchHeader] | None:
+        """The next intact batch at or after byte `pos` whose base offset continues
+        the log (not below `expected`): where readable data resumes after a bad batch."""
+        buf = self._mapped(self.size)
+        marker = bytes([MAGIC])
+        candidate = buf.find(marker, pos + MAGIC_POS)
+        while candidate != -1:
+            start = candidate - MAGIC_POS
+            header, _ = self._check_at(start, None)
+            if header is not None and expected <= header.base_offset < expected + MAX_RELATIVE_OFFSET:
+                return start, header
+            candidate = buf.find(marker, candidate + 1)
+        return None
 
     def verify(self) -> tuple[str | None, int]:
         """CRC-check every batch without touching the indexes: (error or None, position)."""
@@ -187,7 +271,8 @@ class Segment:
             expected = header.next_offset
         return None, pos
 
-    def _check_at(self, pos: int, expected_offset: int) -> tuple[BatchHeader | None, str]:
+    def _check_at(self, pos: int, expected_offset: int | None) -> tuple[BatchHeader | None, str]:
+        """Check the batch at `pos` (its base offset too, unless `expected_offset` is None)."""
         if self.size - pos < HEADER_SIZE:
             return None, f"torn batch header ({self.size - pos} bytes left)"
         header = self.header_at(pos)
@@ -195,7 +280,7 @@ class Segment:
             return None, f"bad magic {header.magic}"
         if header.batch_length < HEADER_SIZE - LENGTH_PREFIX or pos + header.total_size > self.size:
             return None, f"torn batch (length {header.total_size}, {self.size - pos} bytes left)"
-        if header.base_offset != expected_offset:
+        if expected_offset is not None and header.base_offset != expected_offset:
             return None, f"batch offset {header.base_offset} where {expected_offset} was expected"
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return None, "inconsistent record count"
@@ -214,6 +299,7 @@ class Segment:
                 self.size = pos
                 return ScanOutcome(pos, error)
             self._track(pos, header)
+            self.verified.add(pos, pos + header.total_size)
             pos += header.total_size
         return ScanOutcome(pos, None)
 
@@ -242,6 +328,7 @@ class Segment:
         self.file.truncate(size)
         os.fsync(self.file.fileno())
         self.size = size
+        self.verified.clip(size)
 
     def freeze(self) -> None:
         """Make a segment read-mostly: final time entry, fsync, trim indexes."""
@@ -290,6 +377,7 @@ class Segment:
                 rest = rest[n:]
         self.size = pos + header.total_size
         self._track(pos, header, base_offset)
+        self.verified.add(pos, self.size)  # the partition checked the batch before writing it
         return pos
 
     def _track(self, pos: int, header: BatchHeader, base_offset: int | None = None) -> None:
@@ -304,6 +392,7 @@ class Segment:
                 self.time_index.append(running, rel)
             self._since_index = 0
         self._since_index += header.total_size
+        self._last_end = pos + header.total_size
         self.next_offset = base + header.record_count
         self.last_batch_offset = base
         if header.max_timestamp > self.max_timestamp:
@@ -332,12 +421,42 @@ class Segment:
     def headers_from(self, pos: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """Walk batch headers (no CRC check) from a batch boundary."""
         end = self.size if end is None else end
+        holes = self.holes
         while pos + HEADER_SIZE <= end:
+            if holes and pos in holes:
+                pos = holes[pos].end
+                continue
             header = self.header_at(pos)
             if pos + header.total_size > end or header.batch_length <= 0:
                 return
             yield pos, header
             pos += header.total_size
+
+    def checked_headers(self, pos: int, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """`headers_from` for a reader of `offset`: a batch is only yielded once it passed
+        its checks (CRC included, once per process); a bad batch or a hole raises BadBatchError."""
+        lost = self.hole_at_offset(offset) if self.holes else None
+        if lost is not None:
+            raise BadBatchError(self.log_path, lost.start, offset, str(lost))
+        expected: int | None = None
+        while pos + HEADER_SIZE <= self.size:
+            hole = self.holes.get(pos) if self.holes else None
+            if hole is not None:
+                raise BadBatchError(self.log_path, pos, hole.first_offset, str(hole))
+            header = self.header_at(pos)
+            end = pos + header.total_size
+            if not self.verified.covers(pos, end):
+                checked, error = self._check_at(pos, expected)
+                if checked is None:
+                    raise BadBatchError(self.log_path, pos, expected or header.base_offset, error)
+                self.verified.add(pos, end)
+            yield pos, header
+            expected = header.next_offset
+            pos = end
+
+    def hole_at_offset(self, offset: int) -> Hole | None:
+        """The hole whose lost offsets include `offset`, if any."""
+        return next((h for h in self.holes.values() if h.first_offset <= offset < h.next_offset), None)
 
     def position_of(self, offset: int) -> int:
         """Position of the batch containing `offset` (or the first one after it; size at the end)."""

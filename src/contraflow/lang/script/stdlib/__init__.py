@@ -27,6 +27,13 @@ MODULES = (
     "re",
     "datetime",
     "system",
+    "time",
+    "size",
+    "range",
+    "path",
+    "url",
+    "origin",
+    "chash",
 )
 
 
@@ -75,12 +82,24 @@ def _load() -> None:
         _loaded = True
 
 
+def _short(name: str) -> str:
+    for root in ("std::", "tremor::"):
+        if name.startswith(root):
+            return name[len(root) :]
+    return name
+
+
 def lookup(name: str) -> Function | None:
-    """The function called `name` (with or without the `std::` prefix), or None."""
+    """The function called `name` (with or without the `std::`/`tremor::` prefix), or None."""
     _load()
-    if name.startswith("std::"):
-        name = name[5:]
-    return FUNCTIONS.get(name)
+    return FUNCTIONS.get(_short(name))
+
+
+def has_module(path: str) -> bool:
+    """Whether `path` (`std::string`, `string`, `tremor::system`) names a library module."""
+    _load()
+    prefix = _short(path) + "::"
+    return any(name.startswith(prefix) for name in FUNCTIONS)
 
 
 def all_names() -> list[str]:

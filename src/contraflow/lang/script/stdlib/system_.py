@@ -22,3 +22,21 @@ def nanotime() -> int:
 def ingest_ns() -> int:
     """The current time; the runtime has no separate ingest timestamp for scripts run standalone."""
     return time.time_ns()
+
+
+@tremor_fn("system::instance")
+def instance() -> str:
+    """The name of this runtime instance (Tremor's default instance name)."""
+    return "tremor"
+
+
+@tremor_fn("system::version")
+def version() -> str:
+    """The contraflow version."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("contraflow")
+    except PackageNotFoundError:
+        return "0.0.0"

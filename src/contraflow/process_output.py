@@ -1,0 +1,40 @@
+"""Keeping a process's terminal for its own messages while Spark and its JVM write elsewhere.
+
+Spark's JVM, its Python workers and several libraries print banners and
+warnings straight to file descriptors 1 and 2, which children inherit.
+`quiet_process_output` points both at a log file for as long as it is
+active and hands back handles on the original stdout and stderr, so the
+command's own output (and a person's terminal) stays clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+@contextlib.contextmanager
+def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+    """Send fds 1 and 2 (and so every child process's output) to `log_path`.
+
+    Yields writable handles on the original stdout and stderr; they are
+    restored on exit.
+    """
+    saved = [os.dup(1), os.dup(2)]
+    with open(log_path, "ab") as log:
+        for fd in (1, 2):
+            os.dup2(log.fileno(), fd)
+        out, err = os.fdopen(os.dup(saved[0]), "wb"), os.fdopen(os.dup(saved[1]), "wb")
+        try:
+            yield out, err
+        finally:
+            out.flush()
+            err.flush()
+            out.close()
+            err.close()
+            for fd, original in zip((1, 2), saved, strict=True):
+                os.dup2(original, fd)
+                os.close(original)
