@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contraflow import control
 from contraflow.api.facade import (
     ChannelStatus,
     ConnectorStatus,
@@ -43,7 +44,7 @@ from contraflow.runtime.gate import Gate
 from contraflow.runtime.hold import Breaker, BreakerCause, HoldPolicy
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
-from contraflow.runtime.priority import YieldBudget
+from contraflow.runtime.priority import YieldBudget, admitted
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
@@ -210,6 +211,10 @@ class FlowInstance:
             if not inputs:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
                 continue
+            for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
+                await control.credit(inp.consumer, inp.topic).set_async(
+                    self.client, admitted(self.settings.priority, None)
+                )
             self.pipelines[alias] = await asyncio.to_thread(
                 start_pipeline_query,
                 self.services.spark,
