@@ -4,7 +4,8 @@ Each flow's input channel holds the same backlog of JSON events before it
 starts (appended to its channel topic up front: the race is between the
 pipelines, where priorities act through FAIR pools and admission); its
 `null` source adds nothing, its `select event from in into out` pipeline
-feeds a `null` sink. Both are deployed together; throughput is the rate at
+feeds a `null` sink (channels of 50k events, so a critical batch is at most 50k
+while a background one is admitted 5k). Both are deployed together; throughput is the rate at
 which each pipeline appends to its output channel over a window in which both
 still have input left.
 
@@ -47,6 +48,7 @@ FLOW = """
 define flow race
 args
   priority = "normal",
+  channels = {{"default": {{"capacity": 50000}}}},
   cancel = {{"ceiling_s": 5}}
 flow
   define connector nothing from null end;

@@ -11,8 +11,6 @@ log for the next start.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,33 +24,11 @@ from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.runtime.silent_server import SilentServer
 from tests.runtime.test_contraflow import emitted, http_sink, metronome_to
 
 CEILING_S = 3.0
 SENT = 5
-
-
-class SilentServer:
-    """Accepts TCP connections, reads what arrives, never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.connections:
-            conn.close()
 
 
 def test_undeploy_of_a_stuck_flow_stays_within_its_ceiling(

@@ -51,6 +51,7 @@ from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
+from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.storage.config import TopicConfig
 
@@ -100,6 +101,7 @@ class FlowInstance:
         self.settings = FlowSettings.from_args(
             flow_id, graph.args, {c.name for c in self.topology.channels.values()}, set(graph.pipelines)
         )
+        self.watchdog = FlowWatchdog(flow_id, self.settings.watchdog, services.events, services.metrics)
         self.state: State = "initializing"
         self.error: str | None = None
         self.connectors: dict[str, ConnectorInstance] = {}
@@ -288,6 +290,16 @@ class FlowInstance:
             log.exception("flow %s: connector %s failed", self.id, alias)
             self.error = f"connector {alias}: {err}"
 
+    def _busy(self) -> list[tuple[str, str, float | None]]:
+        """Each connector's running send or pull, and since when: what the watchdog times."""
+        busy: list[tuple[str, str, float | None]] = []
+        for alias, inst in self.connectors.items():
+            if inst.source is not None:
+                busy.append(("pull", alias, inst.source.pulling_since))
+            if inst.sink is not None:
+                busy.append(("send", alias, inst.sink.sending_since))
+        return busy
+
     async def _watch(self) -> None:
         assert self.monitor is not None
         while True:
@@ -301,6 +313,7 @@ class FlowInstance:
                         self.qos.pauses(now_ns), self.topology.feeding_pipeline, now_ns
                     )
                     await self.qos.publish()
+                self.watchdog.check(self.monitor.last_batch, self.monitor.input_waiting, self._busy())
                 for alias, run in self.pipelines.items():
                     error = run.error()
                     if error and self.state not in ("failed", "draining", "stopped"):
@@ -393,6 +406,7 @@ class FlowInstance:
         await tiers.run("cancel_jobs", self._cancel_jobs() if busy else None)
         await tiers.run("stop_queries", self._stop_queries())
         await tiers.run("cancel_tasks", self._stop_connectors())
+        await self.client.close()  # closes its socket at once, even after a tier ran out of time
         self.state = "stopped"
         self.finished.set()
 

@@ -18,7 +18,7 @@ deployment with `deploy flow x from f with ... end`):
     ack = "delivered",                         # or "persisted"
     priority = "normal",                       # critical, high, normal, low, background
     cancel = {"ceiling_s": 10},                # undeploy/shutdown never takes longer
-    watchdog = {"batch_deadline_ms": 30000, "send_deadline_ms": 10000, "pull_deadline_ms": 10000}
+    watchdog = {"batch_deadline_ms": 30000, "send_deadline_ms": 10000, "pull_deadline_ms": 0}
 
 A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
 """
@@ -154,15 +154,17 @@ class CancelSettings:
 
 @dataclass(frozen=True)
 class WatchdogSettings:
-    """`watchdog`: how long a micro-batch, a sink's send or a source's pull may take before it is reported."""
+    """`watchdog`: how long a micro-batch, a sink's send or a source's pull may take before it is
+    reported; 0 turns a check off. Pulls are off by default: many sources (servers, `null`) wait in
+    `pull()` for input that may be long in coming."""
 
     batch_deadline_ms: float = 30_000.0
     send_deadline_ms: float = 10_000.0
-    pull_deadline_ms: float = 10_000.0
+    pull_deadline_ms: float = 0.0
 
     def __post_init__(self) -> None:
-        if min(self.batch_deadline_ms, self.send_deadline_ms, self.pull_deadline_ms) <= 0:
-            raise SettingsError("watchdog deadlines must be > 0")
+        if min(self.batch_deadline_ms, self.send_deadline_ms, self.pull_deadline_ms) < 0:
+            raise SettingsError("watchdog deadlines must be >= 0 (0: off)")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -56,6 +57,7 @@ class SourceRunner:
         self.exhausted = False
         self.stopped = asyncio.Event()
         self.turns = YieldBudget("normal")  # the flow gives it its priority's
+        self.pulling_since: float | None = None
 
     async def run(self) -> None:
         try:
@@ -70,8 +72,11 @@ class SourceRunner:
             if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
+                self.pulling_since = time.monotonic()  # the flow's watchdog reports a pull past its deadline
                 pulled = await unless_stopped(self.connector.pull(), quiescing)
+                self.pulling_since = None
             except ConnectionLost as err:
+                self.pulling_since = None
                 if not await self.reconnect(str(err)):
                     break
                 continue
