@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

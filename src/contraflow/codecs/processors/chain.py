@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from contraflow.codecs.errors import CodecError, FrameErrors
-from contraflow.codecs.processor import Processor
+from contraflow.codecs.processors.processor import Processor
 
 
 def _feed(step: Callable[[bytes], list[bytes]], frames: list[bytes], errors: list[CodecError]) -> list[bytes]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 
 
 def brokers(cfg: ConfigReader) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from contraflow.codecs.errors import CodecError, FrameErrors
-from contraflow.codecs.processor import Postprocessor, Preprocessor
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 _WHITESPACE = re.compile(rb"[ \t\n\r\f\v]")
 _MAX_DIGITS = 20

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contraflow.codecs.processor import Preprocessor
+from contraflow.codecs.processors.processor import Preprocessor
 
 
 class RemoveEmptyPreprocessor(Preprocessor):

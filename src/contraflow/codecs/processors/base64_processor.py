@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import binascii
 
-from contraflow.codecs.processor import Postprocessor, Preprocessor
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 
 class Base64Preprocessor(Preprocessor):

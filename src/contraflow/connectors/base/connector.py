@@ -232,6 +232,16 @@ class Connector:
                 )
         for key in sorted(cls.required_keys - set(config)):
             raise ConnectorConfigError(f"connector '{alias}' ({cls.kind}): missing config key '{key}'")
+        cls.read_config(alias, config)
+
+    @classmethod
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Any:
+        """The kind's typed options from its `config` record (None for kinds without any).
+
+        Kinds with options override this and read it in `__init__`; `check_config` calls it
+        too, so a bad value is a `ConnectorConfigError` before anything starts.
+        """
+        return None
 
     async def connect(self) -> None:
         """Open the outside end (socket, file). Raise `ConnectionLost`/`OSError` to be retried."""

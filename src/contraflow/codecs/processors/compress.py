@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contraflow.codecs.compression import (
+from contraflow.codecs.config import BadValue
+from contraflow.codecs.processors.compression import (
     ALGORITHMS,
     DECOMPRESS_ERRORS,
     SNAPPY_FRAMED_MAGIC,
@@ -18,8 +19,7 @@ from contraflow.codecs.compression import (
     Algorithm,
     detect,
 )
-from contraflow.codecs.config import BadValue
-from contraflow.codecs.processor import Postprocessor, Preprocessor
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 AUTODETECT = "autodetect"
 

@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
+from contraflow import control
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.signals import publish_signals
 from contraflow.pipeline.spark.state import FORMAT, export_state, import_state
 from contraflow.spu.client import SpuClient
-from tests.pipeline.spark_harness import RFC_COUNTER, SparkPipeline, poll
+from tests.pipeline.spark.harness import RFC_COUNTER, SparkPipeline, poll
 
 TICK = "200 milliseconds"
 SECOND_NS = 1_000_000_000
@@ -177,7 +177,7 @@ def test_qos_operators_without_runtime_signals_pass_everything_and_rotate(pipeli
 def test_qos_operators_route_by_signals_the_runtime_publishes(pipeline) -> None:
     p = pipeline(QOS)
     signals = {"rr": {"unavailable": ["a"]}, "perc": {"perc": 0.5}, "bp": {"backoff_until_ns": 0}}
-    publish_signals(p.spu, p.prefix, signals)
+    control.signals(p.prefix).set(p.spu, signals)
     p.start()
     p.feed(1, 2, 3, 4)
     p.drain()

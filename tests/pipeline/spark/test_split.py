@@ -18,7 +18,7 @@ from contraflow.pipeline.spark.keying import (
     stream_number,
 )
 from contraflow.pipeline.spark.split import split_prefix
-from tests.pipeline.spark_harness import RFC_COUNTER
+from tests.pipeline.spark.harness import RFC_COUNTER
 
 ENRICH_THEN_COUNT = """
 define script enrich

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contraflow.connectors.base import SourceData
+from contraflow.stopping import STOPPED, unless_stopped
 
 DEFAULT_CAPACITY = 64
 
@@ -39,17 +40,8 @@ class Inbox:
         """The next item, waiting for it; None when the flow quiesces first."""
         if not self._queue.empty():
             return self._queue.get_nowait()
-        if self.stop.is_set():
-            return None
-        getter = asyncio.ensure_future(self._queue.get())
-        stopper = asyncio.ensure_future(self.stop.wait())
-        try:
-            await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not getter.done():
-                getter.cancel()
-        return getter.result() if getter.done() and not getter.cancelled() else None
+        item = await unless_stopped(self._queue.get(), self.stop)
+        return None if item is STOPPED else item
 
 
 async def pump(

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.connectors.base import ConnectionLost
-from contraflow.connectors.netaddr import Endpoint, endpoint
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 
 SOCKET_OPTIONS = frozenset({"TCP_NODELAY", "SO_REUSEPORT"})
 

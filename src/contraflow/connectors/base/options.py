@@ -1,7 +1,7 @@
 """Reading a connector's `config` record into typed values, with errors that name alias and key.
 
-`Connector.check_config` rejects unknown and missing keys; each kind then reads
-its values through a `ConfigReader`, so a wrong type or range is reported the
+`Connector.check_config` rejects unknown and missing keys, then calls the kind's
+`read_config`, which reads its values through a `ConfigReader`, so a wrong type or range is reported the
 same way everywhere: `connector 'out' (file): config key 'mode' must be one of
 append, overwrite, read, truncate, write, got 'apend'`.
 """

@@ -1,22 +1,8 @@
-"""Waiting without spinning: sleeps that end early when the flow quiesces."""
+"""Schedules for paced sources: a fixed-rate `Ticker` and a batching `Pacer` (sleeping: `contraflow.stopping`)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-
-
-async def sleep_unless(stop: asyncio.Event, seconds: float) -> bool:
-    """Sleep `seconds` or until `stop` is set; True when `stop` ended the wait."""
-    if stop.is_set():
-        return True
-    if seconds <= 0:
-        await asyncio.sleep(0)
-        return stop.is_set()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
-    return stop.is_set()
 
 
 class Ticker:

@@ -13,7 +13,7 @@ event's metadata.
 from __future__ import annotations
 
 from contraflow.connectors.base import ConnectorContext, SinkEvent, SourceData
-from contraflow.connectors.inbox import Inbox
+from contraflow.connectors.base.inbox import Inbox
 
 
 def report_undelivered(ctx: ConnectorContext, inbox: Inbox, reason: str, event: SinkEvent) -> None:

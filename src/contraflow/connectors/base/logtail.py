@@ -18,6 +18,7 @@ from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import Record
+from contraflow.stopping import STOPPED, unless_stopped
 
 QUEUED_RESULTS = 4
 
@@ -78,15 +79,8 @@ class TopicTail:
     async def _get(self) -> tuple[int, int, FetchResult | SpuError] | None:
         if not self._queue.empty():
             return self._queue.get_nowait()
-        getter = asyncio.ensure_future(self._queue.get())
-        stopper = asyncio.ensure_future(self.stop.wait())
-        try:
-            await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-            if not getter.done():
-                getter.cancel()
-        return getter.result() if getter.done() and not getter.cancelled() else None
+        item = await unless_stopped(self._queue.get(), self.stop)
+        return None if item is STOPPED else item
 
     async def rewind(self, partition: int, offset: int) -> None:
         """Read `partition` again from `offset`; what was buffered of it is dropped."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from contraflow.codecs.config import BadValue
 from contraflow.codecs.errors import CodecError, FrameErrors
-from contraflow.codecs.processor import Postprocessor, Preprocessor
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 _FORMATS = {1: ">B", 2: ">H", 4: ">I", 8: ">Q"}
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from contraflow.codecs.compression import MAGIC_BYTES, StreamDecompressor, detect
+from contraflow.codecs.processors.compression import MAGIC_BYTES, StreamDecompressor, detect
 from contraflow.lang.graph import PluginRef
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.query import start_pipeline
-from tests.pipeline.spark_harness import RFC_COUNTER
+from tests.pipeline.spark.harness import RFC_COUNTER
 
 
 def start_counter(spark: Any, spu: str, source: str, sink: str, checkpoint: str) -> Any:

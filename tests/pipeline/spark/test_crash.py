@@ -19,11 +19,10 @@ from typing import Any
 
 from contraflow.spu.client import SpuClient
 from tests.cli_process import child_env
-from tests.pipeline.pipeline_worker import start_counter
-from tests.pipeline.spark_harness import read_values
+from tests.pipeline.spark.harness import read_values
+from tests.pipeline.spark.pipeline_worker import start_counter
 
 WORKER = Path(__file__).with_name("pipeline_worker.py")
-ROOT = Path(__file__).resolve().parents[2]
 STARTUP_S = 180  # a fresh local Spark on the shared 2-core box
 
 

@@ -20,7 +20,7 @@ from contraflow.pipeline.spark.state import export_state, import_state
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.storage.config import TopicConfig
-from tests.pipeline.spark_harness import RFC_COUNTER
+from tests.pipeline.spark.harness import RFC_COUNTER
 
 _names = itertools.count()
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from contraflow.codecs.config import BadValue
 from contraflow.codecs.errors import CodecError, FrameErrors
-from contraflow.codecs.processor import Postprocessor, Preprocessor
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 DEFAULT_MAX_LENGTH = 8192
 
