@@ -49,6 +49,8 @@ class RunOptions:
     spu: str | None
     status: bool
     spu_port: int = DEFAULT_SPU_PORT
+    token: str | None = None
+    allowed_paths: tuple[Path, ...] = ()
 
 
 @click.command("run")
@@ -73,6 +75,23 @@ class RunOptions:
     help="Port of the embedded SPU on 127.0.0.1 (0 picks a free one).",
 )
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
+@click.option(
+    "--token",
+    envvar="CONTRAFLOW_TOKEN",
+    default=None,
+    metavar="TOKEN",
+    help="Require this token on the REST API (Bearer) and the SPU (or $CONTRAFLOW_TOKEN).",
+)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback --api address without a token.")
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Flows deployed through the API may use files under DIR (repeatable; "
+    "default: the working directory and the data directory).",
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -82,6 +101,9 @@ def run(
     spu: str | None,
     spu_port: int,
     no_status: bool,
+    token: str | None,
+    insecure: bool,
+    allow_paths: tuple[Path, ...],
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.foreground import own_foreground_group
@@ -90,9 +112,25 @@ def run(
     for path in files:
         if not path.is_file():
             raise UserError(f"no such file: {path}")
+    from contraflow.security import resolve_token
+
+    data = data_dir or default_data_dir()
     options = RunOptions(
-        files, data_dir or default_data_dir(), None if no_api else api, master, spu, not no_status, spu_port
+        files,
+        data,
+        None if no_api else api,
+        master,
+        spu,
+        not no_status,
+        spu_port,
+        resolve_token(token),
+        allow_paths or (Path.cwd(), data),
     )
+    if options.api:
+        from contraflow.api.server import parse_address
+        from contraflow.security import check_exposure
+
+        check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
     preflight(options)
@@ -192,7 +230,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
-            console.print(f"[dim]REST API on http://{await _api(stack, runtime, options.api)}[/dim]")
+            console.print(f"[dim]REST API on http://{await _api(stack, runtime, options)}[/dim]")
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
         console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
@@ -291,12 +329,15 @@ async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str)
     return spark
 
 
-async def _api(stack: contextlib.AsyncExitStack, runtime: Any, address: str) -> str:
+async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptions) -> str:
     from contraflow.api.app import create_app
+    from contraflow.api.paths import PathPolicy
     from contraflow.api.server import ApiServer, parse_address
 
-    host, port = parse_address(address)
-    server = ApiServer(create_app(runtime), host, port)
+    assert options.api is not None
+    host, port = parse_address(options.api)
+    app = create_app(runtime, token=options.token, allowed_paths=PathPolicy(options.allowed_paths))
+    server = ApiServer(app, host, port)
     bound = await server.start()
     stack.push_async_callback(server.stop)
     return bound

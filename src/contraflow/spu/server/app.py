@@ -45,6 +45,7 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     transaction_timeout_s: float = 60.0
     worker_threads: int = 8
+    token: str | None = None  # clients must AUTHENTICATE with it first (None: no handshake)
     kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
 
 
@@ -140,7 +141,7 @@ class SpuServer:
                 return
             try:
                 tune_socket(writer.get_extra_info("socket"))
-                conn = Connection(reader, writer, dispatch, limits, allowed, budget)
+                conn = Connection(reader, writer, dispatch, limits, allowed, budget, self.config.token)
                 self._connections.add(conn)
                 try:
                     await conn.serve()
