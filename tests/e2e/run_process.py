@@ -15,7 +15,9 @@ from tests.cli_process import start_cli
 class RunProcess:
     """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
-    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path) -> None:
+    def __init__(
+        self, flow: Path, data_dir: Path, cwd: Path, log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.log = log
         with log.open("ab") as out:
             self.process = start_cli(
@@ -27,6 +29,7 @@ class RunProcess:
                 "--no-status",
                 "--spu-port",
                 "0",
+                env=env,
                 cwd=cwd,
                 stdout=out,
                 stderr=out,
