@@ -49,6 +49,7 @@ class RunOptions:
     spu: str | None
     status: bool
     spu_port: int = DEFAULT_SPU_PORT
+    kafka_addr: str | None = None
     token: str | None = None
     allowed_paths: tuple[Path, ...] = ()
 
@@ -76,6 +77,12 @@ class RunOptions:
 )
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
 @click.option(
+    "--kafka-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
+)
+@click.option(
     "--token",
     envvar="CONTRAFLOW_TOKEN",
     default=None,
@@ -101,6 +108,7 @@ def run(
     spu: str | None,
     spu_port: int,
     no_status: bool,
+    kafka_addr: str | None,
     token: str | None,
     insecure: bool,
     allow_paths: tuple[Path, ...],
@@ -112,6 +120,8 @@ def run(
     for path in files:
         if not path.is_file():
             raise UserError(f"no such file: {path}")
+    if kafka_addr and spu:
+        raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
     from contraflow.security import resolve_token
 
     data = data_dir or default_data_dir()
@@ -123,6 +133,7 @@ def run(
         spu,
         not no_status,
         spu_port,
+        kafka_addr,
         resolve_token(token),
         allow_paths or (Path.cwd(), data),
     )
@@ -131,6 +142,16 @@ def run(
         from contraflow.security import check_exposure
 
         check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
+    if kafka_addr:
+        from contraflow.security import check_exposure
+        from contraflow.spu.protocol.address import parse_addr
+
+        # the Kafka listener does not check the token: beyond loopback it is always open
+        try:
+            host = parse_addr(kafka_addr)[0]
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
     preflight(options)
@@ -217,7 +238,9 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
     async with contextlib.AsyncExitStack() as stack:
         spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
         try:
-            spu_addr = options.spu or await _embedded_spu(stack, options.data_dir, options.spu_port)
+            spu_addr = options.spu or await _embedded_spu(
+                stack, console, options.data_dir, options.spu_port, options.kafka_addr
+            )
         finally:  # stopped before the SPU (last in, first out)
             stack.push_async_callback(spark_start.stop)
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
@@ -277,15 +300,20 @@ def _setup_logging(console: Any, log_file: Path) -> None:
     logging.getLogger("contraflow").setLevel(logging.INFO)
 
 
-async def _embedded_spu(stack: contextlib.AsyncExitStack, data_dir: Path, port: int) -> str:
+async def _embedded_spu(
+    stack: contextlib.AsyncExitStack, console: Any, data_dir: Path, port: int, kafka_addr: str | None
+) -> str:
     """An SPU in a thread of this process: a killed runtime leaves no orphan holding the log's lock."""
     from contraflow.spu.embedded import EmbeddedSpu
 
-    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}")
+    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}", kafka_addr=kafka_addr)
     try:
         addr = await asyncio.to_thread(spu.start)
     except OSError as err:
-        raise UserError(f"the embedded SPU cannot start on 127.0.0.1:{port}: {err}") from None
+        where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
+        raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None
+    if spu.kafka_addr:
+        console.print(f"[dim]Kafka protocol on {spu.kafka_addr}[/dim]")
     stack.push_async_callback(asyncio.to_thread, spu.stop)
     return addr
 

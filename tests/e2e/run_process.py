@@ -16,7 +16,13 @@ class RunProcess:
     """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
     def __init__(
-        self, flow: Path, data_dir: Path, cwd: Path, log: Path, env: dict[str, str] | None = None
+        self,
+        flow: Path,
+        data_dir: Path,
+        cwd: Path,
+        log: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.log = log
         with log.open("ab") as out:
@@ -29,6 +35,7 @@ class RunProcess:
                 "--no-status",
                 "--spu-port",
                 "0",
+                *extra_args,
                 env=env,
                 cwd=cwd,
                 stdout=out,

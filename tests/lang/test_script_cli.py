@@ -69,6 +69,27 @@ def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
     assert proc.stderr.startswith("error: cannot read")
 
 
+def test_args_from_the_command_line_and_modules_next_to_the_script(tmp_path: Path) -> None:
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "units.tremor").write_text("const FACTOR = 10;\nfn scale(x) with x * FACTOR end;\n")
+    script = tmp_path / "limit.tremor"
+    script.write_text(
+        "use lib::units;\n"
+        "match units::scale(event) > args.limit of\n"
+        '  case true => {"over": args.label, "tags": args.tags}\n'
+        "  default => units::scale(event)\n"
+        "end\n"
+    )
+    proc = _run(
+        [str(script), "--arg", "limit=25", "--arg", "label=web", "--arg", 'tags=["a", 1]'], "2\n3\n", tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert [orjson.loads(line) for line in proc.stdout.splitlines()] == [
+        20,
+        {"over": "web", "tags": ["a", 1]},
+    ]
+
+
 def test_arg_sets_args_with_json_values_and_plain_strings(tmp_path: Path) -> None:
     script = tmp_path / "args.tremor"
     script.write_text('{"rate": args.rate, "tags": args.tags, "class": args.class, "event": event}\n')

@@ -14,6 +14,7 @@ import itertools
 import keyword
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
@@ -132,10 +133,6 @@ def _needs_statements(node: Any) -> bool:
     return any(isinstance(n, _STMT_NODES) for n in walk(node))
 
 
-def _has_extractor(pattern: ast.Pattern) -> bool:
-    return any(isinstance(n, ast.ExtractorPattern) for n in walk(pattern))
-
-
 def pyname(prefix: str, name: str) -> str:
     clean = name if name.isidentifier() and not keyword.iskeyword(name) else name.encode().hex()
     return f"{prefix}{clean}"
@@ -202,7 +199,7 @@ class Codegen:
 
     # ------------------------------------------------------------ plumbing
     def error(self, message: str, pos: Position, hint: str = "") -> LangError:
-        return LangError(message, pos, self.source, hint=hint)
+        return LangError(message, pos, _source_of(pos, self.source), hint=hint)
 
     def tmp(self) -> str:
         return f"_t{next(self.counter)}"
@@ -824,8 +821,7 @@ class Codegen:
         """A lambda giving what an array element pattern binds for one element, or MISSING."""
         if isinstance(pat, ast.ExtractorPattern):
             return f"lambda _e: {self.extractor(pat)}(_e)"
-        value = self.bound_value(pat, "_e")
-        return f"lambda _e: ({value} if {self.test(pat, '_e')} else _M)"
+        return f"lambda _e: ({self.bound_value(pat, '_e')} if {self.test(pat, '_e')} else _M)"
 
     # Variables holding extraction results / nested subjects, keyed by node identity.
     def extractor_var(self, pat: ast.ExtractorPattern) -> str:
@@ -842,25 +838,54 @@ class Codegen:
         return self.node_vars[key]
 
     def bound_value(self, pat: ast.Pattern, s: str) -> str:
-        """The value a binding sees: the subject, with extracted values in place of their fields.
+        """What `name = pattern` binds once `pattern` matched `s` (Tremor's pattern results).
 
-        An array pattern binds the `[index, element]` pairs its element patterns matched,
-        element pattern by element pattern (as Tremor does).
+        A record pattern binds a record of only the fields it extracted: `present`
+        fields, extractor results and nested pattern results (comparisons and
+        `absent` add nothing). An array pattern binds the `[index, value]` pairs
+        each element pattern matched, pattern by pattern. A tuple pattern binds
+        the per-position results; an extractor binds what it extracted.
         """
         if isinstance(pat, ast.ExtractorPattern):
             return self.extractor_var(pat)
         if isinstance(pat, ast.ArrayPattern):
-            pickers = [self.element_picker(e) for e in pat.elems]
+            pickers = [self.element_picker(e) for e in pat.elems if not isinstance(e, ast.AnyPattern)]
             return f"_pairs({s}, ({', '.join(pickers)},))" if pickers else "[]"
-        if not isinstance(pat, ast.RecordPattern) or not _has_extractor(pat):
-            return s
-        replaced = []
-        for fp in pat.fields:
-            if fp.op == "~" and isinstance(fp.value, ast.ExtractorPattern):
-                replaced.append(f"{fp.key!r}: {self.extractor_var(fp.value)}")
-            elif fp.op == "~=" and isinstance(fp.value, ast.Pattern) and _has_extractor(fp.value):
-                replaced.append(f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}")
-        return "{**" + s + ", " + ", ".join(replaced) + "}"
+        if isinstance(pat, ast.TuplePattern):
+            items = [self.bound_value(e, f"{s}[{i}]") for i, e in enumerate(pat.elems)]
+            return "[" + ", ".join(items) + "]"
+        if isinstance(pat, ast.RecordPattern):
+            return (
+                "{"
+                + ", ".join(self.record_binding(fp, s) for fp in pat.fields if fp.op in _BINDING_OPS)
+                + "}"
+            )
+        if isinstance(pat, ast.ExprPattern):
+            return self.pattern_value(pat.expr)
+        return s
+
+    def record_binding(self, fp: ast.FieldPred, s: str) -> str:
+        """`key: value` of one field a matched record pattern extracted."""
+        if fp.op == "present":
+            return f"{fp.key!r}: {s}[{fp.key!r}]"
+        if fp.op == "~":
+            assert isinstance(fp.value, ast.ExtractorPattern)
+            return f"{fp.key!r}: {self.extractor_var(fp.value)}"
+        assert isinstance(fp.value, ast.Pattern)
+        return f"{fp.key!r}: {self.bound_value(fp.value, self.field_var(fp))}"
+
+
+_BINDING_OPS = ("present", "~", "~=")
+
+
+def _source_of(pos: Position, source: SourceText | None) -> SourceText | None:
+    """The text `pos` points into: usually the script's, else a module file's (for the caret line)."""
+    if source is None or pos.file == source.name:
+        return source
+    try:
+        return SourceText(pos.file, Path(pos.file).read_text(encoding="utf-8"))
+    except OSError:
+        return None
 
 
 def _is_trivial(code: str) -> bool:

@@ -32,7 +32,9 @@ import orjson
 
 from contraflow.errors import UserError
 from contraflow.lang.errors import ScriptRuntimeError
-from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_text
+from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_script
+from contraflow.lang.script.modules import file_resolver, search_path
+from contraflow.lang.script.parser import parse_script
 
 
 def format_result(result: ScriptResult) -> Any:
@@ -113,7 +115,8 @@ def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) ->
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {file}: {exc.strerror}") from None
-    script = compile_text(text, name=file.stem, file=str(file))
+    modules = file_resolver([file.resolve().parent, *search_path()])  # `use lib::x;` next to FILE
+    script = compile_script(parse_script(text, str(file)), name=file.stem, modules=modules)
     failed = False
     out = sys.stdout
     for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args):

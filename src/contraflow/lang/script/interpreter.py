@@ -309,45 +309,56 @@ class Interpreter:
         return self.test(pat, value, frame)[0], {}
 
     def test(self, pat: ast.Pattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
-        """(matched, value with extractions applied)."""
+        """(matched, what a binding of this pattern sees: see `Codegen.bound_value`)."""
         if isinstance(pat, ast.AnyPattern):
             return True, value
         if isinstance(pat, ast.ExprPattern):
-            return values.eq(value, self.eval(pat.expr, frame)), value
+            expected = self.eval(pat.expr, frame)
+            return values.eq(value, expected), expected
         if isinstance(pat, ast.ExtractorPattern):
             result = self.extractor(pat)(value)
             return result is not values.MISSING, result
         if isinstance(pat, ast.RecordPattern):
             return self.record_test(pat, value, frame)
         if isinstance(pat, ast.ArrayPattern):
-            if type(value) is not list:
-                return False, value
-            pairs = []
-            for elem in pat.elems:
-                found = [
-                    [i, got] for i, x in enumerate(value) for ok, got in [self.test(elem, x, frame)] if ok
-                ]
-                if not found:
-                    return False, value
-                pairs.extend(found)
-            return True, pairs
+            return self.array_test(pat, value, frame)
         if isinstance(pat, ast.TuplePattern):
             if type(value) is not list:
                 return False, value
             n = len(pat.elems)
             if len(value) < n or (not pat.open and len(value) != n):
                 return False, value
-            return all(self.test(e, x, frame)[0] for e, x in zip(pat.elems, value, strict=False)), value
+            bound = []
+            for elem, item in zip(pat.elems, value, strict=False):
+                ok, got = self.test(elem, item, frame)
+                if not ok:
+                    return False, value
+                bound.append(got)
+            return True, bound
         raise LangError(f"unsupported pattern {type(pat).__name__}", pat.pos)
+
+    def array_test(self, pat: ast.ArrayPattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
+        if type(value) is not list:
+            return False, value
+        pairs: list[Any] = []
+        for elem in pat.elems:
+            found = [[i, got] for i, x in enumerate(value) for ok, got in [self.test(elem, x, frame)] if ok]
+            if not found:
+                return False, value
+            if not isinstance(elem, ast.AnyPattern):
+                pairs.extend(found)
+        return True, pairs
 
     def record_test(self, pat: ast.RecordPattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
         if type(value) is not dict:
             return False, value
-        extracted = dict(value)
+        extracted: dict[str, Any] = {}
         for fp in pat.fields:
             present = fp.key in value
             if fp.op == "present":
                 ok = present
+                if ok:
+                    extracted[fp.key] = value[fp.key]
             elif fp.op == "absent":
                 ok = not present
             elif not present:

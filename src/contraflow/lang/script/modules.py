@@ -50,8 +50,8 @@ class Bindings:
 def bind_uses(uses: tuple[ast.Use, ...], modules: ModuleResolver | None) -> Bindings:
     """Bind each `use`: library modules as call aliases, script modules' consts and fns.
 
-    A module's own functions call each other by their bare names, so those are
-    bound too (a definition in the script itself takes precedence).
+    A module's own functions call each other and read its constants by their
+    bare names, so those are bound too (the script's own definitions take precedence).
     """
     out = Bindings({}, {}, {})
     for use in uses:
@@ -67,6 +67,7 @@ def bind_uses(uses: tuple[ast.Use, ...], modules: ModuleResolver | None) -> Bind
             )
         for key, value in module.consts.items():
             out.consts[f"{use.alias}::{key}"] = value
+            out.consts.setdefault(key, value)
         for fn_name, defn in module.fns.items():
             out.fns[f"{use.alias}::{fn_name}"] = defn
             out.fns.setdefault(fn_name, defn)

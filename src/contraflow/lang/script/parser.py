@@ -396,6 +396,11 @@ class ScriptTransformer(Transformer[Token, Any]):
     def bind_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
         return ast.BindPattern(self._b.pos(meta), _ident(items[0]), items[1])
 
+    def bind_expr_pattern(self, meta: Any, items: list[Any]) -> ast.BindPattern:
+        """`case x = 1 =>`: binds the value when it equals the expression."""
+        pos = self._b.pos(meta)
+        return ast.BindPattern(pos, _ident(items[0]), ast.ExprPattern(items[1].pos, items[1]))
+
     def any_pattern(self, meta: Any, items: list[Any]) -> ast.AnyPattern:
         return ast.AnyPattern(self._b.pos(meta))
 

@@ -403,16 +403,29 @@ def copy_value(value: Any) -> Any:
 
 
 def merge(target: Any, patch: Any) -> Any:
-    """RFC 7396 merge: records merge key by key, null removes, anything else replaces."""
-    if type(patch) is not dict:
+    """Tremor's merge: two records merge key by key (a null value removes the key, a key the
+    target lacks is added as it is, nulls inside included); otherwise the patch replaces."""
+    if type(patch) is not dict or type(target) is not dict:
         return copy_value(patch)
-    out = dict(target) if type(target) is dict else {}
+    out = dict(target)
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
+        elif key in out:
+            out[key] = merge(out[key], value)
         else:
-            out[key] = merge(out.get(key), value)
+            out[key] = copy_value(value)
     return out
+
+
+def apply_default(target: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """`patch ... of default => {...}`: add missing keys, recursing where both sides are records."""
+    for key, value in defaults.items():
+        if key not in target:
+            target[key] = copy_value(value)
+        elif type(target[key]) is dict and type(value) is dict:
+            target[key] = dict(target[key])
+            apply_default(target[key], value)
 
 
 def merge_expr(target: Any, value: Any) -> Any:
@@ -444,8 +457,7 @@ def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
             rec.clear()
             rec.update(merged)
         else:  # default
-            for k, v in value.items():
-                rec.setdefault(k, v)
+            apply_default(rec, value)
         return
     k = _patch_key(key, op)
     if op == "insert":
@@ -461,16 +473,22 @@ def patch_apply(rec: dict[str, Any], op: str, key: Any, value: Any) -> None:
     elif op == "erase":
         rec.pop(k, None)
     elif op == "merge":
-        rec[k] = merge(rec.get(k), value) if type(value) is dict else value
+        if k not in rec:
+            rec[k] = merge({}, value)
+        elif type(rec[k]) is dict and type(value) is dict:
+            rec[k] = merge(rec[k], value)
+        else:
+            fail(f"patch merge: cannot merge {a_type(value)} into key `{k}`, which holds {a_type(rec[k])}")
     elif op == "default":
         rec.setdefault(k, value)
     elif op in ("copy", "move"):
         dest = _patch_key(value, op)
-        if k not in rec:
-            fail(f"patch {op}: key `{k}` does not exist")
-        rec[dest] = copy_value(rec[k])
-        if op == "move" and dest != k:
-            del rec[k]
+        if dest in rec:
+            fail(f"patch {op}: key `{dest}` already exists")
+        if k in rec:  # copying or moving a missing key does nothing
+            rec[dest] = copy_value(rec[k])
+            if op == "move":
+                del rec[k]
     else:  # pragma: no cover - the parser only produces the ops above
         fail(f"unknown patch operation {op}")
 

@@ -35,8 +35,8 @@ CONNECTORS: dict[str, ConnectorKind] = {
         ConnectorKind("udp_client", outputs=_NO_OUTPUT),
         ConnectorKind("http_server"),
         ConnectorKind("http_client"),
-        ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY, reserved=True),
-        ConnectorKind("kafka_producer", outputs=_NO_OUTPUT, reserved=True),
+        ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY),
+        ConnectorKind("kafka_producer", outputs=_NO_OUTPUT),
     )
 }
 

@@ -64,6 +64,7 @@ class Member:
     session_timeout_s: float
     rebalance_timeout_s: float
     protocols: list[tuple[str, bytes]]
+    client_id: str = ""
     last_seen: float = field(default_factory=time.monotonic)
     joining: asyncio.Future[JoinResult] | None = None
     syncing: asyncio.Future[bytes] | None = None
@@ -155,7 +156,7 @@ class GroupCoordinator:
             member.session_timeout_s = session_timeout_ms / 1000
             member.rebalance_timeout_s = rebalance_timeout_ms / 1000
         else:
-            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", 0, 0, protocols)
+            member = Member(f"{client_id or 'member'}-{uuid.uuid4()}", 0, 0, protocols, client_id)
             member.session_timeout_s = session_timeout_ms / 1000
             member.rebalance_timeout_s = max(rebalance_timeout_ms, session_timeout_ms) / 1000
             group.members[member.member_id] = member
@@ -299,6 +300,9 @@ class GroupCoordinator:
 
     def describe(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
 
     def _member_gone(self, group: Group) -> None:
         if group.state is GroupState.PREPARING_REBALANCE:

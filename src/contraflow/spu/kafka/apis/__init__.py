@@ -19,6 +19,8 @@ SERVED: dict[int, Api] = {
         Api(ApiKey.HEARTBEAT, 0, 3, groups.heartbeat),
         Api(ApiKey.LEAVE_GROUP, 0, 2, groups.leave_group),
         Api(ApiKey.SYNC_GROUP, 0, 3, groups.sync_group),
+        Api(ApiKey.DESCRIBE_GROUPS, 0, 4, groups.describe_groups),
+        Api(ApiKey.LIST_GROUPS, 0, 2, groups.list_groups),
         Api(ApiKey.API_VERSIONS, 0, 3, versions.api_versions, flexible_from=3),
         Api(ApiKey.CREATE_TOPICS, 0, 4, admin.create_topics),
         Api(ApiKey.DELETE_TOPICS, 0, 3, admin.delete_topics),

@@ -22,6 +22,8 @@ class ApiKey(enum.IntEnum):
     HEARTBEAT = 12
     LEAVE_GROUP = 13
     SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -55,3 +57,4 @@ class Api:
 
 
 THROTTLE_NONE = 0
+NO_AUTHORIZED_OPERATIONS = -(1 << 31)  # Kafka's "not requested"

@@ -1,11 +1,13 @@
-"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the wire side of
-the group coordinator (`kafka/coordinator.py`)."""
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups and
+ListGroups: the wire side of the group coordinator (`kafka/coordinator.py`)."""
 
 from __future__ import annotations
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from collections.abc import Callable
+
+from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, THROTTLE_NONE, KafkaRequest
 from contraflow.spu.kafka.broker import Broker
-from contraflow.spu.kafka.coordinator import JoinResult
+from contraflow.spu.kafka.coordinator import Group, JoinResult, Member
 from contraflow.spu.kafka.errors import KafkaError
 from contraflow.spu.kafka.wire import Reader, Writer
 
@@ -92,3 +94,41 @@ async def leave_group(broker: Broker, request: KafkaRequest) -> Writer:
     except KafkaError as err:
         error = int(err.code)
     return _throttle(Writer(), request.version, 1).int16(error)
+
+
+def _write_description(w: Writer, version: int, group_id: str, group: Group | None) -> None:
+    if group is None:  # Kafka describes an unknown group as Dead with no members
+        w.int16(0).string(group_id).string("Dead").string("").string("").array(
+            [], _write_member(version, None)
+        )
+    else:
+        w.int16(0).string(group_id).string(group.state.value).string(group.protocol_type or "")
+        w.string(group.protocol or "").array(group.members.values(), _write_member(version, group.protocol))
+    if version >= 3:
+        w.int32(NO_AUTHORIZED_OPERATIONS)
+
+
+def _write_member(version: int, protocol: str | None) -> Callable[[Writer, Member], None]:
+    def write(w: Writer, member: Member) -> None:
+        w.string(member.member_id)
+        if version >= 4:
+            w.string(None)  # group instance id
+        metadata = member.metadata_for(protocol) if protocol else b""
+        w.string(member.client_id).string("").bytes_(metadata).bytes_(member.assignment)
+
+    return write
+
+
+async def describe_groups(broker: Broker, request: KafkaRequest) -> Writer:
+    """Each group's state, protocol and members with their assignments (what admin tools show)."""
+    group_ids = request.body.array(Reader.string)
+    out = _throttle(Writer(), request.version, 1)
+    return out.array(
+        group_ids, lambda w, g: _write_description(w, request.version, g, broker.coordinator.describe(g))
+    )
+
+
+async def list_groups(broker: Broker, request: KafkaRequest) -> Writer:
+    groups = broker.coordinator.groups()
+    out = _throttle(Writer(), request.version, 1).int16(0)
+    return out.array(groups, lambda w, g: w.string(g.group_id).string(g.protocol_type or ""))

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, THROTTLE_NONE, KafkaRequest
 from contraflow.spu.kafka.broker import CLUSTER_ID, Broker
 from contraflow.spu.kafka.errors import KafkaErrorCode, error_code_of
 from contraflow.spu.kafka.wire import Reader, Writer
 from contraflow.spu.storage.errors import TopicExistsError, TopicNotFoundError
-
-NO_AUTHORIZED_OPERATIONS = -(1 << 31)  # Kafka's "not requested"
 
 
 def _topic_partitions(broker: Broker, name: str, auto_create: bool) -> tuple[int, int]:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka_harness import consume, consumer, create_topic, produce
 
 PARTITIONS = 6
@@ -99,3 +100,22 @@ def test_manual_assignment_commits_without_joining(bootstrap: str, fresh_name: s
     [committed] = cons.committed([TopicPartition(fresh_name, 0)], timeout=10)
     assert committed.offset == 3
     cons.close()
+
+
+def test_admin_describes_and_lists_groups(bootstrap: str, fresh_name: str) -> None:
+    create_topic(bootstrap, fresh_name, PARTITIONS)
+    group = f"{fresh_name}-group"
+    members = [consumer(bootstrap, group, **{"client.id": f"member-{i}"}) for i in range(2)]
+    for member in members:
+        member.subscribe([fresh_name])
+    _settle(members)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    description = admin.describe_consumer_groups([group])[group].result(10)
+    assert description.state.name == "STABLE"
+    assert sorted(m.client_id for m in description.members) == ["member-0", "member-1"]
+    owned = sorted(tp.partition for m in description.members for tp in m.assignment.topic_partitions)
+    assert owned == list(range(PARTITIONS))
+    listed = admin.list_consumer_groups().result(10)
+    assert group in {g.group_id for g in listed.valid}
+    for member in members:
+        member.close()

@@ -9,11 +9,11 @@ import sys
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
 from kafka_harness import consume, consumer, create_topic, produce
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
-from kafka import KafkaConsumer, KafkaProducer
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -1,4 +1,4 @@
-"""Tilde extractors: `glob|...|`, `re|...|`, `dissect|...|`, `json||`, `base64||`, `kv||`, `datetime|fmt|`.
+"""Tilde extractors: `glob`, `re`, `dissect`, `json`, `base64`, `kv`, `datetime`, `cidr`, `influx`, `grok`.
 
 An extractor is a test and a transformation in one: in a pattern it matches
 when it can extract something from the value, and a bound pattern sees the
@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from contraflow.lang.script.extractors import cidr, dissect, grok, influx
 from contraflow.lang.script.values import MISSING
 
 Extractor = Callable[[Any], Any]
@@ -128,50 +129,11 @@ def _datetime(text: str) -> Extractor:
     return run
 
 
-_DISSECT_FIELD = re.compile(r"%\{([^}]*)\}")
-
-
-def _dissect(text: str) -> Extractor:
-    """`dissect|%{name} %{?skip} [%{time}]|`: fields between literal delimiters.
-
-    `%{name}` captures up to the next delimiter, `%{?name}` or `%{}` matches
-    without capturing, and `%{name->}` lets the following delimiter repeat
-    (padding). The last field takes the rest of the input.
-    """
-    parts: list[str] = []
-    pos = 0
-    fields = list(_DISSECT_FIELD.finditer(text))
-    for i, match in enumerate(fields):
-        parts.append(re.escape(text[pos : match.start()]))
-        spec = match.group(1)
-        pad = spec.endswith("->")
-        name = spec[:-2] if pad else spec
-        last = i == len(fields) - 1 and match.end() == len(text)
-        body = ".*" if last else ".*?"
-        if not name or name.startswith("?") or name == "_":
-            parts.append(f"(?:{body})")
-        else:
-            parts.append(f"(?P<{name}>{body})")
-        pos = match.end()
-        if pad:
-            nxt = fields[i + 1].start() if i + 1 < len(fields) else len(text)
-            delim = text[pos:nxt]
-            if delim:
-                parts.append(f"(?:{re.escape(delim)})*")
-    parts.append(re.escape(text[pos:]))
-    rx = re.compile("".join(parts), re.DOTALL)
-
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
-        m = rx.fullmatch(value)
-        return MISSING if m is None else m.groupdict()
-
-    return run
-
-
 EXTRACTORS: dict[str, Callable[[str], Extractor]] = {
-    "dissect": _dissect,
+    "dissect": dissect.build,
+    "cidr": cidr.build,
+    "influx": influx.build,
+    "grok": grok.build,
     "glob": _glob,
     "re": _regex,
     "rerg": _regex,
