@@ -14,12 +14,15 @@ import hmac
 import ipaddress
 import logging
 import os
+import ssl
+from pathlib import Path
 
 from contraflow.errors import UserError
 
 log = logging.getLogger("contraflow.security")
 
 TOKEN_ENV = "CONTRAFLOW_TOKEN"
+TLS_CA_ENV = "CONTRAFLOW_TLS_CA"
 
 
 def resolve_token(option: str | None) -> str | None:
@@ -67,3 +70,36 @@ def check_exposure(host: str, address: str, what: str, token: str | None, insecu
     log.warning(
         "serving %s on %s without a token (--insecure): anyone who reaches it can use it", what, address
     )
+
+
+def server_tls(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """A server TLS context from `--tls-cert`/`--tls-key` (both or neither)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise UserError("TLS needs both --tls-cert and --tls-key")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as err:
+        raise UserError(f"cannot use the TLS certificate {cert} / key {key}: {err}") from None
+    return context
+
+
+def use_tls_ca(path: str | None) -> None:
+    """`--tls-ca FILE`: clients in this process (and its children) verify servers against it."""
+    if path:
+        if not Path(path).is_file():
+            raise UserError(f"--tls-ca: no such file: {path}")
+        os.environ[TLS_CA_ENV] = path
+
+
+def client_tls() -> ssl.SSLContext | None:
+    """What SPU clients connect with: TLS verified against $CONTRAFLOW_TLS_CA when it is set."""
+    path = os.environ.get(TLS_CA_ENV)
+    if not path:
+        return None
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as err:
+        raise UserError(f"cannot use the TLS CA file {path}: {err}") from None

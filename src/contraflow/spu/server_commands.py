@@ -92,6 +92,12 @@ def spu() -> None:
     help="Clients must present this token before any request (or $CONTRAFLOW_TOKEN).",
 )
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve TLS: certificate (PEM)."
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve TLS: private key (PEM)."
+)
 def run(
     data_dir: str,
     public_addr: str,
@@ -104,9 +110,11 @@ def run(
     idle_timeout: str,
     token: str | None,
     insecure: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
-    from contraflow.security import check_exposure, resolve_token
+    from contraflow.security import check_exposure, resolve_token, server_tls
     from contraflow.spu.server import Limits, ServerConfig, SpuServer, parse_addr
     from contraflow.spu.units import parse_count, parse_duration_ms, parse_size
 
@@ -141,6 +149,7 @@ def run(
         kafka_addr=kafka_addr,
         limits=limits,
         token=token,
+        tls=server_tls(tls_cert, tls_key),
     )
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.
