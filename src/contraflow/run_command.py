@@ -52,6 +52,7 @@ class RunOptions:
     kafka_addr: str | None = None
     token: str | None = None
     allowed_paths: tuple[Path, ...] = ()
+    tls: tuple[str, str] | None = None  # the API's certificate and key
 
 
 @click.command("run")
@@ -99,6 +100,12 @@ class RunOptions:
     help="Flows deployed through the API may use files under DIR (repeatable; "
     "default: the working directory and the data directory).",
 )
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: certificate."
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: private key."
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -112,6 +119,8 @@ def run(
     token: str | None,
     insecure: bool,
     allow_paths: tuple[Path, ...],
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.foreground import own_foreground_group
@@ -122,7 +131,7 @@ def run(
             raise UserError(f"no such file: {path}")
     if kafka_addr and spu:
         raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
-    from contraflow.security import resolve_token
+    from contraflow.security import resolve_token, server_tls
 
     data = data_dir or default_data_dir()
     options = RunOptions(
@@ -136,6 +145,7 @@ def run(
         kafka_addr,
         resolve_token(token),
         allow_paths or (Path.cwd(), data),
+        (str(tls_cert), str(tls_key)) if server_tls(tls_cert, tls_key) else None,
     )
     if options.api:
         from contraflow.api.server import parse_address
@@ -253,7 +263,8 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
-            console.print(f"[dim]REST API on http://{await _api(stack, runtime, options)}[/dim]")
+            scheme = "https" if options.tls else "http"
+            console.print(f"[dim]REST API on {scheme}://{await _api(stack, runtime, options)}[/dim]")
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
         console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
@@ -365,7 +376,8 @@ async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptio
     assert options.api is not None
     host, port = parse_address(options.api)
     app = create_app(runtime, token=options.token, allowed_paths=PathPolicy(options.allowed_paths))
-    server = ApiServer(app, host, port)
+    cert, key = options.tls or (None, None)
+    server = ApiServer(app, host, port, tls_cert=cert, tls_key=key)
     bound = await server.start()
     stack.push_async_callback(server.stop)
     return bound

@@ -3,6 +3,7 @@ allowed directories (a real server on 127.0.0.1, the real Troy compiler)."""
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from contraflow.api.paths import PathPolicy
 from tests.api.conftest import InMemoryRuntime, ServerThread
-from tests.cli_process import run_cli
+from tests.cli_process import run_cli, self_signed_certificate
 
 TOKEN = "t0ken-for-tests"
 
@@ -94,3 +95,19 @@ def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Pa
     assert result.returncode != 0
     [line] = result.stderr.strip().splitlines()
     assert "refusing to serve the REST API on 0.0.0.0:9898 without a token" in line and "--insecure" in line
+
+
+def test_the_api_over_tls_still_asks_for_the_token(tmp_path: Path) -> None:
+    cert, key = self_signed_certificate(tmp_path)
+    thread = ServerThread(InMemoryRuntime(), tls=(str(cert), str(key)), token=TOKEN)
+    address = thread.start()
+    try:
+        url = f"https://{address}/v1/flows"
+        trust = ssl.create_default_context(cafile=str(cert))
+        assert httpx.get(url, verify=trust, timeout=10).status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(url, verify=trust, headers=auth, timeout=10).status_code == 200
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://{address}/v1/flows", headers=auth, timeout=10)
+    finally:
+        thread.stop()
