@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     transaction_timeout_s: float = 60.0
     worker_threads: int = 8
+    token: str | None = None  # clients must AUTHENTICATE with it first (None: no handshake)
+    tls: ssl.SSLContext | None = None  # serve TLS on the public and private ports
     kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
 
 
@@ -142,7 +145,7 @@ class SpuServer:
                 return
             try:
                 tune_socket(writer.get_extra_info("socket"))
-                conn = Connection(reader, writer, dispatch, limits, allowed, budget)
+                conn = Connection(reader, writer, dispatch, limits, allowed, budget, self.config.token)
                 self._connections.add(conn)
                 try:
                     await conn.serve()
@@ -154,7 +157,7 @@ class SpuServer:
 
         # The reader's read-ahead (twice this limit) is held per connection outside the
         # byte budget, so it is kept small: --max-connections x 2 x READ_AHEAD at most.
-        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD)
+        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD, ssl=self.config.tls)
         self._servers.append(server)
         bound = server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])
