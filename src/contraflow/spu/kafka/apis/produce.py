@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.producers import SequencedBatch
@@ -121,7 +121,7 @@ async def produce(broker: Broker, request: KafkaRequest) -> Writer | None:
 async def init_producer_id(broker: Broker, request: KafkaRequest) -> Writer:
     transactional_id = request.body.nullable_string()
     request.body.int32()  # transaction timeout
-    out = Writer().int32(THROTTLE_NONE)
+    out = response(request.version, 0)
     if transactional_id is not None:
         code = KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions: refuse clearly
         return out.int16(code).int64(-1).int16(-1)
