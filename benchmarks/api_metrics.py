@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from prometheus_client import generate_latest
 
-from contraflow.api.metrics import RuntimeMetrics
+from contraflow.runtime.metrics import RuntimeMetrics
 
 REPEATS = 5
 

@@ -136,8 +136,8 @@ def compile_all(files: tuple[Path, ...]) -> Deployment:
 
 def check_all(deployment: Deployment, data_dir: Path) -> None:
     """Connector kinds and configs, channel settings: every mistake before Spark takes seconds to start."""
-    from contraflow.api.metrics import RuntimeMetrics
     from contraflow.runtime.flow import FlowInstance, Services
+    from contraflow.runtime.metrics import RuntimeMetrics
 
     services = Services("", None, data_dir, RuntimeMetrics(), lambda: None)
     for flow_id, graph in deployment.flows.items():

@@ -32,11 +32,11 @@ from contraflow.api.facade import (
     UnknownFlow,
     describe_flow,
 )
-from contraflow.api.metrics import RuntimeMetrics
 from contraflow.api.server import ApiServer
 from contraflow.lang.graph import Deployment, FlowGraph
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.runtime.event_stream import EventStream
+from contraflow.runtime.metrics import RuntimeMetrics
 
 TWO_FLOWS = """
 define flow ingest
@@ -45,7 +45,7 @@ args
 flow
   define connector src from file
   args path
-  with codec = "string", config = {"path": args.path}
+  with codec = "string", config = {"path": args.path, "mode": "read"}
   end;
   define connector dst from file
   args path

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contraflow.api.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
+from contraflow.runtime.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
 from tests.api.conftest import InMemoryRuntime
 
 

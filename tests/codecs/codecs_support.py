@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from contraflow.codecs import FrameErrors
-from contraflow.codecs.chain import Chain
+from contraflow.codecs.processors.chain import Chain
 
 RELAXED = settings(deadline=None)
 """For property tests: the cores are shared, so a per-example time limit would only add flakiness."""

@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from contraflow.connectors.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed
+from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.http_client import HttpClientConnector
 from tests.connectors.support import make, run, sink_event
 

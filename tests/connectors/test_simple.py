@@ -16,9 +16,9 @@ import pytest
 
 from contraflow.codecs import preprocessors
 from contraflow.connectors.base import ConnectorConfigError, SinkEvent
+from contraflow.connectors.base.histogram import Histogram
 from contraflow.connectors.bench import BenchConnector
 from contraflow.connectors.exit import ExitConnector
-from contraflow.connectors.histogram import Histogram
 from tests.cli_process import child_env
 from tests.connectors.support import make, run, sink_event
 

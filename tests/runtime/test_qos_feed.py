@@ -7,9 +7,9 @@ import asyncio
 import time
 from pathlib import Path
 
+from contraflow import control
 from contraflow.lang.graph import FlowGraph
 from contraflow.lang.troy.compiler import compile_source
-from contraflow.pipeline.signals import signals_name
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes, Scope
@@ -122,7 +122,7 @@ def test_failed_deliveries_lower_the_published_signals(spu_addr: str, spu: SpuCl
     )
     out_topic = channel_topic(fid, "guard", "out")
     spill_topic = channel_topic(fid, "guard", "overflow")
-    control = signals_name(f"{fid}.guard")
+    signals = control.signals(f"{fid}.guard")
 
     async def scenario() -> None:
         client = AsyncSpuClient(spu_addr)
@@ -133,14 +133,14 @@ def test_failed_deliveries_lower_the_published_signals(spu_addr: str, spu: SpuCl
                 "share": {out_topic},
             }
             await feed.publish()  # neutral signals first: a restart does not inherit the last run's
-            assert spu.get_control(control) == {"slow": {"backoff_until_ns": 0}, "share": {"perc": 1.0}}
+            assert signals.get(spu) == {"slow": {"backoff_until_ns": 0}, "share": {"perc": 1.0}}
 
             before_ns = time.time_ns()
             feed.delivery(spill_topic, [0], failed=True)  # behind `slow` only
             feed.delivery(out_topic, [0, 0], failed=True)  # behind both: two events failed
             await asyncio.sleep(0.3)
             await feed.publish()
-            published = spu.get_control(control)
+            published = signals.get(spu)
             assert published["share"] == {"perc": 0.5}
             # Three failures in a row: the back-off stays at its last, 200 ms step.
             assert (
@@ -152,10 +152,10 @@ def test_failed_deliveries_lower_the_published_signals(spu_addr: str, spu: SpuCl
             now_ms = time.time_ns() // 1_000_000
             feed.delivery(out_topic, [now_ms], failed=False)  # timely: the back-off ends, perc creeps up
             await feed.publish()  # within the publish interval: not written yet
-            assert spu.get_control(control)["share"] == {"perc": 0.5}
+            assert signals.get(spu)["share"] == {"perc": 0.5}
             await asyncio.sleep(0.3)
             await feed.publish()
-            assert spu.get_control(control)["share"]["perc"] > 0.5
+            assert signals.get(spu)["share"]["perc"] > 0.5
         finally:
             await client.close()
 
@@ -195,7 +195,7 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
         async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
             flow = runtime.flows[fid]
             await wait_for(
-                lambda: spu.get_control(signals_name(f"{fid}.spread")) == {"rr": {"unavailable": ["b"]}},
+                lambda: control.signals(f"{fid}.spread").get(spu) == {"rr": {"unavailable": ["b"]}},
                 what="output b published as unavailable",
             )
             assert "sink_b" in flow.breakers
@@ -209,7 +209,7 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
             down.start()  # sink_b's server comes up: b is available again and gets its share
             await wait_for(lambda: "sink_b" not in flow.breakers, what="sink_b's breaker to close")
             await wait_for(
-                lambda: spu.get_control(signals_name(f"{fid}.spread")) == {"rr": {"unavailable": []}},
+                lambda: control.signals(f"{fid}.spread").get(spu) == {"rr": {"unavailable": []}},
                 what="b published as available",
             )
             routed = appended_to_b()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contraflow.spark.credit import publish_credit, read_credit
+from contraflow import control
 from tests.spark.test_bridge import read_all
 
 
@@ -43,16 +43,17 @@ def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, to
     spu.create_topic(src)
     spu.create_topic(dst)
     spu.produce(src, 0, [b"y%d" % i for i in range(300)])
-    publish_credit(spu, "copier", src, 0)
-    assert read_credit(spu, "copier", src) == 0
+    credit = control.credit("copier", src)
+    credit.set(spu, 0)
+    assert credit.get(spu) == 0
     query = start_copy(spark, spu_addr, src, dst, checkpoint, consumer="copier")
     query.processAllAvailable()
     assert read_all(spu, dst) == []
     assert sum(input_rows(query)) == 0
-    publish_credit(spu, "copier", src, 120)
+    credit.set(spu, 120)
     query.processAllAvailable()
     assert max(input_rows(query)) == 120
-    publish_credit(spu, "copier", src, None)
+    credit.set(spu, None)
     query.processAllAvailable()
     query.stop()
     assert sorted(read_all(spu, dst)) == sorted(b"y%d" % i for i in range(300))

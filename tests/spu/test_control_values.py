@@ -17,16 +17,16 @@ def test_values_cross_clients_and_survive_restart(tmp_path: Path) -> None:
         SpuClient(spu.addr) as writer,
         SpuClient(spu.addr) as reader,
     ):
-        assert reader.get_control("credit/q/in") is None
-        writer.set_control("credit/q/in", 0)
-        assert reader.get_control("credit/q/in") == 0
-        writer.set_control("breaker/flow/sink", {"open": True, "reason": "connection refused"})
-        writer.set_control("credit/q/in", 25)
+        assert reader.get_control("probe/q/in") is None
+        writer.set_control("probe/q/in", 0)
+        assert reader.get_control("probe/q/in") == 0
+        writer.set_control("probe/flow/sink", {"open": True, "reason": "connection refused"})
+        writer.set_control("probe/q/in", 25)
     with EmbeddedSpu(tmp_path, mode="thread") as spu, SpuClient(spu.addr) as reader:
-        assert reader.get_control("credit/q/in") == 25
-        assert reader.get_control("breaker/flow/sink") == {"open": True, "reason": "connection refused"}
-        reader.set_control("credit/q/in", None)
-        assert reader.get_control("credit/q/in") is None
+        assert reader.get_control("probe/q/in") == 25
+        assert reader.get_control("probe/flow/sink") == {"open": True, "reason": "connection refused"}
+        reader.set_control("probe/q/in", None)
+        assert reader.get_control("probe/q/in") is None
 
 
 def test_oversized_value_is_an_error_response(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contraflow.spu.storage.batch import BatchHeader
 from tests.cli_process import run_cli, start_cli
+
+from contraflow.spu.protocol.batch import BatchHeader
 
 PARTITION = Path("topics") / "t1" / "0"
 FIRST_SEGMENT = f"{0:020d}.log"

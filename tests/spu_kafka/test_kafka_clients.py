@@ -3,14 +3,12 @@ Kafka listener: produce, consume, every codec, admin, offsets lookups."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka_harness import consume, consumer, create_topic, produce
+from tests.cli_process import run_cli
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
@@ -84,9 +82,7 @@ def test_kafka_python_round_trip_with_every_codec(bootstrap: str, fresh_name: st
 
 
 def _cli(*args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "contraflow", *args], input=stdin, capture_output=True, text=True, timeout=60
-    )
+    done = run_cli(*args, stdin=stdin)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -11,10 +11,10 @@ Config mistakes raise `ConfigError` (a `UserError`) when building; bad data
 raises `CodecError` (`FrameErrors` from chains, carrying the good frames too).
 """
 
-from contraflow.codecs.chain import Postprocessors, Preprocessors
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.config import Spec
 from contraflow.codecs.errors import CodecError, ConfigError, FrameErrors
+from contraflow.codecs.processors.chain import Postprocessors, Preprocessors
 from contraflow.codecs.registry import (
     CODECS,
     POSTPROCESSORS,

@@ -5,54 +5,54 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from contraflow.codecs.base64_processor import Base64Postprocessor, Base64Preprocessor
 from contraflow.codecs.binary_codec import BinaryCodec
-from contraflow.codecs.chain import Postprocessors, Preprocessors
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.compress import CompressPostprocessor, DecompressPreprocessor
 from contraflow.codecs.config import Spec, resolve
 from contraflow.codecs.csv_codec import CsvCodec
 from contraflow.codecs.errors import ConfigError
 from contraflow.codecs.json_codec import JsonCodec
-from contraflow.codecs.length_prefixed import LengthPrefixedPostprocessor, LengthPrefixedPreprocessor
 from contraflow.codecs.msgpack_codec import MsgpackCodec
-from contraflow.codecs.processor import Processor
-from contraflow.codecs.remove_empty import RemoveEmptyPreprocessor
-from contraflow.codecs.separate import SeparatePostprocessor, SeparatePreprocessor
-from contraflow.codecs.string_codec import StringCodec
-from contraflow.codecs.textual_length_prefixed import (
+from contraflow.codecs.processors.base64_processor import Base64Postprocessor, Base64Preprocessor
+from contraflow.codecs.processors.chain import Postprocessors, Preprocessors
+from contraflow.codecs.processors.compress import CompressPostprocessor, DecompressPreprocessor
+from contraflow.codecs.processors.length_prefixed import (
+    LengthPrefixedPostprocessor,
+    LengthPrefixedPreprocessor,
+)
+from contraflow.codecs.processors.processor import Processor
+from contraflow.codecs.processors.remove_empty import RemoveEmptyPreprocessor
+from contraflow.codecs.processors.separate import SeparatePostprocessor, SeparatePreprocessor
+from contraflow.codecs.processors.textual_length_prefixed import (
     TextualLengthPrefixedPostprocessor,
     TextualLengthPrefixedPreprocessor,
 )
+from contraflow.codecs.string_codec import StringCodec
 from contraflow.codecs.yaml_codec import YamlCodec
 
 Factory = Callable[[Mapping[str, Any]], Any]
 
-CODECS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
-}
-PREPROCESSORS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (
-        SeparatePreprocessor,
-        LengthPrefixedPreprocessor,
-        Base64Preprocessor,
-        DecompressPreprocessor,
-        RemoveEmptyPreprocessor,
-        TextualLengthPrefixedPreprocessor,
-    )
-}
-POSTPROCESSORS: dict[str, Factory] = {
-    cls.name: cls.from_config
-    for cls in (
-        SeparatePostprocessor,
-        LengthPrefixedPostprocessor,
-        Base64Postprocessor,
-        CompressPostprocessor,
-        TextualLengthPrefixedPostprocessor,
-    )
-}
+
+def _by_name(*classes: Any) -> dict[str, Factory]:
+    """Name -> factory, for classes that carry their Troy `name` and a `from_config`."""
+    return {cls.name: cls.from_config for cls in classes}
+
+
+CODECS = _by_name(JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
+PREPROCESSORS = _by_name(
+    SeparatePreprocessor,
+    LengthPrefixedPreprocessor,
+    Base64Preprocessor,
+    DecompressPreprocessor,
+    RemoveEmptyPreprocessor,
+    TextualLengthPrefixedPreprocessor,
+)
+POSTPROCESSORS = _by_name(
+    SeparatePostprocessor,
+    LengthPrefixedPostprocessor,
+    Base64Postprocessor,
+    CompressPostprocessor,
+    TextualLengthPrefixedPostprocessor,
+)
 
 
 def codec(spec: Spec) -> Codec:

@@ -45,12 +45,13 @@ from typing import Any
 
 import orjson
 
-from contraflow.codecs.compression import StreamDecompressor
+from contraflow.codecs.processors.compression import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
-from contraflow.connectors.filereader import leading_separator
-from contraflow.connectors.histogram import Histogram
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.timing import Pacer, sleep_unless
+from contraflow.connectors.base.filereader import leading_separator
+from contraflow.connectors.base.histogram import Histogram
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.timing import Pacer
+from contraflow.stopping import sleep_unless
 
 NS_PER_S = 1_000_000_000
 BATCH_EVENTS = 256
@@ -124,7 +125,7 @@ class BenchConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = BenchOptions.read(ctx.alias, self.kind, ctx.config)
+        self.options = self.read_config(ctx.alias, ctx.config)
         # Lines can travel many per pull, joined again by the separator the runtime splits them at.
         separator = leading_separator(ctx.spec.preprocessors)
         self.separator = None if self.options.chunk_size else separator
@@ -141,9 +142,8 @@ class BenchConnector(Connector):
         self._finisher: asyncio.Task[None] | None = None
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        BenchOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> BenchOptions:
+        return BenchOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self.items:

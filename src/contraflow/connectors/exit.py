@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, register
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 
 NS_PER_S = 1_000_000_000
 
@@ -38,19 +38,14 @@ class ExitConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.defaults = self.read(ctx.alias, ctx.config)
+        self.defaults = self.read_config(ctx.alias, ctx.config)
         self.request: ExitRequest | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    def read(cls, alias: str, config: Mapping[str, Any]) -> ExitRequest:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ExitRequest:
         cfg = ConfigReader(alias, cls.kind, config)
         return ExitRequest(cfg.integer("delay", 0), cfg.boolean("graceful", True), 0)
-
-    @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        cls.read(alias, config)
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
         if self.request is not None or not events:

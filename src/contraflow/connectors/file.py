@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
@@ -50,15 +49,16 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.checkpoint import Checkpoint
-from contraflow.connectors.filereader import (
+from contraflow.connectors.base.acks import AckWindow
+from contraflow.connectors.base.checkpoint import Checkpoint
+from contraflow.connectors.base.filereader import (
     AlignedChunks,
     Chunk,
     ContentReader,
     FileIdentity,
     leading_separator,
 )
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.lang.graph import PluginRef
 
 READ = "read"
@@ -110,7 +110,7 @@ class FileConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = FileOptions.read(ctx.alias, self.kind, ctx.config)
+        self.options = self.read_config(ctx.alias, ctx.config)
         self.algorithm, self.separator, self.exact = framing(ctx.spec.preprocessors)
         self._chunks: AlignedChunks | None = None
         self._identity: FileIdentity | None = None
@@ -131,9 +131,8 @@ class FileConnector(Connector):
         self._ready: deque[Chunk] = deque()  # chunks read ahead in one worker-thread call
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        FileOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> FileOptions:
+        return FileOptions.read(alias, cls.kind, config)
 
     @property
     def reading(self) -> bool:

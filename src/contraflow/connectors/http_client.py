@@ -47,10 +47,10 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.http_server import headers_of_pairs
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import Endpoint, endpoint
-from contraflow.connectors.options import ConfigReader
 
 NS_PER_S = 1_000_000_000
 RETRYABLE_STATUS = frozenset({429})
@@ -104,7 +104,7 @@ class HttpClientConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = ClientOptions.read(ctx.alias, self.kind, ctx.config)
+        self.options = self.read_config(ctx.alias, ctx.config)
         self.content_type = ctx.codec().mime_types[0]
         self.inbox = Inbox(ctx.quiescing, QUEUED_RESPONSES)
         self._client: httpx.AsyncClient | None = None
@@ -116,9 +116,8 @@ class HttpClientConnector(Connector):
         self._delivered: set[int] = set()  # events of the current batch already answered
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        ClientOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ClientOptions:
+        return ClientOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         """Probe the server with a TCP connection: the breaker closes only when it is reachable."""

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from contraflow.connectors.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
@@ -46,10 +45,11 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import endpoint
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.undelivered import report_undelivered
+from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.undelivered import report_undelivered
 
 QUEUED_REQUESTS = 128
 
@@ -89,7 +89,7 @@ class HttpServerConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url = endpoint(ConfigReader(ctx.alias, self.kind, ctx.config), scheme="http")
+        self.url = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
         self.content_type = ctx.codec().mime_types[0].encode()
         self._server: AsgiServer | None = None
@@ -97,9 +97,8 @@ class HttpServerConnector(Connector):
         self._ids = itertools.count(1)
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        endpoint(ConfigReader(alias, cls.kind, config), scheme="http")
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Endpoint:
+        return endpoint(ConfigReader(alias, cls.kind, config), scheme="http")
 
     @property
     def port(self) -> int:

@@ -31,7 +31,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
     ConnectionLost,
     Connector,
@@ -39,8 +38,9 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.kafka_options import brokers, client_id, rdkafka_options
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.acks import AckWindow
+from contraflow.connectors.base.kafka_options import brokers, client_id, rdkafka_options
+from contraflow.connectors.base.options import ConfigReader
 
 POLL_BATCH = 500
 POLL_TIMEOUT_S = 0.1
@@ -134,9 +134,8 @@ class KafkaConsumerConnector(Connector):
         self._rewinds: dict[PartitionKey, int] = {}
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        ConsumerOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ConsumerOptions:
+        return ConsumerOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self._consumer is not None:

@@ -31,8 +31,8 @@ from contraflow.connectors.base import (
     SinkEvent,
     register,
 )
-from contraflow.connectors.kafka_options import brokers, client_id, rdkafka_options
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.kafka_options import brokers, client_id, rdkafka_options
+from contraflow.connectors.base.options import ConfigReader
 
 DELIVERY_TIMEOUT_MS = 30_000
 UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._MSG_TIMED_OUT})
@@ -89,9 +89,8 @@ class KafkaProducerConnector(Connector):
         self._producer: Producer | None = None
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        ProducerOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ProducerOptions:
+        return ProducerOptions.read(alias, cls.kind, config)
 
     async def connect(self) -> None:
         if self._producer is None:

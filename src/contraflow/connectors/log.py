@@ -39,7 +39,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from contraflow.connectors.acks import AckWindow
 from contraflow.connectors.base import (
     ConnectionLost,
     Connector,
@@ -49,8 +48,9 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.logtail import TopicTail
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.acks import AckWindow
+from contraflow.connectors.base.logtail import TopicTail
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
@@ -109,9 +109,8 @@ class LogConnector(Connector):
         self._written_through: int | None = None  # last channel offset known to be in the topic
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        LogOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> LogOptions:
+        return LogOptions.read(alias, cls.kind, config)
 
     @property
     def sink_partition(self) -> int:

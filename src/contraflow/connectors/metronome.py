@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.timing import Ticker, sleep_unless
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.timing import Ticker
+from contraflow.stopping import sleep_unless
 
 NS_PER_S = 1_000_000_000
 
@@ -27,18 +28,14 @@ class MetronomeConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.interval_ns = self.read_interval(ctx.alias, ctx.config)
+        self.interval_ns = self.read_config(ctx.alias, ctx.config)
         self._ticker = Ticker(self.interval_ns / NS_PER_S)
         self._id = 0
 
     @classmethod
-    def read_interval(cls, alias: str, config: Mapping[str, Any]) -> int:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> int:
+        """The interval in nanoseconds."""
         return ConfigReader(alias, cls.kind, config).integer("interval", minimum=1)
-
-    @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        cls.read_interval(alias, config)
 
     async def connect(self) -> None:
         self._ticker = Ticker(self.interval_ns / NS_PER_S)

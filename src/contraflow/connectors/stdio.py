@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import BinaryIO
 
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
+from contraflow.stopping import STOPPED, unless_stopped
 
 CHUNK_SIZE = 64 * 1024
 
@@ -53,14 +54,10 @@ class StdioConnector(Connector):
         if self._eof or "out" not in self.ctx.outputs:
             return None
         if self._reader is not None:
-            read = asyncio.ensure_future(self._reader.read(CHUNK_SIZE))
-            stop = asyncio.ensure_future(self.ctx.quiescing.wait())
-            await asyncio.wait({read, stop}, return_when=asyncio.FIRST_COMPLETED)
-            stop.cancel()
-            if not read.done():
-                read.cancel()
+            read = await unless_stopped(self._reader.read(CHUNK_SIZE), self.ctx.quiescing)
+            if read is STOPPED:
                 return None
-            data = read.result()
+            data = read
         else:
             data = await asyncio.to_thread(os.read, sys.stdin.fileno(), CHUNK_SIZE)
         if not data:

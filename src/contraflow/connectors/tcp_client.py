@@ -29,8 +29,8 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox, pump
-from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
+from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.sockets import SocketOptions, close_writer, peer_of, tune, write
 
 
 @register("tcp_client")
@@ -42,7 +42,7 @@ class TcpClientConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = SocketOptions.read(ctx.alias, self.kind, ctx.config)
+        self.options = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
@@ -51,9 +51,8 @@ class TcpClientConnector(Connector):
         self._lost = False
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        SocketOptions.read(alias, cls.kind, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> SocketOptions:
+        return SocketOptions.read(alias, cls.kind, config)
 
     @property
     def connected(self) -> bool:

@@ -43,10 +43,10 @@ from contraflow.connectors.base import (
     SourceData,
     register,
 )
-from contraflow.connectors.inbox import Inbox, pump
-from contraflow.connectors.options import ConfigReader
-from contraflow.connectors.sockets import SocketOptions, close_writer, peer_of, tune, write
-from contraflow.connectors.undelivered import report_undelivered
+from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.sockets import SocketOptions, close_writer, peer_of, tune, write
+from contraflow.connectors.base.undelivered import report_undelivered
 
 # How long replies can still be sent on a connection after the peer stopped sending.
 REPLY_LINGER_S = 10.0
@@ -68,7 +68,7 @@ class TcpServerConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options, self.backlog = self.read(ctx.alias, ctx.config)
+        self.options, self.backlog = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing)
         self._server: asyncio.Server | None = None
         self._peers: dict[tuple[str, int], _Peer] = {}  # by peer (host, port)
@@ -77,14 +77,9 @@ class TcpServerConnector(Connector):
         self._closing = False
 
     @classmethod
-    def read(cls, alias: str, config: Mapping[str, Any]) -> tuple[SocketOptions, int]:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[SocketOptions, int]:
         backlog = ConfigReader(alias, cls.kind, config).integer("backlog", 128, minimum=1)
         return SocketOptions.read(alias, cls.kind, config), backlog
-
-    @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        cls.read(alias, config)
 
     @property
     def port(self) -> int:

@@ -23,8 +23,8 @@ from contraflow.connectors.base import (
     SinkEvent,
     register,
 )
-from contraflow.connectors.netaddr import Endpoint, endpoint
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 
 
 class _Sender(asyncio.DatagramProtocol):
@@ -43,19 +43,14 @@ class UdpClientConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url, self.bind = self.read(ctx.alias, ctx.config)
+        self.url, self.bind = self.read_config(ctx.alias, ctx.config)
         self._transport: asyncio.DatagramTransport | None = None
         self._protocol: _Sender | None = None
 
     @classmethod
-    def read(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, Endpoint | None]:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, Endpoint | None]:
         cfg = ConfigReader(alias, cls.kind, config)
         return endpoint(cfg), endpoint(cfg, "bind") if "bind" in config else None
-
-    @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
-        cls.read(alias, config)
 
     async def connect(self) -> None:
         await self.close()

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
-from contraflow.connectors.inbox import Inbox
-from contraflow.connectors.netaddr import endpoint
-from contraflow.connectors.options import ConfigReader
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
 
 QUEUE_DATAGRAMS = 4096
 
@@ -44,8 +44,7 @@ class UdpServerConnector(Connector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        cfg = ConfigReader(ctx.alias, self.kind, ctx.config)
-        self.url, self.buf_size = endpoint(cfg), cfg.integer("buf_size", 8192, minimum=1)
+        self.url, self.buf_size = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing, QUEUE_DATAGRAMS)
         self._transport: asyncio.DatagramTransport | None = None
         self._streams = itertools.count(1)
@@ -53,11 +52,10 @@ class UdpServerConnector(Connector):
         self._warned_at = 0.0
 
     @classmethod
-    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
-        super().check_config(alias, config)
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, int]:
+        """(where to listen, receive buffer size)."""
         cfg = ConfigReader(alias, cls.kind, config)
-        endpoint(cfg)
-        cfg.integer("buf_size", 8192, minimum=1)
+        return endpoint(cfg), cfg.integer("buf_size", 8192, minimum=1)
 
     @property
     def port(self) -> int:

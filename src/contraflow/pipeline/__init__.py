@@ -1,6 +1,6 @@
 """Running Trickle pipelines: the pure-Python executor (`PipelineExecutor`) and a local runner.
 
-The Spark execution (`spark_*.py`) runs the same executor in the sources' read
+The Spark execution (`contraflow.pipeline.spark`) runs the same executor in the sources' read
 tasks and in `transformWithState`; see docs/pipelines.md.
 """
 

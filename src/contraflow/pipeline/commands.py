@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import click
 import orjson
 
 from contraflow.errors import UserError
 from contraflow.pipeline.spark.plan import IngestMode
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 INGEST_MODES: dict[str, IngestMode] = {"now": "timestamp", "index": "offset"}
 
@@ -78,11 +81,22 @@ def _checkpoint(data_dir: Path | None, flow: str, pipeline: str) -> Path:
     return checkpoint_path(data_dir or default_data_dir(), flow, pipeline)
 
 
+def _state_arguments(command: F) -> F:
+    """FLOW PIPELINE FILE [--data-dir]: what `state export` and `state import` both take."""
+    for decorate in reversed(
+        [
+            click.argument("flow"),
+            click.argument("pipeline"),
+            click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True)),
+            _data_dir_option,
+        ]
+    ):
+        command = decorate(command)
+    return command
+
+
 @state.command("export")
-@click.argument("flow")
-@click.argument("pipeline")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@_data_dir_option
+@_state_arguments
 def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
     """Write the state of PIPELINE in FLOW to FILE as JSON ('-' for standard output).
 
@@ -112,10 +126,7 @@ def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) 
 
 
 @state.command("import")
-@click.argument("flow")
-@click.argument("pipeline")
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
-@_data_dir_option
+@_state_arguments
 def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
     """Make FILE (from `state export`) the state PIPELINE in FLOW starts with.
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from contraflow.lang.graph import Node, OperatorSpec
-from contraflow.pipeline.base import Context, NodeError, NodeRunner, drop
+from contraflow.pipeline.base import Context, NodeError, NodeRunner, Push, drop
 from contraflow.pipeline.item import Item, decode
 
 
@@ -157,7 +157,19 @@ class BucketClass:
         self.overflowed = 0
 
 
-class Bucket(NodeRunner):
+class Overflowing(NodeRunner):
+    """A node with an `overflow` port besides `out` (dropped when nothing is connected to it)."""
+
+    def __init__(self, node: Node, ctx: Context, path: str) -> None:
+        super().__init__(node, ctx, path)
+        self.overflow: Push = drop
+
+    def connect(self, outs: dict[str, Any]) -> None:
+        super().connect(outs)
+        self.overflow = outs.get("overflow", drop)
+
+
+class Bucket(Overflowing):
     """`grouper::bucket`: per-class rate limiting by metadata, as Tremor's bucket grouper.
 
     `$class` names the bucket, `$rate` the events allowed per `$time_range` ms
@@ -173,11 +185,6 @@ class Bucket(NodeRunner):
     def __init__(self, node: Node, ctx: Context, path: str) -> None:
         super().__init__(node, ctx, path)
         self.classes: dict[str, BucketClass] = {}
-        self.overflow = drop
-
-    def connect(self, outs: dict[str, Any]) -> None:
-        super().connect(outs)
-        self.overflow = outs.get("overflow", drop)
 
     def push(self, item: Item) -> None:
         meta = item[1] or {}
@@ -284,7 +291,7 @@ class RoundRobin(NodeRunner):
         self.next = state["next"] if state else 0
 
 
-class Backpressure(NodeRunner):
+class Backpressure(Overflowing):
     """`qos::backpressure`: while the runtime reports a back-off, events go to `overflow`.
 
     The runtime publishes `signal(node, {"backoff_until_ns": t})` from downstream
@@ -298,11 +305,6 @@ class Backpressure(NodeRunner):
     def __init__(self, node: Node, ctx: Context, path: str) -> None:
         super().__init__(node, ctx, path)
         self.discard = _config(node).get("method", "discard") != "pause"
-        self.overflow = drop
-
-    def connect(self, outs: dict[str, Any]) -> None:
-        super().connect(outs)
-        self.overflow = outs.get("overflow", drop)
 
     def push(self, item: Item) -> None:
         signal = self.ctx.signals.get(self.path)
@@ -313,7 +315,7 @@ class Backpressure(NodeRunner):
             self.out(item)
 
 
-class Percentile(NodeRunner):
+class Percentile(Overflowing):
     """`qos::percentile`: passes the fraction `perc` the runtime publishes, the rest overflows.
 
     `signal(node, {"perc": p})` (0..1, default 1). The split is deterministic
@@ -326,11 +328,6 @@ class Percentile(NodeRunner):
     def __init__(self, node: Node, ctx: Context, path: str) -> None:
         super().__init__(node, ctx, path)
         self.credit = 0.0
-        self.overflow = drop
-
-    def connect(self, outs: dict[str, Any]) -> None:
-        super().connect(outs)
-        self.overflow = outs.get("overflow", drop)
 
     def push(self, item: Item) -> None:
         signal = self.ctx.signals.get(self.path)

@@ -3,8 +3,8 @@
 `qos::roundrobin`, `qos::backpressure` and `qos::percentile` route by state
 the runtime computes from contraflow feedback (see `contraflow.pipeline.qos`).
 The workers share no memory with the runtime, so the runtime publishes that
-state as one SPU control value per pipeline query, `signals/{query name}` =
-{node path: signal}, and a worker reads it before each batch it runs. Only
+state as one SPU control value per pipeline query (`contraflow.control.signals`:
+{node path: signal}), and a worker reads it before each batch it runs. Only
 pipelines with a QoS node pay for the read.
 """
 
@@ -12,17 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow import control
+
 _clients: dict[str, Any] = {}
-
-
-def signals_name(pipeline: str) -> str:
-    """The control value holding the signals of the pipeline query `pipeline`."""
-    return f"signals/{pipeline}"
-
-
-def publish_signals(spu: Any, pipeline: str, signals: dict[str, Any]) -> None:
-    """Publish {node path: signal} for the pipeline query `pipeline` (replaces what was there)."""
-    spu.set_control(signals_name(pipeline), signals)
 
 
 def apply_signals(executor: Any, spu: str | None, pipeline: str) -> None:
@@ -36,5 +28,5 @@ def apply_signals(executor: Any, spu: str | None, pipeline: str) -> None:
 
         client = _clients[spu] = SpuClient(spu)
     executor.signals.clear()
-    for node, signal in (client.get_control(signals_name(pipeline)) or {}).items():
+    for node, signal in control.signals(pipeline).get(client).items():
         executor.signal(node, signal)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from contraflow.connectors.base import ConnectionLost, Connector
+from contraflow.stopping import sleep_unless
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,7 @@ async def connect_with_retry(
             on_failure(f"cannot connect: {err}")
             if policy.max_retries is not None and attempt > policy.max_retries:
                 return False
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), delay)
+        await sleep_unless(stop, delay)
         delay = min(policy.max_interval_s, delay * policy.growth_rate)
     return False
 

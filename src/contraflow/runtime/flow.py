@@ -39,6 +39,8 @@ from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.hold import Breaker, BreakerCause, HoldPolicy
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
@@ -61,7 +63,7 @@ class Services:
     spu_addr: str
     spark: Any
     data_dir: Path
-    metrics: Any
+    metrics: RuntimeMetrics
     stop_runtime: Callable[[], None]
     events: EventStream = field(default_factory=lambda: EventStream(None))
 
@@ -106,12 +108,11 @@ class FlowInstance:
         )
         self.monitor: FlowMonitor | None = None
         self._monitor_task: asyncio.Task[None] | None = None
-        self.breakers: dict[str, str] = {}  # sink alias -> why its breaker is open
-        self._breaker_causes: dict[str, str] = {}  # "cause:sink" -> why
-        self._breaker_holds: dict[str, set[str]] = {}  # connector -> the "cause:sink" keys holding its gate
         self.routes = Routes(self.topology, graph.pipelines)
+        self._gates: dict[str, Gate] = {}  # connector alias -> its gate (filled by `prepare`)
+        self._sources: set[str] = set()  # aliases of the connectors that run as sources (by `start`)
+        self.holds = HoldPolicy(self.routes, self._gates, self._sources)
         self.qos: QosFeed | None = None
-        self._qos_holds: set[str] = set()  # gate keys of running `method = "pause"` back-offs
         self.finished = asyncio.Event()
         self.started_at = time.monotonic()
 
@@ -138,10 +139,13 @@ class FlowInstance:
                 outputs=frozenset(self.topology.outputs_of("connector", alias)),
                 inputs=frozenset(r.to.port for _, r in self.topology.inputs_of("connector", alias)),
             )
-            ctx.open_breaker = functools.partial(self._connector_breaker, alias, True)
-            ctx.close_breaker = functools.partial(self._connector_breaker, alias, False, "recovered")
+            ctx.open_breaker = functools.partial(self._sink_breaker, alias, BreakerCause.CAPACITY, True)
+            ctx.close_breaker = functools.partial(
+                self._sink_breaker, alias, BreakerCause.CAPACITY, False, "recovered"
+            )
             ctx.codec(), ctx.preprocessors(), ctx.postprocessors()  # config errors surface now
             self.connectors[alias] = ConnectorInstance(cls(ctx), Gate())
+            self._gates[alias] = self.connectors[alias].gate
         for alias in self.graph.connectors:
             outputs = self.topology.outputs_of("connector", alias)
             inputs = self.topology.inputs_of("connector", alias)
@@ -166,17 +170,17 @@ class FlowInstance:
             self.settings,
             self.client,
             self.pipelines,
-            self._source_backpressure,
+            self.holds.backpressure,
             self.services.metrics,
             self.services.events,
         )
         for alias, inst in self.connectors.items():
             self._build_runners(alias, inst)
+        self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
         for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
             if inst.sink is not None:
-                self._breaker_causes[f"breaker:{alias}"] = NOT_CONNECTED
-                self.breakers[alias] = NOT_CONNECTED
-        self._apply_breakers()
+                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
+        self._breakers_changed(self.holds.apply_breakers())
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
         for alias, inst in self.connectors.items():
@@ -242,7 +246,7 @@ class FlowInstance:
                 inst.gate,
                 self.settings.delivery,
                 metrics,
-                functools.partial(self._sink_breaker, alias),
+                functools.partial(self._sink_breaker, alias, BreakerCause.CONNECTION),
                 inst.connect,
                 self.qos.delivery if self.qos is not None and self.qos.active else None,
             )
@@ -283,7 +287,10 @@ class FlowInstance:
                 for tracker in self.acks.values():
                     await tracker.advance(self.monitor.delivered)
                 if self.qos is not None and self.qos.active:
-                    self._apply_qos_pauses()
+                    now_ns = time.time_ns()
+                    self.holds.apply_qos_pauses(
+                        self.qos.pauses(now_ns), self.topology.feeding_pipeline, now_ns
+                    )
                     await self.qos.publish()
                 for alias, run in self.pipelines.items():
                     error = run.error()
@@ -296,26 +303,16 @@ class FlowInstance:
                 log.exception("flow %s: monitor tick failed", self.id)
             await asyncio.sleep(TICK_S)
 
-    def _sink_breaker(self, sink: str, is_open: bool, why: str, cause: str = "breaker") -> None:
-        """A sink's breaker: hold (or release) the sources it stops, along the reversed graph.
+    @property
+    def breakers(self) -> dict[str, str]:
+        """Sink alias -> why its breaker is open (every cause's reason)."""
+        return self.holds.breakers()
 
-        `cause` keeps independent reasons apart: the runtime's own (`breaker`: the connection is
-        lost, or not up yet) and the connector's (`capacity`: e.g. all request slots busy), so a
-        connector freeing a slot cannot close a breaker that a lost connection holds open.
-        """
-        was_open = sink in self.breakers
-        key = f"{cause}:{sink}"
-        if is_open:
-            self._breaker_causes[key] = why
-        else:
-            self._breaker_causes.pop(key, None)
-        reasons = [w for k, w in self._breaker_causes.items() if k.split(":", 1)[1] == sink]
-        if reasons:
-            self.breakers[sink] = "; ".join(reasons)
-        else:
-            self.breakers.pop(sink, None)
-        self._apply_breakers()
-        now_open = sink in self.breakers
+    def _sink_breaker(self, sink: str, cause: BreakerCause, is_open: bool, why: str) -> None:
+        """One cause of a sink's breaker changed: re-hold the sources it stops, count and log it."""
+        was_open = self.holds.is_open(sink)
+        self._breakers_changed(self.holds.set_breaker(Breaker(sink, cause), is_open, why))
+        now_open = self.holds.is_open(sink)
         for channel, _ in self.topology.inputs_of("connector", sink):
             self.services.metrics.set_breaker(self.id, channel.name, now_open)
         if was_open != now_open:
@@ -323,57 +320,13 @@ class FlowInstance:
                 "breaker", self.id, connector=sink, state="open" if now_open else "closed", reason=why
             )
 
-    def _apply_breakers(self) -> None:
-        """Hold each connector that feeds something by the open breakers it cannot route around.
-
-        Without a `qos::roundrobin` on the way that is every open sink it reaches (the reversed
-        graph); a round robin with an output still available absorbs the others (`Routes`).
-        The QoS feed hears the same change and marks those outputs unavailable.
-        """
-        routes = self.routes.with_open(frozenset(self.breakers))
-        for alias, inst in self.connectors.items():
-            blockers = routes.of_source(alias) - {alias}
-            wanted = {
-                key: f"breaker open: {key.split(':', 1)[1]} {why}"
-                for key, why in self._breaker_causes.items()
-                if key.split(":", 1)[1] in blockers
-            }
-            for key in self._breaker_holds.get(alias, set()) - wanted.keys():
-                inst.gate.release(key)
-            for key, why in wanted.items():
-                inst.gate.hold(key, why)
-            self._breaker_holds[alias] = set(wanted)
+    def _breakers_changed(self, open_sinks: frozenset[str]) -> None:
+        """The QoS feed hears every change of the open sinks and marks those outputs unavailable."""
         if self.qos is not None:
-            self.qos.breakers(frozenset(self.breakers))
-
-    def _apply_qos_pauses(self) -> None:
-        """Hold the sources of a pipeline whose `qos::backpressure` (`method = "pause"`) backs off."""
-        assert self.qos is not None
-        paused = self.qos.pauses(time.time_ns())
-        for key in self._qos_holds - paused.keys():
-            for inst in self.connectors.values():
-                inst.gate.release(key)
-        for key, (pipeline, until_ns) in paused.items():
-            why = f"qos back-off in {key.removeprefix('qos:')} for {max(0, until_ns - time.time_ns()) // 1_000_000} ms"
-            for alias in self.topology.feeding_pipeline(pipeline):
-                inst = self.connectors[alias]
-                if inst.source is not None:
-                    inst.gate.hold(key, why)
-        self._qos_holds = set(paused)
-
-    def _connector_breaker(self, sink: str, is_open: bool, why: str) -> None:
-        """What a connector signals itself (`ctx.open_breaker`): at capacity, not disconnected."""
-        self._sink_breaker(sink, is_open, why, "capacity")
+            self.qos.breakers(open_sinks)
 
     def _connect_failed(self, alias: str, why: str) -> None:
         log.warning("flow %s: connector %s: %s", self.id, alias, why)
-
-    def _source_backpressure(self, alias: str, channel: str, stop: bool, why: str) -> None:
-        gate = self.connectors[alias].gate
-        if stop:
-            gate.hold(f"backpressure:{channel}", why)
-        else:
-            gate.release(f"backpressure:{channel}")
 
     # -- pause / resume ------------------------------------------------------------------------
 
@@ -404,10 +357,7 @@ class FlowInstance:
 
     def _hold(self, inst: ConnectorInstance, paused: bool) -> None:
         inst.paused = paused
-        if paused:
-            inst.gate.hold("paused", "paused")
-        else:
-            inst.gate.release("paused")
+        self.holds.pause(inst.ctx.alias, paused)
 
     async def set_connector_paused(self, alias: str, paused: bool) -> None:
         inst = self.connectors[alias]

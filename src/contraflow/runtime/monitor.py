@@ -24,15 +24,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from contraflow import control
 from contraflow.pipeline.spark.listener import BatchProgress
 from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
+from contraflow.runtime.metrics import RuntimeMetrics, Transition
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
-from contraflow.spark.credit import credit_name
 from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 
@@ -77,7 +77,7 @@ class FlowMonitor:
         client: AsyncSpuClient,
         pipelines: dict[str, PipelineRun],
         on_source_backpressure: Callable[[str, str, bool, str], None],
-        metrics: Any,
+        metrics: RuntimeMetrics,
         events: EventStream,
     ) -> None:
         self.flow_id = flow_id
@@ -198,7 +198,7 @@ class FlowMonitor:
         lasted = now - state.since
         state.stopped, state.since = stop, now
         state.transitions += 1
-        kind = "pause" if stop else "resume"
+        kind: Transition = "pause" if stop else "resume"
         self.events.emit(
             "backpressure",
             self.flow_id,
@@ -225,10 +225,10 @@ class FlowMonitor:
                 )
                 credit = room if credit is None else min(credit, room)
             for inp in run.inputs:
-                name = credit_name(inp.consumer, inp.topic)
-                if self._credits.get(name, -1) != credit:
-                    await self.client.set_control(name, credit)
-                    self._credits[name] = credit
+                value = control.credit(inp.consumer, inp.topic)
+                if self._credits.get(value.name, -1) != credit:
+                    await value.set_async(self.client, credit)
+                    self._credits[value.name] = credit
 
     # -- delivered frontier --------------------------------------------------------------------
 

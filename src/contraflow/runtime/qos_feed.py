@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow import control
 from contraflow.lang.graph import OperatorSpec, PipelineGraph
 from contraflow.pipeline.analysis import has_qos
 from contraflow.pipeline.qos import BackpressureGovernor, PercentileGovernor
-from contraflow.pipeline.signals import signals_name
 from contraflow.runtime.routes import ROUNDROBIN, Routes, Scope, qos_nodes
 
 log = logging.getLogger("contraflow.runtime.qos")
@@ -173,7 +173,6 @@ class QosFeed:
             if self._published.get(alias) == signals:
                 continue
             snapshot = {path: dict(signal) for path, signal in signals.items()}
-            # `publish_signals` with the runtime's async client: the same control value, awaited.
-            await self.client.set_control(signals_name(f"{self.flow_id}.{alias}"), snapshot)
+            await control.signals(f"{self.flow_id}.{alias}").set_async(self.client, snapshot)
             self._published[alias] = snapshot
             log.debug("flow %s: pipeline %s signals %s", self.flow_id, alias, snapshot)

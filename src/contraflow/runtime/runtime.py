@@ -25,11 +25,11 @@ from contraflow.api.facade import (
     UnknownConnector,
     UnknownFlow,
 )
-from contraflow.api.metrics import RuntimeMetrics
 from contraflow.lang.graph import Deployment
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.runtime.event_stream import EventStream, RuntimeEvent
 from contraflow.runtime.flow import FlowInstance, Services
+from contraflow.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger("contraflow.runtime")
 

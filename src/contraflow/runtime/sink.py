@@ -18,7 +18,6 @@ times in ms, failed)` when given: the QoS feed turns it into signals for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -29,9 +28,11 @@ from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed
 from contraflow.events import META_HEADER, Event, decode_value, encode_value
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.wire import SinkEncoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.sink")
 
@@ -55,7 +56,7 @@ class SinkRunner:
         err_topic: str | None,
         gate: Gate,
         delivery: DeliverySettings,
-        metrics: Any,
+        metrics: RuntimeMetrics,
         breaker: Callable[[bool, str], None],
         connect: SharedConnect,
         feedback: Feedback | None = None,
@@ -95,8 +96,8 @@ class SinkRunner:
         iterator = aiter(stream)
         try:
             while not self.stop.is_set():
-                result = await _next_or_stop(iterator, self.stop)
-                if result is None:
+                result = await unless_stopped(anext(iterator), self.stop)
+                if result is STOPPED:
                     break
                 for batch in result.batches:
                     records = list(batch.records(start_offset=offset))
@@ -209,17 +210,3 @@ def _as_json(value: bytes) -> Any:
         return decode_value(value)
     except ValueError:
         return bytes(value).decode("utf-8", "replace")
-
-
-async def _next_or_stop(iterator: Any, stop: asyncio.Event) -> Any:
-    """The next stream fetch result, or None once `stop` is set."""
-    nxt = asyncio.ensure_future(anext(iterator))
-    stopper = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait({nxt, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    if nxt in done:
-        return nxt.result()
-    nxt.cancel()
-    with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-        await nxt
-    return None

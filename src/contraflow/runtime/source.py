@@ -9,7 +9,6 @@ is connected (controlled start). Appends go through the flow's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -20,8 +19,10 @@ from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.source")
 
@@ -37,7 +38,7 @@ class SourceRunner:
         producer: AsyncProducer,
         gate: Gate,
         acks: AckTracker | None,
-        metrics: Any,
+        metrics: RuntimeMetrics,
         connect: SharedConnect,
     ) -> None:
         self.connector = connector
@@ -64,10 +65,10 @@ class SourceRunner:
     async def _loop(self) -> None:
         quiescing = self.ctx.quiescing
         while not quiescing.is_set():
-            if await _until(self.gate.wait(), quiescing) is STOPPED:
+            if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
-                pulled = await _until(self.connector.pull(), quiescing)
+                pulled = await unless_stopped(self.connector.pull(), quiescing)
             except ConnectionLost as err:
                 if not await self.reconnect(str(err)):
                     break
@@ -85,7 +86,7 @@ class SourceRunner:
 
     async def start(self) -> bool:
         """The first connection (shared with the sink side of the same connector): not a fault."""
-        return await _until(self.connect(), self.ctx.quiescing) is True
+        return await unless_stopped(self.connect(), self.ctx.quiescing) is True
 
     async def reconnect(self, why: str) -> bool:
         """The outside end went away: reconnect (shared with the sink side of the same connector)."""
@@ -190,22 +191,3 @@ async def last_position(client: AsyncSpuClient, topic: str) -> dict[str, Any] | 
                     found = orjson.loads(value)
         offset = records[-1].offset + 1
     return found
-
-
-STOPPED = object()
-
-
-async def _until(work: Any, stop: asyncio.Event) -> Any:
-    """Await `work` unless `stop` is set first (then cancel it and return STOPPED)."""
-    task = asyncio.ensure_future(work)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if task in done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
-    return STOPPED

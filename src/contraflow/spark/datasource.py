@@ -31,9 +31,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
 from pyspark.sql.types import StructType
 
+from contraflow import control
 from contraflow.errors import UserError
 from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_rows, route_rows
-from contraflow.spark.credit import read_credit
 from contraflow.spark.offsets import (
     PartitionOffsets,
     plan_end,
@@ -172,7 +172,7 @@ class TopicStreamReader(DataSourceStreamReader):
 
     def _credit(self) -> int | None:
         consumer = self.options.consumer
-        return read_credit(self.spu, consumer, self.options.topic) if consumer else None
+        return control.credit(consumer, self.options.topic).get(self.spu) if consumer else None
 
     def _limit_budget(
         self, limit: ReadLimit, begin: PartitionOffsets, latest: PartitionOffsets

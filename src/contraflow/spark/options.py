@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from contraflow.errors import UserError
 from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
 from contraflow.spark.transform import SCHEMA_OPTION, TRANSFORM_OPTION, RowsTransform, read_transform
+from contraflow.spu.units import parse_count
 
 DEFAULT_SPU = "127.0.0.1:9005"
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
@@ -32,13 +33,7 @@ def _int(options: Mapping[str, str], name: str, default: int | None = None, mini
     raw = _get(options, name)
     if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UserError(f"option {name} must be an integer, not {raw!r}") from None
-    if value < minimum:
-        raise UserError(f"option {name} must be at least {minimum}, not {value}")
-    return value
+    return parse_count(raw, f"option {name}", minimum)
 
 
 def spu_address(options: Mapping[str, str]) -> str:

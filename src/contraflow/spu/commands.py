@@ -54,7 +54,8 @@ def _errors_as_user_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-_data_dir_option = click.option(
+# The log's data directory, for commands that open it (or, with `data_dir_option`, an SPU instead).
+log_data_dir_option = click.option(
     "--data-dir",
     envvar="CONTRAFLOW_DATA_DIR",
     default=DEFAULT_DATA_DIR,
@@ -76,7 +77,7 @@ _spu_option = click.option(
 
 def data_dir_option(command: F) -> F:
     """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU."""
-    return _data_dir_option(_spu_option(command))
+    return log_data_dir_option(_spu_option(command))
 
 
 def open_log(data_dir: str, *, read_only: bool) -> LogClient:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import click
 
 from contraflow.errors import UserError
+from contraflow.spu.commands import log_data_dir_option
 
 if TYPE_CHECKING:
     from contraflow.spu.server import SpuServer
 
-DEFAULT_DATA_DIR = "contraflow-data"
 READY_PREFIX = "spu ready"
 SWITCH_INTERVAL_S = 0.0005
 
@@ -27,14 +27,7 @@ def spu() -> None:
 
 
 @spu.command()
-@click.option(
-    "--data-dir",
-    envvar="CONTRAFLOW_DATA_DIR",
-    default=DEFAULT_DATA_DIR,
-    show_default=True,
-    metavar="DIR",
-    help="Data directory of the log (or $CONTRAFLOW_DATA_DIR).",
-)
+@log_data_dir_option
 @click.option(
     "--public-addr",
     default="127.0.0.1:9005",

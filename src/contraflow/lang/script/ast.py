@@ -104,6 +104,14 @@ class Path(Expr):
 
 
 @dataclass(frozen=True)
+class ExprPath(Expr):
+    """Segments applied to a computed value: `string::split(x, ",")[0]`, `(event.a).b`."""
+
+    target: Expr
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
 class Unary(Expr):
     op: str  # "-", "+", "not", "!"
     operand: Expr

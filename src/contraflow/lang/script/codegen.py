@@ -381,6 +381,16 @@ class Codegen:
         self.linemap[len(self.lines)] = LineInfo(node.pos, node.text(), node)
         return name
 
+    def _x_ExprPath(self, node: ast.ExprPath, inline: bool) -> str:
+        """Segments on a computed value go through the checked accessors (they name what failed)."""
+        code = self.expr(node.target, inline)
+        for seg in node.segments:
+            if isinstance(seg, ast.RangeSeg):
+                code = f"_get_range({code}, {self.expr(seg.start, inline)}, {self.expr(seg.end, inline)})"
+            else:
+                code = f"_get_index({code}, {self.segment_key(seg, inline)})"
+        return code if inline else self.hoist(code, node, "path")
+
     def segment_key(self, seg: ast.Segment, inline: bool) -> str:
         if isinstance(seg, ast.KeySeg):
             return repr(seg.key)

@@ -154,6 +154,16 @@ class Interpreter:
                 value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
         return value
 
+    def _e_ExprPath(self, node: ast.ExprPath, frame: _Frame) -> Any:
+        value = self.eval(node.target, frame)
+        for seg in node.segments:
+            if isinstance(seg, ast.RangeSeg):
+                value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
+            else:
+                key = seg.key if isinstance(seg, ast.KeySeg) else self.eval(seg.index, frame)
+                value = values.get_index(value, key)
+        return value
+
     def _e_Present(self, node: ast.Present, frame: _Frame) -> Any:
         path = node.path
         if path.root == "local" and path.name not in frame.locals and path.name not in self.consts:

@@ -19,8 +19,9 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from contraflow.lang.errors import LangError, Position, SourceText
-from contraflow.lang.nesting import check_nesting
+from contraflow.lang.nesting import check_nesting, too_deep
 from contraflow.lang.script import ast
+from contraflow.lang.semicolons import missing_semicolon
 
 GRAMMAR_PACKAGE = "contraflow.lang.grammar"
 
@@ -362,6 +363,9 @@ class ScriptTransformer(Transformer[Token, Any]):
     def root_module(self, meta: Any, items: list[Token]) -> tuple[str, str, None]:
         """`consts::MAP`: a constant of a module brought in with `use`."""
         return ("local", "::".join(_ident(t) for t in items), None)
+
+    def expr_path(self, meta: Any, items: list[Any]) -> ast.ExprPath:
+        return ast.ExprPath(self._b.pos(meta), items[0], tuple(items[1:]))
 
     def seg_key(self, meta: Any, items: list[Token]) -> ast.KeySeg:
         return ast.KeySeg(self._b.pos(meta), _ident(items[0]))
@@ -705,6 +709,10 @@ def syntax_error(
         )
     assert isinstance(err, UnexpectedToken)
     tok = err.token
+    if line_offset == 0 and col_offset == 0:
+        missing = missing_semicolon(source, tok.start_pos or 0, line, set(expected))
+        if missing is not None:
+            return missing
     word = describe_token(tok.type, lark)
     what = word if word.strip("'") == str(tok) else f"{word} {str(tok)!r}"
     return LangError(f"unexpected {what}", source.position(line, column, len(str(tok))), source, hint=hint)
@@ -722,7 +730,11 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
     except VisitError as err:
         if isinstance(err.orig_exc, LangError):
             raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise too_deep(source) from None
         raise
+    except RecursionError:
+        raise too_deep(source) from None
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:

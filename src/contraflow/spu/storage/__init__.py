@@ -1,4 +1,8 @@
-"""The SPU storage engine: record batches, segments, indexes, partitions, the store."""
+"""The SPU storage engine: segments, indexes, partitions, the store, recovery, control values.
+
+The record batch format is the protocol's (`contraflow.spu.protocol.batch`); its
+names are re-exported here because the engine stores batches as they arrive.
+"""
 
 from contraflow.spu.protocol.batch import (
     BatchHeader,

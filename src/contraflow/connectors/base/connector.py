@@ -1,0 +1,313 @@
+"""The connector interface: what a connector kind implements and what the runtime gives it.
+
+A connector talks to the outside world and nothing else. The runtime does the
+rest around it: codecs and pre/postprocessors (per stream), appending to and
+tailing channel topics, back-pressure, circuit breakers, acks, retries.
+
+Source side (`is_source = True`)
+    `await pull()` waits for the next chunk and returns a `SourceData`:
+    raw bytes of one stream (`data`, `stream`) that the runtime splits with the
+    preprocessors and decodes with the codec, or ready `events` for structured
+    connectors (metronome, log). `None` means the source is exhausted (end of
+    file); the runtime flushes the stream's preprocessors and stops pulling.
+    `SourceData.end_stream` says one stream (a TCP connection) ended.
+    A source that can seek sets `SourceData.position` (where to continue after
+    this pull) and implements `resume(position)`: the runtime appends each
+    pull's events as one atomic batch carrying that position and, after a
+    restart, resumes the source right after the last pull that reached the log.
+    Sources that acknowledge (`acknowledges = True`: file with checkpoint, log,
+    http_server) put a `token` on each `SourceData`; the runtime calls
+    `ack(token)` once every event derived from it was delivered downstream
+    (or persisted in the log, with `ack = "persisted"`), and `fail(token)` if
+    it cannot be. Tokens of one connector are acked in pull order.
+
+Sink side (`is_sink = True`)
+    `await send(events)` delivers a batch of `SinkEvent`s (already encoded to
+    wire frames by the codec and postprocessors) and returns once they are
+    delivered. It raises `ConnectionLost` when the destination is gone: the
+    runtime opens the circuit breaker (every source upstream stops pulling),
+    reconnects with `connect()` following the connector's `reconnect` policy and
+    then sends the same batch again. It raises `DeliveryFailed(retryable=...)`
+    when this batch could not be delivered: retryable failures are retried
+    with backoff, the others (and exhausted retries) go to the `err` port.
+    The channel offset is committed only after `send` returned.
+
+Bidirectional connectors (tcp_server, http_server) set both flags; replies
+carry the stream id (`meta["stream"]` by convention) of the request they answer.
+
+A connector kind registers itself with `@register("kind")` in
+`contraflow/connectors/<kind>.py`; `connector_class(kind)` imports it lazily.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
+from contraflow.errors import UserError
+from contraflow.events import decode_value
+from contraflow.lang.graph import ConnectorSpec
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class ConnectorError(Exception):
+    """Base of the errors a connector raises to tell the runtime what happened."""
+
+
+class ConnectionLost(ConnectorError):
+    """The outside end is gone (refused, reset, closed). Opens the circuit breaker; the runtime reconnects."""
+
+
+class DeliveryFailed(ConnectorError):
+    """This batch was not delivered. `retryable`: trying again later may succeed (5xx, timeout)."""
+
+    def __init__(self, reason: str, *, retryable: bool = True) -> None:
+        super().__init__(reason)
+        self.retryable = retryable
+
+
+class ConnectorConfigError(UserError):
+    """A connector's `config` is wrong; the message names the connector alias and the bad key."""
+
+
+# ---------------------------------------------------------------------------------------------- data
+
+
+@dataclass(slots=True)
+class SourceData:
+    """What one `pull()` produced.
+
+    Either `data` (raw bytes of stream `stream`, decoded by the runtime) or
+    `events` (ready `(value, meta)` pairs of a structured connector), plus
+    `meta` merged into every event's metadata and an optional ack `token`.
+    """
+
+    data: bytes | None = None
+    stream: int = 0
+    meta: dict[str, Any] | None = None
+    events: list[tuple[Any, dict[str, Any]]] | None = None
+    token: Any = None
+    port: str = "out"
+    end_stream: bool = False
+    # Where to resume to read what follows this pull (JSON-serialisable; see `Connector.resume`).
+    position: Any = None
+
+
+@dataclass(slots=True)
+class SinkEvent:
+    """One event for a sink: the JSON value as in the channel (`raw`), its metadata and wire frames.
+
+    `frames` is what the codec and postprocessors made of it (a json codec
+    passes `raw` through untouched); structured sinks use `value()` and `meta`.
+    """
+
+    raw: bytes
+    meta: dict[str, Any]
+    frames: list[bytes]
+    port: str = "in"
+    offset: int = -1
+
+    def value(self) -> Any:
+        """The decoded event value."""
+        return decode_value(self.raw)
+
+    @property
+    def stream(self) -> int | None:
+        """The stream (connection) a reply is for, when the event carries one in its metadata."""
+        stream = self.meta.get("stream")
+        return stream if isinstance(stream, int) else None
+
+
+# ---------------------------------------------------------------------------------------------- context
+
+
+@dataclass
+class ConnectorMetrics:
+    """Counters the runtime and the connector update; exported per connector and port on /metrics."""
+
+    events_in: int = 0
+    events_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    errors: int = 0
+    by_port: dict[str, list[int]] = field(default_factory=dict)  # port -> [events, bytes, errors]
+
+    def count(self, port: str, events: int = 1, nbytes: int = 0, errors: int = 0) -> None:
+        counters = self.by_port.setdefault(port, [0, 0, 0])
+        counters[0] += events
+        counters[1] += nbytes
+        counters[2] += errors
+        self.errors += errors
+
+
+@dataclass
+class ConnectorContext:
+    """Everything a connector instance gets from the runtime.
+
+    `quiescing` is set when the flow stops: a source finishes what it is
+    doing and returns None from `pull()`; servers stop accepting.
+    `open_breaker(reason)` / `close_breaker()` let a sink signal back-pressure
+    it sees itself (e.g. a concurrency limit) without failing a batch.
+    `stop_runtime()` asks the whole runtime to quiesce and exit (the `exit` connector).
+    `state_dir` is a private directory that survives restarts (checkpoints).
+    """
+
+    alias: str
+    flow_id: str
+    kind: str
+    config: dict[str, Any]
+    spec: ConnectorSpec
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+    metrics: ConnectorMetrics = field(default_factory=ConnectorMetrics)
+    quiescing: asyncio.Event = field(default_factory=asyncio.Event)
+    state_dir: Path | None = None
+    spu_addr: str | None = None
+    # Ports connected in the flow: a connector may skip a side nothing uses (stdio without `out`).
+    outputs: frozenset[str] = frozenset()
+    inputs: frozenset[str] = frozenset()
+    open_breaker: Callable[[str], None] = lambda reason: None
+    close_breaker: Callable[[], None] = lambda: None
+    stop_runtime: Callable[[], None] = lambda: None
+
+    @property
+    def name(self) -> str:
+        """`flow/alias`, how logs and errors refer to this connector."""
+        return f"{self.flow_id}/{self.alias}"
+
+    def codec(self) -> Codec:
+        """The connector's codec (json when the flow does not name one)."""
+        return codec(_spec(self.spec.codec) if self.spec.codec else "json")
+
+    def preprocessors(self) -> Preprocessors:
+        """A fresh preprocessor chain: one per incoming stream."""
+        return preprocessors([_spec(p) for p in self.spec.preprocessors])
+
+    def postprocessors(self) -> Postprocessors:
+        """A fresh postprocessor chain: one per outgoing stream."""
+        return postprocessors([_spec(p) for p in self.spec.postprocessors])
+
+
+def _spec(ref: Any) -> Any:
+    return {"name": ref.name, "config": ref.config} if ref.config else ref.name
+
+
+# ---------------------------------------------------------------------------------------------- connector
+
+
+class Connector:
+    """Base of every connector kind. Override the side(s) you implement and set the flags.
+
+    Every method has a default so a kind overrides only its sides.
+    """
+
+    kind: ClassVar[str] = ""
+    # `config` keys this kind accepts / needs; anything else is an error at load time.
+    config_keys: ClassVar[frozenset[str]] = frozenset()
+    required_keys: ClassVar[frozenset[str]] = frozenset()
+    is_source: ClassVar[bool] = False
+    is_sink: ClassVar[bool] = False
+    # The source wants `ack`/`fail` for the tokens it puts on `SourceData`.
+    acknowledges: ClassVar[bool] = False
+    # Events bypass codec and processors (pull returns `events`; send uses `SinkEvent.value()`).
+    structured: ClassVar[bool] = False
+
+    def __init__(self, ctx: ConnectorContext) -> None:
+        self.ctx = ctx
+
+    @classmethod
+    def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
+        """Reject unknown and missing `config` keys; kinds extend this to check values."""
+        for key in config:
+            if key not in cls.config_keys:
+                known = ", ".join(sorted(cls.config_keys)) or "none"
+                raise ConnectorConfigError(
+                    f"connector '{alias}' ({cls.kind}): unknown config key '{key}' (known keys: {known})"
+                )
+        for key in sorted(cls.required_keys - set(config)):
+            raise ConnectorConfigError(f"connector '{alias}' ({cls.kind}): missing config key '{key}'")
+        cls.read_config(alias, config)
+
+    @classmethod
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Any:
+        """The kind's typed options from its `config` record (None for kinds without any).
+
+        Kinds with options override this and read it in `__init__`; `check_config` calls it
+        too, so a bad value is a `ConnectorConfigError` before anything starts.
+        """
+        return None
+
+    async def connect(self) -> None:
+        """Open the outside end (socket, file). Raise `ConnectionLost`/`OSError` to be retried."""
+
+    async def close(self) -> None:
+        """Release everything; called once, after the last pull/send."""
+
+    async def pull(self) -> SourceData | None:
+        """Source side: the next chunk, waiting for it; None when the source is exhausted."""
+        raise NotImplementedError(f"{self.kind} is not a source")
+
+    async def resume(self, position: Any) -> None:
+        """Source side, after `connect()` on a restart: continue right after `position`.
+
+        `position` is the `SourceData.position` of the last pull whose events
+        reached the channel log (the runtime stores it in the log with them,
+        in the same atomic batch). Resuming there means nothing that reached
+        the log is read again: with a `log` sink downstream, exactly once.
+        Sources that cannot seek ignore it (their own checkpoint, if any, wins).
+        """
+
+    async def ack(self, token: Any) -> None:
+        """Source side: everything derived from `token`'s data was delivered (or persisted)."""
+
+    async def fail(self, token: Any) -> None:
+        """Source side: what came from `token` could not be delivered (a reply may say so)."""
+
+    async def send(self, events: Sequence[SinkEvent]) -> None:
+        """Sink side: deliver `events`; raise `ConnectionLost` or `DeliveryFailed`."""
+        raise NotImplementedError(f"{self.kind} is not a sink")
+
+    def status(self) -> dict[str, Any]:
+        """Extra connector-specific status for the API (connected peers, file position...)."""
+        return {}
+
+
+# ---------------------------------------------------------------------------------------------- registry
+
+_REGISTRY: dict[str, type[Connector]] = {}
+C = TypeVar("C", bound=type[Connector])
+
+
+def register(kind: str) -> Callable[[C], C]:
+    """Class decorator: make `cls` the implementation of connector `kind`."""
+
+    def decorate(cls: C) -> C:
+        cls.kind = kind
+        _REGISTRY[kind] = cls
+        return cls
+
+    return decorate
+
+
+def connector_class(kind: str) -> type[Connector]:
+    """The class implementing `kind`, importing `contraflow.connectors.<kind>` on first use."""
+    if kind not in _REGISTRY:
+        try:
+            importlib.import_module(f"contraflow.connectors.{kind}")
+        except ModuleNotFoundError as err:
+            if err.name != f"contraflow.connectors.{kind}":
+                raise
+    if kind not in _REGISTRY:
+        raise UserError(f"connector kind '{kind}' is not available in this runtime")
+    return _REGISTRY[kind]
+
+
+def registered_kinds() -> list[str]:
+    """Kinds imported so far (for diagnostics)."""
+    return sorted(_REGISTRY)

@@ -1,0 +1,39 @@
+"""Parsing Tremor's `url` config values for socket connectors.
+
+Tremor accepts `"host:port"` as well as a full URL (`"tcp://host:port"`,
+`"http://host:port/path"`); the scheme only picks a default port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from contraflow.connectors.base.options import ConfigReader
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    scheme: str
+    path: str = "/"
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def endpoint(cfg: ConfigReader, key: str = "url", scheme: str = "tcp") -> Endpoint:
+    """The host and port of `config[key]`; a missing port is an error unless the scheme implies one."""
+    raw = cfg.string(key)
+    parsed = urlsplit(raw if "://" in raw else f"{scheme}://{raw}")
+    try:
+        port = parsed.port
+    except ValueError:
+        raise cfg.error(key, f"has an invalid port: {raw!r}") from None
+    port = port if port is not None else DEFAULT_PORTS.get(parsed.scheme)
+    if not parsed.hostname or port is None:
+        raise cfg.error(key, f"must be host:port or scheme://host:port, got {raw!r}")
+    return Endpoint(parsed.hostname, port, parsed.scheme, parsed.path or "/")
