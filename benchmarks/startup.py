@@ -42,6 +42,7 @@ EXAMPLE = ROOT / "examples" / "classify"
 REPEATS = 3
 TIMEOUT_S = 240.0
 TARGET_RATIO = 1.5
+GROUP_EXIT_S = 90.0
 
 BARE_PYSPARK = """
 import sys
@@ -102,14 +103,26 @@ def time_until(args: list[str], cwd: Path, done: Callable[[], bool], stdin: byte
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM then SIGKILL the whole group (the runtime drains first; we do not wait long for it)."""
+    """SIGTERM the command, then give its group (Spark's JVM, which writes the class-data
+    archive as it exits) time to end by itself before SIGKILL takes what is left."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(30)
+            process.wait(60)
+    deadline = time.monotonic() + GROUP_EXIT_S
+    while time.monotonic() < deadline and group_alive(process.pid):
+        time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def contraflow_run(work: Path) -> float:
