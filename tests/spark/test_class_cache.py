@@ -27,6 +27,11 @@ def test_first_run_creates_later_runs_wait_then_share(tmp_path: Path) -> None:
     assert java_options("17.0.15", tmp_path) == f"-XX:SharedArchiveFile={shared}"
     assert shared.read_bytes() == b"archive" and not written.exists()
     assert java_options("17.0.15", tmp_path) == f"-XX:SharedArchiveFile={shared}"
+    extra = tmp_path / f"spark-{key}.99999.jsa"  # a second run's archive, written at the same time
+    extra.write_bytes(b"another")
+    os.utime(extra, (settled, settled))
+    assert java_options("17.0.15", tmp_path) == f"-XX:SharedArchiveFile={shared}"
+    assert not extra.exists() and shared.read_bytes() == b"archive"
 
 
 def test_another_java_gets_its_own_archive(tmp_path: Path) -> None:

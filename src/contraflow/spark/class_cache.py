@@ -50,6 +50,7 @@ def java_options(java_version: str, directory: Path | None = None) -> str:
     key = archive_key(java_version)
     archive = directory / f"spark-{key}.jsa"
     if archive.is_file() or _adopt_written(directory, key, archive):
+        _remove_extra(directory, key)
         return f"-XX:SharedArchiveFile={archive}"
     if not _claim(directory / f"spark-{key}.creating"):
         return ""
@@ -64,6 +65,14 @@ def _adopt_written(directory: Path, key: str, archive: Path) -> bool:
                 os.replace(written, archive)
                 return True
     return False
+
+
+def _remove_extra(directory: Path, key: str) -> None:
+    """Archives more runs wrote at once than needed (each is some 150 MB): all but the shared one go."""
+    for extra in directory.glob(f"spark-{key}.*.jsa"):
+        with contextlib.suppress(OSError):
+            if time.time() - extra.stat().st_mtime >= SETTLED_S:
+                extra.unlink()
 
 
 def _claim(marker: Path) -> bool:
