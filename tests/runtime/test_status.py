@@ -37,7 +37,9 @@ def test_finished_source_sink_totals_and_idle(spark: object, spu_addr: str, tmp_
             flow = runtime.flows[fid]
             await wait_for(lambda: len(read_events(tmp_path / "again.jsonl")) == 25, 120, "delivery")
             await wait_for(lambda: flow.connectors["input"].source.exhausted, what="the end of the file")
-            await asyncio.sleep(0.3)  # the monitor's next tick sees empty channels
+            assert flow.monitor is not None
+            monitor = flow.monitor
+            await wait_for(lambda: all(s.depth == 0 for s in monitor.states.values()), 60, "empty channels")
             moving = board.render([flow]).plain
             await asyncio.sleep(0.2)
             still = board.render([flow]).plain
