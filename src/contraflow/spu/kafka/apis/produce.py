@@ -54,15 +54,22 @@ def _append(broker: Broker, topic: str, index: int, records: memoryview, durable
 
 def _append_once(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
     if batch.producer_id < 0:
-        return broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)[0]
+        return _append_plain(broker, tp, batch, durable)
     key = (batch.producer_id, *tp)
     seen = broker.sequences.duplicate_of(key, batch.producer_epoch, batch.base_sequence, batch.record_count)
     if seen is not None:
         return seen
-    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    base = _append_plain(broker, tp, batch, durable)
     broker.sequences.record(
         key, batch.producer_epoch, SequencedBatch(batch.base_sequence, batch.record_count, base)
     )
+    return base
+
+
+def _append_plain(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
+    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    if batch.as_sent is not None:
+        broker.batches.remember_as_sent(tp, base, batch.log_batch, batch.as_sent)
     return base
 
 
