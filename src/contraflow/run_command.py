@@ -50,6 +50,9 @@ class RunOptions:
     status: bool
     spu_port: int = DEFAULT_SPU_PORT
     kafka_addr: str | None = None
+    token: str | None = None
+    allowed_paths: tuple[Path, ...] = ()
+    tls: tuple[str, str] | None = None  # the API's certificate and key
 
 
 @click.command("run")
@@ -80,6 +83,29 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
+@click.option(
+    "--token",
+    envvar="CONTRAFLOW_TOKEN",
+    default=None,
+    metavar="TOKEN",
+    help="Require this token on the REST API (Bearer) and the SPU (or $CONTRAFLOW_TOKEN).",
+)
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback --api address without a token.")
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Flows deployed through the API may use files under DIR (repeatable; "
+    "default: the working directory and the data directory).",
+)
+@click.option(
+    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: certificate."
+)
+@click.option(
+    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: private key."
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -90,6 +116,11 @@ def run(
     spu_port: int,
     no_status: bool,
     kafka_addr: str | None,
+    token: str | None,
+    insecure: bool,
+    allow_paths: tuple[Path, ...],
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.foreground import own_foreground_group
@@ -100,16 +131,37 @@ def run(
             raise UserError(f"no such file: {path}")
     if kafka_addr and spu:
         raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
+    from contraflow.security import resolve_token, server_tls
+
+    data = data_dir or default_data_dir()
     options = RunOptions(
         files,
-        data_dir or default_data_dir(),
+        data,
         None if no_api else api,
         master,
         spu,
         not no_status,
         spu_port,
         kafka_addr,
+        resolve_token(token),
+        allow_paths or (Path.cwd(), data),
+        (str(tls_cert), str(tls_key)) if server_tls(tls_cert, tls_key) else None,
     )
+    if options.api:
+        from contraflow.api.server import parse_address
+        from contraflow.security import check_exposure
+
+        check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
+    if kafka_addr:
+        from contraflow.security import check_exposure
+        from contraflow.spu.protocol.address import parse_addr
+
+        # the Kafka listener does not check the token: beyond loopback it is always open
+        try:
+            host = parse_addr(kafka_addr)[0]
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
     preflight(options)
@@ -211,7 +263,8 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
-            console.print(f"[dim]REST API on http://{await _api(stack, runtime, options.api)}[/dim]")
+            scheme = "https" if options.tls else "http"
+            console.print(f"[dim]REST API on {scheme}://{await _api(stack, runtime, options)}[/dim]")
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
         console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
@@ -315,12 +368,16 @@ async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str)
     return spark
 
 
-async def _api(stack: contextlib.AsyncExitStack, runtime: Any, address: str) -> str:
+async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptions) -> str:
     from contraflow.api.app import create_app
+    from contraflow.api.paths import PathPolicy
     from contraflow.api.server import ApiServer, parse_address
 
-    host, port = parse_address(address)
-    server = ApiServer(create_app(runtime), host, port)
+    assert options.api is not None
+    host, port = parse_address(options.api)
+    app = create_app(runtime, token=options.token, allowed_paths=PathPolicy(options.allowed_paths))
+    cert, key = options.tls or (None, None)
+    server = ApiServer(app, host, port, tls_cert=cert, tls_key=key)
     bound = await server.start()
     stack.push_async_callback(server.stop)
     return bound
