@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from contraflow.runtime.hold import Breaker, BreakerCause
 from contraflow.runtime.status import StatusBoard
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
 
@@ -39,9 +40,10 @@ def test_finished_source_sink_totals_and_idle(spark: object, spu_addr: str, tmp_
             moving = board.render([flow]).plain
             await asyncio.sleep(0.2)
             still = board.render([flow]).plain
-            flow.breakers["copy"] = "not connected yet"
+            not_connected = Breaker("copy", BreakerCause.CONNECTION)
+            flow.holds.set_breaker(not_connected, True, "not connected yet")
             connecting = board.render([flow]).plain
-            del flow.breakers["copy"]
+            flow.holds.set_breaker(not_connected, False, "connected")
         return moving, still, connecting
 
     moving, still, connecting = asyncio.run(scenario())
