@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from tests.cli_process import run_cli, start_cli
+from tests.cli_process import run_cli
+from tests.spu.spu_harness import spu_process
 
 from contraflow.spu.protocol.batch import BatchHeader
 
@@ -25,34 +24,6 @@ def ok(data_dir: Path, *args: str, stdin: str | None = None) -> str:
     result = cli(data_dir, *args, stdin=stdin)
     assert result.returncode == 0, result.stderr
     return result.stdout
-
-
-@contextmanager
-def spu_process(data_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`contraflow spu run` on the directory; yields (process, public address)."""
-    proc: subprocess.Popen[str] = start_cli(
-        "spu",
-        "run",
-        "--data-dir",
-        data_dir,
-        "--public-addr",
-        "127.0.0.1:0",
-        "--private-addr",
-        "127.0.0.1:0",
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("spu ready"), proc.stderr.read() if proc.stderr else line
-    addr = line.split("public=")[1].split()[0]
-    try:
-        yield proc, addr
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
 
 
 def batch_spans(log_file: Path) -> list[tuple[int, BatchHeader]]:
