@@ -7,6 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from tests.cli_process import run_cli
 from tests.spu.spu_harness import spu_process
 
@@ -78,12 +79,29 @@ def test_torn_tail_after_a_clean_shutdown_loses_only_the_torn_batch(tmp_path: Pa
     assert quarantine.read_bytes() == files[FIRST_SEGMENT][last_pos:], "the cut bytes are kept"
 
 
-def test_flipped_bytes_in_a_closed_segment_are_reported_never_served(tmp_path: Path) -> None:
-    ok(tmp_path, "topic", "create", "t1", "--segment-size", "64KiB")
-    lines = produce_lines(tmp_path, 20_000)
+def write_log(data_dir: Path, count: int, *, crash: bool) -> list[str]:
+    """Produce `count` lines into t1: through a directory (closed cleanly), or through an SPU
+    that is then SIGKILLed."""
+    if not crash:
+        return produce_lines(data_dir, count)
+    with spu_process(data_dir) as (proc, addr):
+        lines = produce_lines(data_dir, count, "--spu", addr)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not (data_dir / PARTITION / ".clean-shutdown").exists()
+    return lines
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["offline", "after-sigkill"])
+@pytest.mark.parametrize("segment", ["closed", "active"])
+def test_flipped_bytes_are_reported_never_served(tmp_path: Path, segment: str, crash: bool) -> None:
+    size = "64KiB" if segment == "closed" else "1GiB"
+    ok(tmp_path, "topic", "create", "t1", "--segment-size", size)
+    lines = write_log(tmp_path, 20_000, crash=crash)
     log_file = tmp_path / PARTITION / FIRST_SEGMENT
     spans = batch_spans(log_file)
-    assert (tmp_path / PARTITION / f"{spans[-1][1].next_offset:020d}.log").exists(), "the segment is closed"
+    rolled = (tmp_path / PARTITION / f"{spans[-1][1].next_offset:020d}.log").exists()
+    assert rolled == (segment == "closed")
     victim_pos, victim = spans[len(spans) // 2]
     flip(log_file, victim_pos + victim.total_size // 2)
 
@@ -105,13 +123,9 @@ def test_flipped_bytes_in_a_closed_segment_are_reported_never_served(tmp_path: P
         assert after.splitlines() == lines[victim.next_offset :], "intact data after it is still served"
 
 
-def test_flipped_bytes_in_the_active_segment_after_sigkill(tmp_path: Path) -> None:
+def test_a_bad_tail_after_sigkill_is_cut_into_quarantine(tmp_path: Path) -> None:
     ok(tmp_path, "topic", "create", "t1")
-    with spu_process(tmp_path) as (proc, addr):
-        lines = produce_lines(tmp_path, 30_000, "--spu", addr)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    assert not (tmp_path / PARTITION / ".clean-shutdown").exists()
+    lines = write_log(tmp_path, 30_000, crash=True)
     log_file = tmp_path / PARTITION / FIRST_SEGMENT
     spans = batch_spans(log_file)
     middle_pos, middle = spans[len(spans) // 2]
