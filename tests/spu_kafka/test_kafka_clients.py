@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
 from kafka_harness import consume, consumer, create_topic, produce
 from tests.cli_process import run_cli
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
+from kafka import KafkaConsumer, KafkaProducer
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.server.budget import ByteBudget, ConnectionCount
+from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
 from contraflow.spu.server.ledger import BatchLedger
@@ -99,7 +99,9 @@ class SpuServer:
                 broker = Broker(
                     partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
                 )
-                self._kafka = KafkaListener(broker, self.config.kafka_addr)
+                assert self._budget is not None  # made by the first _listen
+                shared = SharedLimits(self._budget, self._connection_count)
+                self._kafka = KafkaListener(broker, self.config.kafka_addr, shared)
                 self.kafka_addr = await self._kafka.start()
         except BaseException:
             await self.stop()  # e.g. the port is taken: release the data directory again

@@ -111,6 +111,7 @@ async def delete_topics(broker: Broker, request: KafkaRequest) -> Writer:
     for name, error in results:
         if not error:
             broker.on_topic_deleted(name)
+            broker.batches.forget_topic(name)
     out = Writer()
     if request.version >= 1:
         out.int32(THROTTLE_NONE)
