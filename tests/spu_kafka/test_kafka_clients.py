@@ -142,3 +142,44 @@ def test_watermarks_and_offsets_for_times(bootstrap: str, fresh_name: str) -> No
     [past] = cons.offsets_for_times([TopicPartition(fresh_name, 0, 1_900_000_000_000)], timeout=10)
     assert past.offset == -1  # nothing at or after that time (librdkafka shows OFFSET_END)
     cons.close()
+
+
+def test_aiokafka_produces_and_consumes_in_a_group(bootstrap: str, fresh_name: str) -> None:
+    """A third client implementation (asyncio, its own protocol code): acks=all, zstd, group commit."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    create_topic(bootstrap, fresh_name, partitions=2)
+    values = [f"aio {i}".encode() for i in range(100)]
+
+    async def body() -> tuple[list[bytes], int]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="zstd")
+        await producer.start()
+        try:
+            for i, value in enumerate(values):
+                await producer.send(fresh_name, value, key=str(i).encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer_ = AIOKafkaConsumer(
+            fresh_name,
+            bootstrap_servers=bootstrap,
+            group_id=f"{fresh_name}-group",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer_.start()
+        try:
+            got: list[bytes] = []
+            while len(got) < len(values):
+                batches = await asyncio.wait_for(consumer_.getmany(timeout_ms=500), 20)
+                got += [record.value for records in batches.values() for record in records]
+            await consumer_.commit()
+            committed = sum([await consumer_.committed(tp) or 0 for tp in consumer_.assignment()])
+        finally:
+            await consumer_.stop()
+        return got, committed
+
+    got, committed = asyncio.run(asyncio.wait_for(body(), 60))
+    assert sorted(got) == sorted(values) and committed == len(values)

@@ -146,6 +146,8 @@ class ScriptSpec(_ToDict):
     uses_state: bool = False
     constants: dict[str, Any] = field(default_factory=dict)
     functions: dict[str, Any] = field(default_factory=dict, metadata=_AST, repr=False)
+    # `script from <port>`: the body run for events arriving on that extra input port.
+    port_bodies: dict[str, SourceExpr] = field(default_factory=dict)
 
 
 @dataclass

@@ -104,6 +104,23 @@ class Path(Expr):
 
 
 @dataclass(frozen=True)
+class BinarySegment(Node):
+    """One segment of a binary literal: a value, its size (bits for integers, bytes for
+    binaries) and its type words (`binary`, `integer`, `signed`, `unsigned`, `big`, `little`)."""
+
+    value: Expr
+    size: int | None
+    types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BinaryLit(Expr):
+    """`<< 1, 2:16/little, "abc"/binary >>`: a binary (bytes) value."""
+
+    segments: tuple[BinarySegment, ...]
+
+
+@dataclass(frozen=True)
 class ExprPath(Expr):
     """Segments applied to a computed value: `string::split(x, ",")[0]`, `(event.a).b`."""
 

@@ -50,6 +50,7 @@ _HELPERS: dict[str, Any] = {
     "_pairs": values.array_pairs,
     "_range_ok": values.range_present,
     "_unknown": values.unknown_name,
+    "_bin": values.build_binary,
 }
 _BINARY_HELPERS = {
     "+": "_add",
@@ -380,6 +381,11 @@ class Codegen:
         self.lines.append("    " * self.indent + f"{name} = {code}")
         self.linemap[len(self.lines)] = LineInfo(node.pos, node.text(), node)
         return name
+
+    def _x_BinaryLit(self, node: ast.BinaryLit, inline: bool) -> str:
+        parts = [f"({self.expr(s.value, inline)}, {s.size!r}, {s.types!r})" for s in node.segments]
+        code = f"_bin({', '.join(parts)})"
+        return code if inline else self.hoist(code, node, "<<...>>")
 
     def _x_ExprPath(self, node: ast.ExprPath, inline: bool) -> str:
         """Segments on a computed value go through the checked accessors (they name what failed)."""

@@ -154,6 +154,9 @@ class Interpreter:
                 value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
         return value
 
+    def _e_BinaryLit(self, node: ast.BinaryLit, frame: _Frame) -> Any:
+        return values.build_binary(*((self.eval(s.value, frame), s.size, s.types) for s in node.segments))
+
     def _e_ExprPath(self, node: ast.ExprPath, frame: _Frame) -> Any:
         value = self.eval(node.target, frame)
         for seg in node.segments:

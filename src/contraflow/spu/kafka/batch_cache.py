@@ -7,7 +7,9 @@ follow ahead of time (read-ahead, off the event loop), and the next fetch is
 answered from here; consumers reading the same data (a group's replays, several
 groups) share the work too. Entries are keyed by the batch's identity (topic,
 partition, base offset, CRC: a batch rewritten after a truncation is another
-entry) and the least recently used go first past `max_bytes`.
+entry) and the least recently used go first past `max_bytes`. A batch a Kafka
+producer just sent is remembered as it came, so consumers keeping up with
+producers are served the producers' own bytes without any transcoding.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from contraflow.spu.kafka.records import to_kafka
 from contraflow.spu.server.signals import TopicPartition
 
 _BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
+_BASE_OFFSET = struct.Struct(">q")
+Buffer = bytes | bytearray | memoryview
 BatchKey = tuple[str, int, int, int]
 
 
@@ -58,10 +62,21 @@ class KafkaBatchCache:
                 self._encoding.pop(key).set()
         return encoded
 
+    def remember_as_sent(
+        self, tp: TopicPartition, base_offset: int, log_batch: Buffer, kafka_batch: memoryview
+    ) -> None:
+        """A producer's Kafka batch, just appended as `log_batch` at `base_offset`, stands for
+        it in fetches: its bytes with that base offset (outside the CRC, as in the log)."""
+        _, crc = _BASE_OFFSET_AND_CRC.unpack_from(log_batch, 0)
+        encoded = bytearray(kafka_batch)
+        _BASE_OFFSET.pack_into(encoded, 0, base_offset)
+        self._remember((tp[0], tp[1], base_offset, crc), encoded)
+
     def _remember(self, key: BatchKey, encoded: bytearray) -> None:
         with self._lock:
+            previous = self._entries.pop(key, None)
+            self._size += len(encoded) - (len(previous) if previous is not None else 0)
             self._entries[key] = encoded
-            self._size += len(encoded)
             while self._size > self.max_bytes and len(self._entries) > 1:
                 _, dropped = self._entries.popitem(last=False)
                 self._size -= len(dropped)

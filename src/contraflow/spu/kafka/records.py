@@ -40,6 +40,9 @@ class ProducedBatch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    # The client's own bytes when serving them as they are is exact (no null values, which
+    # the log stores as empty): a fetch of the same records can then skip transcoding.
+    as_sent: memoryview | None = None
 
 
 def split_kafka_batches(records: memoryview) -> list[memoryview]:
@@ -84,8 +87,10 @@ def from_kafka(raw: memoryview) -> ProducedBatch:
         raise KafkaError(KafkaErrorCode.CORRUPT_MESSAGE, "empty record batch")
     keys = [r.key for r in records]
     headers = [r.headers for r in records]
+    values = [r.value for r in records]
+    exact = None not in values
     log_batch = encode_batch(
-        [r.value or b"" for r in records],
+        values if exact else [v or b"" for v in values],
         keys if any(k is not None for k in keys) else None,
         headers if any(headers) else None,
         [r.timestamp for r in records],
@@ -93,7 +98,12 @@ def from_kafka(raw: memoryview) -> ProducedBatch:
         producer_id=batch.producer_id,
     )
     return ProducedBatch(
-        log_batch, len(records), batch.producer_id, batch.producer_epoch, batch.base_sequence
+        log_batch,
+        len(records),
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        raw if exact else None,
     )
 
 

@@ -14,7 +14,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
 from contraflow.spu.kafka.wire import Reader, Writer
@@ -136,7 +136,7 @@ async def fetch(broker: Broker, request: KafkaRequest) -> Writer:
 
 
 def _fetch_response(version: int, fetches: list[PartitionFetch]) -> Writer:
-    out = Writer().int32(THROTTLE_NONE)
+    out = response(version, 1)
     if version >= 7:
         out.int16(0).int32(0)  # no fetch session
     by_topic: dict[str, list[PartitionFetch]] = {}
@@ -185,9 +185,7 @@ async def list_offsets(broker: Broker, request: KafkaRequest) -> Writer:
         return index, r.int64()
 
     topics = body.array(lambda r: (r.string(), r.array(read_partition)))
-    out = Writer()
-    if version >= 2:
-        out.int32(THROTTLE_NONE)
+    out = response(version, 2)
 
     def write_partition(w: Writer, name: str, index: int, timestamp: int) -> None:
         error, found_ts, offset = _lookup(broker, (name, index), timestamp)
