@@ -31,6 +31,7 @@ import click
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
+from contraflow.security import listener_options
 
 log = logging.getLogger("contraflow.run")
 
@@ -83,14 +84,7 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
-@click.option(
-    "--token",
-    envvar="CONTRAFLOW_TOKEN",
-    default=None,
-    metavar="TOKEN",
-    help="Require this token on the REST API (Bearer) and the SPU (or $CONTRAFLOW_TOKEN).",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback --api address without a token.")
+@listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
 @click.option(
     "--allow-path",
     "allow_paths",
@@ -99,12 +93,6 @@ class RunOptions:
     metavar="DIR",
     help="Flows deployed through the API may use files under DIR (repeatable; "
     "default: the working directory and the data directory).",
-)
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: certificate."
-)
-@click.option(
-    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: private key."
 )
 def run(
     files: tuple[Path, ...],
