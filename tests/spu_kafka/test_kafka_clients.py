@@ -43,10 +43,13 @@ def test_confluent_kafka_keeps_headers_timestamps_and_null_keys(bootstrap: str, 
     )
     producer.produce(fresh_name, b"two", b"key", timestamp=1_700_000_000_456)
     assert producer.flush(10) == 0
+    producer.produce(fresh_name, None, b"gone")  # a tombstone: the log keeps it as an empty value
+    assert producer.flush(10) == 0
     cons = consumer(bootstrap, f"{fresh_name}-g")
     cons.assign([TopicPartition(fresh_name, 0, 0)])
-    first, second = consume(cons, 2)
+    first, second, tombstone = consume(cons, 3)
     cons.close()
+    assert (tombstone.key(), tombstone.value() or b"") == (b"gone", b"")
     assert (first.key(), first.value(), first.headers()) == (None, b"one", [("trace", b"abc"), ("n", b"1")])
     assert first.timestamp()[1] == 1_700_000_000_123
     assert (second.key(), second.value(), second.timestamp()[1]) == (b"key", b"two", 1_700_000_000_456)

@@ -237,6 +237,28 @@ class TuplePattern(Pattern):
 
 
 @dataclass(frozen=True)
+class BinaryPattern(Pattern):
+    """`<< a:8, 2:16, rest/binary >>`: a binary cut into segments; bare names bind, other values must equal.
+
+    `_` as a segment value matches anything; a `/binary` segment without a size
+    takes the rest and must come last.
+    """
+
+    segments: tuple[BinarySegment, ...]
+
+    def binding(self, segment: BinarySegment) -> str | None:
+        """The local a segment binds (`a`), None for `_` or a value to compare."""
+        value = segment.value
+        if isinstance(value, Path) and value.root == "local" and not value.segments and value.name:
+            return None if value.name == "_" else value.name
+        return None
+
+    def compares(self, segment: BinarySegment) -> bool:
+        value = segment.value
+        return not (isinstance(value, Path) and value.root == "local" and not value.segments)
+
+
+@dataclass(frozen=True)
 class BindPattern(Pattern):
     """`name = pattern`: binds the matched value (with extractions applied) to a local."""
 

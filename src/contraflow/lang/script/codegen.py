@@ -51,6 +51,7 @@ _HELPERS: dict[str, Any] = {
     "_range_ok": values.range_present,
     "_unknown": values.unknown_name,
     "_bin": values.build_binary,
+    "_binmatch": values.match_binary,
 }
 _BINARY_HELPERS = {
     "+": "_add",
@@ -724,6 +725,10 @@ class Codegen:
             cond, binds = self.pattern(pat.pattern, subject)
             bound = self.bound_value(pat.pattern, subject)
             return cond, [*binds, (pat.name, bound)]
+        if isinstance(pat, ast.BinaryPattern):
+            parts = self.node_var("_b", pat)
+            binds = [(n, f"{parts}[{i}]") for i, s in enumerate(pat.segments) if (n := pat.binding(s))]
+            return self.test(pat, subject), binds
         return self.test(pat, subject), []
 
     def test(self, pat: ast.Pattern, s: str) -> str:
@@ -747,6 +752,15 @@ class Codegen:
             parts = [f"type({s}) is list", f"len({s}) {'>=' if pat.open else '=='} {n}"]
             parts += [self.test(e, f"{s}[{i}]") for i, e in enumerate(pat.elems)]
             return "(" + " and ".join(p for p in parts if p != "True") + ")"
+        if isinstance(pat, ast.BinaryPattern):
+            cut = self.node_var("_b", pat)
+            shape = tuple((seg.size, seg.types) for seg in pat.segments)
+            checks = [
+                f"_eq({cut}[{i}], {self.pattern_value(seg.value)})"
+                for i, seg in enumerate(pat.segments)
+                if pat.compares(seg)
+            ]
+            return "(" + " and ".join([f"({cut} := _binmatch({s}, {shape!r})) is not _M", *checks]) + ")"
         if isinstance(pat, ast.BindPattern):
             raise self.error("a binding `name = pattern` is only allowed at the top of a case", pat.pos)
         raise self.error(f"unsupported pattern {type(pat).__name__}", pat.pos)

@@ -425,7 +425,10 @@ class ScriptTransformer(Transformer[Token, Any]):
     def any_pattern(self, meta: Any, items: list[Any]) -> ast.AnyPattern:
         return ast.AnyPattern(self._b.pos(meta))
 
-    def expr_pattern(self, meta: Any, items: list[Any]) -> ast.ExprPattern:
+    def expr_pattern(self, meta: Any, items: list[Any]) -> ast.Pattern:
+        """A value to compare with; a binary literal in a pattern is a binary pattern."""
+        if isinstance(items[0], ast.BinaryLit):
+            return binary_pattern(items[0], self.source)
         return ast.ExprPattern(self._b.pos(meta), items[0])
 
     def extractor_pattern(self, meta: Any, items: list[Token]) -> ast.ExtractorPattern:
@@ -504,6 +507,19 @@ def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> None
             source,
             hint="use 8, 16, 24, 32, 40, 48, 56 or 64 bits",
         )
+
+
+def binary_pattern(literal: ast.BinaryLit, source: SourceText) -> ast.BinaryPattern:
+    """`case << a:8, rest/binary >>`: only the last `/binary` segment may go without a size."""
+    for segment in literal.segments[:-1]:
+        if "binary" in segment.types and segment.size is None:
+            raise LangError(
+                "only the last segment of a binary pattern can take the rest",
+                segment.pos,
+                source,
+                hint="give this /binary segment a size in bytes: `x:4/binary`",
+            )
+    return ast.BinaryPattern(literal.pos, literal.segments)
 
 
 class _Guard:

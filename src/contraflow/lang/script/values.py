@@ -409,6 +409,31 @@ def build_binary(*segments: tuple[Any, int | None, tuple[str, ...]]) -> bytes:
     return bytes(out)
 
 
+def match_binary(value: Any, segments: tuple[tuple[int | None, tuple[str, ...]], ...]) -> Any:
+    """Cut a binary into segments for a binary pattern: their values, or MISSING when it does not fit."""
+    if type(value) is not bytes:
+        return MISSING
+    out: list[Any] = []
+    at = 0
+    for size, types in segments:
+        if "binary" in types:
+            end = len(value) if size is None else at + size
+            if end > len(value):
+                return MISSING
+            out.append(value[at:end])
+        else:
+            end = at + (size or 8) // 8
+            if end > len(value):
+                return MISSING
+            out.append(
+                int.from_bytes(
+                    value[at:end], "little" if "little" in types else "big", signed="signed" in types
+                )
+            )
+        at = end
+    return out if at == len(value) else MISSING
+
+
 # ---------------------------------------------------------------- strings
 
 
