@@ -86,7 +86,9 @@ def test_one_bad_file_fails_the_run_but_others_are_still_checked(tmp_path: Path)
 def test_contraflow_path_is_searched(tmp_path: Path) -> None:
     lib = tmp_path / "lib" / "acme"
     lib.mkdir(parents=True)
-    (lib / "sinks.troy").write_text('define connector out from file with config = {"path": "o"} end;\n')
+    (lib / "sinks.troy").write_text(
+        'define connector out from file with config = {"path": "o", "mode": "write"} end;\n'
+    )
     flow = tmp_path / "app" / "flow.troy"
     flow.parent.mkdir()
     flow.write_text(
@@ -95,7 +97,7 @@ def test_contraflow_path_is_searched(tmp_path: Path) -> None:
     assert check(flow).returncode == 1
     result = check(flow, env={"CONTRAFLOW_PATH": f"/nonexistent{os.pathsep}{tmp_path / 'lib'}"})
     assert result.returncode == 0, result.stderr
-    assert 'out: file config={"path": "o"}' in result.stdout
+    assert 'out: file config={"path": "o", "mode": "write"}' in result.stdout
 
 
 def test_deep_nesting_is_a_one_line_error_not_a_traceback(tmp_path: Path) -> None:

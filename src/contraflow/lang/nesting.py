@@ -37,3 +37,13 @@ def check_nesting(
                 hint="flatten the nesting of records, arrays or expressions here",
             )
         stack.extend((child, depth + 1, where) for child in node.children if isinstance(child, Tree))
+
+
+def too_deep(source: SourceText) -> LangError:
+    """The error when a later stage still runs out of stack (a last line of defence after the check)."""
+    return LangError(
+        "the input is nested too deeply to compile",
+        source.position(1, 1),
+        source,
+        hint="split deeply nested `match`/`for`/`patch` expressions with `let` or `fn`",
+    )

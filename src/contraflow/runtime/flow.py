@@ -54,6 +54,7 @@ from contraflow.spu.storage.config import TopicConfig
 log = logging.getLogger("contraflow.runtime.flow")
 
 DRAIN_TIMEOUT_S = 60.0
+CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
 
 
 @dataclass
@@ -115,6 +116,7 @@ class FlowInstance:
         self.qos: QosFeed | None = None
         self.finished = asyncio.Event()
         self.started_at = time.monotonic()
+        self._connect_warned: dict[str, float] = {}  # connector -> when its last connect warning went out
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -326,7 +328,13 @@ class FlowInstance:
             self.qos.breakers(open_sinks)
 
     def _connect_failed(self, alias: str, why: str) -> None:
-        log.warning("flow %s: connector %s: %s", self.id, alias, why)
+        """A failed (re)connect attempt: a warning on the terminal at most once a minute per
+        connector (the status line shows the open breaker meanwhile), every attempt in the log."""
+        now = time.monotonic()
+        quiet = now - self._connect_warned.get(alias, -CONNECT_WARNING_S) < CONNECT_WARNING_S
+        if not quiet:
+            self._connect_warned[alias] = now
+        log.log(logging.INFO if quiet else logging.WARNING, "flow %s: connector %s: %s", self.id, alias, why)
 
     # -- pause / resume ------------------------------------------------------------------------
 

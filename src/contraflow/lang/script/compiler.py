@@ -9,10 +9,11 @@ Constants are computed here, at compile time.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from contraflow.lang.errors import LangError, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast
@@ -157,6 +158,30 @@ class CompiledSelect:
             raise self.locator.error(exc) from exc
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _not_too_deep(compile_fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn Python's RecursionError on very deeply nested code into a language error at its start."""
+
+    @functools.wraps(compile_fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return compile_fn(*args, **kwargs)
+        except RecursionError:
+            node: Any = args[0] if args else None
+            source = kwargs.get("source") or getattr(node, "source", None)
+            raise LangError(
+                "the input is nested too deeply to compile",
+                node.pos,
+                source if isinstance(source, SourceText) else None,
+                hint="split deeply nested expressions with `let` or `fn`",
+            ) from None
+
+    return run
+
+
 def _counter_filename(name: str) -> str:
     return f"<tremor:{name}:{next(_FILE_IDS)}>"
 
@@ -258,6 +283,7 @@ def _exec(gen: Codegen, entry: str) -> Callable[..., Any]:
     return fn
 
 
+@_not_too_deep
 def compile_script(
     script_ast: ast.Script,
     *,
@@ -290,6 +316,7 @@ def compile_script(
     return CompiledScript(name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
+@_not_too_deep
 def compile_expr(
     expr_ast: ast.Expr,
     *,
@@ -312,6 +339,7 @@ def compile_expr(
     return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
 
 
+@_not_too_deep
 def compile_select(
     expr_ast: ast.Expr,
     *,

@@ -22,7 +22,8 @@ from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import SourceExpr
-from contraflow.lang.nesting import check_nesting
+from contraflow.lang.nesting import check_nesting, too_deep
+from contraflow.lang.semicolons import missing_semicolon
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
 
@@ -106,6 +107,9 @@ def syntax_error(source: SourceText, err: UnexpectedInput, parser: Lark) -> Lang
             hint,
         )
     assert token is not None
+    missing = missing_semicolon(source, token.start_pos or 0, line, expected)
+    if missing is not None:
+        return missing
     return LangError(
         f"syntax error: unexpected '{token.value}'",
         source.position(line, column, max(1, len(str(token.value)))),
@@ -282,8 +286,11 @@ class TrickleTransformer(Transformer):
 
     @v_args(meta=True)
     def define_script(self, meta: Meta, children: list[Any]) -> ast.DefineScript:
-        name, args, state, body = children
-        return ast.DefineScript(self._name(name), args or [], state, body, self._pos(meta))
+        name, args, state, *ports, body = children
+        return ast.DefineScript(self._name(name), args or [], state, body, self._pos(meta), list(ports))
+
+    def port_script(self, children: list[Any]) -> tuple[ast.Name, SourceExpr]:
+        return self._name(children[0]), children[1]
 
     @v_args(meta=True)
     def define_pipeline(self, meta: Meta, children: list[Any]) -> ast.DefinePipeline:
@@ -354,7 +361,11 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     except VisitError as err:
         if isinstance(err.orig_exc, LangError):
             raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise too_deep(source) from None
         raise
+    except RecursionError:
+        raise too_deep(source) from None
 
 
 def parse_trickle(source: SourceText) -> ast.Query:

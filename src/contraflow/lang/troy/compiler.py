@@ -19,7 +19,7 @@ from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.trickle.parser import parse_trickle
 from contraflow.lang.trickle.scope import Definition, ModuleLoader, Scope
 from contraflow.lang.troy import ast
-from contraflow.lang.troy.connectors import ConnectorSettings
+from contraflow.lang.troy.connectors import ConnectorSettings, check_connector_config
 from contraflow.lang.troy.kinds import CONNECTORS
 from contraflow.lang.troy.modules import Modules, search_path_from_env
 from contraflow.lang.troy.parser import parse_troy
@@ -258,6 +258,9 @@ class FlowBuilder:
         settings = ConnectorSettings(self.diag)
         for key, (assign, value) in params.items():
             settings.apply(spec, key, assign, value)
+        if defn.kind.text in CONNECTORS:
+            config = params["config"][0] if "config" in params else None
+            check_connector_config(self.diag, spec, config, defn.name.pos)
         return spec
 
     # --- connect -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ a wrong one is reported at the value, with a hint.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from contraflow.lang.errors import Position
@@ -82,6 +83,62 @@ class ConnectorSettings:
                 at,
                 '`"none"` or {"retry": {"interval_ms": 1000, "growth_rate": 2, "max_retries": 3}}',
             )
+
+
+def check_connector_config(
+    diag: Diagnostics, spec: ConnectorSpec, assign: tast.Assignment | None, definition: Position
+) -> None:
+    """The connector kind's own check of `config` (keys, types, values), reported at the culprit.
+
+    The same check runs when the flow starts; here it points at the key or
+    value in the Troy source. The first problem is reported (one error per mistake).
+    """
+    from contraflow.connectors.base import ConnectorConfigError, connector_class
+    from contraflow.errors import UserError
+
+    try:
+        cls = connector_class(spec.kind)
+    except UserError:
+        return  # a reserved kind without an implementation here: nothing to check against
+    try:
+        cls.check_config(spec.alias, spec.config)
+    except ConnectorConfigError as err:
+        message = str(err)
+        key_match = _CONFIG_KEY.search(message)
+        key = key_match.group(2) if key_match else None
+        where = _config_position(assign, key, value=bool(key_match and key_match.group(1) is None))
+        hint = ""
+        if key is not None and "unknown config key" in message:
+            hint = did_you_mean(key, sorted(cls.config_keys))
+        elif "missing config key" in message:
+            hint = _missing_hint(key, assign)
+        diag.error(message, where or definition, hint)
+
+
+def _missing_hint(key: str | None, assign: tast.Assignment | None) -> str:
+    if key is None:
+        return ""
+    return (
+        f'add it: `with config = {{"{key}": ...}} end`'
+        if assign is None
+        else f'add `"{key}": ...` to `config`'
+    )
+
+
+# "unknown config key 'x'" / "missing config key 'x'" (group 1 set) or "config key 'x' must..." (a value)
+_CONFIG_KEY = re.compile(r"(unknown |missing )?config key '([^']+)'")
+
+
+def _config_position(assign: tast.Assignment | None, key: str | None, value: bool) -> Position | None:
+    """Where `key` (or its value) is written in a literal `config = {...}`; else the config value."""
+    if assign is None:
+        return None
+    fallback = assign.value.position or assign.name.pos
+    record = getattr(assign.value, "ast", None)
+    for field_key, field_value in getattr(record, "fields", ()):
+        if key is not None and getattr(field_key, "value", None) == key:
+            return field_value.pos if value else field_key.pos
+    return fallback
 
 
 def _type(value: Any) -> str:
