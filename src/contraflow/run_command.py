@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
+from rich.markup import escape
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
+from contraflow.security import listener_options
 
 log = logging.getLogger("contraflow.run")
 
@@ -83,14 +85,7 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
-@click.option(
-    "--token",
-    envvar="CONTRAFLOW_TOKEN",
-    default=None,
-    metavar="TOKEN",
-    help="Require this token on the REST API (Bearer) and the SPU (or $CONTRAFLOW_TOKEN).",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback --api address without a token.")
+@listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
 @click.option(
     "--allow-path",
     "allow_paths",
@@ -99,12 +94,6 @@ class RunOptions:
     metavar="DIR",
     help="Flows deployed through the API may use files under DIR (repeatable; "
     "default: the working directory and the data directory).",
-)
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: certificate."
-)
-@click.option(
-    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: private key."
 )
 def run(
     files: tuple[Path, ...],
@@ -239,7 +228,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
 
     console = Console(stderr=True, highlight=False)
     _setup_logging(console, log_file)
-    console.print(f"[dim]log (Spark's too): {log_file}[/dim]")
+    _say(console, f"log (Spark's too): {log_file}")
     # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -256,7 +245,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
         stack.callback(remove_runtime_info, options.data_dir)
         where = "" if options.spu else f", log in {options.data_dir / 'spu'}"
-        console.print(f"[dim]SPU on {spu_addr}{where}[/dim]")
+        _say(console, f"SPU on {spu_addr}{where}")
         spark = await _spark_progress(console, spark_start.task, options.master or "local[*]")
         from contraflow.runtime.runtime import Runtime
         from contraflow.runtime.watchdog import watch_loop
@@ -264,16 +253,16 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
             scheme = "https" if options.tls else "http"
-            console.print(f"[dim]REST API on {scheme}://{await _api(stack, runtime, options)}[/dim]")
+            _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
-        console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
+        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
-        console.print("[dim]quiescing: sources stopped, draining pipelines and sinks...[/dim]")
+        _say(console, "quiescing: sources stopped, draining pipelines and sinks...")
         await runtime.quiesce_all()
         _ignore_late_signals(loop)
         for task in (status, watchdog):
@@ -284,6 +273,12 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         console.print(
             "[dim]stopped[/dim]" + (f" [red](errors in {', '.join(failed)})[/red]" if failed else "")
         )
+
+
+def _say(console: Any, message: str) -> None:
+    """A start-up or shut-down line: dim on the terminal, and in the log file with its time."""
+    console.print(f"[dim]{escape(message)}[/dim]")
+    log.info("%s", message)
 
 
 def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
@@ -324,7 +319,7 @@ async def _embedded_spu(
         where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
         raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None
     if spu.kafka_addr:
-        console.print(f"[dim]Kafka protocol on {spu.kafka_addr}[/dim]")
+        _say(console, f"Kafka protocol on {spu.kafka_addr}")
     stack.push_async_callback(asyncio.to_thread, spu.stop)
     return addr
 
@@ -364,7 +359,7 @@ async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str)
             if not started.done():
                 console.print(f"{label} ... {time.monotonic() - begun:.0f} s")
     spark = await started
-    console.print(f"[dim]Spark started in {time.monotonic() - begun:.1f} s[/dim]")
+    _say(console, f"Spark started in {time.monotonic() - begun:.1f} s")
     return spark
 
 
