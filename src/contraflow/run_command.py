@@ -260,7 +260,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
-        watchdog = asyncio.create_task(watch_loop())
+        watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
         _say(console, "quiescing: sources stopped, draining pipelines and sinks...")
         await runtime.quiesce_all()
