@@ -4,12 +4,12 @@ Each flow is `metronome (1 event/s) -> select event from in into out -> null`:
 a Spark query with the runtime's default trigger, two channels, a monitor.
 
 - baseline, same run: the runtime with its SPU and Spark session and no flow,
-  resident memory (this process, the Spark JVM and its Python workers) and
-  CPU over an idle window;
+  memory (PSS of this process, the Spark JVM and its Python workers) and CPU
+  over an idle window;
 - figure: the same with 20 flows deployed, per flow (total minus baseline,
   divided by 20);
 - independence: every flow is paused in turn (its metronome stops counting,
-  the others go on) and resumed.
+  the others go on) and resumed (it counts again).
 
 Prints one JSON object. Run: PYTHONPATH=src python benchmarks/density.py [flows] [idle_s]
 """
@@ -30,7 +30,6 @@ from contraflow.runtime.runtime import Runtime
 FLOWS = 20
 IDLE_S = 10.0
 TICKS = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 FLOW = """
 define flow idle
@@ -67,48 +66,58 @@ def process_tree(root: int) -> list[int]:
 
 
 def usage(pids: list[int]) -> tuple[int, float]:
-    """(resident bytes, CPU seconds) summed over `pids` (processes gone meanwhile count 0)."""
-    rss, cpu = 0, 0.0
+    """(proportional set size in bytes, CPU seconds) summed over `pids` (gone meanwhile: 0).
+
+    PSS, not RSS: Spark's Python workers are forked from one daemon and share
+    most of their pages, which RSS would count once per worker."""
+    pss, cpu = 0, 0.0
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            rss += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
         except (OSError, IndexError):
             continue
+        pss += next(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:"))
         cpu += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
-    return rss, cpu
+    return pss, cpu
 
 
 async def idle_window(seconds: float) -> dict[str, float]:
-    """Memory at the end and CPU (cores busy) over `seconds` of this process tree."""
+    """Memory (PSS) at the end and CPU (cores busy) over `seconds` of this process tree."""
     pids = process_tree(os.getpid())
     _, cpu_before = usage(pids)
     began = time.monotonic()
     await asyncio.sleep(seconds)
     pids = process_tree(os.getpid())
-    rss, cpu_after = usage(pids)
-    return {"rss_mb": rss / 2**20, "cpu_cores": (cpu_after - cpu_before) / (time.monotonic() - began)}
+    pss, cpu_after = usage(pids)
+    return {"pss_mb": pss / 2**20, "cpu_cores": (cpu_after - cpu_before) / (time.monotonic() - began)}
 
 
 def ticks(runtime: Runtime, flow: str) -> int:
     return runtime.flows[flow].connectors["ticks"].ctx.metrics.by_port.get("out", [0])[0]
 
 
-async def independent(runtime: Runtime, flows: list[str]) -> bool:
-    """Pause each flow in turn: it stops counting while every other flow goes on; then resume it."""
+async def independent(runtime: Runtime, flows: list[str]) -> list[str]:
+    """Pause each flow in turn: it must stop counting while every other flow goes on, and count
+    again once resumed. Returns what went wrong (nothing: independent)."""
+    problems = []
     for flow in flows:
         await runtime.set_flow_status(flow, "paused")
-        await asyncio.sleep(0.2)  # a pull under way completes
+        await asyncio.sleep(1.2)  # a metronome pull under way waits up to its 1 s tick, then completes
         before = {f: ticks(runtime, f) for f in flows}
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(2.0)
         after = {f: ticks(runtime, f) for f in flows}
         if after[flow] != before[flow] or runtime.flows[flow].state != "paused":
-            return False
-        others = [f for f in flows if f != flow]
-        if sum(after[f] > before[f] for f in others) < len(others) * 0.9:  # a tick may fall outside
-            return False
+            problems.append(f"{flow} counted {after[flow] - before[flow]} events while paused")
+        stalled = [f for f in flows if f != flow and after[f] == before[f]]
+        if stalled:
+            problems.append(f"while {flow} was paused, {stalled} counted nothing")
         await runtime.set_flow_status(flow, "running")
-    return all(runtime.flows[f].state == "running" for f in flows)
+        resumed = ticks(runtime, flow)
+        await asyncio.sleep(1.5)
+        if ticks(runtime, flow) == resumed:
+            problems.append(f"{flow} counted nothing after resuming")
+    return problems
 
 
 async def measure(spu_addr: str, spark: Any, data_dir: Path, count: int, idle_s: float) -> dict[str, Any]:
@@ -126,7 +135,7 @@ async def measure(spu_addr: str, spark: Any, data_dir: Path, count: int, idle_s:
         separate = await independent(runtime, names)
     finally:
         await runtime.quiesce_all()
-    per_flow_mb = (loaded["rss_mb"] - baseline["rss_mb"]) / count
+    per_flow_mb = (loaded["pss_mb"] - baseline["pss_mb"]) / count
     per_flow_cpu = (loaded["cpu_cores"] - baseline["cpu_cores"]) / count
     return {
         "benchmark": "density",
@@ -135,18 +144,19 @@ async def measure(spu_addr: str, spark: Any, data_dir: Path, count: int, idle_s:
         "figure": {
             "memory_per_flow_mb": round(per_flow_mb, 1),
             "idle_cpu_per_flow_percent_of_a_core": round(100 * per_flow_cpu, 2),
-            "total_rss_mb": round(loaded["rss_mb"]),
+            "total_pss_mb": round(loaded["pss_mb"]),
             "total_cpu_cores": round(loaded["cpu_cores"], 3),
         },
         "baseline": {
-            "runtime_without_flows_rss_mb": round(baseline["rss_mb"]),
+            "runtime_without_flows_pss_mb": round(baseline["pss_mb"]),
             "cpu_cores": round(baseline["cpu_cores"], 3),
         },
         "ratio": {
-            "memory_with_flows_over_without": round(loaded["rss_mb"] / baseline["rss_mb"], 2),
+            "memory_with_flows_over_without": round(loaded["pss_mb"] / baseline["pss_mb"], 2),
             "cpu_with_flows_over_without": round(loaded["cpu_cores"] / max(baseline["cpu_cores"], 1e-3), 1),
         },
-        "pause_resume_independent": separate,
+        "pause_resume_independent": not separate,
+        "pause_resume_problems": separate,
     }
 
 
