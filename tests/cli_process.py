@@ -62,3 +62,16 @@ def start_cli(
 ) -> subprocess.Popen[Any]:
     """Start `contraflow ARGS` and return at once (the caller reads, signals and waits)."""
     return subprocess.Popen(contraflow_args(*args), env=child_env(env), **popen)
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """(certificate, key) for 127.0.0.1, made by the openssl command, for TLS tests."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+        + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.cli_process import ROOT, child_env, start_cli
 
@@ -111,6 +112,7 @@ def run_shell(command: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, P
     return done.returncode, out, Path(where)
 
 
+@pytest.mark.timeout(900)  # a Spark start and `contraflow query`'s own: minutes on a loaded 2-core box
 def test_the_first_day_commands_work_as_written(tmp_path: Path) -> None:
     commands = first_day_commands()
     assert commands == list(EXPECTED), "the README's first-day commands and this test drifted apart"

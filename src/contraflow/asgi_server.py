@@ -57,6 +57,8 @@ class EmbeddedAsgiServer:
         error: type[Exception],
         purpose: str,
         graceful_shutdown_s: float,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
     ) -> None:
         self.host, self.port = host, port
         self._error, self._purpose = error, purpose
@@ -69,6 +71,8 @@ class EmbeddedAsgiServer:
             access_log=False,
             server_header=False,
             timeout_graceful_shutdown=int(graceful_shutdown_s),
+            ssl_certfile=tls_cert,
+            ssl_keyfile=tls_key,
         )
         self._server = _LoopOwnedServer(config)
         self._task: asyncio.Task[None] | None = None

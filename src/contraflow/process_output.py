@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -38,3 +40,30 @@ def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]
             for fd, original in zip((1, 2), saved, strict=True):
                 os.dup2(original, fd)
                 os.close(original)
+
+
+@contextlib.contextmanager
+def ticking(stream: IO[bytes], label: str, interval_s: float = 1.0) -> Iterator[None]:
+    """`label ... N s` on `stream`, redrawn in place every second while the block runs and erased
+    after it, so a person knows a slow start is under way. Nothing when `stream` is not a terminal
+    (a pipe or file gets the command's output only)."""
+    if not stream.isatty():
+        yield
+        return
+    done = threading.Event()
+    begun = time.monotonic()
+
+    def draw() -> None:
+        while not done.wait(interval_s):
+            stream.write(f"\r{label} ... {time.monotonic() - begun:.0f} s".encode())
+            stream.flush()
+
+    drawer = threading.Thread(target=draw, name="ticking", daemon=True)
+    drawer.start()
+    try:
+        yield
+    finally:
+        done.set()
+        drawer.join()
+        stream.write(b"\r\x1b[K")  # back to the line's start, and clear it
+        stream.flush()

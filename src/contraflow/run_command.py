@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
+from rich.markup import escape
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
+from contraflow.security import listener_options
 
 log = logging.getLogger("contraflow.run")
 
@@ -56,6 +58,9 @@ class RunOptions:
     spu_port: int = DEFAULT_SPU_PORT
     kafka_addr: str | None = None
     embedded_spu: Mode = DEFAULT_EMBEDDED_SPU
+    token: str | None = None
+    allowed_paths: tuple[Path, ...] = ()
+    tls: tuple[str, str] | None = None  # the API's certificate and key
 
 
 @click.command("run")
@@ -93,6 +98,16 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
+@listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
+@click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="Flows deployed through the API may use files under DIR (repeatable; "
+    "default: the working directory and the data directory).",
+)
 def run(
     files: tuple[Path, ...],
     data_dir: Path | None,
@@ -104,6 +119,11 @@ def run(
     embedded_spu: Mode,
     no_status: bool,
     kafka_addr: str | None,
+    token: str | None,
+    insecure: bool,
+    allow_paths: tuple[Path, ...],
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Deploy every `deploy flow` of FILES and run until Ctrl-C (which drains the flows and exits 0)."""
     from contraflow.foreground import own_foreground_group
@@ -114,9 +134,12 @@ def run(
             raise UserError(f"no such file: {path}")
     if kafka_addr and spu:
         raise UserError("--kafka-addr is for the embedded SPU; with --spu, start that SPU with --kafka-addr")
+    from contraflow.security import resolve_token, server_tls
+
+    data = data_dir or default_data_dir()
     options = RunOptions(
         files,
-        data_dir or default_data_dir(),
+        data,
         None if no_api else api,
         master,
         spu,
@@ -124,7 +147,25 @@ def run(
         spu_port,
         kafka_addr,
         embedded_spu,
+        resolve_token(token),
+        allow_paths or (Path.cwd(), data),
+        (str(tls_cert), str(tls_key)) if server_tls(tls_cert, tls_key) else None,
     )
+    if options.api:
+        from contraflow.api.server import parse_address
+        from contraflow.security import check_exposure
+
+        check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
+    if kafka_addr:
+        from contraflow.security import check_exposure
+        from contraflow.spu.protocol.address import parse_addr
+
+        # the Kafka listener does not check the token: beyond loopback it is always open
+        try:
+            host = parse_addr(kafka_addr)[0]
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     deployment = compile_all(files)
     check_all(deployment, options.data_dir)
     preflight(options)
@@ -202,7 +243,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
 
     console = Console(stderr=True, highlight=False)
     _setup_logging(console, log_file)
-    console.print(f"[dim]log (Spark's too): {log_file}[/dim]")
+    _say(console, f"log (Spark's too): {log_file}")
     # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -217,23 +258,24 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
         stack.callback(remove_runtime_info, options.data_dir)
         where = "" if options.spu else f", log in {options.data_dir / 'spu'}"
-        console.print(f"[dim]SPU on {spu_addr}{where}[/dim]")
+        _say(console, f"SPU on {spu_addr}{where}")
         spark = await _spark_progress(console, spark_start.task, options.master or "local[*]")
         from contraflow.runtime.runtime import Runtime
         from contraflow.runtime.watchdog import watch_loop
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         if options.api:
-            console.print(f"[dim]REST API on http://{await _api(stack, runtime, options.api)}[/dim]")
+            scheme = "https" if options.tls else "http"
+            _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
-        console.print(f"[dim]running {', '.join(runtime.flows)}; Ctrl-C drains and stops[/dim]")
+        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
-        watchdog = asyncio.create_task(watch_loop())
+        watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
-        console.print("[dim]quiescing: sources stopped, draining pipelines and sinks...[/dim]")
+        _say(console, "quiescing: sources stopped, draining pipelines and sinks...")
         await runtime.quiesce_all()
         _ignore_late_signals(loop)
         for task in (status, watchdog):
@@ -244,6 +286,12 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         console.print(
             "[dim]stopped[/dim]" + (f" [red](errors in {', '.join(failed)})[/red]" if failed else "")
         )
+
+
+def _say(console: Any, message: str) -> None:
+    """A start-up or shut-down line: dim on the terminal, and in the log file with its time."""
+    console.print(f"[dim]{escape(message)}[/dim]")
+    log.info("%s", message)
 
 
 def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:
@@ -290,7 +338,7 @@ async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options:
         where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
         raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None
     if spu.kafka_addr:
-        console.print(f"[dim]Kafka protocol on {spu.kafka_addr}[/dim]")
+        _say(console, f"Kafka protocol on {spu.kafka_addr}")
     stack.push_async_callback(asyncio.to_thread, spu.stop)
     return addr
 
@@ -330,16 +378,20 @@ async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str)
             if not started.done():
                 console.print(f"{label} ... {time.monotonic() - begun:.0f} s")
     spark = await started
-    console.print(f"[dim]Spark started in {time.monotonic() - begun:.1f} s[/dim]")
+    _say(console, f"Spark started in {time.monotonic() - begun:.1f} s")
     return spark
 
 
-async def _api(stack: contextlib.AsyncExitStack, runtime: Any, address: str) -> str:
+async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptions) -> str:
     from contraflow.api.app import create_app
+    from contraflow.api.paths import PathPolicy
     from contraflow.api.server import ApiServer, parse_address
 
-    host, port = parse_address(address)
-    server = ApiServer(create_app(runtime), host, port)
+    assert options.api is not None
+    host, port = parse_address(options.api)
+    app = create_app(runtime, token=options.token, allowed_paths=PathPolicy(options.allowed_paths))
+    cert, key = options.tls or (None, None)
+    server = ApiServer(app, host, port, tls_cert=cert, tls_key=key)
     bound = await server.start()
     stack.push_async_callback(server.stop)
     return bound

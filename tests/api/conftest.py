@@ -165,10 +165,18 @@ class InMemoryRuntime:
 class ServerThread:
     """An `ApiServer` on its own event loop in a thread, as the runtime would run it in its loop."""
 
-    def __init__(self, runtime: InMemoryRuntime, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        runtime: InMemoryRuntime,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: tuple[str, str] | None = None,
+        **app_options: Any,
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="api-test-loop", daemon=True)
-        self.server = ApiServer(create_app(runtime), host, port)
+        cert, key = tls or (None, None)
+        self.server = ApiServer(create_app(runtime, **app_options), host, port, tls_cert=cert, tls_key=key)
 
     def run(self, coro: Any, timeout: float = 10) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)

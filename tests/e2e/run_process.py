@@ -15,7 +15,15 @@ from tests.cli_process import start_cli
 class RunProcess:
     """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
 
-    def __init__(self, flow: Path, data_dir: Path, cwd: Path, log: Path, *extra_args: str) -> None:
+    def __init__(
+        self,
+        flow: Path,
+        data_dir: Path,
+        cwd: Path,
+        log: Path,
+        *extra_args: str,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.log = log
         with log.open("ab") as out:
             self.process = start_cli(
@@ -28,6 +36,7 @@ class RunProcess:
                 "--spu-port",
                 "0",
                 *extra_args,
+                env=env,
                 cwd=cwd,
                 stdout=out,
                 stderr=out,

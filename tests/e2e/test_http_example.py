@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from contraflow.spu.api import LocalLog, read_topic
 from tests.cli_process import ROOT
@@ -63,6 +64,7 @@ def breaker_states(log_file: Path) -> list[str]:
     ]
 
 
+@pytest.mark.timeout(900)  # a Spark start, an outage and a recovery: minutes on a loaded 2-core box
 def test_receiver_down_opens_the_breaker_and_nothing_is_lost(tmp_path: Path) -> None:
     port = free_port()
     flow = tmp_path / "flow.troy"

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+from contraflow.events import encode_value
 from contraflow.lang.errors import LangError, ScriptRuntimeError
 from contraflow.lang.script.commands import format_error, format_result
 from contraflow.lang.script.compiler import compile_script
@@ -28,7 +29,7 @@ CASES = sorted(p for p in (Path(__file__).parent / "cases").glob("script-*") if 
 
 def _canonical(value: Any) -> bytes:
     """JSON with sorted keys: tells 1 from 1.0 and true from 1, ignores key order."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(orjson.loads(encode_value(value)), option=orjson.OPT_SORT_KEYS)
 
 
 def _run_all(runner: Any, events: list[Any]) -> list[Any]:

@@ -56,6 +56,7 @@ def test_graph_is_json_and_keeps_the_structure() -> None:
         "interval_ns": None,
         "max_groups": None,
         "emit_empty_windows": False,
+        "slide": None,
         "script": None,
     }
     assert select["spec"]["target"]["source"] == '{"n": aggr::stats::count()}'

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from contraflow.runtime.hold import Breaker, BreakerCause
+from contraflow.runtime.sink import NOT_CONNECTED
 from contraflow.runtime.status import StatusBoard
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
 
@@ -35,17 +37,24 @@ def test_finished_source_sink_totals_and_idle(spark: object, spu_addr: str, tmp_
             flow = runtime.flows[fid]
             await wait_for(lambda: len(read_events(tmp_path / "again.jsonl")) == 25, 120, "delivery")
             await wait_for(lambda: flow.connectors["input"].source.exhausted, what="the end of the file")
-            await asyncio.sleep(0.3)  # the monitor's next tick sees empty channels
+            assert flow.monitor is not None
+            monitor = flow.monitor
+            await wait_for(lambda: all(s.depth == 0 for s in monitor.states.values()), 60, "empty channels")
             moving = board.render([flow]).plain
             await asyncio.sleep(0.2)
             still = board.render([flow]).plain
-            flow.breakers["copy"] = "not connected yet"
+            flow.holds.open[Breaker("copy", BreakerCause.CONNECTION)] = NOT_CONNECTED
+            flow.holds.open[Breaker("again", BreakerCause.CAPACITY)] = "4 requests in flight"
             connecting = board.render([flow]).plain
-            del flow.breakers["copy"]
-        return moving, still, connecting
+            flow.holds.open[Breaker("copy", BreakerCause.CONNECTION)] = "connection lost: refused"
+            lost = board.render([flow]).plain
+            flow.holds.open.clear()
+        return moving, still, connecting, lost
 
-    moving, still, connecting = asyncio.run(scenario())
+    moving, still, connecting, lost = asyncio.run(scenario())
     assert moving.startswith(f"{fid}  running  in 0/s  out 0/s  depth 0"), moving
     assert "input 25 finished → copy 25 · again 25" in moving and "breaker closed" in moving
     assert still.startswith(f"{fid}  idle  depth 0  input 25 finished"), still
-    assert "connecting: copy" in connecting and "breaker OPEN" not in connecting, connecting
+    assert "connecting: copy  busy: again 4 requests in flight" in connecting, connecting
+    assert "breaker OPEN" not in connecting, connecting
+    assert "breaker OPEN: copy connection lost: refused  busy: again" in lost, lost

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
 from kafka_harness import consume, consumer, create_topic, produce
 from tests.cli_process import run_cli
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
+from kafka import KafkaConsumer, KafkaProducer
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -43,10 +43,13 @@ def test_confluent_kafka_keeps_headers_timestamps_and_null_keys(bootstrap: str, 
     )
     producer.produce(fresh_name, b"two", b"key", timestamp=1_700_000_000_456)
     assert producer.flush(10) == 0
+    producer.produce(fresh_name, None, b"gone")  # a tombstone: the log keeps it as an empty value
+    assert producer.flush(10) == 0
     cons = consumer(bootstrap, f"{fresh_name}-g")
     cons.assign([TopicPartition(fresh_name, 0, 0)])
-    first, second = consume(cons, 2)
+    first, second, tombstone = consume(cons, 3)
     cons.close()
+    assert (tombstone.key(), tombstone.value() or b"") == (b"gone", b"")
     assert (first.key(), first.value(), first.headers()) == (None, b"one", [("trace", b"abc"), ("n", b"1")])
     assert first.timestamp()[1] == 1_700_000_000_123
     assert (second.key(), second.value(), second.timestamp()[1]) == (b"key", b"two", 1_700_000_000_456)
@@ -142,3 +145,44 @@ def test_watermarks_and_offsets_for_times(bootstrap: str, fresh_name: str) -> No
     [past] = cons.offsets_for_times([TopicPartition(fresh_name, 0, 1_900_000_000_000)], timeout=10)
     assert past.offset == -1  # nothing at or after that time (librdkafka shows OFFSET_END)
     cons.close()
+
+
+def test_aiokafka_produces_and_consumes_in_a_group(bootstrap: str, fresh_name: str) -> None:
+    """A third client implementation (asyncio, its own protocol code): acks=all, zstd, group commit."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    create_topic(bootstrap, fresh_name, partitions=2)
+    values = [f"aio {i}".encode() for i in range(100)]
+
+    async def body() -> tuple[list[bytes], int]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", compression_type="zstd")
+        await producer.start()
+        try:
+            for i, value in enumerate(values):
+                await producer.send(fresh_name, value, key=str(i).encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        consumer_ = AIOKafkaConsumer(
+            fresh_name,
+            bootstrap_servers=bootstrap,
+            group_id=f"{fresh_name}-group",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer_.start()
+        try:
+            got: list[bytes] = []
+            while len(got) < len(values):
+                batches = await asyncio.wait_for(consumer_.getmany(timeout_ms=500), 20)
+                got += [record.value for records in batches.values() for record in records]
+            await consumer_.commit()
+            committed = sum([await consumer_.committed(tp) or 0 for tp in consumer_.assignment()])
+        finally:
+            await consumer_.stop()
+        return got, committed
+
+    got, committed = asyncio.run(asyncio.wait_for(body(), 60))
+    assert sorted(got) == sorted(values) and committed == len(values)

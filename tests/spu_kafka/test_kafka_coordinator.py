@@ -111,3 +111,24 @@ def test_joins_that_cannot_agree_are_refused() -> None:
         coord.stop()
 
     _run(scenario)
+
+
+def test_sequence_tracker_answers_retries_refuses_gaps_and_stays_bounded() -> None:
+    from contraflow.spu.kafka.producers import SequencedBatch, SequenceTracker
+
+    tracker = SequenceTracker(max_tracked=2)
+    key = (7, "t", 0)
+    assert tracker.duplicate_of(key, 0, 0, 3) is None
+    tracker.record(key, 0, SequencedBatch(0, 3, 100))
+    assert tracker.duplicate_of(key, 0, 0, 3) == 100  # a retry gets its first offsets
+    assert tracker.duplicate_of(key, 0, 3, 1) is None  # the next batch in order
+    with pytest.raises(KafkaError) as gap:
+        tracker.duplicate_of(key, 0, 9, 1)
+    assert gap.value.code is KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    tracker.record(key, 1, SequencedBatch(0, 1, 200))  # a newer epoch starts over
+    with pytest.raises(KafkaError) as fenced:
+        tracker.duplicate_of(key, 0, 3, 1)
+    assert fenced.value.code is KafkaErrorCode.INVALID_PRODUCER_EPOCH
+    tracker.record((8, "t", 0), 0, SequencedBatch(0, 1, 1))
+    tracker.record((9, "t", 0), 0, SequencedBatch(0, 1, 2))  # over the bound: producer 7 is forgotten
+    assert tracker.duplicate_of(key, 0, 42, 1) is None

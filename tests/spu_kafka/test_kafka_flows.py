@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka_harness import create_topic, produce
@@ -130,6 +131,7 @@ def committed_offsets(data_dir: Path, partitions: int) -> dict[int, int]:
         return {p: log.fetch_offset(GROUP, TOPIC, p) or 0 for p in range(partitions)}
 
 
+@pytest.mark.timeout(900)  # two runtime starts (Spark each time) on a loaded box
 def test_three_deployments_share_a_group_and_a_sigkill_never_commits_ahead(tmp_path: Path) -> None:
     """Tremor's scaling example (three kafka_consumer deployments, one group): every record
     exactly once across the three; then the runtime is SIGKILLed mid-stream: no committed

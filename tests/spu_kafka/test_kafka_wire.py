@@ -134,3 +134,20 @@ def test_oversized_frame_closes_the_connection_with_a_log_line(
         sock.sendall(struct.pack(">i", 1 << 30))
         assert sock.recv(1) == b""
     assert any("request frame of 1073741824 bytes" in r.getMessage() for r in caplog.records)
+
+
+def test_kafka_connections_count_against_the_spus_connection_limit(tmp_path) -> None:
+    from dataclasses import replace
+
+    from contraflow.spu.embedded import EmbeddedSpu
+    from contraflow.spu.server import Limits, ServerConfig
+
+    config = ServerConfig(tmp_path, limits=replace(Limits(), max_connections=1))
+    with EmbeddedSpu(tmp_path, config=config, kafka_addr="127.0.0.1:0") as spu:
+        first = KafkaWire(spu.kafka_addr)
+        assert ApiKey.PRODUCE in _api_versions_ok(first, 1)
+        second = KafkaWire(spu.kafka_addr)
+        with pytest.raises(ConnectionError):
+            second.request(ApiKey.API_VERSIONS, 1, Writer(), cid=2)
+        second.close()
+        first.close()

@@ -30,6 +30,7 @@ from prometheus_client.exposition import choose_encoder
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from contraflow.api import bodies
+from contraflow.api.auth import BearerAuth
 from contraflow.api.errors import ApiError, install_error_handlers
 from contraflow.api.facade import (
     HEALTHY_STATES,
@@ -50,6 +51,8 @@ from contraflow.api.models import (
     VersionReport,
 )
 from contraflow.api.page import add_page_routes
+from contraflow.api.paths import PathPolicy
+from contraflow.lang.troy.compiler import compile_source
 
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
@@ -97,7 +100,7 @@ async def deploy_source(request: Request) -> tuple[str, str]:
     return source, name
 
 
-def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade) -> None:
+def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPolicy | None = None) -> None:
     """The `/v1` routes bound to one runtime.
 
     Added straight to the app's router (not an included sub-router) so that a
@@ -137,13 +140,18 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade) -> None:
         "/v1/flows",
         status_code=201,
         response_model=DeployResponse,
-        responses=_errors(400, 409, 413, 415),
+        responses=_errors(400, 403, 409, 413, 415),
         openapi_extra=_json_body(DeployRequest, "text/plain"),
         tags=["flows"],
     )
     async def deploy(request: Request) -> DeployResponse:
-        """Deploy every `deploy flow` of Troy source (text/plain, or JSON {"troy": ..., "name": ...})."""
+        """Deploy every `deploy flow` of Troy source (text/plain, or JSON {"troy": ..., "name": ...}).
+        Files its connectors name must lie in the allowed directories (403 otherwise)."""
         source, name = await deploy_source(request)
+        if paths is not None:
+            refused = paths.refusals(compile_source(source, name))
+            if refused:
+                raise ApiError(403, "; ".join(map(str, refused)))
         return DeployResponse(flows=await runtime.deploy(source, name))
 
     @router.get("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
@@ -258,19 +266,25 @@ def add_events_route(router: APIRouter, runtime: RuntimeFacade) -> None:
         return EventSourceResponse(stream(), ping=EVENTS_PING_S)
 
 
-def create_app(runtime: RuntimeFacade) -> FastAPI:
-    """The API application for `runtime`; serve it with `contraflow.api.server`."""
+def create_app(
+    runtime: RuntimeFacade, *, token: str | None = None, allowed_paths: PathPolicy | None = None
+) -> FastAPI:
+    """The API application for `runtime`; serve it with `contraflow.api.server`.
+    `token`: every request needs it as a Bearer token; `allowed_paths`: where deployed
+    flows may read and write files (None: anywhere)."""
     app = FastAPI(
         title="contraflow",
         version=runtime.version(),
         description="Tremor-compatible control API of the contraflow runtime, plus deployment and metrics.",
     )
     install_error_handlers(app)
-    add_runtime_routes(app.router, runtime)
+    add_runtime_routes(app.router, runtime, allowed_paths)
     add_metrics_route(app.router, runtime)
     add_events_route(app.router, runtime)
     add_page_routes(app)
     _drop_422_from_openapi(app)
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token)
     return app
 
 

@@ -32,9 +32,24 @@ def parse_address(address: str) -> tuple[str, int]:
 class ApiServer(EmbeddedAsgiServer):
     """The REST API's server: a port in use is a `UserError` for the person running it."""
 
-    def __init__(self, app: FastAPI, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    def __init__(
+        self,
+        app: FastAPI,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+    ) -> None:
         super().__init__(
-            app, host, port, error=UserError, purpose="the API", graceful_shutdown_s=GRACEFUL_SHUTDOWN_S
+            app,
+            host,
+            port,
+            error=UserError,
+            purpose="the API",
+            graceful_shutdown_s=GRACEFUL_SHUTDOWN_S,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
 
 

@@ -32,6 +32,7 @@ sending back) when `out` is connected, and not kept at all when it is not.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,7 +126,8 @@ class HttpClientConnector(Connector):
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), 5.0)
         except (OSError, TimeoutError) as err:
-            raise ConnectionLost(f"cannot reach {target}: {err}") from err
+            reason = os.strerror(err.errno) if err.errno else str(err) or "timed out"
+            raise ConnectionLost(f"cannot reach {target}: {reason}") from err
         writer.close()
         if self._client is None:
             limits = httpx.Limits(max_connections=self.options.concurrency)

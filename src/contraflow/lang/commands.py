@@ -133,6 +133,9 @@ def _one_line(text: str) -> str:
 
 def _window(window: Any) -> str:
     measure = f"size={window.size}" if window.size is not None else f"interval={window.interval_ns}ns"
+    if window.kind == "sliding":
+        unit = "" if window.size is not None else "ns"
+        measure = f"sliding {measure} slide={window.slide}{unit}"
     return f"{window.name}({measure})"
 
 

@@ -94,7 +94,11 @@ class PluginRef(_ToDict):
 
 @dataclass
 class WindowSpec(_ToDict):
-    """A tumbling window: by event count (`size`) or by time (`interval_ns`)."""
+    """A window by event count (`size`) or by time (`interval_ns`).
+
+    `kind` "tumbling": windows follow each other. "sliding": each window covers the
+    last `size` events (or `interval_ns`) and one is emitted every `slide` events (or ns).
+    """
 
     name: str
     kind: str = "tumbling"
@@ -103,6 +107,7 @@ class WindowSpec(_ToDict):
     max_groups: int | None = None
     emit_empty_windows: bool = False
     script: SourceExpr | None = None
+    slide: int | None = None
 
 
 @dataclass
@@ -141,6 +146,8 @@ class ScriptSpec(_ToDict):
     uses_state: bool = False
     constants: dict[str, Any] = field(default_factory=dict)
     functions: dict[str, Any] = field(default_factory=dict, metadata=_AST, repr=False)
+    # `script from <port>`: the body run for events arriving on that extra input port.
+    port_bodies: dict[str, SourceExpr] = field(default_factory=dict)
 
 
 @dataclass

@@ -41,6 +41,7 @@ def query(file: Path, ingest_ns: str) -> None:
     from contraflow.lang.commands import compile_path
     from contraflow.lang.graph import PipelineGraph
     from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark
+    from contraflow.process_output import ticking
 
     if file.suffix != ".trickle":
         raise UserError(f"{file}: contraflow query runs a .trickle file")
@@ -50,7 +51,8 @@ def query(file: Path, ingest_ns: str) -> None:
     with tempfile.TemporaryDirectory(prefix="contraflow-query-") as tmp:
         work = Path(tmp)
         with quiet_process_output(work / "spark.log") as (out, err):
-            result = run_on_spark(graph, lines, ingest=INGEST_MODES[ingest_ns], work_dir=work)
+            with ticking(err, "running the query on local Spark"):
+                result = run_on_spark(graph, lines, ingest=INGEST_MODES[ingest_ns], work_dir=work)
             _write_lines(out, result.ports.get("out", []))
             _write_lines(err, result.ports.get("err", []))
 

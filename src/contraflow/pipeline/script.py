@@ -3,6 +3,8 @@
 A script that returns the event it was given, without assigning into it,
 hands the item on as is (raw bytes kept). A script that writes into `event`
 or `$` in place is marked `mutates`, so a fan-out gives it its own copy.
+Events arriving on an extra input port (`script from ctl ...`) run that
+port's body, with the same `state`.
 """
 
 from __future__ import annotations
@@ -33,9 +35,14 @@ class ScriptRunner(NodeRunner):
         self.fn = self.script.fn
         self.args = spec.args
         self.stateful = node.stateful
-        self.changes_event = assigns_into(spec.body.ast, "event")
-        self.mutates = self.changes_event or assigns_into(spec.body.ast, "meta")
-        self.locators = (self.script.locator,)
+        bodies = [spec.body.ast, *(b.ast for b in spec.port_bodies.values())]
+        self.changes_event = any(assigns_into(b, "event") for b in bodies)
+        self.mutates = self.changes_event or any(assigns_into(b, "meta") for b in bodies)
+        self.port_scripts = {
+            port: compile_script(body.ast, name=node.name, consts=spec.constants, fns=spec.functions)
+            for port, body in spec.port_bodies.items()
+        }
+        self.locators = (self.script.locator, *(s.locator for s in self.port_scripts.values()))
         self.state: Any = self.initial_state()
 
     def initial_state(self) -> Any:
@@ -47,7 +54,22 @@ class ScriptRunner(NodeRunner):
         )
         return init.call(None, {}, None, self.args)
 
+    def input(self, port: str) -> Any:
+        """`in` runs the main body; `script from <port>` bodies run for their own port."""
+        script = self.port_scripts.get(port)
+        if script is None:
+            return self.push
+        fn = script.fn
+
+        def push_port(item: Item) -> None:
+            self.run(item, fn)
+
+        return push_port
+
     def push(self, item: Item) -> None:
+        self.run(item, self.fn)
+
+    def run(self, item: Item, fn: Any) -> None:
         try:
             event = item[0]
             if event is UNDECODED:
@@ -56,7 +78,7 @@ class ScriptRunner(NodeRunner):
             meta = item[1]
             if meta is None:
                 meta = item[1] = {}
-            result = self.fn(event, meta, self.state, self.args, None, None)
+            result = fn(event, meta, self.state, self.args, None, None)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return

@@ -1,4 +1,4 @@
-"""Tumbling windows of a select, per group, chained as tilt frames (Tremor's semantics).
+"""Windows of a select, per group, chained as tilt frames (Tremor's semantics, plus sliding windows).
 
 Each group owns one `Frame` per window of the select. A count window (`size`)
 takes the event in and then closes when it is full. A time window
@@ -8,10 +8,17 @@ the end; the event that closed it starts the next window. A closing frame
 emits the select's target over its aggregates and folds them into the next
 frame (that frame counts one step per merged window). Groups whose frames are
 all empty are dropped, so idle keys cost nothing.
+
+A sliding window (beyond Tremor) is kept as panes of `slide` events (or ns):
+when a pane closes it joins the last `size / slide` (or `interval / slide`)
+panes, and the window over them is emitted (a count window once it is full, a
+time window whenever it holds events). Panes are merged with the aggregates'
+`merge`, so each event is accumulated once whatever the overlap.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from contraflow.lang.errors import ScriptRuntimeError
@@ -28,13 +35,18 @@ class WindowScriptError(Exception):
 class Frame:
     """One window of one group: its aggregates, how many events/merges it holds, when it closes."""
 
-    __slots__ = ("aggs", "n", "count", "next_ns")
+    __slots__ = ("aggs", "n", "count", "next_ns", "panes")
 
-    def __init__(self, aggs: list[Aggregate]) -> None:
+    def __init__(self, aggs: list[Aggregate], panes: int | None = None) -> None:
         self.aggs = aggs
         self.n = 0
         self.count = 0
         self.next_ns: int | None = None
+        # A sliding window's closed panes (aggregates, events in them), the newest last.
+        self.panes: deque[tuple[list[Aggregate], int]] | None = None if panes is None else deque(maxlen=panes)
+
+    def idle(self) -> bool:
+        return not self.n and not self.count and not (self.panes and any(n for _, n in self.panes))
 
 
 class Group:
@@ -64,12 +76,16 @@ class Windows:
         limits = [spec.max_groups for spec in specs if spec.max_groups is not None]
         self.max_groups = min(limits) if limits else None
         self.keep_empty = any(spec.emit_empty_windows for spec in specs)
+        # Per window: how many panes a sliding window spans (None for a tumbling one).
+        self.pane_counts = [_pane_count(spec) for spec in specs]
         # Time windows without a script follow processing time: ticks close them.
         self.ticking = specs[0].interval_ns is not None and self.scripts[0] is None
         self.groups: dict[Any, Group] = {}
         self.dropped = 0
         # The first window's interval when it follows ingest time (no script): `on_event` inlines it.
-        self.clock_interval = specs[0].interval_ns if self.scripts[0] is None else None
+        self.clock_interval = (
+            specs[0].interval_ns if self.scripts[0] is None and self.pane_counts[0] is None else None
+        )
         # A time frame always holds the event just added, so only count windows can empty a group here.
         self.evict_on_event = specs[0].size is not None
         # Per aggregate: its argument functions (raw generated code, located on failure) and position.
@@ -93,7 +109,7 @@ class Windows:
             if self.max_groups is not None and len(self.groups) >= self.max_groups:
                 self.dropped += 1
                 return
-            group = self.groups[key] = Group(dims, [Frame(self.select.new_aggregates()) for _ in self.specs])
+            group = self.groups[key] = Group(dims, self._new_frames())
         interval = self.clock_interval
         if interval is not None:  # the common time window, inlined: see `_step`
             frame = group.frames[0]
@@ -123,6 +139,17 @@ class Windows:
         """Tremor's window step: decide include/close for this frame, close it, then add the event."""
         spec = self.specs[level]
         frame = group.frames[level]
+        if self.pane_counts[level] is not None and spec.size is not None:
+            self._add(group, level, event, meta, prev)  # a count pane closes with its last event
+            frame.count += self._script_value(level, event, meta, 1)
+            if frame.count >= (spec.slide or 1):
+                frame.count = 0
+                self._close_pane(group, level, event, meta, emitted)
+            return
+        if self.pane_counts[level] is not None:
+            self._slide(group, level, event, meta, now_ns, emitted, tick_ns)
+            self._add(group, level, event, meta, prev)
+            return
         if spec.size is not None:
             count = frame.count + self._script_value(level, event, meta, 1)
             self._add(group, level, event, meta, prev)  # first: a failing event must not count
@@ -132,15 +159,67 @@ class Windows:
             else:
                 frame.count = count
             return
-        if tick_ns is not None:
-            time = tick_ns
-        elif self.scripts[level] is None:
-            time = now_ns
-        else:
-            time = self._script_value(level, event, meta, now_ns)
+        time = tick_ns if tick_ns is not None else self._event_time(level, event, meta, now_ns)
         if self._advance(frame, spec, time):
             self._close(group, level, event, meta, now_ns, emitted, tick_ns)
         self._add(group, level, event, meta, prev)
+
+    def _new_frames(self) -> list[Frame]:
+        return [Frame(self.select.new_aggregates(), panes) for panes in self.pane_counts]
+
+    def _slide(
+        self,
+        group: Group,
+        level: int,
+        event: Any,
+        meta: dict[str, Any],
+        now_ns: int,
+        emitted: list[tuple[Any, Any, str]],
+        tick_ns: int | None,
+    ) -> None:
+        """Close a sliding time window's panes that this event's time (or the tick) is past.
+
+        Each pane boundary crossed emits the window ending there, up to one window's worth;
+        a longer gap leaves nothing in the window.
+        """
+        spec, frame = self.specs[level], group.frames[level]
+        slide = spec.slide or 1
+        time = tick_ns if tick_ns is not None else self._event_time(level, event, meta, now_ns)
+        if frame.next_ns is None:
+            frame.next_ns = time + slide
+            return
+        if frame.next_ns > time:
+            return
+        crossed = (time - frame.next_ns) // slide + 1
+        for _ in range(min(crossed, len(frame.panes or ()) + 1, self.pane_counts[level] or 1)):
+            self._close_pane(group, level, event, meta, emitted)
+        if crossed > (self.pane_counts[level] or 1) and frame.panes is not None:
+            frame.panes.clear()  # everything before is older than the window
+        frame.next_ns += crossed * slide
+
+    def _close_pane(
+        self, group: Group, level: int, event: Any, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]
+    ) -> None:
+        """Move the open pane into the window and emit the window over its panes."""
+        frame = group.frames[level]
+        assert frame.panes is not None
+        frame.panes.append((frame.aggs, frame.n))
+        frame.aggs, frame.n = self.select.new_aggregates(), 0
+        full = len(frame.panes) == frame.panes.maxlen
+        if (self.specs[level].size is not None and not full) or not any(n for _, n in frame.panes):
+            return
+        merged = self.select.new_aggregates()
+        for aggs, n in frame.panes:
+            if n:
+                for total, pane in zip(merged, aggs, strict=True):
+                    total.merge(pane)
+        name = self.names[level]
+        emitted.append(
+            (self.select.emit(merged, event, meta, None, self.args, group.value, name), group.value, name)
+        )
+
+    def _event_time(self, level: int, event: Any, meta: dict[str, Any], now_ns: int) -> int:
+        return now_ns if self.scripts[level] is None else self._script_value(level, event, meta, now_ns)
 
     def _script_value(self, level: int, event: Any, meta: dict[str, Any], default: int) -> int:
         script = self.scripts[level]
@@ -211,10 +290,8 @@ class Windows:
     def _evict_if_idle(self, key: Any, group: Group) -> None:
         if self.keep_empty:
             return
-        for frame in group.frames:
-            if frame.n or frame.count:
-                return
-        del self.groups[key]
+        if all(frame.idle() for frame in group.frames):
+            del self.groups[key]
 
     # --- processing time --------------------------------------------------------------------
 
@@ -226,7 +303,12 @@ class Windows:
         spec = self.specs[0]
         for key, group in list(self.groups.items()):
             frame = group.frames[0]
-            if frame.next_ns is not None and frame.next_ns <= now_ns and self._advance(frame, spec, now_ns):
+            if frame.next_ns is None or frame.next_ns > now_ns:
+                continue
+            if self.pane_counts[0] is not None:
+                self._slide(group, 0, None, {}, now_ns, emitted, now_ns)
+                self._evict_if_idle(key, group)
+            elif self._advance(frame, spec, now_ns):
                 self._close(group, 0, None, {}, now_ns, emitted, now_ns)
                 self._evict_if_idle(key, group)
         return emitted
@@ -246,10 +328,7 @@ class Windows:
         if not self.groups and not self.dropped:
             return None
         return {
-            "groups": [
-                [g.value, [[f.n, f.count, f.next_ns, [a.snapshot() for a in f.aggs]] for f in g.frames]]
-                for g in self.groups.values()
-            ],
+            "groups": [[g.value, [_frame_state(f) for f in g.frames]] for g in self.groups.values()],
             "dropped": self.dropped,
         }
 
@@ -259,11 +338,32 @@ class Windows:
         if state is None:
             return
         calls = self.select.aggregates
+
+        def aggregates(data: list[Any]) -> list[Aggregate]:
+            return [call.cls.restore(d) for call, d in zip(calls, data, strict=True)]
+
         for dims, frames in state["groups"]:
             restored = []
-            for n, count, next_ns, aggs in frames:
-                frame = Frame([call.cls.restore(data) for call, data in zip(calls, aggs, strict=True)])
+            for level, (n, count, next_ns, aggs, *panes) in enumerate(frames):
+                frame = Frame(aggregates(aggs), self.pane_counts[level])
                 frame.n, frame.count, frame.next_ns = n, count, next_ns
+                if panes and frame.panes is not None:
+                    frame.panes.extend((aggregates(data), pane_n) for pane_n, data in panes[0])
                 restored.append(frame)
             self.groups[group_key(dims)] = Group(dims, restored)
         self.dropped = state.get("dropped", 0)
+
+
+def _frame_state(frame: Frame) -> list[Any]:
+    state = [frame.n, frame.count, frame.next_ns, [a.snapshot() for a in frame.aggs]]
+    if frame.panes is not None:
+        state.append([[n, [a.snapshot() for a in aggs]] for aggs, n in frame.panes])
+    return state
+
+
+def _pane_count(spec: WindowSpec) -> int | None:
+    """How many `slide`-long panes a sliding window spans; None for a tumbling window."""
+    if spec.kind != "sliding":
+        return None
+    length = spec.size if spec.size is not None else spec.interval_ns
+    return max(1, (length or 1) // (spec.slide or 1))

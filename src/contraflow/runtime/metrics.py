@@ -20,6 +20,8 @@ Families (labels in braces):
 - `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
   hot path (`source_read`, `source_decode`, `append`, `sink_write`, `sink_commit`, `monitor`),
   measured once per pull, fetch or tick, so dividing by events gives where each event's time goes
+- `contraflow_watchdog_warnings_total{flow,node,what}`: watchdog reports (`batch`, `send`, `pull`;
+  `loop` with empty flow and node for the event loop)
 """
 
 from __future__ import annotations
@@ -106,6 +108,12 @@ class RuntimeMetrics:
             ["flow", "stage"],
             registry=r,
         )
+        self.watchdog_warnings_total = Counter(
+            "contraflow_watchdog_warnings",
+            "Watchdog reports: a micro-batch, send or pull past its deadline, or a blocked event loop.",
+            ["flow", "node", "what"],
+            registry=r,
+        )
         # Children by (family, labels): `family.labels()` costs several microseconds, and sources
         # count every event. Keys are grouped per flow so `forget_flow` can drop a flow's series.
         self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
@@ -178,6 +186,10 @@ class RuntimeMetrics:
             yield
         finally:
             self._child(self.stage_seconds_total, flow, stage).inc(time.perf_counter() - started)
+
+    def watchdog_warning(self, flow: str, node: str, what: str) -> None:
+        """Count one watchdog report (`what`: batch, send, pull or loop)."""
+        self._child(self.watchdog_warnings_total, flow, node, what).inc()
 
     def forget_flow(self, flow: str) -> None:
         """Drop every series of an undeployed flow, so `/metrics` shows only live flows."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ class SinkRunner:
         self.stop = asyncio.Event()
         self.ready = asyncio.Event()
         self.connected = False
+        self.sending_since: float | None = None
 
     async def connect(self) -> bool:
         """Controlled start: connect before any source upstream may pull."""
@@ -222,15 +224,19 @@ class SinkRunner:
             if isinstance(events, SinkBytes)
             else functools.partial(self.connector.send, events)
         )
-        if report is None:
-            await send()
-            return
+        self.sending_since = time.monotonic()  # the flow's watchdog reports a send past its deadline
         try:
-            await send()
-        except (ConnectionLost, DeliveryFailed):
-            report(True)
-            raise
-        report(False)
+            if report is None:
+                await send()
+                return
+            try:
+                await send()
+            except (ConnectionLost, DeliveryFailed):
+                report(True)
+                raise
+            report(False)
+        finally:
+            self.sending_since = None
 
     async def _reconnect(self, why: str) -> bool:
         """Hold the breaker open while the outside end is unreachable; close it once connected."""

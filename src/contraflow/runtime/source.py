@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -21,6 +22,7 @@ from contraflow.runtime.appends import ColumnRuns
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
+from contraflow.runtime.priority import YieldBudget
 from contraflow.runtime.wire import Decoded, Run, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 from contraflow.stopping import STOPPED, unless_stopped
@@ -55,6 +57,8 @@ class SourceRunner:
         self.decoder = SourceDecoder(self.ctx, connector.structured)
         self.exhausted = False
         self.stopped = asyncio.Event()
+        self.turns = YieldBudget("normal")  # the flow gives it its priority's
+        self.pulling_since: float | None = None
 
     async def run(self) -> None:
         try:
@@ -69,9 +73,12 @@ class SourceRunner:
             if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
+                self.pulling_since = time.monotonic()  # the flow's watchdog reports a pull past its deadline
                 with self.metrics.timed(self.ctx.flow_id, "source_read"):
                     pulled = await unless_stopped(self.connector.pull(), quiescing)
+                self.pulling_since = None
             except ConnectionLost as err:
+                self.pulling_since = None
                 if not await self.reconnect(str(err)):
                     break
                 continue
@@ -87,7 +94,7 @@ class SourceRunner:
                 decoded = self.decoder.decode(pulled)
             with self.metrics.timed(self.ctx.flow_id, "append"):
                 await self._append(decoded, pulled.token, pulled)
-            await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
+            await self.turns.spend(decoded.count)  # cooperative yield, scaled by priority
 
     async def start(self) -> bool:
         """The first connection (shared with the sink side of the same connector): not a fault."""

@@ -3,11 +3,14 @@
     classify  running  in 1,204/s  out 1,198/s  depth 37  events 5,210 → classified 5,170 · counts 40  breaker closed
     classify  idle  depth 0  events 60 finished → classified 36 · counts 6 · errors 0  breaker closed
     orders  running  in 0/s  out 0/s  depth 812  ticks 2,400 → receiver 1,588  breaker OPEN: receiver connection lost: refused
+    orders  running  in 5/s  out 40/s  depth 300  ticks 2,700 → receiver 2,400  breaker closed  busy: receiver 4 requests in flight
 
 `in` is what the sources appended per second, `out` what the sinks delivered
 per second (all sinks together: each sink's own total follows the arrow).
 A source that reached its end says `finished`; a running flow where nothing
-moved since the last line and nothing waits in a channel is `idle`.
+moved since the last line and nothing waits in a channel is `idle`. Breakers
+by cause: a lost connection is `breaker OPEN` with why, a sink's first
+connection `connecting`, a sink at its own concurrency limit `busy`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from contraflow.runtime.flow import ConnectorInstance, FlowInstance
+from contraflow.runtime.hold import BreakerCause
 from contraflow.runtime.sink import NOT_CONNECTED
 
 
@@ -117,17 +121,30 @@ def connector_totals(flow: FlowInstance) -> str:
 
 
 def breakers(flow: FlowInstance) -> Text:
-    """`breaker closed`, `connecting: a, b` while sinks make their first connection, or why they are open."""
-    faults = {sink: why for sink, why in flow.breakers.items() if why != NOT_CONNECTED}
-    connecting = [sink for sink, why in flow.breakers.items() if why == NOT_CONNECTED]
-    text = Text()
+    """Open breakers by cause: a lost connection is `breaker OPEN: why`; a sink making its first
+    connection is `connecting`; a sink at its own capacity limit (all request slots busy, normal
+    while a backlog drains) is `busy`."""
+    faults, connecting, busy = {}, [], {}
+    for breaker, why in flow.holds.open.items():
+        if breaker.cause is BreakerCause.CAPACITY:
+            busy[breaker.sink] = why
+        elif why == NOT_CONNECTED:
+            connecting.append(breaker.sink)
+        else:
+            faults[breaker.sink] = why
+    parts: list[tuple[str, str]] = []
     if faults:
         why = "; ".join(f"{sink} {reason}" for sink, reason in faults.items())
-        text.append(f"breaker OPEN: {why}", style="bold red")
+        parts.append((f"breaker OPEN: {why}", "bold red"))
     elif not connecting:
-        text.append("breaker closed", style="green")
+        parts.append(("breaker closed", "green"))
     if connecting:
-        text.append(("  " if faults else "") + f"connecting: {', '.join(connecting)}", style="cyan")
+        parts.append((f"connecting: {', '.join(connecting)}", "cyan"))
+    if busy:
+        parts.append((f"busy: {'; '.join(f'{sink} {why}' for sink, why in busy.items())}", "yellow"))
+    text = Text()
+    for i, (words, style) in enumerate(parts):
+        text.append(("  " if i else "") + words, style=style)
     return text
 
 

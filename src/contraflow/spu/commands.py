@@ -22,6 +22,7 @@ import crc32c
 
 from contraflow.discovery import log_dir, running_runtime
 from contraflow.errors import UserError
+from contraflow.security import use_tls_ca
 from contraflow.spu.api import LocalLog, LogClient, OffsetSpec
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.errors import StorageError
@@ -75,9 +76,19 @@ _spu_option = click.option(
 )
 
 
+_tls_ca_option = click.option(
+    "--tls-ca",
+    envvar="CONTRAFLOW_TLS_CA",
+    metavar="FILE",
+    expose_value=False,
+    callback=lambda _ctx, _param, value: use_tls_ca(value),
+    help="Talk TLS to the SPU, verifying it against this CA certificate (or $CONTRAFLOW_TLS_CA).",
+)
+
+
 def data_dir_option(command: F) -> F:
-    """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU."""
-    return log_data_dir_option(_spu_option(command))
+    """Where the log is: --data-dir DIR, or --spu HOST:PORT for a running SPU (--tls-ca for TLS)."""
+    return log_data_dir_option(_spu_option(_tls_ca_option(command)))
 
 
 def open_log(data_dir: str, *, read_only: bool) -> LogClient:

@@ -22,6 +22,7 @@ from typing import Literal
 
 import contraflow
 from contraflow.errors import UserError
+from contraflow.security import client_token
 from contraflow.spu.protocol import HEADER_SIZE, ApiKey, encode_frame, parse_header, unpack_meta
 from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.server import ServerConfig, SpuServer
@@ -98,6 +99,8 @@ class EmbeddedSpu:
         )
         if kafka_addr is not None:
             self.config = replace(self.config, kafka_addr=kafka_addr)
+        if self.config.token is None:  # this process's clients send $CONTRAFLOW_TOKEN: expect it
+            self.config = replace(self.config, token=client_token())
         self.mode = mode
         self.ready_timeout_s = ready_timeout_s
         self.addr = ""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from contraflow.errors import UserError
+from contraflow.security import listener_options
 from contraflow.spu.commands import log_data_dir_option
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ def spu() -> None:
     metavar="DURATION",
     help="Close a connection with no request, no running work and no stream for this long.",
 )
+@listener_options("the SPU (clients present it before any request)", "the SPU")
 def run(
     data_dir: str,
     public_addr: str,
@@ -87,18 +89,32 @@ def run(
     max_connections: str,
     frame_timeout: str,
     idle_timeout: str,
+    token: str | None,
+    insecure: bool,
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
+    from contraflow.security import check_exposure, resolve_token, server_tls
     from contraflow.spu.server import Limits, ServerConfig, SpuServer, parse_addr
     from contraflow.spu.units import parse_count, parse_duration_ms, parse_size
 
     if not spu_id.isdigit():
         raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")
-    for addr in (public_addr, private_addr, kafka_addr or public_addr):
+    token = resolve_token(token)
+    for addr, what in ((public_addr, "the SPU"), (private_addr, "the SPU's private port")):
         try:
-            parse_addr(addr)
+            host, _ = parse_addr(addr)
         except ValueError as err:
             raise UserError(str(err)) from None
+        check_exposure(host, addr, what, token, insecure)
+    if kafka_addr is not None:
+        try:
+            host, _ = parse_addr(kafka_addr)
+        except ValueError as err:
+            raise UserError(str(err)) from None
+        # the Kafka listener does not check the token: beyond loopback it is always open
+        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     limits = Limits(
         max_buffered_bytes=parse_size(max_buffered_bytes, "--max-buffered-bytes"),
@@ -107,7 +123,14 @@ def run(
         idle_timeout_s=parse_duration_ms(idle_timeout, "--idle-timeout") / 1000,
     )
     config = ServerConfig(
-        Path(data_dir), public_addr, private_addr, int(spu_id), kafka_addr=kafka_addr, limits=limits
+        Path(data_dir),
+        public_addr,
+        private_addr,
+        int(spu_id),
+        kafka_addr=kafka_addr,
+        limits=limits,
+        token=token,
+        tls=server_tls(tls_cert, tls_key),
     )
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.

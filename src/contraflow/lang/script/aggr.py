@@ -73,16 +73,18 @@ class Count(Aggregate):
 
 
 class Sum(Aggregate):
+    """A float, as in Tremor (its sum accumulates in f64): integers sum to `6.0`."""
+
     name = "aggr::stats::sum"
 
     def init(self) -> None:
-        self.total: Any = 0
+        self.total = 0.0
 
     def accumulate(self, *args: Any) -> None:
-        self.total = values.add(self.total, want(args[0], _NUM, self.name))
+        self.total += want(args[0], _NUM, self.name)
 
     def merge(self, other: Sum) -> None:
-        self.total = values.add(self.total, other.total)
+        self.total += other.total
 
     def emit(self) -> Any:
         return self.total

@@ -104,6 +104,23 @@ class Path(Expr):
 
 
 @dataclass(frozen=True)
+class BinarySegment(Node):
+    """One segment of a binary literal: a value, its size (bits for integers, bytes for
+    binaries) and its type words (`binary`, `integer`, `signed`, `unsigned`, `big`, `little`)."""
+
+    value: Expr
+    size: int | None
+    types: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BinaryLit(Expr):
+    """`<< 1, 2:16/little, "abc"/binary >>`: a binary (bytes) value."""
+
+    segments: tuple[BinarySegment, ...]
+
+
+@dataclass(frozen=True)
 class ExprPath(Expr):
     """Segments applied to a computed value: `string::split(x, ",")[0]`, `(event.a).b`."""
 
@@ -217,6 +234,28 @@ class TuplePattern(Pattern):
 
     elems: tuple[Pattern, ...]
     open: bool
+
+
+@dataclass(frozen=True)
+class BinaryPattern(Pattern):
+    """`<< a:8, 2:16, rest/binary >>`: a binary cut into segments; bare names bind, other values must equal.
+
+    `_` as a segment value matches anything; a `/binary` segment without a size
+    takes the rest and must come last.
+    """
+
+    segments: tuple[BinarySegment, ...]
+
+    def binding(self, segment: BinarySegment) -> str | None:
+        """The local a segment binds (`a`), None for `_` or a value to compare."""
+        value = segment.value
+        if isinstance(value, Path) and value.root == "local" and not value.segments and value.name:
+            return None if value.name == "_" else value.name
+        return None
+
+    def compares(self, segment: BinarySegment) -> bool:
+        value = segment.value
+        return not (isinstance(value, Path) and value.root == "local" and not value.segments)
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ _HELPERS: dict[str, Any] = {
     "_pairs": values.array_pairs,
     "_range_ok": values.range_present,
     "_unknown": values.unknown_name,
+    "_bin": values.build_binary,
+    "_binmatch": values.match_binary,
 }
 _BINARY_HELPERS = {
     "+": "_add",
@@ -380,6 +382,11 @@ class Codegen:
         self.lines.append("    " * self.indent + f"{name} = {code}")
         self.linemap[len(self.lines)] = LineInfo(node.pos, node.text(), node)
         return name
+
+    def _x_BinaryLit(self, node: ast.BinaryLit, inline: bool) -> str:
+        parts = [f"({self.expr(s.value, inline)}, {s.size!r}, {s.types!r})" for s in node.segments]
+        code = f"_bin({', '.join(parts)})"
+        return code if inline else self.hoist(code, node, "<<...>>")
 
     def _x_ExprPath(self, node: ast.ExprPath, inline: bool) -> str:
         """Segments on a computed value go through the checked accessors (they name what failed)."""
@@ -718,6 +725,10 @@ class Codegen:
             cond, binds = self.pattern(pat.pattern, subject)
             bound = self.bound_value(pat.pattern, subject)
             return cond, [*binds, (pat.name, bound)]
+        if isinstance(pat, ast.BinaryPattern):
+            parts = self.node_var("_b", pat)
+            binds = [(n, f"{parts}[{i}]") for i, s in enumerate(pat.segments) if (n := pat.binding(s))]
+            return self.test(pat, subject), binds
         return self.test(pat, subject), []
 
     def test(self, pat: ast.Pattern, s: str) -> str:
@@ -741,6 +752,15 @@ class Codegen:
             parts = [f"type({s}) is list", f"len({s}) {'>=' if pat.open else '=='} {n}"]
             parts += [self.test(e, f"{s}[{i}]") for i, e in enumerate(pat.elems)]
             return "(" + " and ".join(p for p in parts if p != "True") + ")"
+        if isinstance(pat, ast.BinaryPattern):
+            cut = self.node_var("_b", pat)
+            shape = tuple((seg.size, seg.types) for seg in pat.segments)
+            checks = [
+                f"_eq({cut}[{i}], {self.pattern_value(seg.value)})"
+                for i, seg in enumerate(pat.segments)
+                if pat.compares(seg)
+            ]
+            return "(" + " and ".join([f"({cut} := _binmatch({s}, {shape!r})) is not _M", *checks]) + ")"
         if isinstance(pat, ast.BindPattern):
             raise self.error("a binding `name = pattern` is only allowed at the top of a case", pat.pos)
         raise self.error(f"unsupported pattern {type(pat).__name__}", pat.pos)

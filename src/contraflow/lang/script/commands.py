@@ -31,6 +31,7 @@ import click
 import orjson
 
 from contraflow.errors import UserError
+from contraflow.events import encode_value
 from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.script.compiler import CompiledScript, ScriptResult, compile_script
 from contraflow.lang.script.modules import file_resolver, search_path
@@ -122,7 +123,7 @@ def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) ->
     for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args):
         if isinstance(value, dict) and "$error" in value:
             failed = True
-        out.write(orjson.dumps(value).decode() + "\n")
+        out.write(encode_value(value).decode() + "\n")  # binaries as {"$bytes": base64}
         out.flush()
     if failed:
         raise SystemExit(1)

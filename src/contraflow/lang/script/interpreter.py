@@ -154,6 +154,9 @@ class Interpreter:
                 value = values.get_range(value, self.eval(seg.start, frame), self.eval(seg.end, frame))
         return value
 
+    def _e_BinaryLit(self, node: ast.BinaryLit, frame: _Frame) -> Any:
+        return values.build_binary(*((self.eval(s.value, frame), s.size, s.types) for s in node.segments))
+
     def _e_ExprPath(self, node: ast.ExprPath, frame: _Frame) -> Any:
         value = self.eval(node.target, frame)
         for seg in node.segments:
@@ -316,7 +319,22 @@ class Interpreter:
         if isinstance(pat, ast.BindPattern):
             ok, extracted = self.test(pat.pattern, value, frame)
             return ok, ({pat.name: extracted} if ok else {})
+        if isinstance(pat, ast.BinaryPattern):
+            parts = self.binary_parts(pat, value, frame)
+            if parts is None:
+                return False, {}
+            return True, {n: v for s, v in zip(pat.segments, parts, strict=True) if (n := pat.binding(s))}
         return self.test(pat, value, frame)[0], {}
+
+    def binary_parts(self, pat: ast.BinaryPattern, value: Any, frame: _Frame) -> list[Any] | None:
+        """The segments' values when `value` fits the binary pattern, else None."""
+        parts = values.match_binary(value, tuple((s.size, s.types) for s in pat.segments))
+        if parts is values.MISSING:
+            return None
+        for seg, part in zip(pat.segments, parts, strict=True):
+            if pat.compares(seg) and not values.eq(part, self.eval(seg.value, frame)):
+                return None
+        return list(parts)
 
     def test(self, pat: ast.Pattern, value: Any, frame: _Frame) -> tuple[bool, Any]:
         """(matched, what a binding of this pattern sees: see `Codegen.bound_value`)."""
@@ -332,6 +350,8 @@ class Interpreter:
             return self.record_test(pat, value, frame)
         if isinstance(pat, ast.ArrayPattern):
             return self.array_test(pat, value, frame)
+        if isinstance(pat, ast.BinaryPattern):
+            return self.binary_parts(pat, value, frame) is not None, value
         if isinstance(pat, ast.TuplePattern):
             if type(value) is not list:
                 return False, value

@@ -364,6 +364,23 @@ class ScriptTransformer(Transformer[Token, Any]):
         """`consts::MAP`: a constant of a module brought in with `use`."""
         return ("local", "::".join(_ident(t) for t in items), None)
 
+    def binary_lit(self, meta: Any, items: list[Any]) -> ast.BinaryLit:
+        return ast.BinaryLit(self._b.pos(meta), tuple(i for i in items if i is not None))
+
+    def bin_seg(self, meta: Any, items: list[Any]) -> ast.BinarySegment:
+        value, *rest = (i for i in items if i is not None)
+        size = next((r for r in rest if isinstance(r, int)), None)
+        types = next((r for r in rest if isinstance(r, tuple)), ())
+        segment = ast.BinarySegment(self._b.pos(meta), value, size, types)
+        check_binary_segment(segment, self.source)
+        return segment
+
+    def bin_size(self, meta: Any, items: list[Token]) -> int:
+        return _int_value(str(items[0]))
+
+    def bin_types(self, meta: Any, items: list[Token]) -> tuple[str, ...]:
+        return tuple(_ident(t) for t in items)
+
     def expr_path(self, meta: Any, items: list[Any]) -> ast.ExprPath:
         return ast.ExprPath(self._b.pos(meta), items[0], tuple(items[1:]))
 
@@ -408,7 +425,10 @@ class ScriptTransformer(Transformer[Token, Any]):
     def any_pattern(self, meta: Any, items: list[Any]) -> ast.AnyPattern:
         return ast.AnyPattern(self._b.pos(meta))
 
-    def expr_pattern(self, meta: Any, items: list[Any]) -> ast.ExprPattern:
+    def expr_pattern(self, meta: Any, items: list[Any]) -> ast.Pattern:
+        """A value to compare with; a binary literal in a pattern is a binary pattern."""
+        if isinstance(items[0], ast.BinaryLit):
+            return binary_pattern(items[0], self.source)
         return ast.ExprPattern(self._b.pos(meta), items[0])
 
     def extractor_pattern(self, meta: Any, items: list[Token]) -> ast.ExtractorPattern:
@@ -465,6 +485,41 @@ class ScriptTransformer(Transformer[Token, Any]):
 
     def merge_expr(self, meta: Any, items: list[Any]) -> ast.Merge:
         return ast.Merge(self._b.pos(meta), items[0], items[1])
+
+
+_BINARY_TYPES = frozenset({"binary", "integer", "signed", "unsigned", "big", "little"})
+
+
+def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> None:
+    """Reject type words and sizes a binary segment cannot have (at compile time)."""
+    for word in segment.types:
+        if word not in _BINARY_TYPES:
+            raise LangError(
+                f"unknown binary segment type `{word}`",
+                segment.pos,
+                source,
+                hint="types: " + ", ".join(sorted(_BINARY_TYPES)),
+            )
+    if segment.size is not None and "binary" not in segment.types and segment.size % 8:
+        raise LangError(
+            f"integer segment size {segment.size} is not a whole number of bytes",
+            segment.pos,
+            source,
+            hint="use 8, 16, 24, 32, 40, 48, 56 or 64 bits",
+        )
+
+
+def binary_pattern(literal: ast.BinaryLit, source: SourceText) -> ast.BinaryPattern:
+    """`case << a:8, rest/binary >>`: only the last `/binary` segment may go without a size."""
+    for segment in literal.segments[:-1]:
+        if "binary" in segment.types and segment.size is None:
+            raise LangError(
+                "only the last segment of a binary pattern can take the rest",
+                segment.pos,
+                source,
+                hint="give this /binary segment a size in bytes: `x:4/binary`",
+            )
+    return ast.BinaryPattern(literal.pos, literal.segments)
 
 
 class _Guard:

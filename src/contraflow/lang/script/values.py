@@ -56,7 +56,7 @@ def type_name(value: Any) -> str:
     if value is None:
         return "null"
     if t is bytes:
-        return "bytes"
+        return "binary"
     return t.__name__
 
 
@@ -373,6 +373,65 @@ def lookup(value: Any, key: Any) -> Any:
     if type(key) is int and type(value) is list and 0 <= key < len(value):
         return value[key]
     return MISSING
+
+
+# ---------------------------------------------------------------- binaries
+
+
+def build_binary(*segments: tuple[Any, int | None, tuple[str, ...]]) -> bytes:
+    """A binary literal's bytes: each (value, size, type words) segment in order.
+
+    Strings and binaries are copied (utf-8 for strings; `size` bytes of them if
+    given); integers are `size` bits (8 by default), big-endian and unsigned
+    unless `little`/`signed` say otherwise. A value that does not fit is an error.
+    """
+    out = bytearray()
+    for value, size, types in segments:
+        if "binary" in types or (type(value) in (str, bytes) and "integer" not in types):
+            data = value.encode("utf-8") if type(value) is str else value
+            if type(data) is not bytes:
+                fail(f"a /binary segment needs a string or a binary, got {type_name(value)}")
+            if size is not None:
+                if len(data) < size:
+                    fail(f"binary segment of {size} bytes, but the value has only {len(data)}")
+                data = data[:size]
+            out += data
+            continue
+        if type(value) is not int:
+            fail(f"an integer segment needs an integer, got {type_name(value)}")
+        width = (size or 8) // 8
+        try:
+            out += value.to_bytes(
+                width, "little" if "little" in types else "big", signed="signed" in types or value < 0
+            )
+        except OverflowError:
+            fail(f"{value} does not fit in {width * 8} bits")
+    return bytes(out)
+
+
+def match_binary(value: Any, segments: tuple[tuple[int | None, tuple[str, ...]], ...]) -> Any:
+    """Cut a binary into segments for a binary pattern: their values, or MISSING when it does not fit."""
+    if type(value) is not bytes:
+        return MISSING
+    out: list[Any] = []
+    at = 0
+    for size, types in segments:
+        if "binary" in types:
+            end = len(value) if size is None else at + size
+            if end > len(value):
+                return MISSING
+            out.append(value[at:end])
+        else:
+            end = at + (size or 8) // 8
+            if end > len(value):
+                return MISSING
+            out.append(
+                int.from_bytes(
+                    value[at:end], "little" if "little" in types else "big", signed="signed" in types
+                )
+            )
+        at = end
+    return out if at == len(value) else MISSING
 
 
 # ---------------------------------------------------------------- strings

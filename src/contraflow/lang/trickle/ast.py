@@ -134,11 +134,14 @@ class DefineOperator:
 
 @dataclass
 class DefineScript:
+    """`define script`; `port_bodies` are the `script from <port>` bodies for extra input ports."""
+
     name: Name
     args: list[ArgDecl]
     state: SourceExpr | None
     body: SourceExpr
     pos: Position
+    port_bodies: list[tuple[Name, SourceExpr]] = field(default_factory=list)
 
 
 @dataclass

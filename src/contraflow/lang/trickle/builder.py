@@ -250,11 +250,25 @@ class PipelineBuilder:
         elif isinstance(stmt, ast.DefineWindow):
             return self.window_spec(stmt, env)
         elif isinstance(stmt, ast.DefineScript):
-            body, consts, fns = self.script_body(scope, stmt.body)
+            self._check_script_definition(stmt, scope)
+        return None
+
+    def _check_script_definition(self, stmt: ast.DefineScript, scope: Scope) -> None:
+        """Compile every body once; `script from <port>` names each extra input port once."""
+        seen = {"in"}
+        for port, _ in stmt.port_bodies:
+            if port.value in seen:
+                self.diag.error(
+                    f"script '{stmt.name.value}' already has an input port '{port.value}'",
+                    port.pos,
+                    "`in` runs the main `script` body; name each other port once",
+                )
+            seen.add(port.value)
+        for source in [stmt.body, *(b for _, b in stmt.port_bodies)]:
+            body, consts, fns = self.script_body(scope, source)
             err = check_script(body.ast, stmt.name.value, consts, fns)
             if err is not None:
                 self.diag.error(err.message, err.position, err.hint)
-        return None
 
     def script_body(
         self, scope: Scope, body: SourceExpr
@@ -385,15 +399,29 @@ class PipelineBuilder:
         args = bind_args(
             self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
-        stateful_body = uses_state(defn.body.ast)
+        bodies = [defn.body.ast, *(b.ast for _, b in defn.port_bodies)]
+        stateful_body = any(uses_state(b) for b in bodies)
         body, consts, fns = self.script_body(found.scope, defn.body)
+        ports: dict[str, SourceExpr] = {}
+        for port, port_body in defn.port_bodies:
+            ports[port.value], port_consts, port_fns = self.script_body(found.scope, port_body)
+            consts.update(port_consts)
+            fns.update(port_fns)
         spec = ScriptSpec(
-            defn.name.value, body, args, defn.state, stateful_body, constants=consts, functions=fns
+            defn.name.value,
+            body,
+            args,
+            defn.state,
+            stateful_body,
+            constants=consts,
+            functions=fns,
+            port_bodies=ports,
         )
-        outputs = _unique([*DEFAULT_OUTPUTS, *emit_ports(defn.body.ast)])
+        outputs = _unique([*DEFAULT_OUTPUTS, *(p for b in bodies for p in emit_ports(b))])
         return Node(
             stmt.alias.value,
             "script",
+            inputs=["in", *ports],
             outputs=outputs,
             stateful=defn.state is not None or stateful_body,
             spec=spec,

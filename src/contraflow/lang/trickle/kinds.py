@@ -57,7 +57,11 @@ class WindowKind:
     )
 
 
-WINDOW_KINDS: dict[str, WindowKind] = {"tumbling": WindowKind("tumbling")}
+WINDOW_KINDS: dict[str, WindowKind] = {
+    "tumbling": WindowKind("tumbling"),
+    # Beyond Tremor: the last `size` events (or `interval` ns), emitted every `slide` events (or ns).
+    "sliding": WindowKind("sliding", frozenset({"size", "interval", "slide", "max_groups"})),
+}
 
 # Ports every select/stream/script node has; scripts may also `emit => "port"` to any name.
 DEFAULT_INPUTS = ("in",)

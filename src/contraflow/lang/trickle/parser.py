@@ -286,8 +286,11 @@ class TrickleTransformer(Transformer):
 
     @v_args(meta=True)
     def define_script(self, meta: Meta, children: list[Any]) -> ast.DefineScript:
-        name, args, state, body = children
-        return ast.DefineScript(self._name(name), args or [], state, body, self._pos(meta))
+        name, args, state, *ports, body = children
+        return ast.DefineScript(self._name(name), args or [], state, body, self._pos(meta), list(ports))
+
+    def port_script(self, children: list[Any]) -> tuple[ast.Name, SourceExpr]:
+        return self._name(children[0]), children[1]
 
     @v_args(meta=True)
     def define_pipeline(self, meta: Meta, children: list[Any]) -> ast.DefinePipeline:

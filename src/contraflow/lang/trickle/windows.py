@@ -1,4 +1,4 @@
-"""Tumbling windows: checking `define window` and the tilt frames a select chains them into."""
+"""Windows (tumbling, sliding): checking `define window` and the tilt frames a select chains them into."""
 
 from __future__ import annotations
 
@@ -37,7 +37,10 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
         max_groups=_positive_int(diag, params, "max_groups"),
         emit_empty_windows=bool(params["emit_empty_windows"][1]) if "emit_empty_windows" in params else False,
         script=stmt.script,
+        slide=_positive_int(diag, params, "slide"),
     )
+    if kind.name == "sliding":
+        _check_slide(diag, stmt, params, spec)
     if not unknown and "size" not in params and "interval" not in params:
         diag.error(
             f"window '{stmt.name.value}' needs `size` (events) or `interval` (nanoseconds)",
@@ -48,19 +51,45 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
         diag.error(
             f"window '{stmt.name.value}' sets both `size` and `interval`",
             params["interval"][0].name.pos,
-            "a tumbling window closes by event count or by time, not both",
+            f"a {kind.name} window counts events or measures time, not both",
         )
     return spec
 
 
-def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.ModPath, WindowSpec]]) -> None:
-    """Tilt frames feed each window's output into the next, so all must count events or all time."""
-    for (_, first), (name, second) in zip(frames, frames[1:], strict=False):
-        if (first.size is None) != (second.size is None):
+def _check_slide(diag: Diagnostics, stmt: ast.DefineWindow, params: Params, spec: WindowSpec) -> None:
+    """A sliding window's `slide` (1 event by default for `size`; required for `interval`) divides its length."""
+    length = spec.size if spec.size is not None else spec.interval_ns
+    if length is None:
+        return  # already reported
+    if spec.slide is None:
+        if spec.size is not None and "slide" not in params:
+            spec.slide = 1
+            return
+        if "slide" not in params:
             diag.error(
-                f"window '{second.name}' cannot follow '{first.name}' in a tilt frame",
+                f"sliding window '{stmt.name.value}' needs `slide` (how often it emits, in nanoseconds)",
+                stmt.name.pos,
+                "e.g. `with interval = nanos::from_seconds(60), slide = nanos::from_seconds(10) end`",
+            )
+        return
+    if length % spec.slide != 0:
+        unit = "events" if spec.size is not None else "nanoseconds"
+        diag.error(
+            f"`slide` ({spec.slide}) must divide the window's length ({length} {unit})",
+            params["slide"][0].value.position or params["slide"][0].name.pos,
+            "a sliding window is made of whole slides",
+        )
+
+
+def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.ModPath, WindowSpec]]) -> None:
+    """Tilt frames feed each window's output into the next (count and time windows may mix, as in
+    Tremor). A sliding window's windows overlap, so it can only be the last frame of a chain."""
+    for (_, first), (name, second) in zip(frames, frames[1:], strict=False):
+        if first.kind == "sliding":
+            diag.error(
+                f"window '{second.name}' cannot follow the sliding window '{first.name}' in a tilt frame",
                 name.pos,
-                "chained windows must all be count-based (`size`) or all time-based (`interval`)",
+                "sliding windows overlap, so each event would be counted several times; put it last",
             )
 
 

@@ -14,6 +14,7 @@ import mmap
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.protocol import Acks, ApiKey, SpuError
@@ -52,8 +53,10 @@ class AsyncSpuClient:
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
         retry: RetryPolicy | None = None,
+        token: str | None = None,
     ) -> None:
         self.addr = addr
+        self.token = token if token is not None else client_token()
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retry = retry or RetryPolicy()
@@ -64,8 +67,19 @@ class AsyncSpuClient:
         if self._conn is None or self._conn.closed:
             async with self._connecting:
                 if self._conn is None or self._conn.closed:
-                    self._conn = await Connection.open(self.addr, self.connect_timeout_s)
+                    conn = await Connection.open(self.addr, self.connect_timeout_s)
+                    if self.token is not None:
+                        await self._authenticate(conn, self.token)
+                    self._conn = conn
         return self._conn
+
+    async def _authenticate(self, conn: Connection, token: str) -> None:
+        """The handshake before any other request (an SPU without a token accepts any)."""
+        try:
+            await conn.request(ApiKey.AUTHENTICATE, {"token": token}, (), self.request_timeout_s)
+        except BaseException:
+            await conn.close()
+            raise
 
     async def request(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> Response:
         """Send one request, reconnecting and retrying with backoff on connection failures."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.security import client_tls
 from contraflow.spu.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     HEADER_SIZE,
@@ -81,9 +82,13 @@ class Connection:
     @classmethod
     async def open(cls, addr: str, timeout_s: float) -> Connection:
         host, port = parse_addr(addr)
+        tls = client_tls()
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(host, port, limit=1 << 20), timeout_s
+                asyncio.open_connection(
+                    host, port, limit=1 << 20, ssl=tls, server_hostname=host if tls else None
+                ),
+                timeout_s,
             )
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None

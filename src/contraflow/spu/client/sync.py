@@ -83,10 +83,15 @@ class SpuClient:
         request_timeout_s: float = 30.0,
         connect_timeout_s: float = 5.0,
         retry: RetryPolicy | None = None,
+        token: str | None = None,
     ) -> None:
         self._thread = LoopThread(f"spu-client-{addr}")
         self.aio = AsyncSpuClient(
-            addr, request_timeout_s=request_timeout_s, connect_timeout_s=connect_timeout_s, retry=retry
+            addr,
+            request_timeout_s=request_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            retry=retry,
+            token=token,
         )
         self.addr = addr
 

@@ -8,10 +8,11 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
 from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
 from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.signals import PartitionSignals
+from contraflow.spu.server.signals import PartitionSignals, TopicPartition
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.store import Store
 
@@ -27,6 +28,7 @@ class KafkaSettings:
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable
     default_partitions: int = 1  # Kafka's num.partitions
     initial_rebalance_delay_s: float = 0.5  # Kafka's group.initial.rebalance.delay.ms
+    batch_cache_bytes: int = 64 << 20  # Kafka encodings of log batches kept for fetches
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
 
 
@@ -43,9 +45,12 @@ class Broker:
     coordinator: GroupCoordinator = field(init=False)
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
     sequences: SequenceTracker = field(default_factory=SequenceTracker)
+    batches: KafkaBatchCache = field(init=False)
+    read_ahead: set[tuple[TopicPartition, int]] = field(default_factory=set)  # being encoded ahead
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
+        self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
 
     @property
     def store(self) -> Store:

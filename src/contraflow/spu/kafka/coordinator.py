@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import time
 import uuid
 from collections import Counter
@@ -28,6 +29,8 @@ from typing import Any
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.storage.config import validate_name
 from contraflow.spu.storage.errors import InvalidTopicNameError
+
+log = logging.getLogger(__name__)
 
 MIN_SESSION_TIMEOUT_MS = 1_000
 MAX_SESSION_TIMEOUT_MS = 1_800_000
@@ -191,6 +194,7 @@ class GroupCoordinator:
     def _prepare_rebalance(self, group: Group) -> None:
         if group.state is GroupState.PREPARING_REBALANCE:
             return
+        log.info("group %s: rebalancing (%s)", group.group_id, group.state.value)
         was_empty = group.state is GroupState.EMPTY
         group.state = GroupState.PREPARING_REBALANCE
         for member in group.members.values():
@@ -223,8 +227,12 @@ class GroupCoordinator:
         if group.state is not GroupState.PREPARING_REBALANCE:
             return
         for member_id in [mid for mid, m in group.members.items() if m.joining is None]:
+            log.info("group %s: %s did not rejoin in time; removed", group.group_id, member_id)
             del group.members[member_id]
         group.generation += 1
+        log.info(
+            "group %s: generation %d with %d member(s)", group.group_id, group.generation, len(group.members)
+        )
         if not group.members:
             group.state, group.protocol, group.leader = GroupState.EMPTY, None, None
             return
@@ -325,6 +333,9 @@ class GroupCoordinator:
                     if m.joining is None and m.syncing is None and now - m.last_seen > m.session_timeout_s
                 ]
                 for member in expired:
+                    log.info(
+                        "group %s: %s missed its session timeout; removed", group.group_id, member.member_id
+                    )
                     del group.members[member.member_id]
                 if expired:
                     self._member_gone(group)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 
 REMEMBERED_BATCHES = 5
+MAX_TRACKED = 100_000  # (producer, partition) pairs; the least recently used are forgotten
 _SEQUENCE_WRAP = 1 << 31
 
 
@@ -49,10 +50,13 @@ class ProducerIds:
 
 
 class SequenceTracker:
-    """Sequence numbers per (producer id, topic, partition); thread-safe."""
+    """Sequence numbers per (producer id, topic, partition); thread-safe. Producers come and
+    go (each session gets a new id), so at most `max_tracked` pairs are kept: a forgotten
+    producer's next batch is accepted like the first one after a restart."""
 
-    def __init__(self) -> None:
-        self._states: dict[tuple[int, str, int], _PartitionState] = {}
+    def __init__(self, max_tracked: int = MAX_TRACKED) -> None:
+        self._states: OrderedDict[tuple[int, str, int], _PartitionState] = OrderedDict()
+        self._max_tracked = max_tracked
         self._lock = threading.Lock()
 
     def duplicate_of(
@@ -87,4 +91,7 @@ class SequenceTracker:
             state = self._states.get(key)
             if state is None or epoch > state.epoch:
                 state = self._states[key] = _PartitionState(epoch)
+            self._states.move_to_end(key)
             state.recent.append(batch)
+            while len(self._states) > self._max_tracked:
+                self._states.popitem(last=False)

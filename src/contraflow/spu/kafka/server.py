@@ -30,6 +30,7 @@ from contraflow.spu.kafka.wire import (
     read_request_header,
 )
 from contraflow.spu.protocol.address import parse_addr, tune_socket
+from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
 
 log = logging.getLogger(__name__)
 
@@ -77,14 +78,19 @@ async def handle_frame(broker: Broker, frame: memoryview, peer: str) -> Parts | 
 class KafkaListener:
     """Serves `broker` on `addr`; `start()` binds, `stop()` closes every connection."""
 
-    def __init__(self, broker: Broker, addr: str) -> None:
+    def __init__(self, broker: Broker, addr: str, limits: SharedLimits | None = None) -> None:
         self.broker = broker
         self._addr = addr
+        # The SPU's process-wide budgets (--max-buffered-bytes, --max-connections), shared
+        # with its own ports; a listener on its own (tests) makes private ones.
+        self._limits = limits
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self.bound: tuple[str, int] = ("", 0)
 
     async def start(self) -> tuple[str, int]:
+        if self._limits is None:
+            self._limits = SharedLimits(ByteBudget(1 << 30), ConnectionCount(1024))
         host, port = parse_addr(self._addr)
         self._server = await asyncio.start_server(self._on_connect, host, port, limit=1 << 20)
         sock_host, sock_port = self._server.sockets[0].getsockname()[:2]
@@ -104,6 +110,14 @@ class KafkaListener:
             await self._server.wait_closed()
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert self._limits is not None
+        connections = self._limits.connections
+        if not connections.try_open():
+            log.warning(
+                "refused a Kafka connection: %d connections open (--max-connections)", connections.limit
+            )
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
@@ -115,6 +129,7 @@ class KafkaListener:
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
+            connections.close()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
@@ -122,13 +137,19 @@ class KafkaListener:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
         limit = self.broker.settings.max_frame_bytes
+        assert self._limits is not None
+        budget = self._limits.budget
         while True:
             (size,) = struct.unpack(">i", await reader.readexactly(SIZE_PREFIX))
             if not 8 <= size <= limit:
                 log.warning("closing %s: request frame of %d bytes (allowed 8..%d)", peer, size, limit)
                 return
-            frame = memoryview(await reader.readexactly(size))
-            parts = await handle_frame(self.broker, frame, peer)
+            await budget.acquire(size)  # past the server's budget: stop reading this socket
+            try:
+                frame = memoryview(await reader.readexactly(size))
+                parts = await handle_frame(self.broker, frame, peer)
+            finally:
+                await budget.release(size)
             if parts is not None:
                 writer.writelines(parts)
                 await writer.drain()

@@ -35,6 +35,7 @@ class ErrorCode(IntEnum):
     SHUTTING_DOWN = 17
     TIMEOUT = 18  # client side: no answer in time (never sent by the server)
     CONNECTION_ERROR = 19  # client side: connection lost and retries exhausted
+    AUTHENTICATION_FAILED = 20  # no or a wrong token; the server closes the connection
 
 
 # Codes a client may retry after reconnecting; every other code is final.

@@ -39,6 +39,7 @@ class ApiKey(IntEnum):
     TXN_LEDGER = 16
     CONTROL_SET = 17
     CONTROL_GET = 18
+    AUTHENTICATE = 19  # the handshake an SPU started with a token expects first
 
 
 class Acks(IntEnum):
@@ -202,6 +203,11 @@ class ControlGetRequest:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class AuthenticateRequest:
+    token: str
+
+
 REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.PRODUCE: ProduceRequest,
@@ -222,6 +228,7 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.TXN_LEDGER: TxnLedgerRequest,
     ApiKey.CONTROL_SET: ControlSetRequest,
     ApiKey.CONTROL_GET: ControlGetRequest,
+    ApiKey.AUTHENTICATE: AuthenticateRequest,
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.

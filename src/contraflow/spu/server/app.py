@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.server.budget import ByteBudget, ConnectionCount
+from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
 from contraflow.spu.server.connection import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
 from contraflow.spu.server.ledger import BatchLedger
@@ -45,6 +46,8 @@ class ServerConfig:
     limits: Limits = field(default_factory=Limits)
     transaction_timeout_s: float = 60.0
     worker_threads: int = 8
+    token: str | None = None  # clients must AUTHENTICATE with it first (None: no handshake)
+    tls: ssl.SSLContext | None = None  # serve TLS on the public and private ports
     kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
 
 
@@ -96,7 +99,9 @@ class SpuServer:
                 broker = Broker(
                     partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
                 )
-                self._kafka = KafkaListener(broker, self.config.kafka_addr)
+                assert self._budget is not None  # made by the first _listen
+                shared = SharedLimits(self._budget, self._connection_count)
+                self._kafka = KafkaListener(broker, self.config.kafka_addr, shared)
                 self.kafka_addr = await self._kafka.start()
         except BaseException:
             await self.stop()  # e.g. the port is taken: release the data directory again
@@ -140,7 +145,7 @@ class SpuServer:
                 return
             try:
                 tune_socket(writer.get_extra_info("socket"))
-                conn = Connection(reader, writer, dispatch, limits, allowed, budget)
+                conn = Connection(reader, writer, dispatch, limits, allowed, budget, self.config.token)
                 self._connections.add(conn)
                 try:
                     await conn.serve()
@@ -152,7 +157,7 @@ class SpuServer:
 
         # The reader's read-ahead (twice this limit) is held per connection outside the
         # byte budget, so it is kept small: --max-connections x 2 x READ_AHEAD at most.
-        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD)
+        server = await asyncio.start_server(on_connect, host, port, limit=READ_AHEAD, ssl=self.config.tls)
         self._servers.append(server)
         bound = server.sockets[0].getsockname()
         return str(bound[0]), int(bound[1])

@@ -7,6 +7,7 @@ without bound; these are shared by every connection of one server.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 
 class ByteBudget:
@@ -48,3 +49,11 @@ class ConnectionCount:
 
     def close(self) -> None:
         self.open -= 1
+
+
+@dataclass(frozen=True)
+class SharedLimits:
+    """The limits another listener of the same server (the Kafka port) counts against."""
+
+    budget: ByteBudget
+    connections: ConnectionCount

@@ -16,8 +16,9 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
+from contraflow.security import tokens_match
 from contraflow.spu.protocol import (
     API_VERSIONS,
     HEADER_SIZE,
@@ -29,6 +30,7 @@ from contraflow.spu.protocol import (
     encode_header,
     pack_meta,
     parse_header,
+    unpack_meta,
 )
 from contraflow.spu.server.budget import ByteBudget
 
@@ -97,6 +99,7 @@ class Connection:
         limits: Limits,
         allowed_apis: frozenset[ApiKey] | None = None,
         budget: ByteBudget | None = None,
+        token: str | None = None,
     ) -> None:
         self.id = next(_connection_ids)
         self.reader = reader
@@ -105,6 +108,8 @@ class Connection:
         self.limits = limits
         self._allowed = allowed_apis
         self._budget = budget or ByteBudget(limits.max_buffered_bytes)
+        self._token = token
+        self.authenticated = token is None
         self._inflight = asyncio.Semaphore(limits.max_inflight)
         self._inflight_bytes = 0
         self._bytes_released = asyncio.Condition()
@@ -131,6 +136,12 @@ class Connection:
                     return
                 await self._reserve(header.body_length)
                 body = await self._read_body(header.body_length)
+                if not self.authenticated:
+                    verdict = await self._handshake(header, body)
+                    if verdict == "refused":
+                        return
+                    if verdict == "answered":
+                        continue
                 await self._inflight.acquire()
                 task = asyncio.create_task(self._run(header, body))
                 self._tasks.add(task)
@@ -141,6 +152,31 @@ class Connection:
             log.warning("closing %s: %s", self.peer, err or "timed out")
         finally:
             await self.close()
+
+    async def _handshake(
+        self, header: FrameHeader, body: memoryview
+    ) -> Literal["serve", "answered", "refused"]:
+        """Before AUTHENTICATE succeeds only API_VERSIONS is served (probes use it). An
+        AUTHENTICATE is answered here, in order, so requests pipelined after it are
+        already authenticated; anything else is refused and the connection closes."""
+        if header.api_key == ApiKey.API_VERSIONS:
+            return "serve"
+        await self._release(len(body))
+        sent: Any = None
+        if header.api_key == ApiKey.AUTHENTICATE:
+            with contextlib.suppress(Exception):  # unreadable metadata is just no token
+                sent = unpack_meta(body[: header.meta_length]).get("token")
+            if self._token is not None and isinstance(sent, str) and tokens_match(sent, self._token):
+                self.authenticated = True
+                await self.send(header.api_key, header.correlation_id, {"error": int(ErrorCode.NONE)})
+                return "answered"
+        reason = "wrong token" if header.api_key == ApiKey.AUTHENTICATE else "authenticate first"
+        log.warning("refused %s: %s", self.peer, reason)
+        message = f"{reason}: this SPU requires a token (--token or CONTRAFLOW_TOKEN)"
+        await self.send(
+            header.api_key, header.correlation_id, error_fields(ErrorCode.AUTHENTICATION_FAILED, message)
+        )
+        return "refused"
 
     async def _read_header(self) -> bytes:
         """The next frame header. Waiting for its first byte is bounded by the idle timeout

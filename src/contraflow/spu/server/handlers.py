@@ -92,6 +92,7 @@ class Handlers:
             ApiKey.TXN_LEDGER: self.txn_ledger,
             ApiKey.CONTROL_SET: self.control_set,
             ApiKey.CONTROL_GET: self.control_get,
+            ApiKey.AUTHENTICATE: self.authenticate,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -115,6 +116,13 @@ class Handlers:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     # -- meta ------------------------------------------------------------------------------------
+
+    async def authenticate(
+        self, conn: Connection, req: m.AuthenticateRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """A repeated handshake on an authenticated connection (or to an SPU without a
+        token): nothing to check; the first one is answered by the connection itself."""
+        return Reply()
 
     async def api_versions(
         self, conn: Connection, req: m.ApiVersionsRequest, payload: memoryview, cid: int

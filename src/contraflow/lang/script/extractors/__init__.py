@@ -28,7 +28,7 @@ def _glob(text: str) -> Extractor:
     rx = re.compile(fnmatch.translate(text), re.DOTALL)
 
     def run(value: Any) -> Any:
-        return value if type(value) is str and rx.match(value) else MISSING
+        return True if type(value) is str and rx.match(value) else MISSING  # Tremor extracts `true`
 
     return run
 

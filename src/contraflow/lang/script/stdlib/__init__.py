@@ -34,6 +34,7 @@ MODULES = (
     "url",
     "origin",
     "chash",
+    "binary",
 )
 
 

@@ -23,4 +23,5 @@ _NAMES = {
     list: "an array",
     dict: "a record",
     bool: "a bool",
+    bytes: "a binary",
 }

@@ -103,7 +103,14 @@ def reverse(s: Any) -> str:
 
 @tremor_fn("string::from_utf8_lossy")
 def from_utf8_lossy(s: Any) -> str:
-    return want(s, str, "string::from_utf8_lossy")
+    """A binary decoded as UTF-8, invalid sequences replaced (a string is returned as it is)."""
+    value = want(s, (bytes, str), "string::from_utf8_lossy")
+    return value.decode("utf-8", errors="replace") if type(value) is bytes else value
+
+
+@tremor_fn("string::into_binary")
+def into_binary(s: Any) -> bytes:
+    return want(s, str, "string::into_binary").encode("utf-8")
 
 
 @tremor_fn("string::format")

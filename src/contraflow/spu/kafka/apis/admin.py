@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.wire import Reader, Writer
@@ -84,9 +84,7 @@ async def create_topics(broker: Broker, request: KafkaRequest) -> Writer:
     body.int32()  # timeout
     validate_only = body.boolean() if version >= 1 else False
     results = [await broker.blocking(_create, broker, topic, validate_only) for topic in topics]
-    out = Writer()
-    if version >= 2:
-        out.int32(THROTTLE_NONE)
+    out = response(version, 2)
 
     def write_result(w: Writer, result: tuple[str, int, str | None]) -> None:
         w.string(result[0]).int16(result[1])
@@ -111,7 +109,5 @@ async def delete_topics(broker: Broker, request: KafkaRequest) -> Writer:
     for name, error in results:
         if not error:
             broker.on_topic_deleted(name)
-    out = Writer()
-    if request.version >= 1:
-        out.int32(THROTTLE_NONE)
-    return out.array(results, lambda w, r: w.string(r[0]).int16(r[1]))
+            broker.batches.forget_topic(name)
+    return response(request.version, 1).array(results, lambda w, r: w.string(r[0]).int16(r[1]))

@@ -57,4 +57,12 @@ class Api:
 
 
 THROTTLE_NONE = 0
+
+
+def response(version: int, throttle_from: int) -> Writer:
+    """A response body that starts with the throttle time if this version has one."""
+    out = Writer()
+    return out.int32(THROTTLE_NONE) if version >= throttle_from else out
+
+
 NO_AUTHORIZED_OPERATIONS = -(1 << 31)  # Kafka's "not requested"

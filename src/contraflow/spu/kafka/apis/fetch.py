@@ -14,10 +14,9 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
-from contraflow.spu.kafka.records import to_kafka
 from contraflow.spu.kafka.wire import Reader, Writer
 from contraflow.spu.server.signals import TopicPartition
 
@@ -37,6 +36,7 @@ class PartitionFetch:
     log_start_offset: int = -1
     batches: list[Buffer] = field(default_factory=list)
     size: int = 0
+    next_offset: int = -1
 
 
 def _read_fetch_partition(version: int, topic: str) -> object:
@@ -66,10 +66,34 @@ def _read_all(broker: Broker, fetches: list[PartitionFetch], max_bytes: int) -> 
             continue
         fetch.error = 0
         fetch.high_watermark, fetch.log_start_offset = view.high_watermark, view.log_start_offset
-        fetch.batches = [to_kafka(memoryview(part)) for part in view.parts]  # type: ignore[arg-type]
+        fetch.batches = [broker.batches.encode(fetch.tp, memoryview(part)) for part in view.parts]  # type: ignore[arg-type]
         fetch.size = sum(map(len, fetch.batches))
+        fetch.next_offset = view.next_offset
         total += fetch.size
     return total
+
+
+def _encode_ahead(broker: Broker, tp: TopicPartition, offset: int, max_bytes: int) -> None:
+    """Worker thread: encode what the consumer's next fetch will ask for into the cache."""
+    try:
+        view = broker.partitions.read(tp, offset, max_bytes, COMMITTED, views=True)
+        for part in view.parts:
+            broker.batches.encode(tp, memoryview(part))  # type: ignore[arg-type]
+    except Exception:  # a read-ahead that fails changes nothing: the fetch reads for itself
+        pass
+    finally:
+        broker.read_ahead.discard((tp, offset))
+
+
+def _start_read_ahead(broker: Broker, fetches: list[PartitionFetch]) -> None:
+    """After an answer with data, encode the following batches while the client is busy."""
+    for f in fetches:
+        key = (f.tp, f.next_offset)
+        if f.batches and f.next_offset < f.high_watermark and key not in broker.read_ahead:
+            broker.read_ahead.add(key)
+            asyncio.get_running_loop().run_in_executor(
+                broker.executor, _encode_ahead, broker, f.tp, f.next_offset, f.max_bytes
+            )
 
 
 async def _wait_for_data(broker: Broker, fetches: list[PartitionFetch], timeout_s: float) -> None:
@@ -107,11 +131,12 @@ async def fetch(broker: Broker, request: KafkaRequest) -> Writer:
         if total >= min_bytes or remaining <= 0 or any(f.error for f in fetches):
             break
         await _wait_for_data(broker, fetches, remaining)
+    _start_read_ahead(broker, fetches)
     return _fetch_response(version, fetches)
 
 
 def _fetch_response(version: int, fetches: list[PartitionFetch]) -> Writer:
-    out = Writer().int32(THROTTLE_NONE)
+    out = response(version, 1)
     if version >= 7:
         out.int16(0).int32(0)  # no fetch session
     by_topic: dict[str, list[PartitionFetch]] = {}
@@ -160,9 +185,7 @@ async def list_offsets(broker: Broker, request: KafkaRequest) -> Writer:
         return index, r.int64()
 
     topics = body.array(lambda r: (r.string(), r.array(read_partition)))
-    out = Writer()
-    if version >= 2:
-        out.int32(THROTTLE_NONE)
+    out = response(version, 2)
 
     def write_partition(w: Writer, name: str, index: int, timestamp: int) -> None:
         error, found_ts, offset = _lookup(broker, (name, index), timestamp)

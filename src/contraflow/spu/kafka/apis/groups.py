@@ -5,20 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.coordinator import Group, JoinResult, Member
 from contraflow.spu.kafka.errors import KafkaError
 from contraflow.spu.kafka.wire import Reader, Writer
 
 
-def _throttle(out: Writer, version: int, since: int) -> Writer:
-    return out.int32(THROTTLE_NONE) if version >= since else out
-
-
 async def find_coordinator(broker: Broker, request: KafkaRequest) -> Writer:
     request.body.string()  # group id (or transactional id): every one is coordinated here
-    out = _throttle(Writer(), request.version, 1).int16(0)
+    out = response(request.version, 1).int16(0)
     if request.version >= 1:
         out.string(None)  # error message
     return out.int32(broker.node_id).string(broker.host).int32(broker.port)
@@ -58,7 +54,7 @@ async def join_group(broker: Broker, request: KafkaRequest) -> Writer:
             w.string(None)
         w.bytes_(member[1])
 
-    out = _throttle(Writer(), version, 2).int16(error).int32(result.generation).string(result.protocol)
+    out = response(version, 2).int16(error).int32(result.generation).string(result.protocol)
     return out.string(result.leader).string(result.member_id).array(result.members, write_member)
 
 
@@ -72,7 +68,7 @@ async def sync_group(broker: Broker, request: KafkaRequest) -> Writer:
         assignment, error = await broker.coordinator.sync(group_id, generation, member_id, assignments), 0
     except KafkaError as err:
         assignment, error = b"", int(err.code)
-    return _throttle(Writer(), version, 1).int16(error).bytes_(assignment)
+    return response(version, 1).int16(error).bytes_(assignment)
 
 
 async def heartbeat(broker: Broker, request: KafkaRequest) -> Writer:
@@ -83,7 +79,7 @@ async def heartbeat(broker: Broker, request: KafkaRequest) -> Writer:
         error = 0
     except KafkaError as err:
         error = int(err.code)
-    return _throttle(Writer(), version, 1).int16(error)
+    return response(version, 1).int16(error)
 
 
 async def leave_group(broker: Broker, request: KafkaRequest) -> Writer:
@@ -93,7 +89,7 @@ async def leave_group(broker: Broker, request: KafkaRequest) -> Writer:
         error = 0
     except KafkaError as err:
         error = int(err.code)
-    return _throttle(Writer(), request.version, 1).int16(error)
+    return response(request.version, 1).int16(error)
 
 
 def _write_description(w: Writer, version: int, group_id: str, group: Group | None) -> None:
@@ -122,7 +118,7 @@ def _write_member(version: int, protocol: str | None) -> Callable[[Writer, Membe
 async def describe_groups(broker: Broker, request: KafkaRequest) -> Writer:
     """Each group's state, protocol and members with their assignments (what admin tools show)."""
     group_ids = request.body.array(Reader.string)
-    out = _throttle(Writer(), request.version, 1)
+    out = response(request.version, 1)
     return out.array(
         group_ids, lambda w, g: _write_description(w, request.version, g, broker.coordinator.describe(g))
     )
@@ -130,5 +126,5 @@ async def describe_groups(broker: Broker, request: KafkaRequest) -> Writer:
 
 async def list_groups(broker: Broker, request: KafkaRequest) -> Writer:
     groups = broker.coordinator.groups()
-    out = _throttle(Writer(), request.version, 1).int16(0)
+    out = response(request.version, 1).int16(0)
     return out.array(groups, lambda w, g: w.string(g.group_id).string(g.protocol_type or ""))

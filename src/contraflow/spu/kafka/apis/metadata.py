@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, KafkaRequest, response
 from contraflow.spu.kafka.broker import CLUSTER_ID, Broker
 from contraflow.spu.kafka.errors import KafkaErrorCode, error_code_of
 from contraflow.spu.kafka.wire import Reader, Writer
@@ -36,9 +36,7 @@ async def metadata(broker: Broker, request: KafkaRequest) -> Writer:
     auto_create = allow_create and broker.settings.auto_create_topics
     topics = [(name, *await broker.blocking(_topic_partitions, broker, name, auto_create)) for name in names]
 
-    out = Writer()
-    if version >= 3:
-        out.int32(THROTTLE_NONE)
+    out = response(version, 3)
 
     def write_broker(w: Writer, _: object) -> None:
         w.int32(broker.node_id).string(broker.host).int32(broker.port)

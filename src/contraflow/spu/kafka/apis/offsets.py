@@ -4,7 +4,7 @@ the same offsets `contraflow` tools see. Commit metadata strings are not kept.""
 
 from __future__ import annotations
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.coordinator import check_group_id
 from contraflow.spu.kafka.errors import error_code_of
@@ -51,10 +51,7 @@ async def offset_commit(broker: Broker, request: KafkaRequest) -> Writer:
     except Exception as err:
         code = error_code_of(err)
         results = [(name, [(index, code) for index, _ in parts]) for name, parts in topics]
-    out = Writer()
-    if version >= 3:
-        out.int32(THROTTLE_NONE)
-    return out.array(
+    return response(version, 3).array(
         results, lambda w, t: w.string(t[0]).array(t[1], lambda w2, p: w2.int32(p[0]).int16(p[1]))
     )
 
@@ -91,9 +88,7 @@ async def offset_fetch(broker: Broker, request: KafkaRequest) -> Writer:
         results, error = await broker.blocking(_fetch_all, broker, group_id, topics), 0
     except Exception as err:
         results, error = [], error_code_of(err)
-    out = Writer()
-    if version >= 3:
-        out.int32(THROTTLE_NONE)
+    out = response(version, 3)
 
     def write_partition(w: Writer, row: tuple[int, int, int]) -> None:
         w.int32(row[0]).int64(row[1])

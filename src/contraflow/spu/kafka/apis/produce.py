@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest
+from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.producers import SequencedBatch
@@ -54,15 +54,22 @@ def _append(broker: Broker, topic: str, index: int, records: memoryview, durable
 
 def _append_once(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
     if batch.producer_id < 0:
-        return broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)[0]
+        return _append_plain(broker, tp, batch, durable)
     key = (batch.producer_id, *tp)
     seen = broker.sequences.duplicate_of(key, batch.producer_epoch, batch.base_sequence, batch.record_count)
     if seen is not None:
         return seen
-    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    base = _append_plain(broker, tp, batch, durable)
     broker.sequences.record(
         key, batch.producer_epoch, SequencedBatch(batch.base_sequence, batch.record_count, base)
     )
+    return base
+
+
+def _append_plain(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
+    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    if batch.as_sent is not None:
+        broker.batches.remember_as_sent(tp, base, batch.log_batch, batch.as_sent)
     return base
 
 
@@ -121,7 +128,7 @@ async def produce(broker: Broker, request: KafkaRequest) -> Writer | None:
 async def init_producer_id(broker: Broker, request: KafkaRequest) -> Writer:
     transactional_id = request.body.nullable_string()
     request.body.int32()  # transaction timeout
-    out = Writer().int32(THROTTLE_NONE)
+    out = response(request.version, 0)
     if transactional_id is not None:
         code = KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED  # no transactions: refuse clearly
         return out.int16(code).int64(-1).int16(-1)

@@ -1,0 +1,174 @@
+"""Kafka clients against the SPU's Kafka listener, and contraflow's own client, in one run.
+
+Prints one JSON object. RECORDS records of RECORD_BYTES bytes, one partition,
+page-cache flushing (the figures measure the protocol path, not the disk); the
+SPU runs in a child process (`contraflow spu run --kafka-addr`).
+
+- produce: records/s from the first send to the last acknowledgement.
+  kafka: confluent-kafka's Producer (`produce_batch` of BATCH_RECORDS, librdkafka
+  batching, linger 5 ms, acks=1).
+  own: `AsyncSpuClient.produce` in batches of BATCH_RECORDS, PIPELINE in flight.
+- consume: records/s reading every record back from offset 0.
+  kafka: confluent-kafka's Consumer (assigned partition, `consume()` batches).
+  own: `AsyncSpuClient.fetch` of 1 MiB after 1 MiB, every value materialised.
+- ratio: kafka / own (target >= 0.5 for both).
+- spu_cpu_us_per_record: CPU time of the SPU process per record in each phase
+  (what transcoding Kafka batches costs the server).
+
+KAFKA_BENCH_RECORDS overrides the record count (for a quick look).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from contraflow.spu.client import AsyncSpuClient
+from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.storage import FlushPolicy, TopicConfig
+
+RECORD_BYTES = 200
+RECORDS = int(os.environ.get("KAFKA_BENCH_RECORDS", 1_000_000))
+BATCH_RECORDS = 1000
+PIPELINE = 8
+FETCH_BYTES = 1 << 20
+CONFIG = TopicConfig(segment_bytes=512 << 20, flush=FlushPolicy.never())
+
+
+def values() -> list[bytes]:
+    return [(b"%012d" % i).ljust(RECORD_BYTES, b"x") for i in range(RECORDS)]
+
+
+def kafka_produce(bootstrap: str, topic: str, records: list[bytes]) -> float:
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "acks": 1,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 2_000_000,
+            "queue.buffering.max.kbytes": 1 << 21,
+        }
+    )
+    start = time.perf_counter()
+    for first in range(0, RECORDS, BATCH_RECORDS):  # the client's batch call, like the own client's
+        chunk = [{"value": value} for value in records[first : first + BATCH_RECORDS]]
+        producer.produce_batch(topic, chunk, partition=0)
+        producer.poll(0)  # no delivery callbacks to serve: the queue holds every record
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if remaining:
+        raise RuntimeError(f"{remaining} records not acknowledged")
+    return RECORDS / elapsed
+
+
+def kafka_consume(bootstrap: str, topic: str) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{topic}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 16 << 20,
+            "max.partition.fetch.bytes": 4 << 20,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen = 0
+    start = time.perf_counter()
+    while seen < RECORDS:
+        for message in consumer.consume(10_000, 1.0):
+            if message.error() is None:
+                message.value()
+                seen += 1
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    return seen / elapsed
+
+
+async def own_produce(addr: str, topic: str, records: list[bytes]) -> float:
+    async with AsyncSpuClient(addr) as client:
+        window = asyncio.Semaphore(PIPELINE)
+
+        async def send(batch: list[bytes]) -> None:
+            try:
+                await client.produce(topic, 0, batch)
+            finally:
+                window.release()
+
+        start = time.perf_counter()
+        tasks = []
+        for first in range(0, RECORDS, BATCH_RECORDS):
+            await window.acquire()
+            tasks.append(asyncio.ensure_future(send(records[first : first + BATCH_RECORDS])))
+        await asyncio.gather(*tasks)
+        return RECORDS / (time.perf_counter() - start)
+
+
+async def own_consume(addr: str, topic: str) -> float:
+    async with AsyncSpuClient(addr) as client:
+        offset, seen = 0, 0
+        start = time.perf_counter()
+        while offset < RECORDS:
+            result = await client.fetch(topic, 0, offset, FETCH_BYTES)
+            seen += sum(len(b.values()) for b in result.batches)
+            offset = result.next_offset
+        return seen / (time.perf_counter() - start)
+
+
+async def create(addr: str, *topics: str) -> None:
+    async with AsyncSpuClient(addr) as client:
+        for topic in topics:
+            await client.create_topic(topic, CONFIG)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, run: Callable[[], float]) -> tuple[float, float]:
+    """(records/s, SPU CPU µs per record) of one phase."""
+    before = cpu_seconds(pid)
+    rate = run()
+    return rate, (cpu_seconds(pid) - before) / RECORDS * 1e6
+
+
+def main() -> None:
+    records = values()
+    with (
+        tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
+        EmbeddedSpu(Path(tmp) / "data", mode="process", kafka_addr="127.0.0.1:0") as spu,
+    ):
+        assert spu.pid is not None
+        asyncio.run(create(spu.addr, "own", "kafka"))
+        phases = {
+            ("produce", "own"): lambda: asyncio.run(own_produce(spu.addr, "own", records)),
+            ("produce", "kafka"): lambda: kafka_produce(spu.kafka_addr, "kafka", records),
+            ("consume", "own"): lambda: asyncio.run(own_consume(spu.addr, "own")),
+            ("consume", "kafka"): lambda: kafka_consume(spu.kafka_addr, "kafka"),
+        }
+        figures = {phase: measured(spu.pid, run) for phase, run in phases.items()}
+    result: dict[str, object] = {"records": RECORDS, "record_bytes": RECORD_BYTES}
+    for op in ("produce", "consume"):
+        (kafka, kafka_cpu), (own, own_cpu) = figures[(op, "kafka")], figures[(op, "own")]
+        result[op] = {
+            "kafka_records_per_s": round(kafka),
+            "own_records_per_s": round(own),
+            "ratio": round(kafka / own, 3),
+            "target_ratio": 0.5,
+            "spu_cpu_us_per_record_kafka": round(kafka_cpu, 3),
+            "spu_cpu_us_per_record_own": round(own_cpu, 3),
+        }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

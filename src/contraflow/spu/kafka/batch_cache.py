@@ -1,0 +1,87 @@
+"""Kafka encodings of log batches, kept for the next fetch that needs them.
+
+Transcoding a log batch for a Kafka consumer costs about a microsecond per
+record, and a Kafka consumer sends its next fetch only once the previous answer
+arrived. So after answering a fetch the listener encodes the batches that
+follow ahead of time (read-ahead, off the event loop), and the next fetch is
+answered from here; consumers reading the same data (a group's replays, several
+groups) share the work too. Entries are keyed by the batch's identity (topic,
+partition, base offset, CRC: a batch rewritten after a truncation is another
+entry) and the least recently used go first past `max_bytes`. A batch a Kafka
+producer just sent is remembered as it came, so consumers keeping up with
+producers are served the producers' own bytes without any transcoding.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections import OrderedDict
+
+from contraflow.spu.kafka.records import to_kafka
+from contraflow.spu.server.signals import TopicPartition
+
+_BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
+_BASE_OFFSET = struct.Struct(">q")
+Buffer = bytes | bytearray | memoryview
+BatchKey = tuple[str, int, int, int]
+
+
+class KafkaBatchCache:
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[BatchKey, bytearray] = OrderedDict()
+        self._encoding: dict[BatchKey, threading.Event] = {}  # being encoded by another thread
+        self._size = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def encode(self, tp: TopicPartition, log_batch: memoryview) -> bytearray:
+        """The Kafka batch for `log_batch`: from the cache, or transcoded and remembered."""
+        base_offset, crc = _BASE_OFFSET_AND_CRC.unpack_from(log_batch, 0)
+        key = (tp[0], tp[1], base_offset, crc)
+        while True:
+            with self._lock:
+                found = self._entries.get(key)
+                if found is not None:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return found
+                busy = self._encoding.get(key)
+                if busy is None:  # ours to encode
+                    self._encoding[key] = threading.Event()
+                    self.misses += 1
+                    break
+            busy.wait()  # a read-ahead is encoding this very batch: take its result
+        try:
+            encoded = to_kafka(log_batch)
+            self._remember(key, encoded)
+        finally:
+            with self._lock:
+                self._encoding.pop(key).set()
+        return encoded
+
+    def remember_as_sent(
+        self, tp: TopicPartition, base_offset: int, log_batch: Buffer, kafka_batch: memoryview
+    ) -> None:
+        """A producer's Kafka batch, just appended as `log_batch` at `base_offset`, stands for
+        it in fetches: its bytes with that base offset (outside the CRC, as in the log)."""
+        _, crc = _BASE_OFFSET_AND_CRC.unpack_from(log_batch, 0)
+        encoded = bytearray(kafka_batch)
+        _BASE_OFFSET.pack_into(encoded, 0, base_offset)
+        self._remember((tp[0], tp[1], base_offset, crc), encoded)
+
+    def _remember(self, key: BatchKey, encoded: bytearray) -> None:
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            self._size += len(encoded) - (len(previous) if previous is not None else 0)
+            self._entries[key] = encoded
+            while self._size > self.max_bytes and len(self._entries) > 1:
+                _, dropped = self._entries.popitem(last=False)
+                self._size -= len(dropped)
+
+    def forget_topic(self, topic: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == topic]:
+                self._size -= len(self._entries.pop(key))

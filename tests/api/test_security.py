@@ -1,0 +1,113 @@
+"""Issue 17 #5: the API asks for the token, and flows deployed through it stay inside the
+allowed directories (a real server on 127.0.0.1, the real Troy compiler)."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from contraflow.api.paths import PathPolicy
+from tests.api.conftest import InMemoryRuntime, ServerThread
+from tests.cli_process import run_cli, self_signed_certificate
+
+TOKEN = "t0ken-for-tests"
+
+COPY_FLOW = """
+define flow copy
+flow
+  define connector src from file
+  with codec = "string", config = {{"path": "{src}", "mode": "read"}}
+  end;
+  define connector dst from file
+  with codec = "string", config = {{"path": "{dst}", "mode": "truncate"}}
+  end;
+  define pipeline pass
+  pipeline
+    select event from in into out;
+  end;
+  create connector src;
+  create connector dst;
+  create pipeline pass;
+  connect /connector/src to /pipeline/pass;
+  connect /pipeline/pass to /connector/dst;
+end;
+deploy flow copy;
+"""
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[tuple[str, InMemoryRuntime, Path]]:
+    runtime = InMemoryRuntime()
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    thread = ServerThread(runtime, token=TOKEN, allowed_paths=PathPolicy([allowed], base=allowed))
+    address = thread.start()
+    try:
+        yield f"http://{address}", runtime, allowed
+    finally:
+        thread.stop()
+
+
+def test_requests_without_the_token_get_401(secured: tuple[str, InMemoryRuntime, Path]) -> None:
+    url, _, _ = secured
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        for path in ("/v1/flows", "/openapi.json", "/metrics", "/"):
+            r = httpx.get(url + path, headers=headers, timeout=10)
+            assert r.status_code == 401, (path, headers)
+            assert r.headers["www-authenticate"] == "Bearer"
+            assert r.json()["code"] == 401 and "token" in r.json()["error"]
+    r = httpx.post(url + "/v1/flows", content=COPY_FLOW, timeout=10)
+    assert r.status_code == 401
+    ok = httpx.get(url + "/v1/flows", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert ok.status_code == 200
+
+
+def test_deploy_outside_the_allowed_paths_is_403(secured: tuple[str, InMemoryRuntime, Path]) -> None:
+    url, runtime, allowed = secured
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for src, dst in (("/etc/hostname", "out.txt"), ("in.txt", "../outside.txt"), ("in.txt", "/tmp/x.txt")):
+        r = httpx.post(
+            url + "/v1/flows", content=COPY_FLOW.format(src=src, dst=dst), headers=auth, timeout=10
+        )
+        assert r.status_code == 403, r.text
+        refused = src if src.startswith("/") else dst
+        assert refused in r.json()["error"] and "--allow-path" in r.json()["error"]
+        assert "copy" not in runtime.flows
+    (allowed / "link").symlink_to("/etc")
+    r = httpx.post(
+        url + "/v1/flows", content=COPY_FLOW.format(src="link/hostname", dst="o"), headers=auth, timeout=10
+    )
+    assert r.status_code == 403, "a symlink does not lead out"
+    inside = COPY_FLOW.format(src="in.txt", dst=str(allowed / "sub" / "out.txt"))
+    r = httpx.post(url + "/v1/flows", content=inside, headers=auth, timeout=10)
+    assert r.status_code == 201, r.text
+    assert "copy" in runtime.flows
+
+
+def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    flow = tmp_path / "f.troy"
+    flow.write_text(COPY_FLOW.format(src="a", dst="b"))
+    result = run_cli("run", flow, "--api", "0.0.0.0:9898", clean=True, cwd=tmp_path)
+    assert result.returncode != 0
+    [line] = result.stderr.strip().splitlines()
+    assert "refusing to serve the REST API on 0.0.0.0:9898 without a token" in line and "--insecure" in line
+
+
+def test_the_api_over_tls_still_asks_for_the_token(tmp_path: Path) -> None:
+    cert, key = self_signed_certificate(tmp_path)
+    thread = ServerThread(InMemoryRuntime(), tls=(str(cert), str(key)), token=TOKEN)
+    address = thread.start()
+    try:
+        url = f"https://{address}/v1/flows"
+        trust = ssl.create_default_context(cafile=str(cert))
+        assert httpx.get(url, verify=trust, timeout=10).status_code == 401
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.get(url, verify=trust, headers=auth, timeout=10).status_code == 200
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://{address}/v1/flows", headers=auth, timeout=10)
+    finally:
+        thread.stop()

@@ -1,0 +1,33 @@
+"""The progress line of slow commands: ticking in place on a terminal, nothing in a pipe or file."""
+
+from __future__ import annotations
+
+import os
+import pty
+import time
+from pathlib import Path
+
+from contraflow.process_output import ticking
+
+
+def test_a_terminal_sees_the_seconds_tick_and_the_line_erased() -> None:
+    leader, follower = pty.openpty()
+    shown = b""
+    try:
+        with os.fdopen(follower, "wb") as terminal:
+            with ticking(terminal, "starting Spark", interval_s=0.2):
+                deadline = time.monotonic() + 30
+                while shown.count(b"\rstarting Spark ... ") < 3 and time.monotonic() < deadline:
+                    shown += os.read(leader, 4096)
+            shown += os.read(leader, 4096)
+    finally:
+        os.close(leader)
+    assert shown.startswith(b"\rstarting Spark ... 0 s")
+    assert shown.count(b"\rstarting Spark ... ") >= 3
+    assert shown.endswith(b"\r\x1b[K")
+
+
+def test_a_file_gets_nothing(tmp_path: Path) -> None:
+    with (tmp_path / "out").open("wb") as output, ticking(output, "starting Spark", interval_s=0.05):
+        time.sleep(0.2)
+    assert (tmp_path / "out").read_bytes() == b""
