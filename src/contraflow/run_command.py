@@ -32,6 +32,7 @@ from rich.markup import escape
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
+from contraflow.security import listener_options
 
 log = logging.getLogger("contraflow.run")
 
@@ -84,14 +85,7 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
-@click.option(
-    "--token",
-    envvar="CONTRAFLOW_TOKEN",
-    default=None,
-    metavar="TOKEN",
-    help="Require this token on the REST API (Bearer) and the SPU (or $CONTRAFLOW_TOKEN).",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback --api address without a token.")
+@listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
 @click.option(
     "--allow-path",
     "allow_paths",
@@ -100,12 +94,6 @@ class RunOptions:
     metavar="DIR",
     help="Flows deployed through the API may use files under DIR (repeatable; "
     "default: the working directory and the data directory).",
-)
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: certificate."
-)
-@click.option(
-    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve the API over TLS: private key."
 )
 def run(
     files: tuple[Path, ...],
@@ -272,7 +260,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
-        watchdog = asyncio.create_task(watch_loop())
+        watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
         _say(console, "quiescing: sources stopped, draining pipelines and sinks...")
         await runtime.quiesce_all()

@@ -15,7 +15,11 @@ import ipaddress
 import logging
 import os
 import ssl
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+import click
 
 from contraflow.errors import UserError
 
@@ -23,6 +27,42 @@ log = logging.getLogger("contraflow.security")
 
 TOKEN_ENV = "CONTRAFLOW_TOKEN"
 TLS_CA_ENV = "CONTRAFLOW_TLS_CA"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def listener_options(guarded: str, served: str) -> Callable[[F], F]:
+    """--token, --insecure, --tls-cert and --tls-key of a command that listens: the token
+    guards `guarded`, TLS serves `served` ("the REST API", "the SPU")."""
+
+    def decorate(command: F) -> F:
+        options = [
+            click.option(
+                "--token",
+                envvar=TOKEN_ENV,
+                default=None,
+                metavar="TOKEN",
+                help=f"Require this token on {guarded} (or ${TOKEN_ENV}).",
+            ),
+            click.option(
+                "--insecure", is_flag=True, help="Allow a non-loopback address without a token (warns)."
+            ),
+            click.option(
+                "--tls-cert",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help=f"Serve {served} over TLS: certificate (PEM).",
+            ),
+            click.option(
+                "--tls-key",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help=f"Serve {served} over TLS: private key (PEM).",
+            ),
+        ]
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 def resolve_token(option: str | None) -> str | None:

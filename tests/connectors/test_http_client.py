@@ -202,6 +202,7 @@ def test_timeout_is_a_retryable_failure() -> None:
         ({"url": "h:1", "headers": {"a": 1}}, "config key 'headers' values must be strings"),
         ({"url": "h:1", "timeout": "1s"}, "config key 'timeout' must be an integer >= 1"),
         ({"url": "h:1", "mime_mapping": {}}, "unknown config key 'mime_mapping'"),
+        ({"url": "http:]//127.0.0.1:8139/x"}, "config key 'url' is not a valid URL"),  # found by fuzzing
     ],
 )
 def test_config_errors(config: dict, message: str) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from tests.cli_process import start_cli
 
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol import HEADER_SIZE, encode_frame, parse_header, unpack_meta
@@ -25,6 +29,35 @@ def running_spu(data_dir: Path, *, addr: str = "127.0.0.1:0", **config: Any) -> 
         yield spu
     finally:
         spu.stop()
+
+
+@contextmanager
+def spu_process(data_dir: Path, *options: str | Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`contraflow spu run` in a child process on loopback (free ports): yields (process,
+    public address); SIGTERM at the end unless the test already killed it."""
+    proc: subprocess.Popen[str] = start_cli(
+        "spu",
+        "run",
+        "--data-dir",
+        data_dir,
+        "--public-addr",
+        "127.0.0.1:0",
+        "--private-addr",
+        "127.0.0.1:0",
+        *options,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("spu ready"), proc.communicate(timeout=10)[1]
+    try:
+        yield proc, line.split("public=")[1].split()[0]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
 
 
 def small_limits(**kwargs: int) -> Limits:

@@ -4,14 +4,12 @@ checked against a real `contraflow spu run` process over real sockets."""
 from __future__ import annotations
 
 import socket
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
-from tests.cli_process import start_cli
+from tests.spu.spu_harness import spu_process
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import ApiKey, encode_frame
@@ -19,33 +17,6 @@ from contraflow.spu.protocol.address import parse_addr
 
 MiB = 1 << 20
 FRAME_BYTES = 16 * MiB - 4096  # just under the default frame limit
-
-
-@contextmanager
-def spu_process(data_dir: Path, *options: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc: subprocess.Popen[str] = start_cli(
-        "spu",
-        "run",
-        "--data-dir",
-        data_dir,
-        "--public-addr",
-        "127.0.0.1:0",
-        "--private-addr",
-        "127.0.0.1:0",
-        *options,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("spu ready"), proc.communicate(timeout=10)[1]
-    try:
-        yield proc, line.split("public=")[1].split()[0]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
-    assert proc.returncode == 0, "the SPU stopped cleanly: it never died"
 
 
 def rss_bytes(pid: int, field: str = "VmRSS") -> int:
@@ -110,6 +81,7 @@ def test_many_partial_16mib_frames_stay_within_the_buffer_cap(tmp_path: Path) ->
         stop.set()
         for sender in senders:
             sender.join(timeout=10)
+    assert proc.returncode == 0, "the SPU stopped cleanly: it never died"
 
 
 def test_stalled_half_frames_are_closed_after_the_frame_deadline(tmp_path: Path) -> None:

@@ -107,3 +107,24 @@ def test_stream_from_the_end_with_offset_minus_one(tmp_path: Path) -> None:
         got = next(stream)
         assert [r.value for b in got.batches for r in b.records()] == [b"after"]
         stream.close()
+
+
+def test_a_corrupt_batch_ends_a_stream_with_an_error_after_the_good_ones(tmp_path: Path) -> None:
+    """Issue 17: streams go through the checked read path too."""
+    data = tmp_path / "d"
+    with running_spu(data) as spu, SpuClient(spu.addr) as client:
+        client.create_topic("t")
+        for i in range(20):
+            client.produce("t", 0, [b"value-%d" % i])
+    log_file = data / "topics" / "t" / "0" / f"{0:020d}.log"
+    raw = bytearray(log_file.read_bytes())
+    raw[-10] ^= 0xFF  # inside the last batch (offset 19)
+    log_file.write_bytes(bytes(raw))
+    with running_spu(data) as spu, SpuClient(spu.addr) as client:
+        stream = client.stream("t", 0, 0)
+        values: list[bytes] = []
+        with pytest.raises(SpuError) as err:
+            while True:
+                values += [bytes(v) for batch in next(stream).batches for v in batch.values()]
+        assert values == [b"value-%d" % i for i in range(19)], "every good batch, nothing of the bad one"
+        assert "t/0 at offset 19" in str(err.value)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import socket
 import ssl
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from tests.cli_process import run_cli, self_signed_certificate, start_cli
+from tests.cli_process import run_cli, self_signed_certificate
+from tests.spu.spu_harness import spu_process
 
 from contraflow.spu.protocol import HEADER_SIZE, ApiKey, encode_frame
 
@@ -23,32 +23,8 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @contextmanager
 def tls_spu(data_dir: Path, cert: Path, key: Path, *options: str) -> Iterator[str]:
-    proc: subprocess.Popen[str] = start_cli(
-        "spu",
-        "run",
-        "--data-dir",
-        data_dir,
-        "--public-addr",
-        "127.0.0.1:0",
-        "--private-addr",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert,
-        "--tls-key",
-        key,
-        *options,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("spu ready"), proc.communicate(timeout=10)[1]
-    try:
-        yield line.split("public=")[1].split()[0]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+    with spu_process(data_dir, "--tls-cert", cert, "--tls-key", key, *options) as (_, addr):
+        yield addr
 
 
 def test_the_cli_talks_tls_to_the_spu_with_the_ca(tmp_path: Path, certificate: tuple[Path, Path]) -> None:

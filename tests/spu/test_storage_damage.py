@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from tests.cli_process import run_cli, start_cli
+import pytest
+from tests.cli_process import run_cli
+from tests.spu.spu_harness import spu_process
 
 from contraflow.spu.protocol.batch import BatchHeader
 
@@ -25,34 +25,6 @@ def ok(data_dir: Path, *args: str, stdin: str | None = None) -> str:
     result = cli(data_dir, *args, stdin=stdin)
     assert result.returncode == 0, result.stderr
     return result.stdout
-
-
-@contextmanager
-def spu_process(data_dir: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`contraflow spu run` on the directory; yields (process, public address)."""
-    proc: subprocess.Popen[str] = start_cli(
-        "spu",
-        "run",
-        "--data-dir",
-        data_dir,
-        "--public-addr",
-        "127.0.0.1:0",
-        "--private-addr",
-        "127.0.0.1:0",
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert line.startswith("spu ready"), proc.stderr.read() if proc.stderr else line
-    addr = line.split("public=")[1].split()[0]
-    try:
-        yield proc, addr
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=30)
 
 
 def batch_spans(log_file: Path) -> list[tuple[int, BatchHeader]]:
@@ -107,12 +79,29 @@ def test_torn_tail_after_a_clean_shutdown_loses_only_the_torn_batch(tmp_path: Pa
     assert quarantine.read_bytes() == files[FIRST_SEGMENT][last_pos:], "the cut bytes are kept"
 
 
-def test_flipped_bytes_in_a_closed_segment_are_reported_never_served(tmp_path: Path) -> None:
-    ok(tmp_path, "topic", "create", "t1", "--segment-size", "64KiB")
-    lines = produce_lines(tmp_path, 20_000)
+def write_log(data_dir: Path, count: int, *, crash: bool) -> list[str]:
+    """Produce `count` lines into t1: through a directory (closed cleanly), or through an SPU
+    that is then SIGKILLed."""
+    if not crash:
+        return produce_lines(data_dir, count)
+    with spu_process(data_dir) as (proc, addr):
+        lines = produce_lines(data_dir, count, "--spu", addr)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not (data_dir / PARTITION / ".clean-shutdown").exists()
+    return lines
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["offline", "after-sigkill"])
+@pytest.mark.parametrize("segment", ["closed", "active"])
+def test_flipped_bytes_are_reported_never_served(tmp_path: Path, segment: str, crash: bool) -> None:
+    size = "64KiB" if segment == "closed" else "1GiB"
+    ok(tmp_path, "topic", "create", "t1", "--segment-size", size)
+    lines = write_log(tmp_path, 20_000, crash=crash)
     log_file = tmp_path / PARTITION / FIRST_SEGMENT
     spans = batch_spans(log_file)
-    assert (tmp_path / PARTITION / f"{spans[-1][1].next_offset:020d}.log").exists(), "the segment is closed"
+    rolled = (tmp_path / PARTITION / f"{spans[-1][1].next_offset:020d}.log").exists()
+    assert rolled == (segment == "closed")
     victim_pos, victim = spans[len(spans) // 2]
     flip(log_file, victim_pos + victim.total_size // 2)
 
@@ -134,13 +123,9 @@ def test_flipped_bytes_in_a_closed_segment_are_reported_never_served(tmp_path: P
         assert after.splitlines() == lines[victim.next_offset :], "intact data after it is still served"
 
 
-def test_flipped_bytes_in_the_active_segment_after_sigkill(tmp_path: Path) -> None:
+def test_a_bad_tail_after_sigkill_is_cut_into_quarantine(tmp_path: Path) -> None:
     ok(tmp_path, "topic", "create", "t1")
-    with spu_process(tmp_path) as (proc, addr):
-        lines = produce_lines(tmp_path, 30_000, "--spu", addr)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    assert not (tmp_path / PARTITION / ".clean-shutdown").exists()
+    lines = write_log(tmp_path, 30_000, crash=True)
     log_file = tmp_path / PARTITION / FIRST_SEGMENT
     spans = batch_spans(log_file)
     middle_pos, middle = spans[len(spans) // 2]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contraflow import control
 from contraflow.api.facade import (
     ChannelStatus,
     ConnectorStatus,
@@ -36,24 +37,27 @@ from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.cancellation import TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.hold import Breaker, BreakerCause, HoldPolicy
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.monitor import TICK_S, FlowMonitor
+from contraflow.runtime.priority import YieldBudget, admitted
 from contraflow.runtime.qos_feed import QosFeed
 from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
+from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.storage.config import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
 
-DRAIN_TIMEOUT_S = 60.0
+STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
 CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
 
 
@@ -98,6 +102,7 @@ class FlowInstance:
         self.settings = FlowSettings.from_args(
             flow_id, graph.args, {c.name for c in self.topology.channels.values()}, set(graph.pipelines)
         )
+        self.watchdog = FlowWatchdog(flow_id, self.settings.watchdog, services.events, services.metrics)
         self.state: State = "initializing"
         self.error: str | None = None
         self.connectors: dict[str, ConnectorInstance] = {}
@@ -210,6 +215,10 @@ class FlowInstance:
             if not inputs:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
                 continue
+            for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
+                await control.credit(inp.consumer, inp.topic).set_async(
+                    self.client, admitted(self.settings.priority, None)
+                )
             self.pipelines[alias] = await asyncio.to_thread(
                 start_pipeline_query,
                 self.services.spark,
@@ -221,6 +230,7 @@ class FlowInstance:
                 outputs=outputs,
                 data_dir=self.services.data_dir,
                 trigger=self.settings.pipeline(alias).trigger(timers=has_timers(graph)),
+                pool=self.settings.priority,
             )
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:
@@ -238,6 +248,7 @@ class FlowInstance:
             inst.source = SourceRunner(
                 inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
+            inst.source.turns = YieldBudget(self.settings.priority)
         if cls.is_sink and inputs:
             inst.sink = SinkRunner(
                 inst.connector,
@@ -281,6 +292,16 @@ class FlowInstance:
             log.exception("flow %s: connector %s failed", self.id, alias)
             self.error = f"connector {alias}: {err}"
 
+    def _busy(self) -> list[tuple[str, str, float | None]]:
+        """Each connector's running send or pull, and since when: what the watchdog times."""
+        busy: list[tuple[str, str, float | None]] = []
+        for alias, inst in self.connectors.items():
+            if inst.source is not None:
+                busy.append(("pull", alias, inst.source.pulling_since))
+            if inst.sink is not None:
+                busy.append(("send", alias, inst.sink.sending_since))
+        return busy
+
     async def _watch(self) -> None:
         assert self.monitor is not None
         while True:
@@ -294,9 +315,10 @@ class FlowInstance:
                         self.qos.pauses(now_ns), self.topology.feeding_pipeline, now_ns
                     )
                     await self.qos.publish()
+                self.watchdog.check(self.monitor.last_batch, self.monitor.input_waiting, self._busy())
                 for alias, run in self.pipelines.items():
                     error = run.error()
-                    if error and self.state != "failed":
+                    if error and self.state not in ("failed", "draining", "stopped"):
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
                         self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
             except asyncio.CancelledError:
@@ -378,69 +400,79 @@ class FlowInstance:
 
     # -- quiescence ----------------------------------------------------------------------------
 
-    async def quiesce(self, timeout_s: float = DRAIN_TIMEOUT_S) -> None:
-        """Stop sources, drain pipelines and sinks, commit offsets, then stop everything."""
+    async def quiesce(self) -> None:
+        """Stop the flow in bounded tiers (`runtime.cancellation`): cooperative drain, cancel the
+        pipelines' Spark jobs, stop their queries, cancel connector tasks; never past the ceiling."""
         if self.state in ("stopped", "draining"):
             await self.finished.wait()
             return
         failed = self.state == "failed"
         self.state = "draining"
-        for inst in self.connectors.values():
-            if inst.source is not None:
-                inst.ctx.quiescing.set()
-                inst.gate.release("paused")
-        for inst in self.connectors.values():
-            if inst.sink is not None:
-                inst.gate.release("paused")  # a paused sink must drain too
-        await self._wait_sources(timeout_s)
-        await self.producer.flush()
-        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
-            await self._drain(timeout_s)
-        await self._stop_all()
+        tiers = TieredCancel(self.id, self.settings.cancel, self.services.events)
+        drained = await tiers.run("cooperative", self._cooperative_stop(failed))
+        busy = drained != "done" and self.pipelines
+        await tiers.run("cancel_jobs", self._cancel_jobs() if busy else None)
+        await tiers.run("stop_queries", self._stop_queries())
+        await tiers.run("cancel_tasks", self._stop_connectors())
+        await self.client.close()  # closes its socket at once, even after a tier ran out of time
         self.state = "stopped"
         self.finished.set()
 
-    async def _wait_sources(self, timeout_s: float) -> None:
+    async def _cooperative_stop(self, failed: bool) -> None:
+        """Sources stop pulling; pipelines and sinks drain the channels; offsets are committed."""
+        for inst in self.connectors.values():
+            if inst.source is not None:
+                inst.ctx.quiescing.set()
+            inst.gate.release("paused")  # a paused sink must drain too
         waits = [inst.source.stopped.wait() for inst in self.connectors.values() if inst.source is not None]
-        if waits:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(*waits), timeout_s)
+        await asyncio.gather(*waits)
+        await self.producer.flush()
+        if not failed:  # a failed pipeline drains nothing: its input stays in the log for the next start
+            await self._drain()
 
-    async def _drain(self, timeout_s: float) -> None:
-        """Wait until every channel is read and delivered (bounded: a dead sink cannot hold us forever)."""
-        if self.monitor is None:
-            return
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    async def _drain(self) -> None:
+        """Wait until every channel is read and delivered (the tier's deadline bounds it)."""
+        while self.monitor is not None:
             await asyncio.sleep(TICK_S)
             if self.monitor.drained() and all(t.pending == 0 for t in self.acks.values()):
                 return
-        log.warning(
-            "flow %s: drain timed out after %.0fs; undelivered events stay in the log", self.id, timeout_s
-        )
 
-    async def _stop_all(self) -> None:
+    async def _cancel_jobs(self) -> None:
+        """Cancel every pipeline's running Spark jobs: interrupts tasks stuck past the drain."""
+        context = self.services.spark.sparkContext
+        for run in self.pipelines.values():
+            await asyncio.to_thread(context.cancelJobGroup, run.run_id)
+
+    async def _stop_queries(self) -> None:
         if self._monitor_task is not None:
             self._monitor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
+        await asyncio.gather(*(asyncio.to_thread(run.stop) for run in self.pipelines.values()))
+
+    async def _stop_connectors(self) -> None:
+        """Ask connector tasks to stop, give them a moment, cancel what is left, close everything."""
         for inst in self.connectors.values():
             inst.closing.set()
+            inst.ctx.quiescing.set()
             if inst.sink is not None:
                 inst.sink.stop.set()
-        for inst in self.connectors.values():
-            for task in inst.tasks:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(task), 10)
-                task.cancel()
-        for run in self.pipelines.values():
-            await asyncio.to_thread(run.stop)
+        tasks = [task for inst in self.connectors.values() for task in inst.tasks]
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_GRACE_S)
+        for task in tasks:
+            task.cancel()
         # Tokens still pending are neither acked nor failed: their data is read again after a restart.
-        for inst in self.connectors.values():
-            try:
-                await inst.connector.close()
-            except Exception:
-                log.exception("flow %s: closing %s failed", self.id, inst.ctx.alias)
+        closing = {asyncio.ensure_future(i.connector.close()): i.ctx.alias for i in self.connectors.values()}
+        if closing:
+            done, stuck = await asyncio.wait(closing, timeout=STOP_GRACE_S)
+            for task in done:
+                if task.exception() is not None:
+                    log.error("flow %s: closing %s failed: %s", self.id, closing[task], task.exception())
+            for task in stuck:
+                log.warning(
+                    "flow %s: %s did not close in %.1fs; left behind", self.id, closing[task], STOP_GRACE_S
+                )
         await self.producer.close()
         await self.client.close()
 

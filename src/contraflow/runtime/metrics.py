@@ -17,6 +17,8 @@ Families (labels in braces):
 - `contraflow_pipeline_batch_duration_seconds{flow,pipeline}`: histogram of micro-batch durations
 - `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
+- `contraflow_watchdog_warnings_total{flow,node,what}`: watchdog reports (`batch`, `send`, `pull`;
+  `loop` with empty flow and node for the event loop)
 """
 
 from __future__ import annotations
@@ -93,6 +95,12 @@ class RuntimeMetrics:
             pipe,
             registry=r,
         )
+        self.watchdog_warnings_total = Counter(
+            "contraflow_watchdog_warnings",
+            "Watchdog reports: a micro-batch, send or pull past its deadline, or a blocked event loop.",
+            ["flow", "node", "what"],
+            registry=r,
+        )
         # Children by (family, labels): `family.labels()` costs several microseconds, and sources
         # count every event. Keys are grouped per flow so `forget_flow` can drop a flow's series.
         self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], Any] = {}
@@ -156,6 +164,10 @@ class RuntimeMetrics:
         if events_per_second is None:
             events_per_second = events_in / duration_s if duration_s > 0 else 0.0
         self._child(self.pipeline_events_per_second, flow, pipeline).set(events_per_second)
+
+    def watchdog_warning(self, flow: str, node: str, what: str) -> None:
+        """Count one watchdog report (`what`: batch, send, pull or loop)."""
+        self._child(self.watchdog_warnings_total, flow, node, what).inc()
 
     def forget_flow(self, flow: str) -> None:
         """Drop every series of an undeployed flow, so `/metrics` shows only live flows."""

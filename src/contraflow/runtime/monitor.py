@@ -31,6 +31,7 @@ from contraflow.pipeline.spark.run import PipelineRun
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.runtime.metrics import RuntimeMetrics, Transition
+from contraflow.runtime.priority import admitted
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.topology import Channel, Topology
 from contraflow.spu.client import AsyncSpuClient
@@ -95,6 +96,10 @@ class FlowMonitor:
         self._unresolved: dict[str, list[BatchProgress]] = {alias: [] for alias in pipelines}
         self._seeded: set[str] = set()
         self._credits: dict[str, int | None] = {}
+        # pipeline alias -> (when its last micro-batch finished, how long it took): for the watchdog
+        self.last_batch: dict[str, tuple[float, float]] = {
+            alias: (time.monotonic(), 0.0) for alias in pipelines
+        }
 
     async def tick(self) -> None:
         """One observation and everything that follows from it."""
@@ -142,6 +147,7 @@ class FlowMonitor:
             self._seeded.add(alias)
         unresolved = self._unresolved[alias]
         for batch in run.finished():
+            self.last_batch[alias] = (time.monotonic(), batch.duration_s)
             self.metrics.pipeline_batch(
                 self.flow_id, alias, batch.duration_s, batch.rows_in, max(batch.rows_out, 0)
             )
@@ -181,6 +187,13 @@ class FlowMonitor:
                 (await self.client.describe_topic(channel.topic)).partitions[0].high_watermark
             )
         return ends
+
+    def input_waiting(self, alias: str) -> bool:
+        """Whether pipeline `alias` has unread events in any of its input channels."""
+        return any(
+            self.reader_offsets.get((channel.topic, reader.consumer), 0) < self.states[channel.topic].end
+            for channel, reader in self.topology.inputs_of("pipeline", alias)
+        )
 
     # -- back-pressure -------------------------------------------------------------------------
 
@@ -224,6 +237,7 @@ class FlowMonitor:
                     0 if state.stopped else max(0, self.settings.channel(channel.name).capacity - state.depth)
                 )
                 credit = room if credit is None else min(credit, room)
+            credit = admitted(self.settings.priority, credit)
             for inp in run.inputs:
                 value = control.credit(inp.consumer, inp.topic)
                 if self._credits.get(value.name, -1) != credit:

@@ -16,7 +16,9 @@ deployment with `deploy flow x from f with ... end`):
     appends = {"linger_ms": 20},               # how long sources' appends wait to leave together
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
     ack = "delivered",                         # or "persisted"
-    priority = "normal"                        # critical, high, normal, low, background
+    priority = "normal",                       # critical, high, normal, low, background
+    cancel = {"ceiling_s": 10},                # undeploy/shutdown never takes longer
+    watchdog = {"batch_deadline_ms": 30000, "send_deadline_ms": 10000, "pull_deadline_ms": 0}
 
 A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
 """
@@ -140,6 +142,32 @@ class DeliverySettings:
 
 
 @dataclass(frozen=True)
+class CancelSettings:
+    """`cancel`: the ceiling for stopping the whole flow (its tiers share it, see `runtime.cancellation`)."""
+
+    ceiling_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.ceiling_s <= 0:
+            raise SettingsError(f"cancel ceiling_s must be > 0, got {self.ceiling_s}")
+
+
+@dataclass(frozen=True)
+class WatchdogSettings:
+    """`watchdog`: how long a micro-batch, a sink's send or a source's pull may take before it is
+    reported; 0 turns a check off. Pulls are off by default: many sources (servers, `null`) wait in
+    `pull()` for input that may be long in coming."""
+
+    batch_deadline_ms: float = 30_000.0
+    send_deadline_ms: float = 10_000.0
+    pull_deadline_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        if min(self.batch_deadline_ms, self.send_deadline_ms, self.pull_deadline_ms) < 0:
+            raise SettingsError("watchdog deadlines must be >= 0 (0: off)")
+
+
+@dataclass(frozen=True)
 class FlowSettings:
     """Everything the runtime reads from a flow's reserved args."""
 
@@ -151,6 +179,8 @@ class FlowSettings:
     default_pipeline: PipelineSettings = PipelineSettings()
     appends: AppendSettings = AppendSettings()
     priority: Priority = "normal"
+    cancel: CancelSettings = CancelSettings()
+    watchdog: WatchdogSettings = WatchdogSettings()
 
     def channel(self, name: str) -> ChannelSettings:
         """Settings of the channel `producer_alias/port`."""
@@ -180,7 +210,11 @@ class FlowSettings:
             raise SettingsError(
                 f"flow '{flow_id}': `priority` must be one of {', '.join(map(repr, PRIORITIES))}, not {priority!r}"
             )
-        return cls(channels, default, delivery, ack, pipelines, default_pipeline, appends, priority)
+        cancel = _build(CancelSettings(), args.get("cancel") or {}, f"flow '{flow_id}' cancel")
+        watchdog = _build(WatchdogSettings(), args.get("watchdog") or {}, f"flow '{flow_id}' watchdog")
+        return cls(
+            channels, default, delivery, ack, pipelines, default_pipeline, appends, priority, cancel, watchdog
+        )
 
 
 def _named(

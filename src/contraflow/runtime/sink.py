@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,6 +80,7 @@ class SinkRunner:
         self.stop = asyncio.Event()
         self.ready = asyncio.Event()
         self.connected = False
+        self.sending_since: float | None = None
 
     async def connect(self) -> bool:
         """Controlled start: connect before any source upstream may pull."""
@@ -165,15 +167,19 @@ class SinkRunner:
             return
 
     async def _send(self, events: Sequence[SinkEvent], report: Callable[[bool], None] | None) -> None:
-        if report is None:
-            await self.connector.send(events)
-            return
+        self.sending_since = time.monotonic()  # the flow's watchdog reports a send past its deadline
         try:
-            await self.connector.send(events)
-        except (ConnectionLost, DeliveryFailed):
-            report(True)
-            raise
-        report(False)
+            if report is None:
+                await self.connector.send(events)
+                return
+            try:
+                await self.connector.send(events)
+            except (ConnectionLost, DeliveryFailed):
+                report(True)
+                raise
+            report(False)
+        finally:
+            self.sending_since = None
 
     async def _reconnect(self, why: str) -> bool:
         """Hold the breaker open while the outside end is unreachable; close it once connected."""

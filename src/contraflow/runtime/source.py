@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import orjson
@@ -20,6 +21,7 @@ from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
+from contraflow.runtime.priority import YieldBudget
 from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 from contraflow.stopping import STOPPED, unless_stopped
@@ -54,6 +56,8 @@ class SourceRunner:
         self.decoder = SourceDecoder(self.ctx, connector.structured)
         self.exhausted = False
         self.stopped = asyncio.Event()
+        self.turns = YieldBudget("normal")  # the flow gives it its priority's
+        self.pulling_since: float | None = None
 
     async def run(self) -> None:
         try:
@@ -68,8 +72,11 @@ class SourceRunner:
             if await unless_stopped(self.gate.wait(), quiescing) is STOPPED:
                 break
             try:
+                self.pulling_since = time.monotonic()  # the flow's watchdog reports a pull past its deadline
                 pulled = await unless_stopped(self.connector.pull(), quiescing)
+                self.pulling_since = None
             except ConnectionLost as err:
+                self.pulling_since = None
                 if not await self.reconnect(str(err)):
                     break
                 continue
@@ -81,8 +88,9 @@ class SourceRunner:
                 log.info("%s: source exhausted", self.ctx.name)
                 break
             assert isinstance(pulled, SourceData)
-            await self._append(self.decoder.decode(pulled), pulled.token, pulled)
-            await asyncio.sleep(0)  # cooperative yield: one pull never starves the loop
+            decoded = self.decoder.decode(pulled)
+            await self._append(decoded, pulled.token, pulled)
+            await self.turns.spend(len(decoded.records))  # cooperative yield, scaled by priority
 
     async def start(self) -> bool:
         """The first connection (shared with the sink side of the same connector): not a fault."""

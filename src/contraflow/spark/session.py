@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contraflow.spark.checkpoint import checkpoint_root
+from contraflow.spark.pools import write_allocation_file
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,6 +55,10 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "true",
         "spark.scheduler.mode": "FAIR",
+        # One pool per flow priority (`contraflow.spark.pools`); queries name theirs when they start.
+        "spark.scheduler.allocation.file": str(write_allocation_file(data_dir)),
+        # Cancelled tasks' Python workers are killed this soon (bounded cancellation).
+        "spark.python.task.killTimeout": "1s",
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {_class_cache()}".strip(),
     } | _local_network_conf(master)

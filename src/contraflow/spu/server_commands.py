@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from contraflow.errors import UserError
+from contraflow.security import listener_options
 from contraflow.spu.commands import log_data_dir_option
 
 if TYPE_CHECKING:
@@ -77,20 +78,7 @@ def spu() -> None:
     metavar="DURATION",
     help="Close a connection with no request, no running work and no stream for this long.",
 )
-@click.option(
-    "--token",
-    envvar="CONTRAFLOW_TOKEN",
-    default=None,
-    metavar="TOKEN",
-    help="Clients must present this token before any request (or $CONTRAFLOW_TOKEN).",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
-@click.option(
-    "--tls-cert", type=click.Path(dir_okay=False, path_type=Path), help="Serve TLS: certificate (PEM)."
-)
-@click.option(
-    "--tls-key", type=click.Path(dir_okay=False, path_type=Path), help="Serve TLS: private key (PEM)."
-)
+@listener_options("the SPU (clients present it before any request)", "the SPU")
 def run(
     data_dir: str,
     public_addr: str,

@@ -28,7 +28,10 @@ class Endpoint:
 def endpoint(cfg: ConfigReader, key: str = "url", scheme: str = "tcp") -> Endpoint:
     """The host and port of `config[key]`; a missing port is an error unless the scheme implies one."""
     raw = cfg.string(key)
-    parsed = urlsplit(raw if "://" in raw else f"{scheme}://{raw}")
+    try:
+        parsed = urlsplit(raw if "://" in raw else f"{scheme}://{raw}")
+    except ValueError as err:  # e.g. an unbalanced [ of an IPv6 host
+        raise cfg.error(key, f"is not a valid URL ({err}): {raw!r}") from None
     try:
         port = parsed.port
     except ValueError:

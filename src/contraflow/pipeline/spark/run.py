@@ -100,10 +100,12 @@ def start_pipeline_query(
     outputs: dict[str, str],
     data_dir: Path,
     trigger: str | None = None,
+    pool: str | None = None,
 ) -> PipelineRun:
     """Start `graph` as a Spark query from its input channels to its output channels, checkpointed
     under `data_dir` (`contraflow.spark.checkpoint.checkpoint_path`),
-    starting a micro-batch every `trigger` (Spark's processing-time interval; None: back to back)."""
+    starting a micro-batch every `trigger` (Spark's processing-time interval; None: back to back),
+    its jobs in the FAIR scheduler `pool` (the flow's priority, `contraflow.spark.pools`)."""
     from contraflow.pipeline.spark.query import start_pipeline
 
     _activate(spark)
@@ -123,6 +125,7 @@ def start_pipeline_query(
         consumer=consumers,
         flow=flow_id,
         trigger=trigger,
+        pool=pool,
     )
     return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
 

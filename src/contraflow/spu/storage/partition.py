@@ -275,7 +275,7 @@ class Partition:
                     continue
                 self._flushing = True
                 with self._lock:
-                    seg, target = self.segments[-1], self._leo
+                    seg, target, position = self.segments[-1], self._leo, self.segments[-1].size
                     self._unflushed_bytes = 0
                 self._flush_cond.release()
                 try:
@@ -288,16 +288,19 @@ class Partition:
                 self._durable_end = max(self._durable_end, target)
                 if self.hw_follows_flush:
                     self._hw = max(self._hw, target)
-                self._checkpoint_if_due(seg, target)
+                self._checkpoint_if_due(RecoveryPoint(target, seg.base_offset, position))
 
-    def _checkpoint_if_due(self, synced: Segment, target: int) -> None:
-        """Move the recovery point to a just-fsynced end, every few MB or seconds,
-        so a crash rescans only what came after it (flush leader only)."""
+    def _checkpoint_if_due(self, synced: RecoveryPoint) -> None:
+        """Move the recovery point to what a flush just made durable, every few MB or
+        seconds, so a crash rescans only what came after it (flush leader only; the
+        file is written outside the partition lock, so appends do not wait for it)."""
         with self._lock:
-            if self._closed or synced is not self.segments[-1] or target != synced.next_offset:
-                return  # rolled or appended meanwhile: the next flush or roll moves it
-            if self._checkpoint_due():
-                self._write_recovery_point(target)
+            if self._closed or synced.segment_base != self.segments[-1].base_offset:
+                return  # rolled meanwhile: the roll moved it
+            if not self._checkpoint_due():
+                return
+            self._checkpointed_at = (time.monotonic(), synced.position or 0)
+        synced.write(self.directory / RECOVERY_POINT)
 
     def flush(self) -> None:
         """Make everything appended so far durable now, whatever the policy."""

@@ -1,0 +1,107 @@
+"""Undeploying a stuck flow is bounded: a sink whose server never answers, a source whose pull blocks.
+
+The flow's `tcp_client` source is connected to a server that accepts and never
+sends (its pull never returns), its metronome feeds a pipeline whose
+`http_client` sink posts to that server, which never answers. `DELETE
+/v1/flows/{id}` must return within the flow's `cancel` ceiling, report each
+tier, leave the other flow running, and leave what was not delivered in the
+log for the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from contraflow.api.app import create_app
+from contraflow.api.server import ApiServer
+from contraflow.runtime.channels import channel_topic, consumer_name
+from contraflow.spu.api import read_topic
+from contraflow.spu.client import SpuClient
+from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.runtime.silent_server import SilentServer
+from tests.runtime.test_contraflow import emitted, http_sink, metronome_to
+
+CEILING_S = 3.0
+SENT = 5
+
+
+def test_undeploy_of_a_stuck_flow_stays_within_its_ceiling(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    server = SilentServer()
+    stuck, alive = flow_id("stuck"), flow_id("alive")
+    stuck_flow = troy(
+        stuck,
+        f"""
+  define connector silent from tcp_client
+  with codec = "json", preprocessors = ["separate"], config = {{"url": "127.0.0.1:{server.port}"}} end;
+  create connector input from silent;
+  define connector ticks from metronome with config = {{"interval": 100000000}} end;
+  create connector ticks;
+  {http_sink(f"http://127.0.0.1:{server.port}/events")}
+  create pipeline pass;
+  connect /connector/input to /pipeline/pass;
+  connect /connector/ticks to /pipeline/pass;
+  connect /pipeline/pass to /connector/sink;
+""",
+        args=f'cancel = {{"ceiling_s": {CEILING_S}}}',
+    )
+    out = tmp_path / "alive.jsonl"
+    alive_flow = metronome_to(
+        alive, f'create connector sink from lines with path = "{out}", mode = "truncate" end;'
+    )
+    output = channel_topic(stuck, "pass", "out")
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", alive_flow) as runtime:
+            await runtime.deploy(stuck_flow, "<stuck>")
+            api_server = ApiServer(create_app(runtime), "127.0.0.1", 0)
+            base = f"http://{await api_server.start()}"
+            try:
+                flow = runtime.flows[stuck]
+                await wait_for(
+                    lambda: flow.monitor is not None and flow.monitor.states[output].end >= SENT,
+                    what="ticks through the pipeline",
+                )
+                await wait_for(
+                    lambda: len(server.connections) >= 2, what="source and sink at the silent server"
+                )
+                async with httpx.AsyncClient(base_url=base, timeout=30) as api:
+                    began = time.monotonic()
+                    reply = await api.delete(f"/v1/flows/{stuck}")
+                    took = time.monotonic() - began
+                assert reply.status_code == 200 and reply.json()["status"] == "stopped"
+                assert took < CEILING_S + 0.5, f"undeploy took {took:.2f}s with a ceiling of {CEILING_S}s"
+                tiers = [e for e in runtime.events.recent if e.get("flow") == stuck and e["kind"] == "cancel"]
+                assert [t["tier"] for t in tiers] == [
+                    "cooperative",
+                    "cancel_jobs",
+                    "stop_queries",
+                    "cancel_tasks",
+                ]
+                assert tiers[0]["outcome"] == "timed out"  # the sink never delivers: no drain
+                assert tiers[-1]["total_s"] <= CEILING_S + 0.1
+                assert stuck not in runtime.flows
+
+                other = runtime.flows[alive]
+                before = emitted(other)
+                await wait_for(lambda: emitted(other) > before + 10, what="the other flow to keep running")
+            finally:
+                await api_server.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.close()
+    committed = spu.fetch_offset(consumer_name(stuck, "sink", "in"), output, 0) or 0
+    assert committed == 0, "nothing was delivered, so nothing may be committed"
+    end = spu.describe_topic(output).partitions[0].high_watermark
+    undelivered = [orjson.loads(r.value) for r in read_topic(spu, output)]
+    assert end >= SENT and len(undelivered) == end, "the undelivered events must stay in the log"
+    assert [e["id"] for e in undelivered] == list(range(end))
