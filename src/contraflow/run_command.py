@@ -408,7 +408,7 @@ async def _status(runtime: Any, console: Any) -> None:
     if not console.is_terminal:
         while True:
             await asyncio.sleep(PLAIN_STATUS_INTERVAL_S)
-            console.print(board.render(flows()))
+            console.print(board.render(flows()), soft_wrap=True)  # one line per flow, however long
     with Live(board.render(flows()), console=console, refresh_per_second=4, transient=False) as live:
         while True:
             await asyncio.sleep(STATUS_INTERVAL_S)
