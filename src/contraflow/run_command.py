@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -38,7 +38,12 @@ log = logging.getLogger("contraflow.run")
 
 STATUS_INTERVAL_S = 1.0
 PLAIN_STATUS_INTERVAL_S = 5.0
+if TYPE_CHECKING:
+    from contraflow.spu.embedded import Mode
+
 DEFAULT_SPU_PORT = 9005
+# Thread or child process for the embedded SPU: see docs/runtime.md ("Where the embedded SPU runs").
+DEFAULT_EMBEDDED_SPU: Mode = "thread"
 LOG_FILE = Path("logs") / "run.log"
 
 
@@ -52,6 +57,7 @@ class RunOptions:
     status: bool
     spu_port: int = DEFAULT_SPU_PORT
     kafka_addr: str | None = None
+    embedded_spu: Mode = DEFAULT_EMBEDDED_SPU
     token: str | None = None
     allowed_paths: tuple[Path, ...] = ()
     tls: tuple[str, str] | None = None  # the API's certificate and key
@@ -78,6 +84,13 @@ class RunOptions:
     show_default=True,
     help="Port of the embedded SPU on 127.0.0.1 (0 picks a free one).",
 )
+@click.option(
+    "--embedded-spu",
+    type=click.Choice(["process", "thread"]),
+    default=DEFAULT_EMBEDDED_SPU,
+    show_default=True,
+    help="Run the embedded SPU as a child process (its own interpreter lock) or a thread of the runtime.",
+)
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
 @click.option(
     "--kafka-addr",
@@ -103,6 +116,7 @@ def run(
     master: str | None,
     spu: str | None,
     spu_port: int,
+    embedded_spu: Mode,
     no_status: bool,
     kafka_addr: str | None,
     token: str | None,
@@ -132,6 +146,7 @@ def run(
         not no_status,
         spu_port,
         kafka_addr,
+        embedded_spu,
         resolve_token(token),
         allow_paths or (Path.cwd(), data),
         (str(tls_cert), str(tls_key)) if server_tls(tls_cert, tls_key) else None,
@@ -237,9 +252,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
     async with contextlib.AsyncExitStack() as stack:
         spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
         try:
-            spu_addr = options.spu or await _embedded_spu(
-                stack, console, options.data_dir, options.spu_port, options.kafka_addr
-            )
+            spu_addr = options.spu or await _embedded_spu(stack, console, options)
         finally:  # stopped before the SPU (last in, first out)
             stack.push_async_callback(spark_start.stop)
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
@@ -306,15 +319,21 @@ def _setup_logging(console: Any, log_file: Path) -> None:
     logging.getLogger("contraflow").setLevel(logging.INFO)
 
 
-async def _embedded_spu(
-    stack: contextlib.AsyncExitStack, console: Any, data_dir: Path, port: int, kafka_addr: str | None
-) -> str:
-    """An SPU in a thread of this process: a killed runtime leaves no orphan holding the log's lock."""
+async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options: RunOptions) -> str:
+    """The SPU under `{data_dir}/spu`, as a child process (dies with the runtime) or a thread."""
     from contraflow.spu.embedded import EmbeddedSpu
 
-    spu = EmbeddedSpu(data_dir / "spu", mode="thread", public_addr=f"127.0.0.1:{port}", kafka_addr=kafka_addr)
+    port, kafka_addr = options.spu_port, options.kafka_addr
+    spu = EmbeddedSpu(
+        options.data_dir / "spu",
+        mode=options.embedded_spu,
+        public_addr=f"127.0.0.1:{port}",
+        kafka_addr=kafka_addr,
+    )
     try:
-        addr = await asyncio.to_thread(spu.start)
+        # Started from the loop's own thread: a child SPU is killed when the thread that forked it
+        # ends (PR_SET_PDEATHSIG), so it must not be a worker thread that may exit before the runtime.
+        addr = spu.start()
     except OSError as err:
         where = f"127.0.0.1:{port}" + (f" (Kafka {kafka_addr})" if kafka_addr else "")
         raise UserError(f"the embedded SPU cannot start on {where}: {err}") from None

@@ -9,12 +9,19 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from contraflow.connectors import file as file_connector
 from contraflow.connectors.base import Connector, ConnectorConfigError
 from contraflow.connectors.file import FileConnector
 from tests.connectors.support import make, run, sink_event
 
 LINES = [f'{{"n":{i},"text":"{"x" * (i % 13)}"}}\n'.encode() for i in range(200)]
 CONTENT = b"".join(LINES)
+
+
+@pytest.fixture(autouse=True)
+def one_read_per_pull(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests here follow single reads (chunk_size bytes); a flow's pulls merge up to PULL_BYTES of them."""
+    monkeypatch.setattr(file_connector, "PULL_BYTES", 1)
 
 
 def reader(path: Path, state: Path | None, chunk_size: int = 37, pre: list | None = None) -> FileConnector:
@@ -40,7 +47,8 @@ async def drain(conn: Connector, limit: int | None = None) -> list[tuple[bytes, 
     return out
 
 
-def test_chunks_end_on_lines_and_cover_the_file(tmp_path: Path) -> None:
+def test_chunks_end_on_lines_and_cover_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(file_connector, "PULL_BYTES", 200)  # a pull merges up to 5 of the 37-byte reads
     path = tmp_path / "in.json"
     path.write_bytes(CONTENT + b'{"tail":true}')  # an unterminated last line comes last
 
@@ -55,7 +63,8 @@ def test_chunks_end_on_lines_and_cover_the_file(tmp_path: Path) -> None:
     assert b"".join(chunks) == CONTENT + b'{"tail":true}'
     assert all(c.endswith(b"\n") for c in chunks[:-1])
     assert chunks[-1].endswith(b'{"tail":true}')
-    assert len(chunks) > 20  # 37-byte reads: many chunks, each holding whole lines only
+    assert len(chunks) > 20  # many pulls, each holding whole lines only
+    assert max(map(len, chunks)) < 300  # five 37-byte reads at most, cut after their last line
 
 
 def test_restart_resumes_after_the_last_acknowledged_line(tmp_path: Path) -> None:

@@ -1,30 +1,44 @@
 """The runtime killed with SIGKILL mid-stream, then stopped with SIGTERM mid-stream, then run to the end.
 
 file -> pipeline -> file sink (at least once) and -> log sink (exactly once). Small
-channels keep the flow slow enough to be interrupted in the middle.
+channels keep the flow slow enough to be interrupted in the middle. Two sizes: small
+pulls and batches, and large ones (the file source's 1 MiB pulls of ~30k events each,
+micro-batches of up to 20k events, sinks writing whole fetches at once).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import pytest
 
 from contraflow.spu.api import LocalLog
 from contraflow.spu.storage.config import TopicConfig
 from tests.e2e.run_process import RunProcess
 from tests.runtime.harness import JSON_LINES, read_events, write_events
 
-EVENTS = 3000
 LOG_TOPIC = "crash-out"
 
 
-def flow_source(tmp: Path) -> str:
+@dataclass(frozen=True)
+class Size:
+    events: int
+    capacity: int  # events per channel: how far the source runs ahead, and the largest micro-batch
+    step: int  # delivered events to wait for before each interruption
+
+
+SMALL = Size(3000, 250, 300)
+LARGE = Size(100_000, 20_000, 20_000)
+
+
+def flow_source(tmp: Path, capacity: int) -> str:
     return f"""
 define flow crash
 args
-  channels = {{"default": {{"capacity": 250}}}}
+  channels = {{"default": {{"capacity": {capacity}}}}}
 flow
 {JSON_LINES}
   define connector logged from log with codec = "json", config = {{"topic": "{LOG_TOPIC}"}} end;
@@ -55,10 +69,12 @@ def log_values(data_dir: Path) -> list[int]:
         log.close()
 
 
-def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path) -> None:
-    write_events(tmp_path / "in.jsonl", EVENTS)
+@pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small-batches", "large-batches"])
+def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: Size) -> None:
+    events = size.events
+    write_events(tmp_path / "in.jsonl", events)
     flow = tmp_path / "flow.troy"
-    flow.write_text(flow_source(tmp_path))
+    flow.write_text(flow_source(tmp_path, size.capacity))
     data_dir = tmp_path / "data"
     with LocalLog(data_dir / "spu") as log:
         log.create_topic(LOG_TOPIC, TopicConfig(partitions=1))
@@ -68,13 +84,13 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path) -> None
         return len(read_events(out))
 
     first = RunProcess(flow, data_dir, tmp_path, tmp_path / "run1.log")
-    first.wait_until(lambda: delivered() >= 300, 150, "the first events")
+    first.wait_until(lambda: delivered() >= size.step, 150, "the first events")
     first.kill()
     killed_at = delivered()
-    assert killed_at < EVENTS, "the flow finished before it could be killed mid-stream"
+    assert killed_at < events, "the flow finished before it could be killed mid-stream"
 
     second = RunProcess(flow, data_dir, tmp_path, tmp_path / "run2.log")
-    second.wait_until(lambda: delivered() >= killed_at + 300, 150, "events after the restart")
+    second.wait_until(lambda: delivered() >= killed_at + size.step, 150, "events after the restart")
     assert second.terminate() == 0, second.tail()
     stopped_at = delivered()
     # Quiescence drained what the source had read: the log sink holds the same events as the file.
@@ -82,11 +98,11 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path) -> None
 
     third = RunProcess(flow, data_dir, tmp_path, tmp_path / "run3.log")
     third.wait_until(third.running, 150, "the third run to start")
-    third.wait_until(lambda: {e["n"] for e in read_events(out)} >= set(range(EVENTS)), 150, "every event")
+    third.wait_until(lambda: {e["n"] for e in read_events(out)} >= set(range(events)), 150, "every event")
     assert third.terminate() == 0, third.tail()
 
     in_file = Counter(e["n"] for e in read_events(out))
-    assert set(in_file) == set(range(EVENTS))  # at least once
-    assert stopped_at < EVENTS or killed_at > 0
+    assert set(in_file) == set(range(events))  # at least once
+    assert stopped_at < events or killed_at > 0
     in_log = log_values(data_dir)
-    assert sorted(in_log) == list(range(EVENTS)), "the log sink must hold every event exactly once"
+    assert sorted(in_log) == list(range(events)), "the log sink must hold every event exactly once"

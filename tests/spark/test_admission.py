@@ -38,6 +38,19 @@ def test_max_offsets_per_trigger_bounds_every_batch(spark, spu, spu_addr, topic_
     assert len(read_all(spu, dst)) == 1000
 
 
+def test_a_ramp_starts_small_over_a_backlog_and_doubles(spark, spu, spu_addr, topic_name, checkpoint) -> None:
+    src, dst = topic_name + "-in", topic_name + "-out"
+    spu.create_topic(src)
+    spu.create_topic(dst)
+    spu.produce(src, 0, [b"r%d" % i for i in range(1000)])
+    query = start_copy(spark, spu_addr, src, dst, checkpoint, rampRecords="100")
+    query.processAllAvailable()
+    query.stop()
+    rows = [n for n in input_rows(query) if n]
+    assert rows == [100, 200, 400, 300]  # 100 first, doubling while more waited, the rest last
+    assert len(read_all(spu, dst)) == 1000
+
+
 def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, topic_name, checkpoint) -> None:
     src, dst = topic_name + "-in", topic_name + "-out"
     spu.create_topic(src)
@@ -61,3 +74,24 @@ def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, to
     # consumer offset on the SPU trails by at most the last micro-batch.
     last_batch = [n for n in input_rows(query) if n][-1]
     assert 300 - last_batch <= spu.fetch_offset("copier", src, 0) <= 300
+
+
+def test_min_partitions_splits_one_partition_over_several_tasks(
+    spark, spu, spu_addr, topic_name, checkpoint
+) -> None:
+    src, dst = topic_name + "-in", topic_name + "-out"
+    spu.create_topic(src)
+    spu.create_topic(dst)
+    spu.produce(src, 0, [b"m%d" % i for i in range(900)])
+    query = start_copy(spark, spu_addr, src, dst, checkpoint, minPartitions="3")
+    query.processAllAvailable()
+    query.stop()
+    # One staged batch per task, all into partition 0; tasks commit in any order (stateful
+    # pipelines, the only ones the runtime spreads, put events back in offset order themselves).
+    copied = read_all(spu, dst)
+    assert sorted(copied) == sorted(b"m%d" % i for i in range(900))
+    from contraflow.spu.client import SpuClient
+
+    with SpuClient(spu_addr) as client:
+        batches = client.fetch(dst, 0, 0).batches
+    assert len(batches) >= 3

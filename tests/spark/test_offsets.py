@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from contraflow.errors import UserError
 from contraflow.spark.offsets import (
+    Ramp,
     parse_starting_offsets,
     plan_end,
     smallest_budget,
@@ -69,3 +70,19 @@ def test_plan_never_exceeds_budget_nor_backlog(
 def test_smallest_budget() -> None:
     assert smallest_budget(None, None) is None
     assert smallest_budget(10, None, 3) == 3
+
+
+def test_a_ramp_doubles_over_a_backlog_and_shrinks_back_when_input_is_slow() -> None:
+    ramp = Ramp(100)
+    budgets = []
+    for waiting in (10_000, 9_900, 9_700, 9_300, 8_500):  # a backlog larger than every budget
+        budgets.append(ramp.budget())
+        ramp.observe(waiting)
+    assert budgets == [100, 200, 400, 800, 1600]
+    ramp.observe(1000)  # less than half of 3200 waiting: halve
+    assert ramp.budget() == 1600
+    for _ in range(10):
+        ramp.observe(5)
+    assert ramp.budget() == 100  # never below the start
+    ramp.observe(80)  # between half and all of the budget: keep it
+    assert ramp.budget() == 100

@@ -114,3 +114,35 @@ def test_a_rows_transform_runs_in_the_read_task_and_sets_the_schema(
 
     assert sum(records_read(s) for p in progress for s in p["sources"]) == 20
     assert sum(p["numInputRows"] for p in progress) == 2  # Spark counts what the source yielded
+
+
+def test_payload_columns_are_the_value_and_the_packed_headers(
+    spark, spu, spu_addr, topic_name, checkpoint
+) -> None:
+    from contraflow.spu.protocol.batch import pack_headers
+
+    spu.create_topic(topic_name, TopicConfig(partitions=1))
+    spu.produce(topic_name, 0, [b"v0", b"v1"], headers=[[], [("meta", b'{"m":1}')]])
+    spu.produce(topic_name, 0, [b"v2"])  # a batch without a headers column
+    query = (
+        spark.readStream.format("contraflow")
+        .option("spu", spu_addr)
+        .option("topic", topic_name)
+        .option("columns", "payload")
+        .load()
+        .writeStream.format("memory")
+        .queryName("payload_rows")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    table = spark.table("payload_rows")
+    assert table.columns == ["value", "headers"]
+    rows = sorted((bytes(r.value), None if r.headers is None else bytes(r.headers)) for r in table.collect())
+    assert rows == [(b"v0", pack_headers([])), (b"v1", pack_headers([("meta", b'{"m":1}')])), (b"v2", None)]
+
+
+def test_an_unknown_columns_option_is_refused(spark, spu_addr, two_partitions, checkpoint) -> None:
+    with pytest.raises((PySparkException, StreamingQueryException), match="option columns"):
+        collect(spark, spu_addr, two_partitions, checkpoint, columns="some")

@@ -306,9 +306,10 @@ class FlowInstance:
         assert self.monitor is not None
         while True:
             try:
-                await self.monitor.tick()
-                for tracker in self.acks.values():
-                    await tracker.advance(self.monitor.delivered)
+                with self.services.metrics.timed(self.id, "monitor"):
+                    await self.monitor.tick()
+                    for tracker in self.acks.values():
+                        await tracker.advance(self.monitor.delivered)
                 if self.qos is not None and self.qos.active:
                     now_ns = time.time_ns()
                     self.holds.apply_qos_pauses(

@@ -17,13 +17,19 @@ Families (labels in braces):
 - `contraflow_pipeline_batch_duration_seconds{flow,pipeline}`: histogram of micro-batch durations
 - `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
+- `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
+  hot path (`source_read`, `source_decode`, `append`, `sink_write`, `sink_commit`, `monitor`),
+  measured once per pull, fetch or tick, so dividing by events gives where each event's time goes
 - `contraflow_watchdog_warnings_total{flow,node,what}`: watchdog reports (`batch`, `send`, `pull`;
   `loop` with empty flow and node for the event loop)
 """
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -33,6 +39,7 @@ from prometheus_client.metrics import MetricWrapperBase
 BATCH_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 Transition = Literal["pause", "resume"]
+Stage = Literal["source_read", "source_decode", "append", "sink_write", "sink_commit", "monitor"]
 
 M = TypeVar("M", bound=MetricWrapperBase)
 
@@ -93,6 +100,12 @@ class RuntimeMetrics:
             "contraflow_pipeline_events_per_second",
             "Input rate of a pipeline's last micro-batch.",
             pipe,
+            registry=r,
+        )
+        self.stage_seconds_total = Counter(
+            "contraflow_stage_seconds",
+            "Wall time spent in one stage of a flow's hot path (per pull, fetch or monitor tick).",
+            ["flow", "stage"],
             registry=r,
         )
         self.watchdog_warnings_total = Counter(
@@ -164,6 +177,15 @@ class RuntimeMetrics:
         if events_per_second is None:
             events_per_second = events_in / duration_s if duration_s > 0 else 0.0
         self._child(self.pipeline_events_per_second, flow, pipeline).set(events_per_second)
+
+    @contextmanager
+    def timed(self, flow: str, stage: Stage) -> Iterator[None]:
+        """Add the time the block takes to the flow's `stage` (once per batch, never per event)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._child(self.stage_seconds_total, flow, stage).inc(time.perf_counter() - started)
 
     def watchdog_warning(self, flow: str, node: str, what: str) -> None:
         """Count one watchdog report (`what`: batch, send, pull or loop)."""

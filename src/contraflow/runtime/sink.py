@@ -25,14 +25,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from contraflow.codecs import CodecError
-from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkEvent
+from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkBytes, SinkEvent
 from contraflow.events import META_HEADER, Event, decode_value, encode_value
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
-from contraflow.runtime.wire import SinkEncoder
+from contraflow.runtime.wire import SinkEncoder, join_values
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.spu.protocol.batch import DecodedBatch
 from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.sink")
@@ -75,6 +76,8 @@ class SinkRunner:
         self.connect_shared = connect
         self.feedback = feedback
         self.encoder = SinkEncoder(self.ctx, connector.structured)
+        # A whole fetch goes out as one buffer when the connector writes bytes and the codec keeps values.
+        self.bulk_separator = self.encoder.bulk_separator if connector.writes_bytes else None
         self.committed: dict[str, int] = {}
         self._send_lock = asyncio.Lock()
         self.stop = asyncio.Event()
@@ -101,17 +104,53 @@ class SinkRunner:
                 result = await unless_stopped(anext(iterator), self.stop)
                 if result is STOPPED:
                     break
-                for batch in result.batches:
+                batches = [b for b in result.batches if b.last_offset >= offset]
+                if not batches:
+                    continue
+                if self.bulk_separator is not None:
+                    await self.gate.wait()
+                    await self._deliver_bulk(batches, offset, port, topic)
+                    offset = batches[-1].last_offset + 1
+                    await self._commit(consumer, topic, offset)
+                    continue
+                for batch in batches:
                     records = list(batch.records(start_offset=offset))
                     for start in range(0, len(records), MAX_BATCH_EVENTS):
                         chunk = records[start : start + MAX_BATCH_EVENTS]
                         await self.gate.wait()
                         await self._deliver_records(chunk, port, topic)
                         offset = chunk[-1].offset + 1
-                        await self.client.commit_offset(consumer, topic, 0, offset)
-                        self.committed[topic] = offset
+                        await self._commit(consumer, topic, offset)
         finally:
             await stream.close()
+
+    async def _commit(self, consumer: str, topic: str, offset: int) -> None:
+        with self.metrics.timed(self.ctx.flow_id, "sink_commit"):
+            await self.client.commit_offset(consumer, topic, 0, offset)
+        self.committed[topic] = offset
+
+    async def _deliver_bulk(
+        self, batches: Sequence[DecodedBatch], offset: int, port: str, topic: str
+    ) -> None:
+        """Every record of a fetch from `offset` on, as one buffer of wire bytes and one write."""
+        separator = self.bulk_separator
+        assert separator is not None
+        parts: list[bytes] = []
+        stamps: list[int] = []
+        count = 0
+        for batch in batches:
+            first = max(0, offset - batch.base_offset)
+            values, data = batch.value_buffers()
+            parts.append(join_values(values, data, first, separator))
+            count += batch.record_count - first
+            if self.feedback is not None:
+                stamps.extend(batch.timestamps()[first:])
+        report = functools.partial(self.feedback, topic, stamps) if self.feedback is not None else None
+
+        def undelivered() -> list[tuple[bytes, Sequence[tuple[str, bytes]]]]:
+            return [(r.value, r.headers) for b in batches for r in b.records(start_offset=offset)]
+
+        await self.deliver(SinkBytes(b"".join(parts), count, port), report, undelivered)
 
     async def _deliver_records(self, records: Sequence[Any], port: str, topic: str) -> None:
         events: list[SinkEvent] = []
@@ -124,25 +163,31 @@ class SinkRunner:
             report = None
             if self.feedback is not None:
                 report = functools.partial(self.feedback, topic, [r.timestamp for r in records])
-            await self.deliver(events, report)
+            await self.deliver(events, report, lambda: [(e.raw, _headers(e)) for e in events])
 
     async def deliver(
-        self, events: Sequence[SinkEvent], report: Callable[[bool], None] | None = None
+        self,
+        events: Sequence[SinkEvent] | SinkBytes,
+        report: Callable[[bool], None] | None = None,
+        undelivered: Callable[[], list[tuple[bytes, Sequence[tuple[str, bytes]]]]] | None = None,
     ) -> None:
         """Send one batch: reconnect on ConnectionLost, retry retryable failures, else to `err`.
 
-        `report(failed)` hears the outcome of every attempt (the QoS feedback)."""
+        `report(failed)` hears the outcome of every attempt (the QoS feedback);
+        `undelivered()` gives the batch's records for the `err` port."""
         delays = self.delivery.delays()
         attempt = 0
+        records = undelivered or (lambda: [(e.raw, _headers(e)) for e in _events(events)])
         while True:
             try:
                 async with self._send_lock:
-                    await self._send(events, report)
+                    with self.metrics.timed(self.ctx.flow_id, "sink_write"):
+                        await self._send(events, report)
             except ConnectionLost as err:
                 self.connected = False
                 self.ready.clear()
                 if not await self._reconnect(f"connection lost: {err}"):
-                    await self._to_err(f"connection lost: {err}", [(e.raw, _headers(e)) for e in events])
+                    await self._to_err(f"connection lost: {err}", records())
                     return
                 continue
             except DeliveryFailed as err:
@@ -157,23 +202,35 @@ class SinkRunner:
                     await asyncio.sleep(delays[attempt])
                     attempt += 1
                     continue
-                await self._to_err(f"delivery failed: {err}", [(e.raw, _headers(e)) for e in events])
+                await self._to_err(f"delivery failed: {err}", records())
                 return
-            nbytes = sum(len(f) for e in events for f in e.frames) or sum(len(e.raw) for e in events)
-            self.metrics.connector_events(
-                self.ctx.flow_id, self.ctx.alias, events[0].port, len(events), nbytes
-            )
-            self.ctx.metrics.count(events[0].port, len(events), nbytes)
+            self._count_delivered(events)
             return
 
-    async def _send(self, events: Sequence[SinkEvent], report: Callable[[bool], None] | None) -> None:
+    def _count_delivered(self, events: Sequence[SinkEvent] | SinkBytes) -> None:
+        if isinstance(events, SinkBytes):
+            count, nbytes, port = events.count, len(events.data), events.port
+        else:
+            count, port = len(events), events[0].port
+            nbytes = sum(len(f) for e in events for f in e.frames) or sum(len(e.raw) for e in events)
+        self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, port, count, nbytes)
+        self.ctx.metrics.count(port, count, nbytes)
+
+    async def _send(
+        self, events: Sequence[SinkEvent] | SinkBytes, report: Callable[[bool], None] | None
+    ) -> None:
+        send = (
+            functools.partial(self.connector.send_bytes, events)
+            if isinstance(events, SinkBytes)
+            else functools.partial(self.connector.send, events)
+        )
         self.sending_since = time.monotonic()  # the flow's watchdog reports a send past its deadline
         try:
             if report is None:
-                await self.connector.send(events)
+                await send()
                 return
             try:
-                await self.connector.send(events)
+                await send()
             except (ConnectionLost, DeliveryFailed):
                 report(True)
                 raise
@@ -205,6 +262,11 @@ class SinkRunner:
             kept = [(name, data) for name, data in headers if name == META_HEADER]  # the event's own metadata
             await self.producer.send(self.err_topic, 0, encode_value(error), headers=kept or None)
         await self.producer.flush()
+
+
+def _events(events: Sequence[SinkEvent] | SinkBytes) -> Sequence[SinkEvent]:
+    assert not isinstance(events, SinkBytes), "a bytes batch names its records with `undelivered`"
+    return events
 
 
 def _headers(event: SinkEvent) -> list[tuple[str, bytes]]:

@@ -18,11 +18,12 @@ import orjson
 from contraflow.connectors.base import ConnectionLost, Connector, SourceData
 from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.appends import ColumnRuns
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.priority import YieldBudget
-from contraflow.runtime.wire import Decoded, SourceDecoder
+from contraflow.runtime.wire import Decoded, Run, SourceDecoder
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 from contraflow.stopping import STOPPED, unless_stopped
 
@@ -73,7 +74,8 @@ class SourceRunner:
                 break
             try:
                 self.pulling_since = time.monotonic()  # the flow's watchdog reports a pull past its deadline
-                pulled = await unless_stopped(self.connector.pull(), quiescing)
+                with self.metrics.timed(self.ctx.flow_id, "source_read"):
+                    pulled = await unless_stopped(self.connector.pull(), quiescing)
                 self.pulling_since = None
             except ConnectionLost as err:
                 self.pulling_since = None
@@ -88,9 +90,11 @@ class SourceRunner:
                 log.info("%s: source exhausted", self.ctx.name)
                 break
             assert isinstance(pulled, SourceData)
-            decoded = self.decoder.decode(pulled)
-            await self._append(decoded, pulled.token, pulled)
-            await self.turns.spend(len(decoded.records))  # cooperative yield, scaled by priority
+            with self.metrics.timed(self.ctx.flow_id, "source_decode"):
+                decoded = self.decoder.decode(pulled)
+            with self.metrics.timed(self.ctx.flow_id, "append"):
+                await self._append(decoded, pulled.token, pulled)
+            await self.turns.spend(decoded.count)  # cooperative yield, scaled by priority
 
     async def start(self) -> bool:
         """The first connection (shared with the sink side of the same connector): not a fault."""
@@ -108,48 +112,55 @@ class SourceRunner:
         record, so the log itself says how far the source got: a crash between
         two batches re-reads the pull (at least once), never skips it.
         """
-        by_topic: dict[str, tuple[list[bytes], list[Any]]] = {}
-        counts: dict[str, list[int]] = {}  # port -> [events, bytes]: metrics once per pull, not per event
-        meta_headers: dict[int, list[tuple[str, bytes]]] = {}  # a pull's events share one meta dict
-        for record in (*decoded.errors, *decoded.records):
-            topic = self.outputs.get(record.port)
-            if record.port == "err":
-                self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "out")
-            if topic is None:
-                if record.port == "err":
-                    log.warning("%s: %s (err port not connected)", self.ctx.name, record.value.decode())
-                continue
-            values, headers = by_topic.setdefault(topic, ([], []))
-            values.append(record.value)
-            header = meta_headers.get(id(record.meta))
-            if header is None:
-                header = meta_headers[id(record.meta)] = Event(None, record.meta).headers()
-            headers.append(header)
-            count = counts.setdefault(record.port, [0, 0])
-            count[0] += 1
-            count[1] += len(record.value)
-        for port, (events, nbytes) in counts.items():
-            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, port, events, nbytes)
-            self.ctx.metrics.count(port, events, nbytes)
+        by_topic = self._columns(decoded)
         data_topic = self.outputs.get(pulled.port) if pulled is not None else None
+        marker: list[tuple[str, bytes]] | None = None
         if pulled is not None and pulled.position is not None and data_topic in by_topic:
             self.sequence += 1
-            marker = orjson.dumps({"seq": self.sequence, "position": pulled.position})
-            by_topic[data_topic][1][-1] = [*by_topic[data_topic][1][-1], (POSITION_HEADER, marker)]
+            marker = [(POSITION_HEADER, orjson.dumps({"seq": self.sequence, "position": pulled.position}))]
         appends: dict[str, asyncio.Future[int]] = {}
         atomic = pulled is not None and pulled.position is not None
         for topic in sorted(by_topic, key=lambda t: t == data_topic):
-            values, headers = by_topic[topic]
-            if atomic:  # one request, one log batch: the position and its events land together
-                _, last = await self.client.produce(topic, 0, values, headers=headers)
+            runs = by_topic[topic]
+            if atomic or len(runs) >= DIRECT_APPEND_RECORDS:
+                # One request, one log batch: a position and its events land together. Records the
+                # producer still lingers over go first, so a channel keeps the order of its pulls.
+                await self.producer.flush()
+                last_headers = None
+                if marker is not None and topic == data_topic:
+                    last_headers = [*runs.last_headers, *marker]
+                _, last = await self.client.produce_encoded(topic, 0, runs.encode(last_headers))
                 done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 done.set_result(last)
                 appends[topic] = done
-            else:  # nothing to resume from: let the producer batch pulls together
-                for value, header in zip(values, headers, strict=True):
+            else:  # a few records and nothing to resume from: let the producer batch pulls together
+                for value, header in runs.records():
                     appends[topic] = await self.producer.send(topic, 0, value, headers=header or None)
         if self.acks is not None and token is not None:
             self.acks.track(token, appends)
+
+    def _columns(self, decoded: Decoded) -> dict[str, ColumnRuns]:
+        """The pull's records by channel topic, as column runs; metrics counted once per run."""
+        by_topic: dict[str, ColumnRuns] = {}
+        runs = [Run([e.value], e.meta, e.port) for e in decoded.errors] + decoded.runs
+        headers_of: dict[int, list[tuple[str, bytes]]] = {}  # a pull's runs share one meta dict
+        for run in runs:
+            count, nbytes = len(run.values), sum(map(len, run.values))
+            self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, run.port, count, nbytes)
+            self.ctx.metrics.count(run.port, count, nbytes)
+            if run.port == "err":
+                self.metrics.connector_errors(self.ctx.flow_id, self.ctx.alias, "out", count)
+            topic = self.outputs.get(run.port)
+            if topic is None:
+                if run.port == "err":
+                    for value in run.values:
+                        log.warning("%s: %s (err port not connected)", self.ctx.name, value.decode())
+                continue
+            headers = headers_of.get(id(run.meta))
+            if headers is None:
+                headers = headers_of[id(run.meta)] = Event(None, run.meta).headers()
+            by_topic.setdefault(topic, ColumnRuns()).add(run.values, headers)
+        return by_topic
 
     async def restore_position(self) -> None:
         """After a restart: hand the source the position stored with the last pull that reached the log."""
@@ -179,6 +190,9 @@ def describe_position(position: Any) -> str:
 
 
 POSITION_HEADER = "contraflow.source"
+# A pull of at least this many records for one channel is appended as its own batch, not record by
+# record through the flow's lingering producer: it is a batch already.
+DIRECT_APPEND_RECORDS = 256
 SCAN_BACK = 4096  # records of a channel's tail searched for the last position marker
 
 

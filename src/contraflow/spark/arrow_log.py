@@ -1,6 +1,6 @@
 """Log record batches to Arrow record batches and back, buffer to buffer.
 
-The log's batch body is laid out like Arrow buffers (see spu/storage/batch.py),
+The log's batch body is laid out like Arrow buffers (see spu/protocol/batch.py),
 so reading wraps a batch's value column in a pyarrow array without copying it,
 and writing builds a batch body from an Arrow binary column's offsets and data.
 No per-record Python objects on either path: that is what keeps the bridge
@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import msgpack
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.protocol.batch import HAS_HEADERS, DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.protocol.batch import DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.protocol.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -38,12 +39,34 @@ SOURCE_DDL = (
 )
 
 
+PAYLOAD_SCHEMA = pa.schema([("value", pa.binary()), ("headers", pa.binary())])
+PAYLOAD_DDL = "value binary, headers binary"
+"""What the source yields with `columns = payload`: the value and the headers as stored (packed),
+both wrapping the log batch's own memory. Pipelines that only route events need nothing else, and
+every column less is one the JVM does not convert row by row."""
+
+
 def _headers(batch: DecodedBatch) -> pa.Array:
-    if not batch.header.attributes & HAS_HEADERS:
+    """The headers column as list<struct<key, value>>, unpacking each distinct packed value once.
+
+    A batch's records mostly share their headers (none, or one pull's
+    metadata), so the packed values are dictionary-encoded in C, the few
+    distinct ones unpacked in Python, and the column rebuilt with `take`.
+    """
+    buffers = batch.header_buffers()
+    if buffers is None:
         offsets = pa.array(np.zeros(batch.record_count + 1, dtype=np.int32))
         return pa.ListArray.from_arrays(offsets, pa.array([], HEADER_TYPE.value_type))
-    rows = [[{"key": k, "value": v} for k, v in hdrs] for hdrs in batch.headers()]
-    return pa.array(rows, HEADER_TYPE)
+    offsets_buf, data = buffers
+    packed = pa.Array.from_buffers(
+        pa.binary(), batch.record_count, [None, pa.py_buffer(offsets_buf), pa.py_buffer(data)]
+    )
+    encoded = pc.dictionary_encode(packed)
+    distinct = [
+        [{"key": k, "value": v} for k, v in msgpack.unpackb(value)]
+        for value in encoded.dictionary.to_pylist()
+    ]
+    return pa.array(distinct, HEADER_TYPE).take(encoded.indices)
 
 
 def repeated_text(text: str, count: int) -> pa.Array:
@@ -73,6 +96,23 @@ def batch_to_arrow(
         _headers(batch),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=SOURCE_SCHEMA).slice(lo, hi - lo)
+
+
+def batch_payload(batch: DecodedBatch, start: int, end: int) -> pa.RecordBatch | None:
+    """The records of `batch` with offsets in [start, end) as PAYLOAD_SCHEMA rows, without copying."""
+    lo, hi = max(0, start - batch.base_offset), min(batch.record_count, end - batch.base_offset)
+    if lo >= hi:
+        return None
+    count = batch.record_count
+    buffers = batch.header_buffers()
+    headers = (
+        pa.nulls(count, pa.binary())
+        if buffers is None
+        else pa.Array.from_buffers(pa.binary(), count, [None, *map(pa.py_buffer, buffers)])
+    )
+    return pa.RecordBatch.from_arrays([batch.value_array(), headers], schema=PAYLOAD_SCHEMA).slice(
+        lo, hi - lo
+    )
 
 
 def coalesce(
@@ -147,15 +187,27 @@ def _key_buffers(column: pa.Array) -> tuple[memoryview | None, bytes, memoryview
     return validity, offsets, data
 
 
+NO_HEADERS = pack_headers([])
+
+
 def _packed_headers(column: pa.Array) -> pa.Array | None:
     """Headers as one packed binary value per row: contraflow's own (already packed,
-    binary) or Kafka's list<struct<key, value>> packed here."""
+    binary) or Kafka's list<struct<key, value>> packed here.
+
+    Only rows that have headers are packed one by one; the rest (usually
+    nearly all) get the packed empty list in one vectorised step."""
     if column.null_count == len(column):
         return None
     if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        return pc.fill_null(column, pack_headers([]))
-    rows = column.to_pylist()
-    return pa.array([pack_headers([(h["key"], h["value"]) for h in row or ()]) for row in rows], pa.binary())
+        return pc.fill_null(column, NO_HEADERS)
+    lengths = pc.fill_null(pc.list_value_length(column), 0)
+    present = np.flatnonzero(lengths.to_numpy(zero_copy_only=False))
+    if len(present) == 0:
+        return None
+    packed = np.full(len(column), NO_HEADERS, dtype=object)
+    rows = column.take(pa.array(present)).to_pylist()
+    packed[present] = [pack_headers([(h["key"], h["value"]) for h in row]) for row in rows]
+    return pa.array(packed, pa.binary())
 
 
 def encode_rows(rows: pa.Table | pa.RecordBatch, compression: Compression | str | None = None) -> bytearray:

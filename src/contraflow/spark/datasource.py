@@ -33,9 +33,18 @@ from pyspark.sql.types import StructType
 
 from contraflow import control
 from contraflow.errors import UserError
-from contraflow.spark.arrow_log import SOURCE_DDL, batch_to_arrow, coalesce, encode_rows, route_rows
+from contraflow.spark.arrow_log import (
+    PAYLOAD_DDL,
+    SOURCE_DDL,
+    batch_payload,
+    batch_to_arrow,
+    coalesce,
+    encode_rows,
+    route_rows,
+)
 from contraflow.spark.offsets import (
     PartitionOffsets,
+    Ramp,
     plan_end,
     smallest_budget,
     to_partition_offsets,
@@ -68,7 +77,7 @@ class ContraflowDataSource(DataSource):
         return "contraflow"
 
     def schema(self) -> str:
-        return source_schema(self.options, SOURCE_DDL)
+        return source_schema(self.options, SOURCE_DDL, PAYLOAD_DDL)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TopicStreamReader(SourceOptions.parse(self.options))
@@ -113,6 +122,8 @@ class TopicStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._spu: Any = None
+        # Driver side: this reader lives as long as the query, so the ramp spans its batches.
+        self._ramp = Ramp(options.ramp_records) if options.ramp_records else None
 
     @property
     def spu(self) -> Any:
@@ -164,7 +175,10 @@ class TopicStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = to_partition_offsets(start)
         latest = self._offsets_at("latest")
-        budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit())
+        ramp = self._ramp.budget() if self._ramp is not None else None
+        budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit(), ramp)
+        if self._ramp is not None:
+            self._ramp.observe(sum(max(0, end - begin.get(p, 0)) for p, end in latest.items()))
         return to_spark_offset(plan_end(begin, latest, budget))
 
     def reportLatestOffset(self) -> dict[str, int]:
@@ -191,11 +205,15 @@ class TopicStreamReader(DataSourceStreamReader):
         return size // records if records else 1
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        """One task per `maxRecordsPerTask` records or `maxBytesPerTask` bytes of each partition."""
+        """One task per `maxRecordsPerTask` records or `maxBytesPerTask` bytes of each partition,
+        and at least `minPartitions` tasks in all: a one-partition channel still uses every core."""
         begin, finish = to_partition_offsets(start), to_partition_offsets(end)
         per_task = self.options.max_records_per_task
         if any(finish[p] > begin.get(p, 0) for p in finish):
             per_task = min(per_task, max(1, self.options.max_bytes_per_task // self._average_record_bytes()))
+        if self.options.min_partitions:
+            total = sum(max(0, end_ - begin.get(p, 0)) for p, end_ in finish.items())
+            per_task = min(per_task, max(1, -(-total // self.options.min_partitions)))
         return split_ranges(self.options.topic, begin, finish, per_task)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -233,7 +251,11 @@ class TopicStreamReader(DataSourceStreamReader):
                     offset,
                 )
             for batch in result.batches:
-                rows = batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
+                rows = (
+                    batch_payload(batch, fetched_from, rng.end)
+                    if self.options.payload_only
+                    else batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
+                )
                 if rows is not None:
                     yield rows
 

@@ -90,6 +90,37 @@ def plan_end(start: PartitionOffsets, latest: PartitionOffsets, budget: int | No
     return {p: begin[p] + share[p] for p in backlog}
 
 
+@dataclass
+class Ramp:
+    """Slow start for micro-batches over a backlog: small first batches, then doubling.
+
+    A query that starts (or wakes up) in front of a large backlog would take
+    all of it in its first batch, and nothing would come out until that batch
+    ended. With a ramp the first batch reads `start` records, and each batch
+    that found more waiting than it was allowed doubles the next one's
+    budget, so within a few batches they are as large as the other limits
+    allow (large batches amortize Spark's fixed cost per batch). A batch
+    that found less than half its budget waiting halves it again (not below
+    `start`): slow input keeps small, quick batches.
+    """
+
+    start: int
+    current: int = 0
+
+    def __post_init__(self) -> None:
+        self.current = self.current or self.start
+
+    def budget(self) -> int:
+        return self.current
+
+    def observe(self, waiting: int) -> None:
+        """The records waiting when a batch was planned with the current budget."""
+        if waiting > self.current:
+            self.current *= 2
+        elif waiting < self.current // 2:
+            self.current = max(self.start, self.current // 2)
+
+
 def smallest_budget(*budgets: int | None) -> int | None:
     """The tightest of several optional record budgets (None means unlimited)."""
     present = [b for b in budgets if b is not None]

@@ -53,6 +53,9 @@ class SourceOptions:
     fetch_bytes: int
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
     transform: RowsTransform | None = None
+    payload_only: bool = False  # `columns = payload`: value and packed headers only
+    ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
+    min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -73,12 +76,30 @@ class SourceOptions:
             max_bytes_per_task=_int(options, "maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK, 1024)
             or DEFAULT_MAX_BYTES_PER_TASK,
             transform=read_transform(_get(options, TRANSFORM_OPTION)),
+            payload_only=_columns(options) == PAYLOAD_COLUMNS,
+            ramp_records=_int(options, "rampRecords", minimum=1),
+            min_partitions=_int(options, "minPartitions", minimum=1),
         )
 
 
-def source_schema(options: Mapping[str, str], default: str) -> str:
-    """The source's schema: what its rows transform yields (see `contraflow.spark.transform`), else `default`."""
-    return _get(options, SCHEMA_OPTION) or default
+PAYLOAD_COLUMNS = "payload"
+ALL_COLUMNS = "all"
+
+
+def _columns(options: Mapping[str, str]) -> str:
+    columns = (_get(options, "columns") or ALL_COLUMNS).lower()
+    if columns not in (ALL_COLUMNS, PAYLOAD_COLUMNS):
+        raise UserError(f"option columns must be '{ALL_COLUMNS}' or '{PAYLOAD_COLUMNS}', not {columns!r}")
+    return columns
+
+
+def source_schema(options: Mapping[str, str], default: str, payload: str) -> str:
+    """The source's schema: what its rows transform yields (see `contraflow.spark.transform`), else
+    `payload` with `columns = payload`, else `default`."""
+    explicit = _get(options, SCHEMA_OPTION)
+    if explicit:
+        return explicit
+    return payload if _columns(options) == PAYLOAD_COLUMNS else default
 
 
 def _partition_list(raw: str | None) -> tuple[int, ...] | None:

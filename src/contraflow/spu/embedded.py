@@ -63,6 +63,21 @@ def wait_until_ready(addr: str, timeout_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL it when the process that started it dies (Linux).
+
+    A runtime killed with `kill -9` must not leave its SPU behind holding the
+    log's lock, or the next run could not start."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+PR_SET_PDEATHSIG = 1
+
+
 class EmbeddedSpu:
     """Start/stop an SPU next to this process. Use as a context manager or call start/stop."""
 
@@ -191,7 +206,7 @@ class EmbeddedSpu:
         ]  # fmt: skip
         if self.config.kafka_addr is not None:
             args += ["--kafka-addr", self.config.kafka_addr]
-        self._process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env)
+        self._process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, preexec_fn=_die_with_parent)
         line = self._read_ready_line()
         fields = dict(part.split("=", 1) for part in line.split()[2:])
         self.addr, self.private_addr = fields["public"], fields.get("private", "")

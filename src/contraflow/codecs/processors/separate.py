@@ -160,5 +160,10 @@ class SeparatePostprocessor(Postprocessor):
         super().__init__(options)
         self._sep = _separator_byte(self.options.separator)
 
+    @property
+    def separator(self) -> bytes:
+        """The byte every frame ends with (lets a sink join many frames in one step)."""
+        return self._sep
+
     def process(self, data: bytes) -> list[bytes]:
         return [data + self._sep]

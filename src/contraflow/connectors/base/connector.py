@@ -125,6 +125,21 @@ class SinkEvent:
         return stream if isinstance(stream, int) else None
 
 
+@dataclass(slots=True)
+class SinkBytes:
+    """Many events' wire bytes as one buffer: json events through a `separate` postprocessor, joined.
+
+    Given to sinks that declare `writes_bytes` when nothing about the events
+    needs them one by one (the json codec passes the channel value through,
+    and such a sink ignores metadata), so a fetched log batch is delivered
+    with one write and no Python object per event.
+    """
+
+    data: bytes
+    count: int
+    port: str = "in"
+
+
 # ---------------------------------------------------------------------------------------------- context
 
 
@@ -217,6 +232,9 @@ class Connector:
     acknowledges: ClassVar[bool] = False
     # Events bypass codec and processors (pull returns `events`; send uses `SinkEvent.value()`).
     structured: ClassVar[bool] = False
+    # The sink only writes the events' wire bytes (no metadata, no per-event reply): it takes
+    # `send_bytes` with a whole fetched batch when the codec leaves the channel values as they are.
+    writes_bytes: ClassVar[bool] = False
 
     def __init__(self, ctx: ConnectorContext) -> None:
         self.ctx = ctx
@@ -272,6 +290,10 @@ class Connector:
     async def send(self, events: Sequence[SinkEvent]) -> None:
         """Sink side: deliver `events`; raise `ConnectionLost` or `DeliveryFailed`."""
         raise NotImplementedError(f"{self.kind} is not a sink")
+
+    async def send_bytes(self, batch: SinkBytes) -> None:
+        """Sink side, for `writes_bytes` sinks: write many events' bytes at once; errors as `send`."""
+        raise NotImplementedError(f"{self.kind} does not write bytes")
 
     def status(self) -> dict[str, Any]:
         """Extra connector-specific status for the API (connected peers, file position...)."""

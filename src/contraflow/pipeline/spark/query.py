@@ -121,6 +121,11 @@ def _consumers(consumer: str | Mapping[str, str], inputs: Mapping[str, str | lis
     return dict(consumer)
 
 
+# A pipeline's first batch over a backlog, doubled per batch up to the channel's capacity
+# (`contraflow.spark.offsets.Ramp`): output starts within one small batch, then batches grow large.
+RAMP_RECORDS = 20_000
+
+
 @dataclass(frozen=True)
 class _Reader:
     """Each input port's rows: one `contraflow` source per topic of the port (a fan-in port
@@ -136,19 +141,31 @@ class _Reader:
     spu: str
     consumers: dict[str, str]
 
-    def rows(self, step: SourceStep | None = None) -> dict[str, DataFrame]:
+    def rows(
+        self, step: SourceStep | None = None, *, payload: bool = False, spread: bool = False
+    ) -> dict[str, DataFrame]:
+        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM).
+        `spread`: read each batch in at least one task per core. Tasks of one partition commit
+        their output in any order, so only a consumer that puts rows back in offset order (the
+        stateful operator does) may spread."""
         return {
-            port: _union_all([self._source(port, topic, step) for topic in _topics(topics)])
+            port: _union_all([self._source(port, topic, step, payload, spread) for topic in _topics(topics)])
             for port, topics in self.plan.inputs.items()
         }
 
-    def _source(self, port: str, topic: str, step: SourceStep | None) -> DataFrame:
+    def _source(
+        self, port: str, topic: str, step: SourceStep | None, payload: bool, spread: bool
+    ) -> DataFrame:
         reader = (
             self.spark.readStream.format("contraflow")
             .option("spu", self.spu)
             .option("topic", topic)
             .option("consumer", self.consumers[port])
+            .option("columns", "payload" if payload else "all")
+            .option("rampRecords", str(RAMP_RECORDS))
         )
+        if spread:
+            reader = reader.option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
         return reader.load()
@@ -168,7 +185,7 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, read.rows(), routes)
+        return _routed_rows(plan, read.rows(payload=True), routes)
     return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
 
 

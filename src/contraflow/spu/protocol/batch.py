@@ -462,6 +462,10 @@ class DecodedBatch:
             return None
         return cols.key_validity, *cols.keys
 
+    def header_buffers(self) -> tuple[memoryview, memoryview] | None:
+        """(offsets, data) of the packed headers column, or None when the batch has no headers."""
+        return self._columns.headers
+
     def timestamp_delta_buffer(self) -> memoryview:
         """int64 little-endian deltas against header.first_timestamp."""
         return self._columns.ts_deltas
