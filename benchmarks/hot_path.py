@@ -313,10 +313,10 @@ def stage_seconds(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str,
 
 
 def run_flow(
-    name: str, body: str, source: Path, work: Path, count: int, spu_mode: str = "process"
+    name: str, body: str, source: Path, work: Path, count: int, spu_mode: str | None = None
 ) -> dict[str, Any]:
     """Run one flow with `contraflow run` and measure its steady state between count/3 and count events."""
-    flow_dir = work / f"{name}-{spu_mode}"
+    flow_dir = work / f"{name}-{spu_mode or 'default'}"
     flow_dir.mkdir()
     sink = flow_dir / "out.jsonl"
     troy = flow_dir / "flow.troy"
@@ -340,8 +340,7 @@ def run_flow(
             "--no-status",
             "--spu-port",
             "0",
-            "--embedded-spu",
-            spu_mode,
+            *(["--embedded-spu", spu_mode] if spu_mode else []),  # else the runtime's default
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -80,11 +80,28 @@ def _header_lists(column: pa.Array) -> Sequence[Sequence[tuple[str, bytes]]]:
     return [[(h["key"], h["value"]) for h in row or ()] for row in column.to_pylist()]
 
 
-def input_metas(column: pa.Array) -> list[dict[str, Any] | None] | None:
-    """Each row's metadata (its `meta` header), or None when no row has headers at all."""
+def meta_rows(column: pa.Array) -> tuple[list[int], list[bytes]]:
+    """(row index, `meta` header value) of the rows that carry metadata, found in C.
+
+    Most rows of a batch carry no headers, or only the source's resume marker
+    on a pull's last record: only the rows that do carry `meta` reach Python."""
     if len(column.values) == 0:
+        return [], []
+    entries = column.flatten()
+    is_meta = pc.equal(entries.field("key"), META_HEADER)
+    rows = pc.filter(pc.list_parent_indices(column), is_meta).to_pylist()
+    return rows, pc.filter(entries.field("value"), is_meta).to_pylist()
+
+
+def input_metas(column: pa.Array) -> list[dict[str, Any] | None] | None:
+    """Each row's metadata (its `meta` header), or None when no row has any."""
+    rows, values = meta_rows(column)
+    if not rows:
         return None
-    return [_meta(hdrs) or None for hdrs in _header_lists(column)]
+    metas: list[dict[str, Any] | None] = [None] * len(column)
+    for row, value in zip(rows, values, strict=True):
+        metas[row] = _meta([(META_HEADER, value)]) or None
+    return metas
 
 
 def _meta(headers: Sequence[tuple[str, bytes]]) -> dict[str, Any]:

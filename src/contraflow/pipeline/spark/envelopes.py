@@ -27,10 +27,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.events import META_HEADER, encode_value
+from contraflow.events import encode_value
 from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.item import UNDECODED
-from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event
+from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
 from contraflow.pipeline.spark.keying import GroupStreams
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
@@ -246,16 +246,13 @@ def event_keys(values: Sequence[bytes | None], path: str) -> list[str]:
 
 def meta_bytes(rows: pa.RecordBatch) -> pa.Array:
     """Each row's `meta` header value (JSON bytes), null where it has none."""
-    headers = rows.column("headers")
-    if len(headers.values) == 0:
+    found, values = meta_rows(rows.column("headers"))
+    if not found:
         return pa.nulls(rows.num_rows, pa.binary())
-    return pa.array(
-        [
-            next((h["value"] for h in row or () if h["key"] == META_HEADER), None)
-            for row in headers.to_pylist()
-        ],
-        pa.binary(),
-    )
+    metas: list[bytes | None] = [None] * rows.num_rows
+    for row, value in zip(found, values, strict=True):
+        metas[row] = value
+    return pa.array(metas, pa.binary())
 
 
 class UnpackOutputs:
