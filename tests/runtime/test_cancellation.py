@@ -24,8 +24,8 @@ from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.runtime.harness import flow_id, running, troy, wait_for
-from tests.runtime.silent_server import SilentServer
-from tests.runtime.test_contraflow import emitted, http_sink, metronome_to
+from tests.runtime.silent_server import SilentServer, stalled_flow
+from tests.runtime.test_contraflow import emitted, metronome_to
 
 CEILING_S = 3.0
 SENT = 5
@@ -38,18 +38,7 @@ def test_undeploy_of_a_stuck_flow_stays_within_its_ceiling(
     stuck, alive = flow_id("stuck"), flow_id("alive")
     stuck_flow = troy(
         stuck,
-        f"""
-  define connector silent from tcp_client
-  with codec = "json", preprocessors = ["separate"], config = {{"url": "127.0.0.1:{server.port}"}} end;
-  create connector input from silent;
-  define connector ticks from metronome with config = {{"interval": 100000000}} end;
-  create connector ticks;
-  {http_sink(f"http://127.0.0.1:{server.port}/events")}
-  create pipeline pass;
-  connect /connector/input to /pipeline/pass;
-  connect /connector/ticks to /pipeline/pass;
-  connect /pipeline/pass to /connector/sink;
-""",
+        stalled_flow(server, interval_ns=100_000_000),
         args=f'cancel = {{"ceiling_s": {CEILING_S}}}',
     )
     out = tmp_path / "alive.jsonl"

@@ -12,8 +12,7 @@ from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import WatchdogSettings
 from contraflow.runtime.watchdog import FlowWatchdog, watch_loop
 from tests.runtime.harness import flow_id, running, troy, wait_for
-from tests.runtime.silent_server import SilentServer
-from tests.runtime.test_contraflow import http_sink
+from tests.runtime.silent_server import SilentServer, stalled_flow
 
 
 def test_a_blocking_call_on_the_loop_is_reported() -> None:
@@ -70,18 +69,7 @@ def test_a_flow_reports_its_slow_batches_sends_and_pulls(spark: Any, spu_addr: s
     fid = flow_id("watched")
     source = troy(
         fid,
-        f"""
-  define connector silent from tcp_client
-  with codec = "json", preprocessors = ["separate"], config = {{"url": "127.0.0.1:{server.port}"}} end;
-  create connector input from silent;
-  define connector ticks from metronome with config = {{"interval": 50000000}} end;
-  create connector ticks;
-  {http_sink(f"http://127.0.0.1:{server.port}/events")}
-  create pipeline pass;
-  connect /connector/input to /pipeline/pass;
-  connect /connector/ticks to /pipeline/pass;
-  connect /pipeline/pass to /connector/sink;
-""",
+        stalled_flow(server, interval_ns=50_000_000),
         args='watchdog = {"batch_deadline_ms": 1, "send_deadline_ms": 300, "pull_deadline_ms": 300}, '
         'cancel = {"ceiling_s": 4}',
     )

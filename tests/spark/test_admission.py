@@ -25,37 +25,41 @@ def input_rows(query) -> list[int]:
     return [p["numInputRows"] for p in query.recentProgress]
 
 
-def test_max_offsets_per_trigger_bounds_every_batch(spark, spu, spu_addr, topic_name, checkpoint) -> None:
+def source_and_sink(spu, topic_name: str, values: list[bytes]) -> tuple[str, str]:
+    """A source topic holding `values` in partition 0, and an empty topic to copy them to."""
     src, dst = topic_name + "-in", topic_name + "-out"
     spu.create_topic(src)
     spu.create_topic(dst)
-    spu.produce(src, 0, [b"x%d" % i for i in range(1000)])
-    query = start_copy(spark, spu_addr, src, dst, checkpoint, maxOffsetsPerTrigger="150")
+    spu.produce(src, 0, values)
+    return src, dst
+
+
+def copy_all(spark, spu_addr: str, src: str, dst: str, checkpoint: str, **source_options: str):
+    """Copy everything `src` holds now, then stop; the stopped query keeps its progress."""
+    query = start_copy(spark, spu_addr, src, dst, checkpoint, **source_options)
     query.processAllAvailable()
     query.stop()
+    return query
+
+
+def test_max_offsets_per_trigger_bounds_every_batch(spark, spu, spu_addr, topic_name, checkpoint) -> None:
+    src, dst = source_and_sink(spu, topic_name, [b"x%d" % i for i in range(1000)])
+    query = copy_all(spark, spu_addr, src, dst, checkpoint, maxOffsetsPerTrigger="150")
     rows = [n for n in input_rows(query) if n]
     assert max(rows) == 150 and sum(rows) == 1000
     assert len(read_all(spu, dst)) == 1000
 
 
 def test_a_ramp_starts_small_over_a_backlog_and_doubles(spark, spu, spu_addr, topic_name, checkpoint) -> None:
-    src, dst = topic_name + "-in", topic_name + "-out"
-    spu.create_topic(src)
-    spu.create_topic(dst)
-    spu.produce(src, 0, [b"r%d" % i for i in range(1000)])
-    query = start_copy(spark, spu_addr, src, dst, checkpoint, rampRecords="100")
-    query.processAllAvailable()
-    query.stop()
+    src, dst = source_and_sink(spu, topic_name, [b"r%d" % i for i in range(1000)])
+    query = copy_all(spark, spu_addr, src, dst, checkpoint, rampRecords="100")
     rows = [n for n in input_rows(query) if n]
     assert rows == [100, 200, 400, 300]  # 100 first, doubling while more waited, the rest last
     assert len(read_all(spu, dst)) == 1000
 
 
 def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, topic_name, checkpoint) -> None:
-    src, dst = topic_name + "-in", topic_name + "-out"
-    spu.create_topic(src)
-    spu.create_topic(dst)
-    spu.produce(src, 0, [b"y%d" % i for i in range(300)])
+    src, dst = source_and_sink(spu, topic_name, [b"y%d" % i for i in range(300)])
     credit = control.credit("copier", src)
     credit.set(spu, 0)
     assert credit.get(spu) == 0
@@ -79,19 +83,10 @@ def test_zero_credit_pauses_and_restored_credit_resumes(spark, spu, spu_addr, to
 def test_min_partitions_splits_one_partition_over_several_tasks(
     spark, spu, spu_addr, topic_name, checkpoint
 ) -> None:
-    src, dst = topic_name + "-in", topic_name + "-out"
-    spu.create_topic(src)
-    spu.create_topic(dst)
-    spu.produce(src, 0, [b"m%d" % i for i in range(900)])
-    query = start_copy(spark, spu_addr, src, dst, checkpoint, minPartitions="3")
-    query.processAllAvailable()
-    query.stop()
+    src, dst = source_and_sink(spu, topic_name, [b"m%d" % i for i in range(900)])
+    copy_all(spark, spu_addr, src, dst, checkpoint, minPartitions="3")
     # One staged batch per task, all into partition 0; tasks commit in any order (stateful
     # pipelines, the only ones the runtime spreads, put events back in offset order themselves).
     copied = read_all(spu, dst)
     assert sorted(copied) == sorted(b"m%d" % i for i in range(900))
-    from contraflow.spu.client import SpuClient
-
-    with SpuClient(spu_addr) as client:
-        batches = client.fetch(dst, 0, 0).batches
-    assert len(batches) >= 3
+    assert len(spu.fetch(dst, 0, 0).batches) >= 3

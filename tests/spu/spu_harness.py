@@ -64,6 +64,17 @@ def small_limits(**kwargs: int) -> Limits:
     return replace(Limits(), **kwargs)
 
 
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from `sock`, however the peer split them; ConnectionError if it closes first."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("closed by the SPU")
+        data += chunk
+    return bytes(data)
+
+
 class RawConnection:
     """A blocking socket speaking frames by hand, to send what a real client never would."""
 
@@ -92,13 +103,7 @@ class RawConnection:
             return True
 
     def _exactly(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the SPU")
-            data += chunk
-        return bytes(data)
+        return recv_exactly(self.sock, size)
 
     def close(self) -> None:
         self.sock.close()

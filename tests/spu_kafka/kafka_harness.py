@@ -9,6 +9,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.spu.spu_harness import recv_exactly
 
 from contraflow.spu.kafka.wire import Reader, Writer
 from contraflow.spu.protocol.address import parse_addr
@@ -79,13 +80,7 @@ class KafkaWire:
         return reader
 
     def _exactly(self, size: int) -> bytes:
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the SPU")
-            data += chunk
-        return bytes(data)
+        return recv_exactly(self.sock, size)
 
     def close(self) -> None:
         self.sock.close()

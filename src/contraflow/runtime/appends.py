@@ -15,9 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, islice
 
-from contraflow.spu.protocol.batch import BinaryBuffers, Headers, encode_columns, pack_headers
-
-NO_HEADERS = pack_headers([])
+from contraflow.spu.protocol.batch import NO_HEADERS, BinaryBuffers, Headers, encode_columns, pack_headers
 
 
 @dataclass

@@ -168,8 +168,8 @@ class SinkRunner:
     async def deliver(
         self,
         events: Sequence[SinkEvent] | SinkBytes,
-        report: Callable[[bool], None] | None = None,
-        undelivered: Callable[[], list[tuple[bytes, Sequence[tuple[str, bytes]]]]] | None = None,
+        report: Callable[[bool], None] | None,
+        undelivered: Callable[[], list[tuple[bytes, Sequence[tuple[str, bytes]]]]],
     ) -> None:
         """Send one batch: reconnect on ConnectionLost, retry retryable failures, else to `err`.
 
@@ -177,7 +177,6 @@ class SinkRunner:
         `undelivered()` gives the batch's records for the `err` port."""
         delays = self.delivery.delays()
         attempt = 0
-        records = undelivered or (lambda: [(e.raw, _headers(e)) for e in _events(events)])
         while True:
             try:
                 async with self._send_lock:
@@ -187,7 +186,7 @@ class SinkRunner:
                 self.connected = False
                 self.ready.clear()
                 if not await self._reconnect(f"connection lost: {err}"):
-                    await self._to_err(f"connection lost: {err}", records())
+                    await self._to_err(f"connection lost: {err}", undelivered())
                     return
                 continue
             except DeliveryFailed as err:
@@ -202,7 +201,7 @@ class SinkRunner:
                     await asyncio.sleep(delays[attempt])
                     attempt += 1
                     continue
-                await self._to_err(f"delivery failed: {err}", records())
+                await self._to_err(f"delivery failed: {err}", undelivered())
                 return
             self._count_delivered(events)
             return
@@ -262,11 +261,6 @@ class SinkRunner:
             kept = [(name, data) for name, data in headers if name == META_HEADER]  # the event's own metadata
             await self.producer.send(self.err_topic, 0, encode_value(error), headers=kept or None)
         await self.producer.flush()
-
-
-def _events(events: Sequence[SinkEvent] | SinkBytes) -> Sequence[SinkEvent]:
-    assert not isinstance(events, SinkBytes), "a bytes batch names its records with `undelivered`"
-    return events
 
 
 def _headers(event: SinkEvent) -> list[tuple[str, bytes]]:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.spu.protocol.batch import DecodedBatch, encode_columns, pack_headers
+from contraflow.spu.protocol.batch import NO_HEADERS, DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.protocol.compression import Compression
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -185,9 +185,6 @@ def _key_buffers(column: pa.Array) -> tuple[memoryview | None, bytes, memoryview
     validity = memoryview(keys.buffers()[0])[: (len(keys) + 7) // 8] if keys.null_count else None
     offsets, data = _buffers(keys)
     return validity, offsets, data
-
-
-NO_HEADERS = pack_headers([])
 
 
 def _packed_headers(column: pa.Array) -> pa.Array | None:

@@ -100,16 +100,21 @@ def input_metas(column: pa.Array) -> list[dict[str, Any] | None] | None:
         return None
     metas: list[dict[str, Any] | None] = [None] * len(column)
     for row, value in zip(rows, values, strict=True):
-        metas[row] = _meta([(META_HEADER, value)]) or None
+        metas[row] = _decoded_meta(value) or None
     return metas
 
 
 def _meta(headers: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
     for name, data in headers:
         if name == META_HEADER:
-            meta = orjson.loads(data)
-            return meta if isinstance(meta, dict) else {}
+            return _decoded_meta(data)
     return {}
+
+
+def _decoded_meta(data: bytes) -> dict[str, Any]:
+    """A `meta` header's value as metadata (a record; anything else counts as none)."""
+    meta = orjson.loads(data)
+    return meta if isinstance(meta, dict) else {}
 
 
 def meta_headers(metas: Sequence[bytes | None]) -> pa.Array:

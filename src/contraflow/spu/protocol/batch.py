@@ -326,6 +326,9 @@ def pack_headers(headers: Headers) -> bytes:
     return bytes(msgpack.packb(list(headers)))
 
 
+NO_HEADERS: Final = pack_headers([])  # a record without headers, in a batch whose others have some
+
+
 def assemble_batch(
     count: int,
     body: list[Buffer],
