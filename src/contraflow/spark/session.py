@@ -13,7 +13,9 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 import zipfile
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,3 +198,33 @@ def register(spark: SparkSession) -> SparkSession:
 
     spark.dataSource.register(ContraflowDataSource)
     return spark
+
+
+def activate(spark: SparkSession) -> None:
+    """Make `spark` the JVM's active session on this thread: Spark looks Python data sources up
+    through the thread's active session, and sessions are built, and queries started, from
+    threads other than the one that uses them (`start_session`, the runtime's worker threads)."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+
+
+def start_session(
+    master: str | None = None, data_dir: str | os.PathLike[str] | None = None
+) -> Future[SparkSession]:
+    """`session(master, data_dir)` building in a background thread, so the JVM's cold start (seconds)
+    overlaps whatever the caller does meanwhile (compiling flows, starting the SPU).
+
+    The thread is a daemon: a caller that fails meanwhile exits without waiting for Spark, and the
+    half-started JVM ends with it (Spark's gateway exits when its standard input closes).
+    """
+    started: Future[SparkSession] = Future()
+
+    def build() -> None:
+        if not started.set_running_or_notify_cancel():
+            return
+        try:
+            started.set_result(session(master, data_dir))
+        except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the session
+            started.set_exception(err)
+
+    threading.Thread(target=build, name="spark-start", daemon=True).start()
+    return started

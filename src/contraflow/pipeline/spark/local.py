@@ -17,6 +17,7 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,20 +40,37 @@ class LocalResult:
 
 
 def run_on_spark(
-    graph: PipelineGraph, lines: Iterable[bytes], *, ingest: IngestMode, work_dir: Path | None = None
+    graph: PipelineGraph,
+    lines: Iterable[bytes],
+    *,
+    ingest: IngestMode,
+    work_dir: Path | None = None,
+    spark: Future[Any] | None = None,
 ) -> LocalResult:
-    """Feed `lines` to the pipeline's `in` port on local Spark; collect what every output port emitted."""
+    """Feed `lines` to the pipeline's `in` port on local Spark; collect what every output port emitted.
+
+    `spark`: a session already starting (`start_local_session`), else one starts here.
+    """
     if "in" not in graph.inputs:
         raise UserError(f"pipeline '{graph.name}' has no 'in' port to read standard input from")
     with contextlib.ExitStack() as stack:
         root = work_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="contraflow-query-")))
-        return _run(graph, list(lines), ingest, root)
+        return _run(graph, list(lines), ingest, root, spark or start_local_session(root))
 
 
-def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Path) -> LocalResult:
+def start_local_session(root: Path) -> Future[Any]:
+    """The local session a query runs on (`CONTRAFLOW_SPARK_MASTER` or two cores), starting in a thread."""
+    from contraflow.spark.session import start_session
+
+    return start_session(os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[2]"), root / "spark")
+
+
+def _run(
+    graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Path, starting: Future[Any]
+) -> LocalResult:
     from contraflow.pipeline.spark.query import start_pipeline
     from contraflow.pipeline.spark.state import export_state
-    from contraflow.spark import session
+    from contraflow.spark.session import activate
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu
 
@@ -62,7 +80,8 @@ def _run(graph: PipelineGraph, lines: list[bytes], ingest: IngestMode, root: Pat
             client.create_topic(topic)
         for start in range(0, len(lines), PRODUCE_CHUNK):
             client.produce("input", 0, lines[start : start + PRODUCE_CHUNK])
-        spark = session(master=os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[2]"), data_dir=root / "spark")
+        spark = starting.result()
+        activate(spark)
         try:
             query = start_pipeline(
                 spark,
