@@ -53,12 +53,17 @@ def query(file: Path, ingest_ns: str) -> None:
             graph = compile_path(file)
             assert isinstance(graph, PipelineGraph)
             lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer if line.strip()]
-            with ticking(err, "running the query on local Spark"):
-                result = run_on_spark(
-                    graph, lines, ingest=INGEST_MODES[ingest_ns], work_dir=work, spark=spark
+            with ticking(err, "running the query on local Spark") as erase_ticker:
+                streams = {"out": out, "err": err}  # the other ports are not shown
+
+                def emit(port: str, values: list[bytes]) -> None:
+                    if port in streams and values:
+                        erase_ticker()
+                        _write_lines(streams[port], values)
+
+                run_on_spark(
+                    graph, lines, ingest=INGEST_MODES[ingest_ns], emit=emit, work_dir=work, spark=spark
                 )
-            _write_lines(out, result.ports.get("out", []))
-            _write_lines(err, result.ports.get("err", []))
 
 
 def _write_lines(stream: IO[bytes], values: list[bytes]) -> None:
