@@ -11,6 +11,8 @@ so a single `contraflow check` shows all mistakes of a file.
 
 from __future__ import annotations
 
+import difflib
+
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -367,7 +369,13 @@ class PipelineBuilder:
             if key not in kind.params:
                 hint = did_you_mean(key, kind.params) if kind.params else f"{kind.name} takes no parameters"
                 self.diag.error(f"unknown parameter '{key}' for operator {kind.name}", name.pos, hint)
-        for key in sorted(kind.required - params.keys()):
+            elif key in kind.string_params and not isinstance(params[key][1], str):
+                self.diag.error(
+                    f"`{key}` of operator {kind.name} must be a string, got {params[key][1]!r}",
+                    _value_pos(assign),
+                )
+        misspelt = {hint for key in params if key not in kind.params for hint in _close(key, kind.params)}
+        for key in sorted(kind.required - params.keys() - misspelt):  # a typo is reported once
             self.diag.error(
                 f"operator {kind.name} requires '{key}'",
                 defn.name.pos,
@@ -597,6 +605,10 @@ def _qualified_group(clause: ast.GroupClause | None, aliases: dict[str, str]) ->
         expr=qualified_expr(clause.expr, aliases),
         items=[g for g in (_qualified_group(c, aliases) for c in clause.items) if g is not None],
     )
+
+
+def _close(name: str, candidates: frozenset[str]) -> list[str]:
+    return difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
 
 
 def _value_pos(assign: ast.Assignment) -> Position:
