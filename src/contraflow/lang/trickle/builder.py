@@ -11,9 +11,8 @@ so a single `contraflow check` shows all mistakes of a file.
 
 from __future__ import annotations
 
-import difflib
-
 import dataclasses
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +104,7 @@ def add_constant(diag: Diagnostics, scope: Scope, item: ast.ScriptItem, env: dic
     if item.kind == "const":
         value_text = item.source.split("=", 1)[-1].strip()
         value_expr = SourceExpr(value_text, const_expr(item.ast), item.pos)
-        scope.constants[item.name] = evaluate_expr(diag, value_expr, {**scope.all_constants(), **env})
+        scope.constants[item.name] = evaluate_expr(diag, value_expr, {**scope.env({}), **env})
 
 
 @dataclass
@@ -119,7 +118,7 @@ class _Pipeline:
     window_defs: dict[str, WindowSpec] = field(default_factory=dict)
 
     def env(self) -> dict[str, Any]:
-        return {**self.scope.all_constants(), "args": self.args}
+        return self.scope.env(self.args)
 
 
 class PipelineBuilder:
@@ -158,7 +157,7 @@ class PipelineBuilder:
             defn: ast.DefinePipeline = found.stmt
             if id(defn) in self.used or any(a.default is None for a in defn.args):
                 continue
-            env = {**found.scope.all_constants(), "args": {}}
+            env = found.scope.env({})
             args = bind_args(self.diag, f"pipeline '{defn.name.value}'", defn.args, [], env, defn.name)
             self.build_definition(found, args)
 
@@ -359,7 +358,7 @@ class PipelineBuilder:
         kind = OPERATORS.get(defn.kind.text)
         if kind is None:
             return None  # reported at the definition
-        env = {**found.scope.all_constants(), "args": ctx.args}
+        env = found.scope.env(ctx.args)
         args = bind_args(
             self.diag, f"operator '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
@@ -528,7 +527,7 @@ class PipelineBuilder:
             if not ctx.scope.in_broken_module(path):
                 self.diag.unknown("window", path.text, path.pos, ctx.scope.names("window"))
             return None
-        spec = self.window_spec(found.stmt, {**found.scope.all_constants(), "args": {}})
+        spec = self.window_spec(found.stmt, found.scope.env({}))
         if spec is not None:
             spec.name = path.text
             ctx.graph.windows[path.text] = spec
@@ -616,12 +615,7 @@ def _value_pos(assign: ast.Assignment) -> Position:
 
 
 def _function_modules(scope: Scope) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    current: Scope | None = scope
-    while current is not None:
-        merged = {**current.function_modules, **merged}
-        current = current.parent
-    return merged
+    return scope.function_aliases()
 
 
 def _unique(items: Iterable[str]) -> list[str]:
