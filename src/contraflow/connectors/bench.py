@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from contraflow.codecs.processors.compression import StreamDecompressor
+from contraflow.codecs.processors.compress import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
 from contraflow.connectors.base.filereader import leading_separator
 from contraflow.connectors.base.histogram import Histogram
