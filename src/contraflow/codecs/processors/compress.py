@@ -63,14 +63,10 @@ class CompressOptions:
             )
 
 
-class DecompressPreprocessor(Preprocessor):
+class DecompressPreprocessor(Preprocessor[DecompressOptions]):
     name = "decompress"
 
-    Options = DecompressOptions
-    options: DecompressOptions
-
-    def __init__(self, options: DecompressOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         algorithm = self.options.algorithm
         self._forced: Algorithm | None = None if algorithm == AUTODETECT else ALGORITHMS[algorithm]
 
@@ -86,16 +82,12 @@ class DecompressPreprocessor(Preprocessor):
             raise self.error(f"corrupt {algorithm.name} data: {err}") from None
 
 
-class CompressPostprocessor(Postprocessor):
+class CompressPostprocessor(Postprocessor[CompressOptions]):
     name = "compress"
 
-    Options = CompressOptions
-    options: CompressOptions
-
-    def __init__(self, options: CompressOptions) -> None:
-        super().__init__(options)
-        algorithm = ALGORITHMS[str(options.algorithm)]
-        level = algorithm.default_level if options.level is None else options.level
+    def setup(self) -> None:
+        algorithm = ALGORITHMS[str(self.options.algorithm)]
+        level = algorithm.default_level if self.options.level is None else self.options.level
         self._compress = algorithm.make_compressor(level)
 
     def process(self, data: bytes) -> list[bytes]:
