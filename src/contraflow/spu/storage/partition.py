@@ -322,6 +322,7 @@ class Partition:
         """Close the active segment and start a new one at the log end (lock held)."""
         old = self.segments[-1]
         old.freeze()
+        boot_checks.remember(self.directory, self.segments)  # a crash keeps the closed segments' checks
         self.stats.rolls += 1
         seg = Segment.create(self.directory, self._leo, self._settings)
         fsync_dir(self.directory)
