@@ -22,6 +22,7 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -170,6 +171,7 @@ def run(
         except ValueError as err:
             raise UserError(str(err)) from None
         check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+    fresh_data_dir = not options.data_dir.exists()
     preflight(options)
     from contraflow.process_output import quiet_process_output
     from contraflow.spark.session import start_session
@@ -183,9 +185,22 @@ def run(
         _python_streams(out, err_out),
     ):
         spark = start_session(options.master, options.data_dir)  # seconds: under way while flows compile
-        deployment = compile_all(files)
-        check_all(deployment, options.data_dir)
+        deployment = compile_and_check(files, options.data_dir, fresh_data_dir)
         asyncio.run(_serve(options, deployment, log_file, spark))
+
+
+def compile_and_check(files: tuple[Path, ...], data_dir: Path, fresh_data_dir: bool) -> Deployment:
+    """Every flow, compiled and checked (`compile_all`, `check_all`); a mistake leaves no data
+    directory behind when this run made it (Spark's start writes its few files there first, in
+    milliseconds, long before compiling ends)."""
+    try:
+        deployment = compile_all(files)
+        check_all(deployment, data_dir)
+    except UserError:
+        if fresh_data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    return deployment
 
 
 def compile_all(files: tuple[Path, ...]) -> Deployment:
