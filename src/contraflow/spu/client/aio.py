@@ -11,18 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import mmap
+import random
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
-from contraflow.spu.protocol import Acks, ApiKey, SpuError
+from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
+from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol.errors import REROUTE
 from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 TopicPartition = tuple[str, int]
+FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
+ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
 
 
 def _offsets(listed: list[list[Any]] | None) -> dict[TopicPartition, int] | None:
@@ -44,7 +50,9 @@ def fetch_result(response: Response) -> FetchResult:
 
 
 class AsyncSpuClient:
-    """Talks to one SPU over one multiplexed connection (opened lazily, reopened on failure)."""
+    """Talks to one SPU over one multiplexed connection (opened lazily, reopened on failure),
+    or to a cluster: `addr` may list bootstrap SPUs (`A,B,C`), and each partition's
+    requests then go to its leader, following leader changes (see `routing`)."""
 
     def __init__(
         self,
@@ -56,22 +64,69 @@ class AsyncSpuClient:
         token: str | None = None,
     ) -> None:
         self.addr = addr
+        self.bootstrap = split_bootstrap(addr)
         self.token = token if token is not None else client_token()
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retry = retry or RetryPolicy()
-        self._conn: Connection | None = None
-        self._connecting = asyncio.Lock()
+        self.failover_timeout_s = FAILOVER_TIMEOUT_S
+        self._home = self.bootstrap[0]  # where requests that are not about one partition go
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._routes: Routes | None = None  # learnt on the first partition request
 
-    async def connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            async with self._connecting:
-                if self._conn is None or self._conn.closed:
-                    conn = await Connection.open(self.addr, self.connect_timeout_s)
+    async def connection(self, addr: str | None = None) -> Connection:
+        """The connection to `addr` (default: the home SPU), opened if need be."""
+        addr = addr or self._home
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            lock = self._connecting.setdefault(addr, asyncio.Lock())
+            async with lock:
+                conn = self._conns.get(addr)
+                if conn is None or conn.closed:
+                    conn = await Connection.open(addr, self.connect_timeout_s)
                     if self.token is not None:
                         await self._authenticate(conn, self.token)
-                    self._conn = conn
-        return self._conn
+                    self._conns[addr] = conn
+        return conn
+
+    async def partition_connection(self, topic: str, partition: int) -> Connection:
+        """The connection to the partition's leader (the home SPU when it is alone)."""
+        routes = await self.routes()
+        if not routes.cluster:
+            return await self.connection()
+        addr = routes.leader_addr(topic, partition)
+        if addr is None:
+            await self.refresh_routes()
+            addr = (await self.routes()).leader_addr(topic, partition)
+        if addr is None:
+            raise SpuError(ErrorCode.NOT_LEADER, f"{topic}/{partition} has no leader right now")
+        return await self.connection(addr)
+
+    async def routes(self) -> Routes:
+        if self._routes is None:
+            try:
+                answer = await self.request(ApiKey.METADATA, {})
+                self._routes = Routes.from_answer(answer.fields)
+            except SpuError as err:
+                if err.code is not ErrorCode.UNSUPPORTED_API:
+                    raise
+                self._routes = Routes(False)  # an SPU from before clusters: alone
+        return self._routes
+
+    async def refresh_routes(self) -> None:
+        """Ask every SPU we know for metadata; keep the newest version anyone has."""
+        known = self._routes.known_addrs() if self._routes is not None else []
+        addrs = list(dict.fromkeys([*known, *self.bootstrap]))
+        answers = await asyncio.gather(*(self._metadata_at(a) for a in addrs), return_exceptions=True)
+        for answer in answers:
+            if isinstance(answer, Routes) and answer.cluster:
+                if self._routes is None or answer.metadata.version >= self._routes.metadata.version:
+                    self._routes = answer
+
+    async def _metadata_at(self, addr: str) -> Routes:
+        conn = await self.connection(addr)
+        return Routes.from_answer((await conn.request(ApiKey.METADATA, {}, (), ROUTE_TIMEOUT_S)).fields)
 
     async def _authenticate(self, conn: Connection, token: str) -> None:
         """The handshake before any other request (an SPU without a token accepts any)."""
@@ -82,7 +137,10 @@ class AsyncSpuClient:
             raise
 
     async def request(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> Response:
-        """Send one request, reconnecting and retrying with backoff on connection failures."""
+        """Send one request, reconnecting and retrying with backoff on connection failures;
+        in a cluster a partition's request goes to its leader and follows failovers."""
+        if api in ROUTED_APIS and (await self.routes()).cluster:
+            return await self._routed(api, fields, payload)
         delays = iter(self.retry.delays())
         while True:
             try:
@@ -92,12 +150,35 @@ class AsyncSpuClient:
                 delay = next(delays, None)
                 if not err.retriable or delay is None:
                     raise
+                if err.code is ErrorCode.CONNECTION_ERROR:
+                    self._next_home()
                 await asyncio.sleep(delay)
 
+    def _next_home(self) -> None:
+        """The home SPU is unreachable: try the next bootstrap address."""
+        if len(self.bootstrap) > 1:
+            self._home = self.bootstrap[(self.bootstrap.index(self._home) + 1) % len(self.bootstrap)]
+
+    async def _routed(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer]) -> Response:
+        """To the partition's leader; on NOT_LEADER or a lost leader: fresh metadata, retry
+        (with backoff) until `failover_timeout_s`, long enough for an election."""
+        deadline = time.monotonic() + self.failover_timeout_s
+        delay = self.retry.initial_s
+        while True:
+            try:
+                conn = await self.partition_connection(fields["topic"], fields["partition"])
+                return await conn.request(api, fields, payload, self.request_timeout_s)
+            except SpuError as err:
+                if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(self.retry.max_s, delay * 2)
+            await self.refresh_routes()
+
     async def close(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
 
     async def __aenter__(self) -> AsyncSpuClient:
         return self
@@ -147,7 +228,7 @@ class AsyncSpuClient:
         parts = _parts(batch)
         fields = {"topic": topic, "partition": partition, "acks": int(acks)}
         if acks is Acks.NONE:
-            await (await self.connection()).send_only(ApiKey.PRODUCE, fields, parts)
+            await (await self.partition_connection(topic, partition)).send_only(ApiKey.PRODUCE, fields, parts)
             return -1, -1
         response = await self.request(ApiKey.PRODUCE, fields, parts)
         return int(response.fields["base_offset"]), int(response.fields["last_offset"])
@@ -302,7 +383,7 @@ class StreamFetch:
         delays = iter(self._client.retry.delays())
         while True:
             try:
-                conn = await self._client.connection()
+                conn = await self._client.partition_connection(self._fields["topic"], self._fields["partition"])
                 cid = conn.next_id()
                 queue = conn.open_stream(cid)
                 fields = {**self._fields, "offset": self.position}
@@ -312,9 +393,11 @@ class StreamFetch:
                 break
             except SpuError as err:
                 delay = next(delays, None)
-                if not err.retriable or delay is None:
+                if not (err.retriable or err.code in REROUTE) or delay is None:
                     raise
                 await asyncio.sleep(delay)
+                if err.code in REROUTE or err.code is ErrorCode.CONNECTION_ERROR:
+                    await self._client.refresh_routes()
         self._conn, self._stream_id, self._queue = conn, cid, queue
         self.position = int(response.fields["offset"])
         self._used = 0
