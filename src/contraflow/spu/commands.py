@@ -127,7 +127,11 @@ def topic() -> None:
 )
 @click.option("--retention-bytes", default=None, metavar="BYTES", help="Keep about this much per partition.")
 @click.option(
-    "--replication-factor", default="1", metavar="R", show_default=True, help="Copies of each partition (a cluster)."
+    "--replication-factor",
+    default="1",
+    metavar="R",
+    show_default=True,
+    help="Copies of each partition (a cluster).",
 )
 @click.option(
     "--min-in-sync-replicas",
@@ -217,7 +221,9 @@ def topic_describe(name: str, as_json: bool, data_dir: str) -> None:
             f"{p.high_watermark:>15} {p.size_bytes:>14} {p.segment_count:>8}"
         )
     if any(p.leader_epoch is not None for p in desc.partitions):
-        click.echo(f"replication factor: {cfg.replication_factor}, min in-sync replicas: {cfg.min_in_sync_replicas}")
+        click.echo(
+            f"replication factor: {cfg.replication_factor}, min in-sync replicas: {cfg.min_in_sync_replicas}"
+        )
         click.echo(f"{'partition':>9} {'leader':>6} {'epoch':>6}  {'replicas':<12} {'in sync':<12}")
         for p in desc.partitions:
             leader = "none" if p.leader is None else str(p.leader)

@@ -21,9 +21,10 @@ from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
-from contraflow.spu.protocol.errors import REROUTE
 from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.errors import REROUTE
+from contraflow.spu.protocol.idempotence import NO_PRODUCER, new_producer_id, producer_field
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 TopicPartition = tuple[str, int]
@@ -62,6 +63,7 @@ class AsyncSpuClient:
         connect_timeout_s: float = 5.0,
         retry: RetryPolicy | None = None,
         token: str | None = None,
+        idempotent: bool = True,
     ) -> None:
         self.addr = addr
         self.bootstrap = split_bootstrap(addr)
@@ -74,6 +76,9 @@ class AsyncSpuClient:
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._routes: Routes | None = None  # learnt on the first partition request
+        self.idempotent = idempotent
+        self._producer_id = new_producer_id()
+        self._sequences: dict[TopicPartition, int] = {}
 
     async def connection(self, addr: str | None = None) -> Connection:
         """The connection to `addr` (default: the home SPU), opened if need be."""
@@ -120,9 +125,10 @@ class AsyncSpuClient:
         addrs = list(dict.fromkeys([*known, *self.bootstrap]))
         answers = await asyncio.gather(*(self._metadata_at(a) for a in addrs), return_exceptions=True)
         for answer in answers:
-            if isinstance(answer, Routes) and answer.cluster:
-                if self._routes is None or answer.metadata.version >= self._routes.metadata.version:
-                    self._routes = answer
+            if not isinstance(answer, Routes) or not answer.cluster:
+                continue  # unreachable, or a lone SPU
+            if self._routes is None or answer.metadata.version >= self._routes.metadata.version:
+                self._routes = answer
 
     async def _metadata_at(self, addr: str) -> Routes:
         conn = await self.connection(addr)
@@ -218,8 +224,23 @@ class AsyncSpuClient:
         compression: Compression | str | None = None,
         acks: Acks = Acks.LEADER,
     ) -> tuple[int, int]:
-        batch = encode_batch(values, keys, headers, timestamps, compression)
-        return await self.produce_encoded(topic, partition, batch, acks)
+        producer = await self._next_sequence(topic, partition)
+        batch = encode_batch(values, keys, headers, timestamps, compression, producer_id=producer)
+        try:
+            return await self.produce_encoded(topic, partition, batch, acks)
+        except SpuError:
+            if producer != NO_PRODUCER:  # the sequence may have a hole now: start a new one
+                self._producer_id, self._sequences = new_producer_id(), {}
+            raise
+
+    async def _next_sequence(self, topic: str, partition: int) -> int:
+        """The producer field of the next batch to a cluster partition (idempotent: a retry
+        of it is recognised by the leader, also after a failover); -1 for a lone SPU."""
+        if not self.idempotent or not (await self.routes()).cluster:
+            return NO_PRODUCER
+        sequence = self._sequences.get((topic, partition), 0)
+        self._sequences[(topic, partition)] = sequence + 1
+        return producer_field(self._producer_id, sequence)
 
     async def produce_encoded(
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
@@ -383,7 +404,9 @@ class StreamFetch:
         delays = iter(self._client.retry.delays())
         while True:
             try:
-                conn = await self._client.partition_connection(self._fields["topic"], self._fields["partition"])
+                conn = await self._client.partition_connection(
+                    self._fields["topic"], self._fields["partition"]
+                )
                 cid = conn.next_id()
                 queue = conn.open_stream(cid)
                 fields = {**self._fields, "offset": self.position}

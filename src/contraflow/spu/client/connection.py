@@ -164,6 +164,8 @@ class Connection:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
         finally:
             self._pending.pop(cid, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # the reader may have failed it too: seen, not "never retrieved"
         raise_for_error(response.fields)
         return response
 

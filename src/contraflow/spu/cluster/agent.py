@@ -85,7 +85,9 @@ class ClusterAgent:
 
     def metadata_reply(self) -> Reply:
         if self.metadata is None:
-            raise SpuError(ErrorCode.NO_CONTROLLER, f"SPU {self.spu_id} has not heard from the controller yet")
+            raise SpuError(
+                ErrorCode.NO_CONTROLLER, f"SPU {self.spu_id} has not heard from the controller yet"
+            )
         return Reply({"cluster": True, "metadata": self.metadata})
 
     async def forward(self, api: ApiKey, fields: dict[str, Any]) -> Reply:
@@ -101,7 +103,13 @@ class ClusterAgent:
         return Reply(dict(response.fields))
 
     async def alter_isr(self, tp: TopicPartition, epoch: int, isr: list[int]) -> list[int]:
-        fields = {"topic": tp[0], "partition": tp[1], "leader_id": self.spu_id, "leader_epoch": epoch, "isr": isr}
+        fields = {
+            "topic": tp[0],
+            "partition": tp[1],
+            "leader_id": self.spu_id,
+            "leader_epoch": epoch,
+            "isr": isr,
+        }
         answer = (await self.controller.request(ApiKey.SC_ALTER_ISR, fields)).fields
         return [int(r) for r in answer["isr"]]
 

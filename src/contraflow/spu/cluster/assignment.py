@@ -23,6 +23,4 @@ def assign_replicas(
             f"the cluster has {len(ids)}"
         )
     start = min(range(len(ids)), key=lambda i: (leaders_so_far[ids[i]], i))
-    return [
-        [ids[(start + p + r) % len(ids)] for r in range(replication_factor)] for p in range(partitions)
-    ]
+    return [[ids[(start + p + r) % len(ids)] for r in range(replication_factor)] for p in range(partitions)]

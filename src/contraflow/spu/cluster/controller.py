@@ -128,7 +128,7 @@ class Controller:
         handler = self._table.get(api)
         if handler is None:
             raise SpuError(ErrorCode.UNSUPPORTED_API, f"the controller does not serve {api.name}")
-        request = parse_request(REQUEST_TYPES[api], unpack_meta(body[: header.meta_length]))
+        request: Any = parse_request(REQUEST_TYPES[api], unpack_meta(body[: header.meta_length]))
         try:
             return await handler(request)
         except Exception as err:
@@ -170,7 +170,7 @@ class Controller:
 
     def _record_reports(self, spu_id: int, partitions: list[list[Any]]) -> None:
         for topic, partition, *numbers in partitions:
-            self._reports.setdefault((str(topic), int(partition)), {})[spu_id] = tuple(numbers)  # type: ignore[assignment]
+            self._reports.setdefault((str(topic), int(partition)), {})[spu_id] = tuple(numbers)
         asyncio.ensure_future(self._notify_reported())
 
     async def _notify_reported(self) -> None:
@@ -251,7 +251,11 @@ class Controller:
         elif avoid is not None and avoid != chosen:
             state.isr = [r for r in state.isr if r != avoid]
         log.info(
-            "%s: SPU %d leads at epoch %d%s", topic.name, chosen, state.leader_epoch, " (unclean)" if unclean else ""
+            "%s: SPU %d leads at epoch %d%s",
+            topic.name,
+            chosen,
+            state.leader_epoch,
+            " (unclean)" if unclean else "",
         )
         return True
 

@@ -72,11 +72,7 @@ class LeaderState:
 
     def laggards(self, lag_max_s: float) -> set[int]:
         now = time.monotonic()
-        return {
-            r
-            for r in self.isr
-            if r != self.spu_id and now - self.progress(r).caught_up_at > lag_max_s
-        }
+        return {r for r in self.isr if r != self.spu_id and now - self.progress(r).caught_up_at > lag_max_s}
 
     def update_high_watermark(self) -> bool:
         """Recompute from the in-sync set; True if it moved (waiters are released)."""

@@ -77,6 +77,9 @@ class ReplicaManager:
         self._appending: dict[TopicPartition, asyncio.Future[Any]] = {}
         self._clients: dict[str, AsyncSpuClient] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        assert partitions.producers is not None
+        self._producers = partitions.producers
+        self._producers_known: set[TopicPartition] = set()
 
     # -- state from the controller ---------------------------------------------------------------
 
@@ -112,7 +115,9 @@ class ReplicaManager:
                 self._high_watermark_moved(tp, leading)
             return
         if leading is not None:
-            self._resign(tp, f"SPU {self.spu_id} no longer leads {tp[0]}/{tp[1]} (epoch {state.leader_epoch})")
+            self._resign(
+                tp, f"SPU {self.spu_id} no longer leads {tp[0]}/{tp[1]} (epoch {state.leader_epoch})"
+            )
         if following is None or (following.leader, following.epoch) != (state.leader, state.leader_epoch):
             await self._stop_following(tp)
             if state.leader >= 0:
@@ -126,6 +131,7 @@ class ReplicaManager:
             old.resign(f"{tp[0]}/{tp[1]} has a new epoch {state.leader_epoch}")
         part = self._partitions.partition(tp)
         history = self.history(tp)
+        await self._know_producers(tp, part)
         start = part.log_end_offset
         await self._blocking(history.assign, state.leader_epoch, start)
         part.leader_epoch = state.leader_epoch
@@ -144,9 +150,17 @@ class ReplicaManager:
             self._resign(tp, f"topic {name} was deleted")
             await self._stop_following(tp)
             self._histories.pop(tp, None)
+            self._producers_known.discard(tp)
         if exists:
             await self._blocking(self._store.delete_topic, name)
             self._signals.wake_topic(name)
+
+    async def _know_producers(self, tp: TopicPartition, part: Partition) -> None:
+        """Read the idempotent producers' last batches from the log (once per partition:
+        afterwards appends and copies keep the table current)."""
+        if tp not in self._producers_known:
+            await self._blocking(self._producers.rebuild, tp, part)
+            self._producers_known.add(tp)
 
     def history(self, tp: TopicPartition) -> EpochHistory:
         found = self._histories.get(tp)
@@ -332,6 +346,7 @@ class ReplicaManager:
 
     async def _follow(self, tp: TopicPartition, leader: int, epoch: int) -> None:
         part = self._partitions.partition(tp)
+        await self._know_producers(tp, part)
         truncated = False
         while True:
             client = self._client(leader)
@@ -378,13 +393,18 @@ class ReplicaManager:
         if target < leo:
             log.warning(
                 "%s/%d: truncating from %d to %d (diverged from the leader at epoch %d)",
-                tp[0], tp[1], leo, target, leader_epoch,
+                tp[0],
+                tp[1],
+                leo,
+                target,
+                leader_epoch,
             )
             await self._blocking(self._truncate, tp, part, target)
 
     def _truncate(self, tp: TopicPartition, part: Partition, offset: int) -> None:
         part.truncate_to(offset)
         self.history(tp).truncate_from(part.log_end_offset)
+        self._producers.rebuild(tp, part)  # the cut batches' sequence numbers are gone too
 
     async def _copy(self, tp: TopicPartition, part: Partition, response: Response) -> None:
         payload = response.payload
@@ -405,6 +425,7 @@ class ReplicaManager:
             if header.leader_epoch > history.latest:
                 history.assign(header.leader_epoch, header.base_offset)
             part.append_encoded(batch, assign_offsets=False)
+            self._producers.record(tp, header.producer_id, header.base_offset, header.last_offset)
 
     # -- plumbing --------------------------------------------------------------------------------
 

@@ -124,10 +124,12 @@ class SpuServer:
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
         from contraflow.spu.cluster.agent import ClusterAgent
+        from contraflow.spu.cluster.producers import ProducerTable
         from contraflow.spu.cluster.replication import ReplicaManager
 
         assert self.config.controller_addr is not None
         agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
+        partitions.producers = ProducerTable()
         agent.replicas = ReplicaManager(
             self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
         )

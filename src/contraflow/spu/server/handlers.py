@@ -142,7 +142,9 @@ class Handlers:
         apis = [[int(k), low, high] for k, (low, high) in API_VERSIONS.items()]
         return Reply({"apis": apis, "spu_id": self._spu_id})
 
-    async def metadata(self, conn: Connection, req: m.MetadataRequest, payload: memoryview, cid: int) -> Reply:
+    async def metadata(
+        self, conn: Connection, req: m.MetadataRequest, payload: memoryview, cid: int
+    ) -> Reply:
         """A lone SPU says so; a cluster SPU hands out the controller's metadata it last got."""
         if self._cluster is None:
             return Reply({"cluster": False})

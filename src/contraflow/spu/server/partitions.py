@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
@@ -30,6 +30,9 @@ from contraflow.spu.protocol.batch import (
 from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
+
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.producers import ProducerTable
 
 TopicPartition = tuple[str, int]
 
@@ -135,6 +138,8 @@ class Partitions:
         self._gates_lock = threading.Lock()
         # tp -> first offset of a commit in progress: committed reads stop there.
         self._fences: dict[TopicPartition, int] = {}
+        # In a cluster: idempotent producers' last batches (retries are answered, not appended).
+        self.producers: ProducerTable | None = None
 
     def partition(self, tp: TopicPartition) -> Partition:
         return self.store.partition(*tp)
@@ -183,7 +188,7 @@ class Partitions:
                     self._check_not_fenced(tp)
                     first, last = -1, -1
                     for batch in request.batches:
-                        base, last = self.append(tp, batch)
+                        base, last = self._append_once(tp, batch)
                         first = base if first < 0 else first
                     results.append((first, last))
                 except Exception as err:
@@ -214,6 +219,23 @@ class Partitions:
 
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
+
+    def _append_once(self, tp: TopicPartition, batch: memoryview) -> tuple[int, int]:
+        """A produced batch: appended, unless (in a cluster) it repeats an idempotent
+        producer's last batch, which answers the offsets it got the first time."""
+        producers = self.producers
+        if producers is None:
+            return self.append(tp, batch)
+        header = BatchHeader.parse(batch)
+        if header.producer_id < 0:
+            return self.append(tp, batch)
+        with producers.lock(tp):
+            earlier = producers.duplicate(tp, header)
+            if earlier is not None:
+                return earlier
+            base, last = self.append(tp, batch)
+            producers.record(tp, header.producer_id, base, last)
+            return base, last
 
     def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         """A transaction's append: made durable by the `sync` after all of them (one fsync)."""
