@@ -21,7 +21,9 @@ from tests.spu_cluster.cluster_harness import local_cluster, partition_state, re
 from tests.spu_cluster.test_cluster_replication import REPLICATED, values
 
 
-async def produce_raw(addr: str, topic: str, batch: bytearray, acks: Acks = Acks.COMMITTED) -> tuple[int, int]:
+async def produce_raw(
+    addr: str, topic: str, batch: bytearray, acks: Acks = Acks.COMMITTED
+) -> tuple[int, int]:
     """One PRODUCE to exactly this SPU (no routing, no retry): what a retry on the wire looks like."""
     conn = await Connection.open(addr, 5.0)
     try:
