@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from contraflow.errors import UserError
-from contraflow.spu.cluster.local import SC_READY
+from contraflow.spu.cluster.local import SC_READY, LocalCluster, alive
 from contraflow.spu.units import parse_count, parse_duration_ms
 
 DEFAULT_CLUSTER_DIR = "contraflow-cluster"
@@ -87,8 +87,6 @@ def cluster() -> None:
 @_cluster_dir
 def cluster_start(spus: str, data_dir: str) -> None:
     """Start the controller and the SPUs; print the SPUs' public addresses."""
-    from contraflow.spu.cluster.local import LocalCluster
-
     count = parse_count(spus, "--spus", minimum=1)
     local = LocalCluster(Path(data_dir))
     if local.running():
@@ -110,12 +108,9 @@ def cluster_start(spus: str, data_dir: str) -> None:
 @_cluster_dir
 def cluster_status(data_dir: str) -> None:
     """Each process of the cluster, whether it runs, and each partition's leader."""
-    from contraflow.spu.cluster.local import LocalCluster, alive
     from contraflow.spu.protocol import SpuError
 
-    local = LocalCluster(Path(data_dir))
-    if not local.members:
-        raise UserError(f"no cluster was started from {data_dir}")
+    local = _started(data_dir)
     for m in local.members.values():
         name = "controller" if m.role == "sc" else f"spu {m.id}"
         click.echo(f"{name:<12} {m.addr:<22} pid {m.pid:<8} {'running' if alive(m.pid) else 'stopped'}")
@@ -133,9 +128,12 @@ def cluster_status(data_dir: str) -> None:
 @_cluster_dir
 def cluster_stop(data_dir: str) -> None:
     """Stop every process of the cluster (SIGTERM, then SIGKILL after a grace period)."""
-    from contraflow.spu.cluster.local import LocalCluster
+    click.echo(f"stopped {_started(data_dir).stop()} process(es)")
 
+
+def _started(data_dir: str) -> LocalCluster:
+    """The cluster `cluster start` left in `data_dir` (its process list)."""
     local = LocalCluster(Path(data_dir))
     if not local.members:
         raise UserError(f"no cluster was started from {data_dir}")
-    click.echo(f"stopped {local.stop()} process(es)")
+    return local
