@@ -13,7 +13,7 @@ import contextlib
 import mmap
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from contraflow.security import client_token
@@ -24,7 +24,7 @@ from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import REROUTE
-from contraflow.spu.protocol.idempotence import NO_PRODUCER, new_producer_id, producer_field
+from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 TopicPartition = tuple[str, int]
@@ -79,6 +79,8 @@ class AsyncSpuClient:
         self.idempotent = idempotent
         self._producer_id = new_producer_id()
         self._sequences: dict[TopicPartition, int] = {}
+        self._send_order: dict[TopicPartition, asyncio.Lock] = {}
+        self._unanswered: dict[TopicPartition, set[tuple[int, int]]] = {}  # (producer, sequence)
 
     async def connection(self, addr: str | None = None) -> Connection:
         """The connection to `addr` (default: the home SPU), opened if need be."""
@@ -142,16 +144,23 @@ class AsyncSpuClient:
             await conn.close()
             raise
 
-    async def request(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> Response:
+    async def request(
+        self,
+        api: ApiKey,
+        fields: dict[str, Any],
+        payload: Sequence[Buffer] = (),
+        on_sent: Callable[[], None] | None = None,
+    ) -> Response:
         """Send one request, reconnecting and retrying with backoff on connection failures;
-        in a cluster a partition's request goes to its leader and follows failovers."""
+        in a cluster a partition's request goes to its leader and follows failovers.
+        `on_sent`: called once the first attempt is written (see Connection.request)."""
         if api in ROUTED_APIS and (await self.routes()).cluster:
-            return await self._routed(api, fields, payload)
+            return await self._routed(api, fields, payload, on_sent)
         delays = iter(self.retry.delays())
         while True:
             try:
                 conn = await self.connection()
-                return await conn.request(api, fields, payload, self.request_timeout_s)
+                return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 delay = next(delays, None)
                 if not err.retriable or delay is None:
@@ -165,7 +174,13 @@ class AsyncSpuClient:
         if len(self.bootstrap) > 1:
             self._home = self.bootstrap[(self.bootstrap.index(self._home) + 1) % len(self.bootstrap)]
 
-    async def _routed(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer]) -> Response:
+    async def _routed(
+        self,
+        api: ApiKey,
+        fields: dict[str, Any],
+        payload: Sequence[Buffer],
+        on_sent: Callable[[], None] | None,
+    ) -> Response:
         """To the partition's leader; on NOT_LEADER or a lost leader: fresh metadata, retry
         (with backoff) until `failover_timeout_s`, long enough for an election."""
         deadline = time.monotonic() + self.failover_timeout_s
@@ -173,7 +188,7 @@ class AsyncSpuClient:
         while True:
             try:
                 conn = await self.partition_connection(fields["topic"], fields["partition"])
-                return await conn.request(api, fields, payload, self.request_timeout_s)
+                return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
                     raise
@@ -224,34 +239,81 @@ class AsyncSpuClient:
         compression: Compression | str | None = None,
         acks: Acks = Acks.LEADER,
     ) -> tuple[int, int]:
-        producer = await self._next_sequence(topic, partition)
-        batch = encode_batch(values, keys, headers, timestamps, compression, producer_id=producer)
-        try:
-            return await self.produce_encoded(topic, partition, batch, acks)
-        except SpuError:
-            if producer != NO_PRODUCER:  # the sequence may have a hole now: start a new one
-                self._producer_id, self._sequences = new_producer_id(), {}
-            raise
-
-    async def _next_sequence(self, topic: str, partition: int) -> int:
-        """The producer field of the next batch to a cluster partition (idempotent: a retry
-        of it is recognised by the leader, also after a failover); -1 for a lone SPU."""
         if not self.idempotent or not (await self.routes()).cluster:
-            return NO_PRODUCER
-        sequence = self._sequences.get((topic, partition), 0)
-        self._sequences[(topic, partition)] = sequence + 1
-        return producer_field(self._producer_id, sequence)
+            batch = encode_batch(values, keys, headers, timestamps, compression)
+            return await self.produce_encoded(topic, partition, batch, acks)
+        return await self._produce_idempotent(
+            (topic, partition),
+            lambda field: encode_batch(values, keys, headers, timestamps, compression, producer_id=field),
+            acks,
+        )
+
+    async def _produce_idempotent(
+        self, tp: TopicPartition, encode: Callable[[int], Buffer], acks: Acks
+    ) -> tuple[int, int]:
+        """Number the batch (producer id, sequence) and send it. Batches must reach the leader
+        in sequence order, so a partition's produces take turns from numbering to being
+        written (not to being answered)."""
+        turn = self._send_order.setdefault(tp, asyncio.Lock())
+        await turn.acquire()
+        done = False
+
+        def next_turn() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                turn.release()
+
+        unanswered = self._unanswered.setdefault(tp, set())
+        ids = self._next_sequence(tp)
+        unanswered.add(ids)
+        deadline = time.monotonic() + self.failover_timeout_s
+        try:
+            while True:
+                try:
+                    return await self._produce([encode(producer_field(*ids))], tp[0], tp[1], acks, next_turn)
+                except SpuError as err:
+                    if err.code is not ErrorCode.OUT_OF_ORDER_SEQUENCE or time.monotonic() > deadline:
+                        raise
+                if any(p == ids[0] and n < ids[1] for p, n in unanswered):
+                    await asyncio.sleep(self.retry.initial_s)  # an earlier batch is being retried
+                    continue
+                # Earlier batches failed or were lost (an unclean election): they will not come,
+                # so this one starts a new producer instead of waiting for them forever.
+                unanswered.discard(ids)
+                self._producer_id, self._sequences = new_producer_id(), {}
+                ids = self._next_sequence(tp)
+                unanswered.add(ids)
+        finally:
+            unanswered.discard(ids)
+            next_turn()
+
+    def _next_sequence(self, tp: TopicPartition) -> tuple[int, int]:
+        """(producer id, sequence) of the next batch to a cluster partition: a retry of it
+        is recognised by the leader, also after a failover."""
+        sequence = self._sequences.get(tp, 0)
+        self._sequences[tp] = sequence + 1
+        return self._producer_id, sequence
 
     async def produce_encoded(
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
     ) -> tuple[int, int]:
         """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
-        parts = _parts(batch)
+        return await self._produce(_parts(batch), topic, partition, acks, None)
+
+    async def _produce(
+        self,
+        parts: list[Buffer],
+        topic: str,
+        partition: int,
+        acks: Acks,
+        on_sent: Callable[[], None] | None,
+    ) -> tuple[int, int]:
         fields = {"topic": topic, "partition": partition, "acks": int(acks)}
         if acks is Acks.NONE:
             await (await self.partition_connection(topic, partition)).send_only(ApiKey.PRODUCE, fields, parts)
             return -1, -1
-        response = await self.request(ApiKey.PRODUCE, fields, parts)
+        response = await self.request(ApiKey.PRODUCE, fields, parts, on_sent)
         return int(response.fields["base_offset"]), int(response.fields["last_offset"])
 
     async def fetch(

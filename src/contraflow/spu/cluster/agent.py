@@ -29,6 +29,7 @@ from contraflow.spu.server.partitions import TopicPartition
 log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.25
+TICK_INTERVAL_S = 0.05
 
 
 class ClusterAgent:
@@ -43,21 +44,28 @@ class ClusterAgent:
         self.metadata: dict[str, Any] | None = None
         self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
         self._last_tick = time.monotonic()
-        self._suspended = False
+        self._suspended_at: float | None = None  # when the gap was noticed
         self._beat = asyncio.Lock()  # one heartbeat (and one apply) at a time
         self.public_addr = ""
         self.private_addr = ""
 
     def suspended(self) -> bool:
-        """True while this SPU may have been replaced: it did not run for a whole session."""
-        if time.monotonic() - self._last_tick > self.session_timeout_s:
-            self._suspended = True
-        return self._suspended
+        """True while this SPU may have been replaced: its event loop did not run for a
+        whole session (SIGSTOP, a stall), and no heartbeat has answered since."""
+        now = time.monotonic()
+        if now - self._last_tick > self.session_timeout_s and self._suspended_at is None:
+            self._suspended_at = now
+        return self._suspended_at is not None
+
+    async def tick(self) -> None:
+        """The loop's pulse: a gap between two ticks longer than a session fences the SPU."""
+        while True:
+            self.suspended()
+            self._last_tick = time.monotonic()
+            await asyncio.sleep(TICK_INTERVAL_S)
 
     async def run(self) -> None:
         while True:
-            self.suspended()  # a gap since the last tick (SIGSTOP) fences until the next answer
-            self._last_tick = time.monotonic()
             try:
                 await self.heartbeat()
             except SpuError as err:
@@ -76,12 +84,15 @@ class ClusterAgent:
             "partitions": self.replicas.reports(),
         }
         async with self._beat:
+            sent = time.monotonic()
             answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
             self.session_timeout_s = int(answer["session_timeout_ms"]) / 1000
             self.metadata = answer["metadata"]
             await self.replicas.apply(ClusterMetadata.from_dict(answer["metadata"]))
-            self._suspended = False
-            self._last_tick = time.monotonic()
+            # Only an answer to a beat sent after the gap was noticed says what we lead now
+            # (one sent before a SIGSTOP may be read only after the SIGCONT).
+            if self._suspended_at is not None and sent > self._suspended_at:
+                self._suspended_at = None
 
     def metadata_reply(self) -> Reply:
         if self.metadata is None:

@@ -84,10 +84,10 @@ class ReplicaManager:
     # -- state from the controller ---------------------------------------------------------------
 
     async def apply(self, meta: ClusterMetadata) -> None:
-        if meta.version < self._meta.version:
-            return
+        if meta.version <= self._meta.version:
+            return  # nothing changed since the last heartbeat (or an older copy)
         previous, self._meta = self._meta, meta
-        local = set(await self._blocking(self._store.list_topics))
+        local = set(self._store.list_topics())  # a directory listing: no need for a worker
         for name, record in meta.topics.items():
             mine = [n for n, p in enumerate(record.partitions) if self.spu_id in p.replicas]
             if not mine:
@@ -417,15 +417,20 @@ class ReplicaManager:
         part.set_high_watermark(min(hw, part.log_end_offset), persist=False)
 
     def _append(self, tp: TopicPartition, part: Partition, batches: list[memoryview]) -> None:
+        """Copy a fetch's batches; under an every-batch flush policy one fsync covers them
+        all (before the next fetch tells the leader they are here)."""
         history = self.history(tp)
+        one_fsync = part.config.flush.mode == "every_batch"
         for batch in batches:
             header = BatchHeader.parse(batch)
             if header.next_offset <= part.log_end_offset:
                 continue  # already here (the leader answers from a batch boundary)
             if header.leader_epoch > history.latest:
                 history.assign(header.leader_epoch, header.base_offset)
-            part.append_encoded(batch, assign_offsets=False)
+            part.append_encoded(batch, assign_offsets=False, wait_durable=not one_fsync)
             self._producers.record(tp, header.producer_id, header.base_offset, header.last_offset)
+        if one_fsync:
+            part.flush()
 
     # -- plumbing --------------------------------------------------------------------------------
 

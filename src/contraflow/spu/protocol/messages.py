@@ -66,17 +66,12 @@ class ApiVersionsRequest:
 
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
-    """Payload: one or more encoded record batches for one partition.
-
-    `producer_id`/`sequence` (idempotent producers, in a cluster): the sequence
-    number of the request's first batch, one more per batch, per producer and
-    partition; the leader skips a batch it already holds (a retry)."""
+    """Payload: one or more encoded record batches for one partition (an idempotent
+    producer's id and sequence travel in each batch's header: protocol/idempotence.py)."""
 
     topic: str
     partition: int
     acks: int = Acks.LEADER
-    producer_id: int | None = None
-    sequence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

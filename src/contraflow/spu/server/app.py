@@ -141,6 +141,7 @@ class SpuServer:
         assert agent.replicas is not None and self.private_addr is not None
         agent.public_addr = "{}:{}".format(*self.public_addr)
         agent.private_addr = "{}:{}".format(*self.private_addr)
+        self._spawn(agent.tick())
         self._spawn(agent.run())
         self._spawn(agent.replicas.manage_isr())
         self._spawn(agent.replicas.checkpoint_high_watermarks())

@@ -182,18 +182,23 @@ class Partitions:
         only its request). Produces share the gate: the engine orders concurrent appends
         and groups their fsyncs; one fsync covers every request here that asked for it."""
         results: list[AppendResult] = []
+        # In a cluster, a group of every-batch produces shares one fsync after its appends
+        # (a lone SPU keeps its per-batch fsync; docs/spu-server.md).
+        one_fsync = self.producers is not None and self.partition(tp).config.flush.mode == "every_batch"
         with self._gate(tp).shared():
             for request in requests:
                 try:
                     self._check_not_fenced(tp)
                     first, last = -1, -1
                     for batch in request.batches:
-                        base, last = self._append_once(tp, batch)
+                        base, last = self._append_once(tp, batch, wait=not one_fsync)
                         first = base if first < 0 else first
                     results.append((first, last))
                 except Exception as err:
                     results.append(err)
-            if any(r.durable for r in requests):
+            if one_fsync:
+                self._on_publish(tp)  # followers copy while this replica fsyncs
+            if one_fsync or any(r.durable for r in requests):
                 try:
                     self.sync(tp)
                 except Exception as err:
@@ -220,20 +225,22 @@ class Partitions:
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
 
-    def _append_once(self, tp: TopicPartition, batch: memoryview) -> tuple[int, int]:
+    def _append_once(self, tp: TopicPartition, batch: memoryview, *, wait: bool) -> tuple[int, int]:
         """A produced batch: appended, unless (in a cluster) it repeats an idempotent
-        producer's last batch, which answers the offsets it got the first time."""
+        producer's last batch, which answers the offsets it got the first time.
+        `wait`: for the flush policy's fsync (else the caller syncs once for many)."""
+        append = self.partition(tp).append_encoded
         producers = self.producers
         if producers is None:
-            return self.append(tp, batch)
+            return append(batch, wait_durable=wait)
         header = BatchHeader.parse(batch)
         if header.producer_id < 0:
-            return self.append(tp, batch)
+            return append(batch, wait_durable=wait)
         with producers.lock(tp):
             earlier = producers.duplicate(tp, header)
             if earlier is not None:
                 return earlier
-            base, last = self.append(tp, batch)
+            base, last = append(batch, wait_durable=wait)
             producers.record(tp, header.producer_id, base, last)
             return base, last
 
