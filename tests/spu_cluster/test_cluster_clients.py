@@ -146,3 +146,16 @@ def test_cluster_start_status_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0 and "stopped 3 process(es)" in stopped.stdout
     assert run_cli("cluster", "status", "--data-dir", root).returncode != 0
     assert replica_log(root / "spu-0", "t") == replica_log(root / "spu-1", "t") == []  # the data stays
+
+
+def test_cluster_options_are_checked_in_one_line(tmp_path: Path) -> None:
+    kafka = run_cli(
+        "spu", "run", "--sc", "127.0.0.1:1", "--kafka-addr", "127.0.0.1:0", "--data-dir", tmp_path
+    )
+    assert kafka.returncode != 0 and "--kafka-addr is not available in a cluster" in kafka.stderr
+    bad = run_cli("spu", "run", "--sc", "nowhere", "--data-dir", tmp_path)
+    assert bad.returncode != 0 and bad.stderr.startswith("error: --sc: SPU address must be HOST:PORT")
+    timeout = run_cli("sc", "run", "--session-timeout", "soon", "--data-dir", tmp_path)
+    assert (
+        timeout.returncode != 0 and timeout.stderr.startswith("error:") and "Traceback" not in timeout.stderr
+    )

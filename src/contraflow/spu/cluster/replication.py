@@ -80,6 +80,7 @@ class ReplicaManager:
         assert partitions.producers is not None
         self._producers = partitions.producers
         self._producers_known: set[TopicPartition] = set()
+        self._checkpointed: dict[TopicPartition, int] = {}  # high watermarks last written
 
     # -- state from the controller ---------------------------------------------------------------
 
@@ -291,7 +292,10 @@ class ReplicaManager:
     def _checkpoint(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
             with contextlib.suppress(Exception):  # deleted meanwhile
-                self._partitions.partition(tp).checkpoint_high_watermark()
+                part = self._partitions.partition(tp)
+                if self._checkpointed.get(tp) != part.high_watermark:
+                    self._checkpointed[tp] = part.high_watermark
+                    part.checkpoint_high_watermark()
 
     def reports(self) -> list[list[Any]]:
         """What the heartbeat tells the controller about each local replica."""
