@@ -13,6 +13,7 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.records import from_kafka, to_kafka
+from contraflow.spu.kafka.rows import record_starts
 from contraflow.spu.kafka.varints import VarintColumn, VarintError, decode_varints, packed_rows
 from contraflow.spu.protocol.batch import compute_crc, decode_batch
 
@@ -119,6 +120,41 @@ def test_bad_crc_damaged_compression_and_transactions_are_refused() -> None:
         from_kafka(_with_body(_body_of([(None, b"x", [])]), 1, attributes=0x10))
     assert crc.value.code == codec.value.code == KafkaErrorCode.CORRUPT_MESSAGE
     assert txn.value.code == KafkaErrorCode.INVALID_REQUEST
+
+
+def _reference_starts(body: bytes) -> list[tuple[int, int]]:
+    """(start after the length varint, length) of each record, stepped one by one."""
+    out, pos = [], 0
+    while pos < len(body):
+        unsigned, shift = 0, 0
+        while True:
+            byte = body[pos]
+            pos += 1
+            unsigned |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        length = (unsigned >> 1) ^ -(unsigned & 1)
+        out.append((pos, length))
+        pos += length
+    return out
+
+
+SIZE_PATTERNS = {
+    "equal": lambda i: 200,
+    "runs": lambda i: [10, 10, 300, 9000][(i // 37) % 4],
+    "alternating": lambda i: 50 + i % 2,
+    "random": lambda i: (i * 7919) % 500,
+}
+
+
+@pytest.mark.parametrize("pattern", SIZE_PATTERNS)
+def test_record_starts_match_stepping_one_by_one(pattern: str) -> None:
+    """Runs of equal sizes are taken at once; whatever the sizes, the starts are exact."""
+    sizes = SIZE_PATTERNS[pattern]
+    body = kafka_batch([(None, bytes(sizes(i)), []) for i in range(2000)])[61:]
+    starts, lengths = record_starts(memoryview(body), 2000)
+    assert list(zip(starts.tolist(), lengths.tolist(), strict=True)) == _reference_starts(body)
 
 
 EDGES = [0, -1, 1, 63, -64, 64, -65, 8191, 8192, (1 << 31) - 1, -(1 << 31), (1 << 62), -(1 << 63)]

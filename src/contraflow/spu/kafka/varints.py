@@ -70,24 +70,32 @@ def packed_rows(columns: list[VarintColumn]) -> tuple[Int64s, UInt8s]:
 def decode_varints(buf: UInt8s, positions: Int64s, limit: int) -> tuple[Int64s, Int64s]:
     """The zigzag varints starting at `positions` of `buf`: (values, sizes in bytes).
 
-    Byte by byte across all varints at once, so one-byte varints cost one step.
+    Byte by byte across all varints at once: when every varint is one byte long
+    (the common case for most fields) that is a single step.
     Raises VarintError when one has no last byte within `limit` bytes or within `buf`.
     """
-    unsigned = np.zeros(len(positions), dtype=np.uint64)
-    sizes = np.zeros(len(positions), dtype=np.int64)
-    going = np.arange(len(positions))  # the varints not finished yet
-    for step in range(limit):
+    if len(positions) and int(positions.max()) >= len(buf):
+        raise VarintError(f"varint at byte {int(positions.max())} runs past the end")
+    first = buf[positions]
+    unsigned = (first & 0x7F).astype(np.uint64)
+    sizes = np.ones(len(positions), dtype=np.int64)
+    going = np.flatnonzero(first >= 0x80)  # the varints not finished yet
+    for step in range(1, limit):
+        if len(going) == 0:
+            return _unzigzag(unsigned), sizes
         at = positions[going] + step
-        if (at >= len(buf)).any():
+        if int(at.max()) >= len(buf):
             raise VarintError(
                 f"varint at byte {int(positions[going[np.argmax(at >= len(buf))]])} runs past the end"
             )
         byte = buf[at]
         unsigned[going] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * step)
-        done = byte < 0x80
-        sizes[going[done]] = step + 1
-        going = going[~done]
-        if len(going) == 0:
-            signed = (unsigned >> np.uint64(1)).view(np.int64) ^ -(unsigned & np.uint64(1)).view(np.int64)
-            return signed, sizes
+        sizes[going] += 1
+        going = going[byte >= 0x80]
+    if len(going) == 0:
+        return _unzigzag(unsigned), sizes
     raise VarintError(f"varint at byte {int(positions[going[0]])} has no end within {limit} bytes")
+
+
+def _unzigzag(unsigned: npt.NDArray[np.uint64]) -> Int64s:
+    return (unsigned >> np.uint64(1)).view(np.int64) ^ -(unsigned & np.uint64(1)).view(np.int64)
