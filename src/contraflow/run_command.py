@@ -2,6 +2,8 @@
 
 Runs until a flow's `exit` connector fires or SIGINT/SIGTERM arrives; both
 quiesce (sources stop, pipelines and sinks drain, offsets commit) and exit 0.
+The drain is bounded by each flow's shutdown ceiling (`cancel`, default 120 s);
+a second Ctrl-C cuts it short.
 A restart with the same `--data-dir` resumes every channel from its committed
 offsets and every pipeline from its Spark checkpoint.
 
@@ -246,9 +248,9 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
     _say(console, f"log (Spark's too): {log_file}")
     # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop, cut_short = asyncio.Event(), asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, _on_stop_signal, console, stop, cut_short)
     async with contextlib.AsyncExitStack() as stack:
         spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
         try:
@@ -264,6 +266,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         from contraflow.runtime.watchdog import watch_loop
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
+        await runtime.events.open()  # before the API and the loop watchdog can emit or subscribe
         if options.api:
             scheme = "https" if options.tls else "http"
             _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
@@ -275,8 +278,8 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         )
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
-        _say(console, "quiescing: sources stopped, draining pipelines and sinks...")
-        await runtime.quiesce_all()
+        _say(console, "quiescing: sources stopped, draining pipelines and sinks (Ctrl-C again: stop now)...")
+        await runtime.quiesce_all(cut_short)
         _ignore_late_signals(loop)
         for task in (status, watchdog):
             task.cancel()
@@ -292,6 +295,16 @@ def _say(console: Any, message: str) -> None:
     """A start-up or shut-down line: dim on the terminal, and in the log file with its time."""
     console.print(f"[dim]{escape(message)}[/dim]")
     log.info("%s", message)
+
+
+def _on_stop_signal(console: Any, stop: asyncio.Event, cut_short: asyncio.Event) -> None:
+    """The first Ctrl-C/SIGTERM drains and stops (within each flow's shutdown ceiling); another
+    one while draining stops now: the drain is cut short, what it did not deliver stays in the
+    channel topics for the next start."""
+    if stop.is_set() and not cut_short.is_set():
+        cut_short.set()
+        _say(console, "stopping now: the drain is cut short (undelivered events stay in the log)")
+    stop.set()
 
 
 def _ignore_late_signals(loop: asyncio.AbstractEventLoop) -> None:

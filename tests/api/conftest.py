@@ -147,8 +147,10 @@ class InMemoryRuntime:
     def metrics_registry(self) -> CollectorRegistry:
         return self.metrics.registry
 
-    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[dict[str, Any]]:
-        return self.events.subscribe(flow, history)
+    def subscribe_events(
+        self, flow: str | None, history: int, after: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.events.subscribe(flow, history, after)
 
     # Test helpers: what the real runtime would change on its own.
     def set_state(self, flow_id: str, status: State) -> None:

@@ -401,16 +401,18 @@ class FlowInstance:
 
     # -- quiescence ----------------------------------------------------------------------------
 
-    async def quiesce(self) -> None:
+    async def quiesce(self, shutdown: bool = False, cut_short: asyncio.Event | None = None) -> None:
         """Stop the flow in bounded tiers (`runtime.cancellation`): cooperative drain, cancel the
-        pipelines' Spark jobs, stop their queries, cancel connector tasks; never past the ceiling."""
+        pipelines' Spark jobs, stop their queries, cancel connector tasks; never past the ceiling
+        (the shutdown one when the runtime stops). `cut_short` set ends the drain at once."""
         if self.state in ("stopped", "draining"):
             await self.finished.wait()
             return
         failed = self.state == "failed"
         self.state = "draining"
-        tiers = TieredCancel(self.id, self.settings.cancel, self.services.events)
-        drained = await tiers.run("cooperative", self._cooperative_stop(failed))
+        ceiling_s = self.settings.cancel.ceiling(shutdown)
+        tiers = TieredCancel(self.id, ceiling_s, self.services.events)
+        drained = await tiers.run("cooperative", self._cooperative_stop(failed), cut_short)
         busy = drained != "done" and self.pipelines
         await tiers.run("cancel_jobs", self._cancel_jobs() if busy else None)
         await tiers.run("stop_queries", self._stop_queries())

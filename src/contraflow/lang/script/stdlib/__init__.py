@@ -35,6 +35,7 @@ MODULES = (
     "origin",
     "chash",
     "binary",
+    "win",
 )
 
 
