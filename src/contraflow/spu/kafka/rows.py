@@ -26,7 +26,7 @@ Record headers are the exception: they are read and written record by record
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,6 @@ from contraflow.spu.kafka.varints import (
     VarintError,
     decode_varints,
     packed_rows,
-    varint_sizes,
 )
 from contraflow.spu.protocol.batch import DecodedBatch
 
@@ -112,7 +111,7 @@ def record_starts(body: Body, count: int) -> tuple[Int64s, Int64s]:
             if n == count or length < MIN_RECORD_BYTES:
                 break
             # Do the next records repeat the last one's length varint (so its size)?
-            size = int(varint_sizes(np.array([unsigned], dtype=np.uint64))[0])
+            size = max(1, (unsigned.bit_length() + 6) // 7)
             stride = size + length
             same = _equal_run(buf, pos, stride, buf[pos - stride : pos - length], min(run, count - n))
             starts[n : n + same] = range(pos + size, pos + size + same * stride, stride)
@@ -125,7 +124,8 @@ def record_starts(body: Body, count: int) -> tuple[Int64s, Int64s]:
             stop = n + (quiet if same < 2 else 1)
     except IndexError:
         raise RecordFramingError(f"the batch ends inside record {n} of {count}") from None
-    return _checked(np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), pos, len(body))
+    as_array = partial(np.fromiter, dtype=np.int64, count=count)
+    return _checked(as_array(starts), as_array(lengths), pos, len(body))
 
 
 def _checked(starts: Int64s, lengths: Int64s, end: int, size: int) -> tuple[Int64s, Int64s]:
