@@ -129,3 +129,13 @@ def test_checks_of_rolled_segments_survive_a_crash(tmp_path: Path, monkeypatch: 
     assert checked(without_record) == [False] * (len(without_record.segments) - 1) + [True]
     without_record.close()
     writer.close()
+
+
+def test_a_record_that_cannot_be_written_fails_neither_roll_nor_close(tmp_path: Path) -> None:
+    directory = tmp_path / "p"
+    (directory / boot_checks.CHECK_RECORD).mkdir(parents=True)  # os.replace onto a directory fails
+    values = written_and_closed(directory)
+    assert (directory / ".clean-shutdown").exists()
+    reader = open_partition(directory, writable=False)
+    assert [v for _, v in read_all(reader)] == values
+    reader.close()

@@ -22,6 +22,7 @@ A read-only open only reads the record, never writes it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -31,6 +32,8 @@ from functools import cache
 from pathlib import Path
 
 from contraflow.spu.storage.segment import Segment
+
+log = logging.getLogger("contraflow.spu.storage")
 
 CHECK_RECORD = "crc-checked"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -89,11 +92,15 @@ def remember(directory: Path, segments: Sequence[Segment]) -> None:
         if identity is not None:
             entries[str(seg.base_offset)] = {**asdict(identity), "ranges": ranges}
     # renamed into place but never fsynced: a power loss is a reboot, after which
-    # the record is void anyway; a torn or lost one only costs a CRC pass
+    # the record is void anyway; a torn or lost one only costs a CRC pass, so a
+    # failure to write it must not fail the roll or close that asked for it
     path = directory / CHECK_RECORD
     tmp = path.with_name(f".{CHECK_RECORD}.tmp")
-    tmp.write_bytes(json.dumps({"boot_id": boot, "segments": entries}).encode())
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(json.dumps({"boot_id": boot, "segments": entries}).encode())
+        os.replace(tmp, path)
+    except OSError as err:
+        log.warning("could not record the CRC checks of %s (they will be repeated): %s", directory, err)
 
 
 def recall(directory: Path, segments: Iterable[Segment]) -> None:
