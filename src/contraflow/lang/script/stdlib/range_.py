@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from contraflow.lang.script import values
 from contraflow.lang.script.stdlib import tremor_fn
 from contraflow.lang.script.stdlib._check import want
-from contraflow.lang.script import values
 from contraflow.lang.script.values import fail
 
 MAX_RANGE = 1_000_000  # an array this long is surely a mistake in a per-event script
