@@ -17,9 +17,7 @@ from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
-ROUTED_APIS = frozenset(
-    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.STREAM_FETCH, ApiKey.LIST_OFFSETS, ApiKey.TXN_STAGE}
-)
+ROUTED_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.STREAM_FETCH, ApiKey.LIST_OFFSETS})
 
 
 def split_bootstrap(addr: str) -> list[str]:
