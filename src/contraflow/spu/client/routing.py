@@ -17,7 +17,17 @@ from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
-ROUTED_APIS = frozenset({ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.STREAM_FETCH, ApiKey.LIST_OFFSETS})
+# Consumer offsets too: the leader holds the partition to check an offset against.
+ROUTED_APIS = frozenset(
+    {
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.STREAM_FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+    }
+)
 
 
 def split_bootstrap(addr: str) -> list[str]:

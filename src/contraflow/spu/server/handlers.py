@@ -258,6 +258,7 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
         )
@@ -266,6 +267,7 @@ class Handlers:
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
 
     # -- topics ----------------------------------------------------------------------------------
