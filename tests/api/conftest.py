@@ -147,8 +147,10 @@ class InMemoryRuntime:
     def metrics_registry(self) -> CollectorRegistry:
         return self.metrics.registry
 
-    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[dict[str, Any]]:
-        return self.events.subscribe(flow, history)
+    def subscribe_events(
+        self, flow: str | None, history: int, after: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        return self.events.subscribe(flow, history, after)
 
     # Test helpers: what the real runtime would change on its own.
     def set_state(self, flow_id: str, status: State) -> None:
@@ -160,6 +162,13 @@ class InMemoryRuntime:
             dataclasses.replace(c, status=status) if c.alias == alias else c for c in flow.connectors
         ]
         self.flows[flow_id] = dataclasses.replace(flow, connectors=connectors)
+
+
+async def _cancel_other_tasks() -> None:
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
 
 
 class ServerThread:
@@ -188,6 +197,7 @@ class ServerThread:
 
     def stop(self) -> None:
         self.run(self.server.stop())
+        self.run(_cancel_other_tasks())  # e.g. sse_starlette's shutdown watcher, left by event streams
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()

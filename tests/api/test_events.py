@@ -27,9 +27,10 @@ async def _emit(runtime: InMemoryRuntime, kind: str, flow: str | None, **fields:
     runtime.events.emit(kind, flow, **fields)
 
 
-def read_events(url: str, count: int, into: list[dict[str, Any]]) -> None:
+def read_events(url: str, count: int, into: list[dict[str, Any]], last_event_id: int | None = None) -> None:
     """Read `count` events of the stream at `url` (with its SSE framing checked) into `into`."""
-    with httpx.stream("GET", url, timeout=10) as reply:
+    headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+    with httpx.stream("GET", url, timeout=10, headers=headers) as reply:
         assert reply.status_code == 200
         assert reply.headers["content-type"].startswith("text/event-stream")
         ids = []
@@ -69,6 +70,32 @@ def test_without_a_filter_every_event_and_history_is_bounded(
     got: list[dict[str, Any]] = []
     read_events(f"{base}/v1/events?history=2", 2, got)
     assert [e["flow"] for e in got] == ["f3", "f4"]
+
+
+def test_a_client_reconnecting_with_last_event_id_gets_what_it_missed(
+    served: tuple[ServerThread, InMemoryRuntime, str],
+) -> None:
+    thread, runtime, base = served
+    for n in range(6):
+        thread.run(_emit(runtime, "pause", f"f{n % 2}"))
+    got: list[dict[str, Any]] = []
+    read_events(f"{base}/v1/events?history=1", 4, got, last_event_id=2)  # `history` gives way
+    assert [e["seq"] for e in got] == [3, 4, 5, 6]
+    got = []
+    reader = threading.Thread(target=read_events, args=(f"{base}/v1/events?flow=f0", 2, got, 3))
+    reader.start()
+    while not runtime.events._subscribers:
+        reader.join(0.05)
+    thread.run(_emit(runtime, "resume", "f0"))
+    reader.join(10)
+    assert [(e["seq"], e["kind"]) for e in got] == [(5, "pause"), (7, "resume")]
+
+
+def test_a_bad_last_event_id_is_400(served: tuple[ServerThread, InMemoryRuntime, str]) -> None:
+    _, _, base = served
+    for bad in ("soon", "-3"):
+        reply = httpx.get(f"{base}/v1/events", headers={"Last-Event-ID": bad}, timeout=10)
+        assert reply.status_code == 400 and "Last-Event-ID" in reply.json()["error"], reply.text
 
 
 @pytest.mark.parametrize("query", ["history=-1", "history=501", "history=lots"])

@@ -65,10 +65,11 @@ async def wait_for(check: Callable[[], bool], timeout_s: float = 60.0, what: str
 
 @asynccontextmanager
 async def running(spu_addr: str, spark: Any, data_dir: Path, source: str) -> AsyncIterator[Runtime]:
-    """A runtime with `source` deployed; quiesced on exit."""
+    """A runtime with `source` deployed; quiesced on exit (within the undeploy ceiling: a flow a
+    test left stuck costs 10 s, not the shutdown ceiling's 120)."""
     runtime = Runtime(spu_addr, spark, data_dir)
     await runtime.deploy(source, "<test>")
     try:
         yield runtime
     finally:
-        await runtime.quiesce_all()
+        await runtime.quiesce_all(shutdown=False)

@@ -20,7 +20,9 @@ import orjson
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
+from contraflow.runtime.cancellation import TieredCancel
 from contraflow.runtime.channels import channel_topic, consumer_name
+from contraflow.runtime.event_stream import EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.runtime.harness import flow_id, running, troy, wait_for
@@ -94,3 +96,27 @@ def test_undeploy_of_a_stuck_flow_stays_within_its_ceiling(
     undelivered = [orjson.loads(r.value) for r in read_topic(spu, output)]
     assert end >= SENT and len(undelivered) == end, "the undelivered events must stay in the log"
     assert [e["id"] for e in undelivered] == list(range(end))
+
+
+def test_a_second_ctrl_c_ends_the_cooperative_tier_at_once() -> None:
+    """`cut_short` (set by a second Ctrl-C) ends a drain that would run to its deadline; the next
+    tier then has its own budget, as if the drain had timed out."""
+
+    async def scenario() -> tuple[str, float, list[dict[str, Any]]]:
+        events = EventStream(None)
+        tiers = TieredCancel("f", 100.0, events)
+        cut_short = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.2, cut_short.set)
+        began = time.monotonic()
+        outcome = await tiers.run("cooperative", asyncio.sleep(60), cut_short)
+        took = time.monotonic() - began
+        await tiers.run("cancel_jobs", asyncio.sleep(0))
+        return outcome, took, list(events.recent)
+
+    outcome, took, events = asyncio.run(scenario())
+    assert outcome == "timed out" and took < 5, f"{outcome} after {took:.1f}s"
+    assert [(e["tier"], e["outcome"]) for e in events] == [
+        ("cooperative", "timed out"),
+        ("cancel_jobs", "done"),
+    ]
+    assert events[1]["deadline_s"] > 70  # 75 % of the ceiling, nothing of it used by the cut drain

@@ -12,7 +12,7 @@ import orjson
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
-from contraflow.runtime.event_stream import EVENTS_TOPIC
+from contraflow.runtime.event_stream import EVENTS_TOPIC, EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.runtime.harness import flow_id, running, troy, wait_for
@@ -156,3 +156,35 @@ def test_transitions_are_streamed_logged_to_the_topic_and_shown_in_flows(
     ours = [e for e in logged if e.get("flow") == fid]
     assert {"deploy", "breaker", "backpressure", "pause", "resume"} <= {e["kind"] for e in ours}
     assert [e["seq"] for e in ours] == sorted(e["seq"] for e in ours)
+
+
+def test_sequence_numbers_and_last_event_id_carry_over_a_restart(spu_addr: str) -> None:
+    """A runtime that starts again continues `seq` after the topic's last event, and a subscriber
+    resuming from an id of the earlier run gets the rest of that run, then the new events."""
+    topic = f"events.restart{flow_id('')}"
+
+    async def scenario() -> None:
+        first = EventStream(spu_addr, topic)
+        await first.open()
+        for n in range(4):
+            first.emit("pause", f"f{n}")
+        await first.close()
+
+        second = EventStream(spu_addr, topic)
+        await second.open()
+        assert [e["seq"] for e in second.recent] == [1, 2, 3, 4]
+        resumed = second.subscribe(after=2)
+        got = [await anext(resumed), await anext(resumed)]
+        second.emit("resume", "f0")
+        got.append(await anext(resumed))
+        await resumed.aclose()
+        await second.close()
+        assert [(e["seq"], e["kind"], e["flow"]) for e in got] == [
+            (3, "pause", "f2"),
+            (4, "pause", "f3"),
+            (5, "resume", "f0"),
+        ]
+
+    asyncio.run(scenario())
+    with SpuClient(spu_addr) as client:
+        assert [orjson.loads(r.value)["seq"] for r in read_topic(client, topic)] == [1, 2, 3, 4, 5]

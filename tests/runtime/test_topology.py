@@ -135,3 +135,16 @@ def test_priority_from_flow_args() -> None:
     assert FlowSettings.from_args("f", {"priority": "critical"}, set()).priority == "critical"
     with pytest.raises(SettingsError, match="`priority` must be one of 'critical', 'high'.*not 'urgent'"):
         FlowSettings.from_args("f", {"priority": "urgent"}, set())
+
+
+def test_cancel_ceilings_from_flow_args() -> None:
+    def ceilings(cancel: dict[str, float]) -> tuple[float, float]:
+        settings = FlowSettings.from_args("f", {"cancel": cancel}, set()).cancel
+        return settings.ceiling(shutdown=False), settings.ceiling(shutdown=True)
+
+    assert ceilings({}) == (10.0, 120.0)  # undeploy, Ctrl-C
+    assert ceilings({"ceiling_s": 4}) == (4.0, 4.0)  # one ceiling set bounds both
+    assert ceilings({"shutdown_ceiling_s": 300}) == (10.0, 300.0)
+    assert ceilings({"ceiling_s": 4, "shutdown_ceiling_s": 60}) == (4.0, 60.0)
+    with pytest.raises(SettingsError, match="cancel shutdown_ceiling_s must be > 0, got 0"):
+        ceilings({"shutdown_ceiling_s": 0})

@@ -11,7 +11,7 @@ Routes:
   GET    /v1/flows/{id}/connectors         the flow's connectors
   GET    /v1/flows/{id}/connectors/{c}     one connector
   PATCH  /v1/flows/{id}/connectors/{c}     pause/resume one connector
-  GET    /v1/events                        runtime events as Server-Sent Events (`flow` filter)
+  GET    /v1/events                        runtime events as Server-Sent Events (`flow` filter, Last-Event-ID)
   GET    /metrics                          Prometheus exposition
   GET    /                                 the live flow page (served from the package, no network)
 """
@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client.exposition import choose_encoder
 from sse_starlette import EventSourceResponse, ServerSentEvent
@@ -256,11 +256,22 @@ def add_events_route(router: APIRouter, runtime: RuntimeFacade) -> None:
     async def events(
         flow: Annotated[str | None, Query(description="only events of this flow id")] = None,
         history: Annotated[int, Query(ge=0, le=500, description="recent events sent first")] = 50,
+        last_event_id: Annotated[
+            int | None,
+            Header(
+                alias="Last-Event-ID",
+                ge=0,
+                description="resume: every event after this id still held (replaces `history`)",
+            ),
+        ] = None,
     ) -> EventSourceResponse:
-        """Back-pressure, breakers, watchdog, cancellation tiers, deploy/pause/resume, failed batches."""
+        """Back-pressure, breakers, watchdog, cancellation tiers, deploy/pause/resume, failed batches.
+
+        A client that reconnects with `Last-Event-ID` (browsers' EventSource does) gets the events
+        it missed, from the runtime's last 500 (kept across restarts), then the live ones."""
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
-            async for event in runtime.subscribe_events(flow, history):
+            async for event in runtime.subscribe_events(flow, history, last_event_id):
                 yield ServerSentEvent(data=orjson.dumps(event).decode(), id=str(event.get("seq", "")))
 
         return EventSourceResponse(stream(), ping=EVENTS_PING_S)

@@ -242,8 +242,11 @@ class RuntimeFacade(Protocol):
         """The registry the runtime's `RuntimeMetrics` writes to; `GET /metrics` renders it."""
         ...
 
-    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[dict[str, Any]]:
-        """Runtime events (of `flow` only, when given): the last `history` ones, then each new one.
+    def subscribe_events(
+        self, flow: str | None, history: int, after: int | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Runtime events (of `flow` only, when given): the last `history` ones (or, with `after`,
+        every recent one whose `seq` is larger), then each new one.
 
         An async iterator that ends when the runtime shuts down; `GET /v1/events` streams it.
         """

@@ -15,10 +15,12 @@ event with how long it took and whether it finished or ran out of time:
 4. `cancel_tasks`: connector tasks are told to stop, then cancelled, and
    connectors and SPU clients are closed.
 
-The flow's `cancel = {"ceiling_s": N}` (default 10) bounds the whole: work a
-tier could not finish is abandoned (a thread stuck in a blocking call is left
-behind, never waited for). What was not delivered stays in the channel topics
-for the next start.
+The flow's `cancel = {"ceiling_s": N}` (default 10; shutdown by Ctrl-C or
+SIGTERM: `shutdown_ceiling_s`, default 120) bounds the whole: work a tier could
+not finish is abandoned (a thread stuck in a blocking call is left behind,
+never waited for). A second Ctrl-C ends the cooperative tier at once
+(`cut_short`). What was not delivered stays in the channel topics for the next
+start.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from collections.abc import Awaitable
 from typing import Any, Literal
 
 from contraflow.runtime.event_stream import EventStream
-from contraflow.runtime.settings import CancelSettings
 
 log = logging.getLogger("contraflow.runtime.cancellation")
 
@@ -49,9 +50,9 @@ Outcome = Literal["done", "timed out", "skipped", "failed"]
 class TieredCancel:
     """Runs each tier's work within its deadline and reports it."""
 
-    def __init__(self, flow_id: str, settings: CancelSettings, events: EventStream) -> None:
+    def __init__(self, flow_id: str, ceiling_s: float, events: EventStream) -> None:
         self.flow_id = flow_id
-        self.ceiling_s = settings.ceiling_s
+        self.ceiling_s = ceiling_s
         self.events = events
         self.started = time.monotonic()
         self.deadlines: dict[Tier, float] = {}
@@ -61,11 +62,14 @@ class TieredCancel:
             self.deadlines[tier] = self.started + self.ceiling_s * share
         self.outcomes: dict[Tier, Outcome] = {}
 
-    async def run(self, tier: Tier, work: Awaitable[Any] | None) -> Outcome:
-        """Await `work` until the tier's deadline; None skips the tier (still reported)."""
+    async def run(
+        self, tier: Tier, work: Awaitable[Any] | None, cut_short: asyncio.Event | None = None
+    ) -> Outcome:
+        """Await `work` until the tier's deadline, or until `cut_short` is set (then it counts as
+        timed out); None skips the tier (still reported)."""
         began = time.monotonic()
         budget = max(0.0, self.deadlines[tier] - began)
-        outcome: Outcome = "skipped" if work is None else await _bounded(work, budget)
+        outcome: Outcome = "skipped" if work is None else await _bounded(work, budget, cut_short)
         self.outcomes[tier] = outcome
         self.events.emit(
             "cancel",
@@ -79,11 +83,17 @@ class TieredCancel:
         return outcome
 
 
-async def _bounded(work: Awaitable[Any], budget_s: float) -> Outcome:
-    """Await `work` for at most `budget_s`; on timeout cancel it without waiting for it to obey."""
+async def _bounded(work: Awaitable[Any], budget_s: float, cut_short: asyncio.Event | None) -> Outcome:
+    """Await `work` for at most `budget_s` (or until `cut_short`); on timeout cancel it without
+    waiting for it to obey."""
     task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=budget_s)
-    if not done:
+    waits: set[asyncio.Future[Any]] = {task}
+    if cut_short is not None:
+        waits.add(asyncio.ensure_future(cut_short.wait()))
+    await asyncio.wait(waits, timeout=budget_s, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waits - {task}:
+        waiter.cancel()
+    if not task.done():
         task.cancel()
         task.add_done_callback(_swallow)  # it may finish much later (a thread it awaits)
         return "timed out"

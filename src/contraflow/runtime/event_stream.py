@@ -15,6 +15,11 @@ the live page) get it at once, and a bounded in-memory ring lets a new
 subscriber start with the recent past without reading the log. `emit` is
 synchronous and never blocks: callers are breaker and monitor callbacks on
 the event loop. A background writer appends what was emitted in batches.
+
+`open()` continues the log of an earlier run: the ring starts with the
+topic's last events and `seq` goes on after them. So sequence numbers keep
+increasing across restarts, and an SSE client reconnecting with
+`Last-Event-ID` after the runtime restarted gets what it missed.
 """
 
 from __future__ import annotations
@@ -72,6 +77,35 @@ class EventStream:
         self._writer: asyncio.Task[None] | None = None
         self._client: AsyncSpuClient | None = None
         self._topic_ready = False
+        self._opened = False
+
+    async def open(self) -> None:
+        """Load the topic's last RECENT events into the ring and continue `seq` after them (once;
+        an unreachable SPU is logged and the stream starts afresh)."""
+        if self._opened or self.spu_addr is None:
+            return
+        self._opened = True
+        try:
+            earlier = await self._read_tail()
+        except (SpuError, OSError) as err:
+            log.warning("could not read the earlier events of %s: %s", self.topic, err)
+            return
+        numbered = [e for e in earlier if isinstance(e, dict) and isinstance(e.get("seq"), int)]
+        if numbered:
+            self.recent = deque([*numbered, *self.recent], maxlen=RECENT)  # its own events stay newest
+            self._seq = itertools.count(max(numbered[-1]["seq"] + 1, next(self._seq)))
+
+    async def _read_tail(self) -> list[Any]:
+        client = await self._ready_client()
+        partition = (await client.describe_topic(self.topic)).partitions[0]
+        offset = max(partition.log_start_offset, partition.high_watermark - RECENT)
+        values: list[Any] = []
+        while offset < partition.high_watermark:
+            result = await client.fetch(self.topic, 0, offset)
+            for batch in result.batches:
+                values += [orjson.loads(r.value) for r in batch.records(start_offset=offset)]
+            offset = result.next_offset
+        return values
 
     # -- emitting ------------------------------------------------------------------------------
 
@@ -101,13 +135,25 @@ class EventStream:
 
     # -- subscribing ---------------------------------------------------------------------------
 
-    async def subscribe(self, flow: str | None = None, history: int = 50) -> AsyncIterator[RuntimeEvent]:
-        """The last `history` events (of `flow`, if given), then every new one until `close()`."""
+    async def subscribe(
+        self, flow: str | None = None, history: int = 50, after: int | None = None
+    ) -> AsyncIterator[RuntimeEvent]:
+        """The last `history` events (of `flow`, if given), then every new one until `close()`.
+
+        `after` (an SSE client's `Last-Event-ID`) replaces `history`: every event in the ring with
+        a larger `seq`, so a client that reconnects misses nothing the ring still holds."""
+        await self.open()
         queue: asyncio.Queue[RuntimeEvent | None] = asyncio.Queue(SUBSCRIBER_QUEUE)
-        self._subscribers.add(queue)
+        self._subscribers.add(queue)  # no await from here to the ring read: no event is missed
         try:
             past = [e for e in self.recent if flow is None or e.get("flow") == flow]
-            for event in past[-history:] if history > 0 else []:
+            if after is not None:
+                past = [e for e in past if e["seq"] > after]
+            elif history > 0:
+                past = past[-history:]
+            else:
+                past = []
+            for event in past:
                 yield event
             while (live := await queue.get()) is not None:
                 if flow is None or live.get("flow") == flow:

@@ -61,6 +61,7 @@ class Runtime:
 
     async def deploy_graphs(self, deployment: Deployment) -> list[str]:
         """Prepare every flow of `deployment`, then start them in order; returns their ids."""
+        await self.events.open()  # `seq` goes on from the earlier runs' events before any is emitted
         for flow_id in deployment.flows:
             if flow_id in self.flows:
                 raise FlowExists(flow_id)
@@ -78,10 +79,11 @@ class Runtime:
             )
         return [i.id for i in instances]
 
-    async def quiesce_all(self) -> None:
-        """Quiesce every flow (all at once: they share nothing but the SPU and Spark), then
-        flush the event stream and end its subscriptions."""
-        await asyncio.gather(*(f.quiesce() for f in self.flows.values()))
+    async def quiesce_all(self, cut_short: asyncio.Event | None = None, shutdown: bool = True) -> None:
+        """Quiesce every flow (all at once: they share nothing but the SPU and Spark) within its
+        shutdown ceiling (`shutdown=False`: its undeploy one), then flush the event stream and end
+        its subscriptions. `cut_short` set (a second Ctrl-C) ends every flow's drain at once."""
+        await asyncio.gather(*(f.quiesce(shutdown, cut_short) for f in self.flows.values()))
         await self.events.close()
 
     def _flow(self, flow_id: str) -> FlowInstance:
@@ -131,5 +133,7 @@ class Runtime:
     def metrics_registry(self) -> CollectorRegistry:
         return self.metrics.registry
 
-    def subscribe_events(self, flow: str | None, history: int) -> AsyncIterator[RuntimeEvent]:
-        return self.events.subscribe(flow, history)
+    def subscribe_events(
+        self, flow: str | None, history: int, after: int | None = None
+    ) -> AsyncIterator[RuntimeEvent]:
+        return self.events.subscribe(flow, history, after)

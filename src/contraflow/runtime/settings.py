@@ -17,7 +17,8 @@ deployment with `deploy flow x from f with ... end`):
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
     ack = "delivered",                         # or "persisted"
     priority = "normal",                       # critical, high, normal, low, background
-    cancel = {"ceiling_s": 10},                # undeploy/shutdown never takes longer
+    cancel = {"ceiling_s": 10,                 # undeploy never takes longer
+              "shutdown_ceiling_s": 120},      # nor Ctrl-C/SIGTERM (unset: ceiling_s, else 120)
     watchdog = {"batch_deadline_ms": 30000, "send_deadline_ms": 10000, "pull_deadline_ms": 0}
 
 A channel key is `producer_alias/port`, a pipeline key its alias; unknown keys are user errors.
@@ -141,15 +142,36 @@ class DeliverySettings:
         return [min(self.max_backoff_ms, self.backoff_ms * 2**i) / 1000 for i in range(self.retries)]
 
 
+UNDEPLOY_CEILING_S = 10.0
+# Ctrl-C/SIGTERM give a flow this long by default. The classify example stopped right after it
+# started drains in its stateful pipeline's first micro-batch: 64 s on the 2-core box at load 16
+# (docs/operations.md); 70 % of 10 s cut that short. A second Ctrl-C stops at once.
+SHUTDOWN_CEILING_S = 120.0
+
+
 @dataclass(frozen=True)
 class CancelSettings:
-    """`cancel`: the ceiling for stopping the whole flow (its tiers share it, see `runtime.cancellation`)."""
+    """`cancel`: the ceiling for stopping the whole flow (its tiers share it, see `runtime.cancellation`).
 
-    ceiling_s: float = 10.0
+    Undeploy and `DELETE /v1/flows/{id}` get `ceiling_s` (unset: 10 s). Shutdown (Ctrl-C,
+    SIGTERM, the `exit` connector) gets `shutdown_ceiling_s`, unset: `ceiling_s` if that is set,
+    else SHUTDOWN_CEILING_S. Shutdown is when a person waits for the drain to finish cleanly; a
+    second Ctrl-C cuts it short."""
+
+    ceiling_s: float | None = None
+    shutdown_ceiling_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.ceiling_s <= 0:
-            raise SettingsError(f"cancel ceiling_s must be > 0, got {self.ceiling_s}")
+        for name in ("ceiling_s", "shutdown_ceiling_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise SettingsError(f"cancel {name} must be > 0, got {value}")
+
+    def ceiling(self, shutdown: bool) -> float:
+        """Seconds stopping the flow may take: for a shutdown of the runtime, or an undeploy."""
+        if shutdown:
+            return self.shutdown_ceiling_s or self.ceiling_s or SHUTDOWN_CEILING_S
+        return self.ceiling_s or UNDEPLOY_CEILING_S
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,8 @@ class DefineWindow:
     params: list[Assignment]
     script: SourceExpr | None
     pos: Position
+    # `state <expr>`: the initial state of a state window (Tremor 0.13).
+    state: SourceExpr | None = None
 
 
 @dataclass

@@ -263,9 +263,9 @@ class TrickleTransformer(Transformer):
 
     @v_args(meta=True)
     def define_window(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
-        name, kind, args, params, script = children
+        name, kind, args, params, state, script = children
         return ast.DefineWindow(
-            self._name(name), self._name(kind), args or [], params or [], script, self._pos(meta)
+            self._name(name), self._name(kind), args or [], params or [], script, self._pos(meta), state
         )
 
     @v_args(meta=True)
@@ -309,6 +309,7 @@ class TrickleTransformer(Transformer):
         return children[0]
 
     script_clause = state_clause
+    window_state = state_clause
 
     def def_args(self, children: list[Any]) -> list[ast.ArgDecl]:
         return [c for c in children if c is not None]

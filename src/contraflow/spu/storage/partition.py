@@ -29,6 +29,7 @@ from contraflow.spu.protocol.batch import (
     stamped_prefix,
 )
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.storage import boot_checks
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
 from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
 from contraflow.spu.storage.errors import (
@@ -147,6 +148,7 @@ class Partition:
         point = RecoveryPoint.read(self.directory / RECOVERY_POINT)
         state = OpenState(marker.exists(), point, max(point.offset, hw_checkpoint))
         segments, report = recover_segments(self.directory, self._settings, state, writable=self.writable)
+        boot_checks.recall(self.directory, segments)
         if self.writable:
             if state.clean:  # from now on a crash must be noticed
                 marker.unlink()
@@ -184,14 +186,29 @@ class Partition:
     def high_watermark(self) -> int:
         return self._hw
 
-    def set_high_watermark(self, offset: int) -> None:
+    def set_high_watermark(self, offset: int, *, persist: bool = True) -> None:
         """Move the committed offset (replication sets it from follower acks).
 
-        Clamped to [log start, log end]; persisted to the `high-watermark` checkpoint."""
+        Clamped to [log start, log end]; persisted to the `high-watermark` checkpoint
+        unless `persist` is False (a replicated leader moves it per produce and
+        checkpoints it now and then with `checkpoint_high_watermark`)."""
         with self._lock:
             self._hw = max(self.log_start_offset, min(offset, self._leo))
-            if self.writable:
+            if self.writable and persist:
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
+
+    def checkpoint_high_watermark(self) -> None:
+        """Persist the in-memory high watermark (a lower one after a crash is safe: it only
+        delays committed reads until the followers report again)."""
+        with self._lock:
+            if self.writable and not self._closed:
+                write_offset(self.directory / HIGH_WATERMARK, self._hw)
+
+    @property
+    def policy_end(self) -> int:
+        """The end below which everything is as durable as the flush policy asks: what a
+        replica may count towards the high watermark (fsynced under every_batch)."""
+        return self._durable_end if self.config.flush.mode == "every_batch" else self._leo
 
     # -- appends --------------------------------------------------------------------------------
 
@@ -320,6 +337,7 @@ class Partition:
         """Close the active segment and start a new one at the log end (lock held)."""
         old = self.segments[-1]
         old.freeze()
+        boot_checks.remember(self.directory, self.segments)  # a crash keeps the closed segments' checks
         self.stats.rolls += 1
         seg = Segment.create(self.directory, self._leo, self._settings)
         fsync_dir(self.directory)
@@ -526,6 +544,7 @@ class Partition:
                 self.segments[-1].freeze()
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
                 self._write_recovery_point(self._leo)
+                boot_checks.remember(self.directory, self.segments)
                 write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
             for seg in self.segments:
                 seg.close()
