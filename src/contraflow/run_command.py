@@ -305,12 +305,13 @@ async def _serve(
         if options.api:
             scheme = "https" if options.tls else "http"
             _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
-        if not stop.is_set():
-            await runtime.deploy_graphs(deployment)
-        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
+        # The live lines start with the deployment: a flow's sources run while its queries start.
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
+        if not stop.is_set():
+            await runtime.deploy_graphs(deployment)
+        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
         _say(console, "quiescing: sources stopped, draining pipelines and sinks (Ctrl-C again: stop now)...")

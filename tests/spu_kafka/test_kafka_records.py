@@ -55,7 +55,7 @@ def test_kafka_batches_survive_the_log_and_back(codec: str, count: int) -> None:
         (key, value or b"", headers, BASE_TS + i * 37) for i, (key, value, headers) in enumerate(rows)
     ]
     assert (produced.as_sent is None) == any(value is None for _, value, _ in rows)
-    served = read_kafka(bytes(to_kafka(memoryview(produced.log_batch))))
+    served = read_kafka(b"".join(to_kafka(memoryview(produced.log_batch))))
     assert served == [
         (i, BASE_TS + i * 37, key, value or b"", headers) for i, (key, value, headers) in enumerate(rows)
     ]
@@ -65,7 +65,7 @@ def test_served_batches_keep_the_log_codec_offsets_and_time_range() -> None:
     produced = from_kafka(memoryview(kafka_batch([(None, b"x", [])] * 3, CODECS["zstd"], step_ms=-5)))
     log_batch = bytearray(produced.log_batch)
     struct.pack_into(">q", log_batch, 0, 1000)  # the offset the log assigned
-    served = bytes(to_kafka(memoryview(log_batch)))
+    served = b"".join(to_kafka(memoryview(log_batch)))
     batch = DefaultRecordBatch(served)
     assert (batch.base_offset, batch.compression_type, batch.next_offset) == (1000, 4, 1003)
     assert (batch.first_timestamp, batch.max_timestamp) == (BASE_TS, BASE_TS)

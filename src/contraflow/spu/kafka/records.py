@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import crc32c
 import numpy as np
 import pyarrow as pa
 from aiokafka.codec import (
@@ -36,7 +37,6 @@ from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
     TimestampColumn,
-    compute_crc,
     decode_batch,
     encode_columns,
     pack_headers,
@@ -44,6 +44,7 @@ from contraflow.spu.protocol.batch import (
 )
 from contraflow.spu.protocol.compression import Compression
 
+Buffer = bytes | bytearray | memoryview
 KAFKA_MAGIC = 2
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
 # base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count
@@ -174,19 +175,20 @@ def _header_column(rows: KafkaRows) -> tuple[bytes, bytes]:
 # -- log -> Kafka -----------------------------------------------------------------------------------
 
 
-def to_kafka(raw: memoryview) -> bytearray:
-    """A log batch as a Kafka batch with the same offsets, timestamps and codec."""
+def to_kafka(raw: memoryview) -> list[Buffer]:
+    """A log batch as a Kafka batch with the same offsets, timestamps and codec: its header
+    and its records as two buffers (written back to back; joining them would copy)."""
     batch = decode_batch(raw)
     header = batch.header
     rows, size = kafka_rows(batch)
     codec = int(header.compression)
     payload = memoryview(rows)[:size] if codec == 0 else _COMPRESS[codec](bytes(memoryview(rows)[:size]))
-    out = bytearray().join([bytes(KAFKA_HEADER_SIZE), payload])
+    head = bytearray(KAFKA_HEADER_SIZE)
     _KAFKA_HEADER.pack_into(
-        out,
+        head,
         0,
         header.base_offset,
-        len(out) - 12,
+        KAFKA_HEADER_SIZE + len(payload) - 12,
         _NO_LEADER_EPOCH,
         KAFKA_MAGIC,
         0,
@@ -197,8 +199,9 @@ def to_kafka(raw: memoryview) -> bytearray:
         *_NO_PRODUCER,
         header.record_count,
     )
-    _CRC.pack_into(out, CRC_POS, compute_crc(out))
-    return out
+    crc = crc32c.crc32c(payload, crc32c.crc32c(memoryview(head)[CRC_START:]))
+    _CRC.pack_into(head, CRC_POS, crc)
+    return [head, payload]
 
 
-assert CRC_START == 21  # Kafka's CRC covers the same range as the log's
+assert CRC_START == 21  # Kafka's CRC covers the same range as the log's (verify_crc checks it)
