@@ -25,9 +25,9 @@ from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.plan import IngestMode
 from contraflow.process_output import quiet_process_output
-from contraflow.spu.api import read_topic
 
 PRODUCE_CHUNK = 1000
+TAIL_INTERVAL_S = 0.2  # how often the output topics are read while the query runs
 __all__ = ["quiet_process_output", "run_on_spark", "start_local_session"]
 
 
@@ -44,7 +44,7 @@ def run_on_spark(
     spark: Future[Any] | None = None,
 ) -> None:
     """Feed `lines` to the pipeline's `in` port on local Spark; `emit` what every output port emitted,
-    in order: first what the query wrote (as soon as it ended, before the session stops), then what
+    in order: first what the query writes (each micro-batch's output once it committed), then what
     the timers still pending at the end of the input fire.
 
     `spark`: a session already starting (`start_local_session`), else one starts here.
@@ -98,12 +98,13 @@ def _run(
                 trigger="availableNow",
                 ingest=ingest,
             )
-            query.awaitTermination()
+            ports = CommittedTail(client, outputs)
+            while not query.awaitTermination(TAIL_INTERVAL_S):  # type: ignore[arg-type]  # float seconds work
+                ports.emit_new(emit)  # each micro-batch's output once it committed
             failure = query.exception()
             if failure is not None:
                 raise UserError(f"the pipeline's Spark query failed: {failure}")
-            for port, topic in outputs.items():
-                emit(port, topic_values(client, topic))
+            ports.emit_new(emit)
             if graph.stateful:
                 for port, values in _finish(graph, export_state(spark, root / "checkpoint")).items():
                     emit(port, values)
@@ -130,6 +131,29 @@ def _finish(graph: PipelineGraph, snapshot: dict[str, Any]) -> dict[str, list[by
     return fired
 
 
-def topic_values(client: Any, topic: str) -> list[bytes]:
-    """Every record value of `topic`, partition by partition, in offset order."""
-    return [bytes(r.value) for r in read_topic(client, topic)]
+class CommittedTail:
+    """The output ports' topics (one partition each), read on from where the last read ended:
+    a committed batch shows whole or not at all (the sink's SPU transactions)."""
+
+    def __init__(self, client: Any, outputs: dict[str, str]) -> None:
+        self.client = client
+        self.outputs = outputs
+        self.next_offset = dict.fromkeys(outputs, 0)
+
+    def emit_new(self, emit: Emit) -> None:
+        for port, topic in self.outputs.items():
+            values = self._read_on(port, topic)
+            if values:
+                emit(port, values)
+
+    def _read_on(self, port: str, topic: str) -> list[bytes]:
+        end = self.client.describe_topic(topic).partitions[0].high_watermark
+        values: list[bytes] = []
+        offset = self.next_offset[port]
+        while offset < end:
+            fetched = self.client.fetch(topic, 0, offset)
+            for batch in fetched.batches:
+                values += [bytes(r.value) for r in batch.records(start_offset=offset)]
+            offset = fetched.next_offset
+        self.next_offset[port] = offset
+        return values

@@ -17,8 +17,16 @@ from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
+# Consumer offsets too: the leader holds the partition to check an offset against.
 ROUTED_APIS = frozenset(
-    {ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.STREAM_FETCH, ApiKey.LIST_OFFSETS, ApiKey.TXN_STAGE}
+    {
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.STREAM_FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+    }
 )
 
 

@@ -44,6 +44,8 @@ T = TypeVar("T")
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
 PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
+# The batch ledger is one SPU's file: a cluster cannot keep these exactly-once yet.
+NOT_REPLICATED = frozenset({ApiKey.TXN_STAGE, ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.TXN_LEDGER})
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -112,6 +114,12 @@ class Handlers:
         handler = self._table.get(api)
         if handler is None:
             raise SpuError(ErrorCode.UNSUPPORTED_API, f"an SPU does not serve {api.name}")
+        if self._cluster is not None and api in NOT_REPLICATED:
+            raise SpuError(
+                ErrorCode.UNSUPPORTED_API,
+                f"{api.name}: exactly-once batch commits are not replicated yet, so an SPU cluster "
+                "refuses them (docs/spu-cluster.md); use a single SPU for exactly-once writers",
+            )
         payload = body[header.meta_length :]
         try:
             if api in PER_PARTITION_ORDER:
@@ -250,6 +258,7 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
         )
@@ -258,6 +267,7 @@ class Handlers:
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
 
     # -- topics ----------------------------------------------------------------------------------
@@ -300,7 +310,6 @@ class Handlers:
         self, conn: Connection, req: m.TxnStageRequest, payload: memoryview, cid: int
     ) -> Reply:
         tp = (req.topic, req.partition)
-        self._leader_check(req.topic, req.partition)
         self._partitions.check_exists(tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
