@@ -1,15 +1,18 @@
 """Kafka encodings of log batches, kept for the next fetch that needs them.
 
-Transcoding a log batch for a Kafka consumer costs about a microsecond per
-record, and a Kafka consumer sends its next fetch only once the previous answer
-arrived. So after answering a fetch the listener encodes the batches that
+Transcoding a log batch for a Kafka consumer costs a fraction of a microsecond
+per record, and a Kafka consumer sends its next fetch only once the previous
+answer arrived. So after answering a fetch the listener encodes the batches that
 follow ahead of time (read-ahead, off the event loop), and the next fetch is
 answered from here; consumers reading the same data (a group's replays, several
 groups) share the work too. Entries are keyed by the batch's identity (topic,
 partition, base offset, CRC: a batch rewritten after a truncation is another
 entry) and the least recently used go first past `max_bytes`. A batch a Kafka
 producer just sent is remembered as it came, so consumers keeping up with
-producers are served the producers' own bytes without any transcoding.
+producers are served the producers' own bytes without any transcoding. Such an
+entry is a slice of the produce request's buffer, which it keeps alive: a
+request carrying several partitions' batches stays in memory until the last of
+its slices leaves the cache (the size counted is the slices').
 """
 
 from __future__ import annotations
