@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +14,13 @@ import orjson
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
+from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.runtime.event_stream import EVENTS_TOPIC, EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.runtime.harness import flow_id, running, troy, wait_for, write_events
 from tests.runtime.http_target import Target
+from tests.runtime.spinning import SPIN, spinning_flow, spinning_worker
 from tests.runtime.test_contraflow import free_port, http_sink
 
 TICK_NS = 20_000_000  # 50 events per second
@@ -188,3 +192,36 @@ def test_sequence_numbers_and_last_event_id_carry_over_a_restart(spu_addr: str) 
     asyncio.run(scenario())
     with SpuClient(spu_addr) as client:
         assert [orjson.loads(r.value)["seq"] for r in read_topic(client, topic)] == [1, 2, 3, 4, 5]
+
+
+def test_a_failed_micro_batch_is_an_event_and_its_input_stays_in_the_log(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    """The Python worker running a micro-batch is killed (SIGKILL): the batch fails, which is a
+    `batch_failed` event naming the flow, the pipeline and the error, streamed and appended to
+    `contraflow.events`; the flow is `failed` and its input is still in the log, unconsumed."""
+    fid = flow_id("failing")
+    source = tmp_path / "in.jsonl"
+    sent = write_events(source, 5)
+    flow = spinning_flow(fid, source, tmp_path / "out.jsonl", SPIN, 10.0)
+    read_from = channel_topic(fid, "input", "out")
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", flow) as runtime:
+            live = runtime.events.subscribe(flow=fid, history=0)
+            waiting = asyncio.ensure_future(anext(live))
+            os.kill(await spinning_worker(runtime, spark, fid), signal.SIGKILL)
+            failed = await asyncio.wait_for(waiting, 120)
+            await live.aclose()
+            assert failed["kind"] == "batch_failed" and failed["pipeline"] == "spin", failed
+            assert failed["error"] and isinstance(failed["ts_ms"], int)
+            assert (await runtime.get_flow(fid)).status == "failed"
+            assert f"pipeline spin: {failed['error']}" == runtime.flows[fid].error
+            await runtime.events.flush()
+
+    asyncio.run(scenario())
+    logged = [orjson.loads(r.value) for r in read_topic(spu, EVENTS_TOPIC)]
+    assert [e["pipeline"] for e in logged if e.get("flow") == fid and e["kind"] == "batch_failed"] == ["spin"]
+    assert spu.describe_topic(channel_topic(fid, "spin", "out")).partitions[0].high_watermark == 0
+    assert [orjson.loads(r.value) for r in read_topic(spu, read_from)] == sent
+    assert not spu.fetch_offset(consumer_name(fid, "spin", "in"), read_from, 0), "the input was not consumed"

@@ -37,7 +37,7 @@ from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
-from contraflow.runtime.cancellation import TieredCancel
+from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
@@ -58,6 +58,7 @@ from contraflow.spu.storage.config import TopicConfig
 log = logging.getLogger("contraflow.runtime.flow")
 
 STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
+EARLIER_STOP_S = 60.0  # a redeploy waits this long for its pipelines' last runs to stop
 CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
 
 
@@ -71,6 +72,7 @@ class Services:
     metrics: RuntimeMetrics
     stop_runtime: Callable[[], None]
     events: EventStream = field(default_factory=lambda: EventStream(None))
+    query_stops: QueryStops = field(default_factory=QueryStops)
 
 
 @dataclass
@@ -215,6 +217,7 @@ class FlowInstance:
             if not inputs:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
                 continue
+            await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
             for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
                 await control.credit(inp.consumer, inp.topic).set_async(
                     self.client, admitted(self.settings.priority, None)
@@ -451,7 +454,9 @@ class FlowInstance:
             self._monitor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
-        await asyncio.gather(*(asyncio.to_thread(run.stop) for run in self.pipelines.values()))
+        stops = self.services.query_stops
+        tracked = [stops.track(run.name, asyncio.to_thread(run.stop)) for run in self.pipelines.values()]
+        await asyncio.gather(*map(asyncio.shield, tracked))  # a timed-out tier leaves them running
 
     async def _stop_connectors(self) -> None:
         """Ask connector tasks to stop, give them a moment, cancel what is left, close everything."""
