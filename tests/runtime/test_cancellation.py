@@ -17,17 +17,19 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
-from contraflow.runtime.cancellation import TieredCancel
+from contraflow.errors import UserError
+from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.runtime.event_stream import EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
 from tests.runtime.silent_server import SilentServer, stalled_flow
-from tests.runtime.spinning import QUICK, SPIN, alive, running_jobs, spinning_flow, spinning_worker
+from tests.runtime.spinning import QUICK, SPIN, alive, kill, running_jobs, spinning_flow, spinning_worker
 from tests.runtime.test_contraflow import emitted, metronome_to
 
 CEILING_S = 3.0
@@ -137,12 +139,14 @@ def test_undeploy_cancels_a_busy_spark_batch_and_the_flow_restarts_with_nothing_
     sent = write_events(source, 5)
     busy = spinning_flow(fid, source, output, SPIN, BUSY_CEILING_S)
     spun = channel_topic(fid, "spin", "out")
+    spinners: list[int] = []
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", busy) as runtime:
             worker = await spinning_worker(runtime, spark, fid)
             run_id = runtime.flows[fid].pipelines["spin"].run_id
             began = time.monotonic()
+            spinners.append(worker)
             await runtime.undeploy(fid)
             took = time.monotonic() - began
             assert took < BUSY_CEILING_S + 0.5, f"undeploy took {took:.2f}s"
@@ -161,6 +165,36 @@ def test_undeploy_cancels_a_busy_spark_batch_and_the_flow_restarts_with_nothing_
             await wait_for(lambda: len(read_events(output)) >= len(sent), 120, "the restarted flow's output")
             await asyncio.sleep(1)  # anything delivered twice would show by now
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        for worker in spinners:  # left spinning only if the test failed
+            kill(worker)
     assert read_events(output) == sent
     assert [orjson.loads(r.value) for r in read_topic(spu, spun)] == sent
+
+
+def test_a_redeploy_waits_for_a_query_stop_that_outlived_its_tier() -> None:
+    """A stop a tier gave up on goes on; starting the same pipeline again waits for it, and is
+    refused with a clear error if it takes too long (Spark refuses a second active query)."""
+
+    async def scenario() -> None:
+        stops = QueryStops()
+        finished = asyncio.Event()
+
+        async def slow_stop() -> None:
+            await asyncio.sleep(0.3)
+            finished.set()
+
+        tier = TieredCancel("f", 0.1, EventStream(None))
+        tracked = stops.track("f/p", slow_stop())
+        assert await tier.run("stop_queries", asyncio.shield(tracked)) == "timed out"
+        await stops.wait_for("f/p", 5)
+        assert finished.is_set()
+        await stops.wait_for("f/p", 0)  # nothing under way: at once
+
+        stops.track("f/q", asyncio.sleep(5))
+        with pytest.raises(UserError, match="pipeline f/q is still stopping"):
+            await stops.wait_for("f/q", 0.1)
+
+    asyncio.run(scenario())

@@ -47,7 +47,9 @@ async def halves_independent(runtime: Runtime, flows: list[str]) -> list[str]:
         counted = await counting(runtime, flows)
         problems += [f"{f} counted {n} while paused" for f, n in counted.items() if f in pausing and n]
         problems += [f"{f} stalled while running" for f, n in counted.items() if f not in pausing and not n]
-        problems += [f"{f} is {runtime.flows[f].state}" for f in pausing if runtime.flows[f].state != "paused"]
+        problems += [
+            f"{f} is {runtime.flows[f].state}" for f in pausing if runtime.flows[f].state != "paused"
+        ]
     return problems
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +16,10 @@ from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.runtime.event_stream import EVENTS_TOPIC, EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
+from tests.cli_process import run_cli
 from tests.runtime.harness import flow_id, running, troy, wait_for, write_events
 from tests.runtime.http_target import Target
-from tests.runtime.spinning import SPIN, spinning_flow, spinning_worker
+from tests.runtime.spinning import SPIN, kill, spinning_flow, spinning_worker
 from tests.runtime.test_contraflow import free_port, http_sink
 
 TICK_NS = 20_000_000  # 50 events per second
@@ -190,8 +189,9 @@ def test_sequence_numbers_and_last_event_id_carry_over_a_restart(spu_addr: str) 
         ]
 
     asyncio.run(scenario())
-    with SpuClient(spu_addr) as client:
-        assert [orjson.loads(r.value)["seq"] for r in read_topic(client, topic)] == [1, 2, 3, 4, 5]
+    shown = run_cli("consume", topic, "-B", "-d", "--spu", spu_addr)  # the history, as a person reads it
+    assert shown.returncode == 0, shown.stderr
+    assert [orjson.loads(line)["seq"] for line in shown.stdout.splitlines()] == [1, 2, 3, 4, 5]
 
 
 def test_a_failed_micro_batch_is_an_event_and_its_input_stays_in_the_log(
@@ -208,12 +208,18 @@ def test_a_failed_micro_batch_is_an_event_and_its_input_stays_in_the_log(
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", flow) as runtime:
-            live = runtime.events.subscribe(flow=fid, history=0)
-            waiting = asyncio.ensure_future(anext(live))
-            os.kill(await spinning_worker(runtime, spark, fid), signal.SIGKILL)
-            failed = await asyncio.wait_for(waiting, 120)
-            await live.aclose()
-            assert failed["kind"] == "batch_failed" and failed["pipeline"] == "spin", failed
+            streamed: list[dict[str, Any]] = []
+
+            async def subscriber() -> None:
+                async for event in runtime.events.subscribe(flow=fid, history=0):
+                    streamed.append(event)
+
+            listening = asyncio.create_task(subscriber())
+            kill(await spinning_worker(runtime, spark, fid))
+            await wait_for(lambda: bool(kinds(streamed, "batch_failed")), 120, "the batch_failed event")
+            listening.cancel()
+            [failed] = kinds(streamed, "batch_failed")
+            assert failed["pipeline"] == "spin", failed
             assert failed["error"] and isinstance(failed["ts_ms"], int)
             assert (await runtime.get_flow(fid)).status == "failed"
             assert f"pipeline spin: {failed['error']}" == runtime.flows[fid].error
