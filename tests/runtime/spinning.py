@@ -85,7 +85,8 @@ def python_workers() -> list[int]:
             environment = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"pyspark" in command and marker in environment:
+        program, _, arguments = command.partition(b"\0")
+        if b"python" in program and b"pyspark" in arguments and marker in environment:  # not the JVM
             workers.append(int(entry))
     return workers
 

@@ -324,7 +324,10 @@ class FlowInstance:
                     error = run.error()
                     if error and self.state not in ("failed", "draining", "stopped"):
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
-                        self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
+                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+                        self.services.events.emit(
+                            "batch_failed", self.id, pipeline=alias, error=_headline(error)
+                        )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -536,6 +539,11 @@ class FlowInstance:
             priority=self.settings.priority,
             channels=[self.channel_status(c) for c in self.topology.channels.values()],
         )
+
+
+def _headline(error: str) -> str:
+    """A JVM error without its stack frames: what a person reads in an event (the log has it all)."""
+    return error.split("\n\tat ", 1)[0].strip()
 
 
 def _node(endpoint: Endpoint) -> NodeRef:
