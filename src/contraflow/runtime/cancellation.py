@@ -1,8 +1,8 @@
 """Stopping a flow in tiers, each with a deadline, all within one ceiling.
 
 Undeploy, `DELETE /v1/flows/{id}` and shutdown stop a flow through four
-tiers. The forced tiers (2-4) share the last FORCED_S seconds of the ceiling
-(at most half of it), the cooperative tier has the time before. Each tier
+tiers. The forced tiers (2-4) share the last 30 % of the ceiling (at most
+FORCED_S seconds), the cooperative tier has the time before. Each tier
 runs until its deadline (time a tier did not need goes to the next) and is
 reported as a `cancel` runtime event with how long it took and whether it
 finished or ran out of time:
@@ -40,9 +40,10 @@ from contraflow.runtime.event_stream import EventStream
 log = logging.getLogger("contraflow.runtime.cancellation")
 
 Tier = Literal["cooperative", "cancel_jobs", "stop_queries", "cancel_tasks"]
-# The forced tiers need time of their own whatever the ceiling: stopping a query whose batch was
-# cancelled took 5 s on the loaded 2-core box (the sink's abort runs in a Python worker). They get
-# FORCED_S of the ceiling, at most half of it; the cooperative tier gets the rest.
+# The forced tiers need time of their own, but not more with a larger ceiling: stopping a query
+# whose batch was cancelled took 5 s on the loaded 2-core box (the sink's abort runs in a Python
+# worker). They get FORCED_SHARE of the ceiling, at most FORCED_S; the cooperative tier the rest.
+FORCED_SHARE = 0.3
 FORCED_S = 5.0
 # Each forced tier's share of that reserve, in order.
 FORCED_SHARES: tuple[tuple[Tier, float], ...] = (
@@ -61,7 +62,7 @@ class TieredCancel:
         self.ceiling_s = ceiling_s
         self.events = events
         self.started = time.monotonic()
-        forced = min(FORCED_S, ceiling_s / 2)
+        forced = min(FORCED_S, ceiling_s * FORCED_SHARE)
         self.deadlines: dict[Tier, float] = {"cooperative": self.started + ceiling_s - forced}
         share = 0.0
         for tier, part in FORCED_SHARES:
