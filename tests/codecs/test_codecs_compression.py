@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contraflow.codecs import CodecError, ConfigError, FrameErrors, postprocessors, preprocessors
-from contraflow.codecs.processors.compression import StreamDecompressor
+from contraflow.codecs.processors.compress import StreamDecompressor
 
 PAYLOAD = b'{"event": "compress me", "n": 1}\n' * 20
 

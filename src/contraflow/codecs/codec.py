@@ -11,10 +11,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from contraflow.codecs.config import Configured
+from contraflow.codecs.config import Configured, OptionsT
 
 
-class Codec(Configured, ABC):
+class Codec(Configured[OptionsT], ABC):
     """Decodes one frame into a value and encodes one value into one frame."""
 
     kind = "codec"

@@ -13,7 +13,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self, TypeVar, Union
+from typing import Any, ClassVar, Generic, Self, TypeVar, Union
 
 from contraflow.codecs.errors import ConfigError, unknown
 
@@ -23,6 +23,7 @@ Spec = str | Mapping[str, Any]
 _SPEC_KEYS = ("name", "config")
 
 T = TypeVar("T")
+OptionsT = TypeVar("OptionsT")
 
 
 @dataclass(frozen=True)
@@ -30,20 +31,34 @@ class NoOptions:
     """For codecs and processors that take no config: any key given is reported as unknown."""
 
 
-class Configured:
-    """A codec or processor built from an options dataclass (`Options`).
+class Configured(Generic[OptionsT]):
+    """A codec or processor built from an options dataclass: `class X(Preprocessor[XOptions])`.
 
-    `from_config` validates a raw Troy config into `Options`; instances pickle
-    as their options (Spark ships codecs to worker processes), never as their
-    buffers or precompiled state, which `__init__` rebuilds.
+    The type argument names the options dataclass once: it becomes `Options`
+    (what `from_config` validates a raw Troy config into) and the type of
+    `self.options`. Instances pickle as their options (Spark ships codecs to
+    worker processes), never as their buffers or precompiled state, which
+    `setup` rebuilds; so a kind overrides `setup`, never `__init__`.
     """
 
     name: ClassVar[str]
     kind: ClassVar[str]
     Options: ClassVar[type[Any]] = NoOptions
+    options: OptionsT
 
-    def __init__(self, options: Any = None) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            for argument in typing.get_args(base):
+                if isinstance(argument, type):
+                    cls.Options = argument
+
+    def __init__(self, options: OptionsT | None = None) -> None:
         self.options = self.Options() if options is None else options
+        self.setup()
+
+    def setup(self) -> None:
+        """Build per-instance state from `self.options` (buffers, precompiled calls); most kinds need none."""
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any]) -> Self:

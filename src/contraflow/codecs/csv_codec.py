@@ -13,7 +13,6 @@ import io
 from typing import Any
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import NoOptions
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.json_codec import json_dumps
 from contraflow.codecs.string_codec import utf8
@@ -23,8 +22,7 @@ class CsvCodec(Codec):
     name = "csv"
     mime_types = ("text/csv",)
 
-    def __init__(self, options: NoOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._out = io.StringIO()
         self._writer = csv.writer(self._out, lineterminator="\r\n")  # quotes fields holding \r or \n
 

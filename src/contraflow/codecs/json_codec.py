@@ -44,15 +44,11 @@ def json_dumps(value: Any, codec: str, option: int = 0) -> bytes:
         raise CodecError(codec, f"cannot encode value: {err}") from None
 
 
-class JsonCodec(Codec):
+class JsonCodec(Codec[JsonOptions]):
     name = "json"
     mime_types = ("application/json",)
 
-    Options = JsonOptions
-    options: JsonOptions
-
-    def __init__(self, options: JsonOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._option = orjson.OPT_SORT_KEYS if self.options.mode == "sorted" else 0
 
     def decode(self, data: bytes) -> Any:

@@ -14,7 +14,6 @@ from typing import Any
 import msgpack
 
 from contraflow.codecs.codec import Codec
-from contraflow.codecs.config import NoOptions
 from contraflow.codecs.errors import CodecError
 
 
@@ -26,8 +25,7 @@ class MsgpackCodec(Codec):
     name = "msgpack"
     mime_types = ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack")
 
-    def __init__(self, options: NoOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._packer = msgpack.Packer(use_bin_type=True)
 
     def decode(self, data: bytes) -> Any:

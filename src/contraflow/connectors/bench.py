@@ -45,7 +45,7 @@ from typing import Any
 
 import orjson
 
-from contraflow.codecs.processors.compression import StreamDecompressor
+from contraflow.codecs.processors.compress import StreamDecompressor
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
 from contraflow.connectors.base.filereader import leading_separator
 from contraflow.connectors.base.histogram import Histogram
@@ -104,7 +104,7 @@ def load_items(options: BenchOptions) -> list[bytes]:
 
 
 @register("bench")
-class BenchConnector(Connector):
+class BenchConnector(Connector[BenchOptions]):
     config_keys = frozenset(
         {
             "path",
@@ -118,14 +118,11 @@ class BenchConnector(Connector):
             "warmup_secs",
         }
     )
-    is_source = True
-    is_sink = True
     # How long to wait for more events coming back before reporting without them.
     drain_timeout_s = DRAIN_TIMEOUT_S
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = self.read_config(ctx.alias, ctx.config)
         # Lines can travel many per pull, joined again by the separator the runtime splits them at.
         separator = leading_separator(ctx.spec.preprocessors)
         self.separator = None if self.options.chunk_size else separator

@@ -31,14 +31,12 @@ class ExitRequest:
 
 
 @register("exit")
-class ExitConnector(Connector):
+class ExitConnector(Connector[ExitRequest]):
     config_keys = frozenset({"delay", "graceful"})
-    is_sink = True
     structured = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.defaults = self.read_config(ctx.alias, ctx.config)
         self.request: ExitRequest | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -62,11 +60,11 @@ class ExitConnector(Connector):
     def _request_from(self, value: Any) -> ExitRequest:
         """Event fields override the config where they have the right type; others are ignored."""
         if not isinstance(value, dict):
-            return self.defaults
+            return self.options
         delay, graceful, code = _int(value.get("delay")), value.get("graceful"), _int(value.get("exit"))
         return ExitRequest(
-            delay if delay is not None and delay >= 0 else self.defaults.delay_ns,
-            graceful if isinstance(graceful, bool) else self.defaults.graceful,
+            delay if delay is not None and delay >= 0 else self.options.delay_ns,
+            graceful if isinstance(graceful, bool) else self.options.graceful,
             code if code is not None else 0,
         )
 

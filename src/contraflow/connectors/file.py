@@ -104,17 +104,12 @@ def framing(preprocessors: Sequence[PluginRef]) -> tuple[str, bytes | None, bool
 
 
 @register("file")
-class FileConnector(Connector):
+class FileConnector(Connector[FileOptions]):
     config_keys = frozenset({"path", "mode", "chunk_size"})
     required_keys = frozenset({"path", "mode"})
-    is_source = True
-    is_sink = True
-    acknowledges = True
-    writes_bytes = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = self.read_config(ctx.alias, ctx.config)
         self.algorithm, self.separator, self.exact = framing(ctx.spec.preprocessors)
         self._chunks: AlignedChunks | None = None
         self._identity: FileIdentity | None = None

@@ -95,17 +95,14 @@ class ClientOptions:
 
 
 @register("http_client")
-class HttpClientConnector(Connector):
+class HttpClientConnector(Connector[ClientOptions]):
     config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout"})
     required_keys = frozenset({"url"})
-    is_source = True
-    is_sink = True
     # Requests must wait for a slot this long without a break before the breaker opens.
     saturation_s = SATURATION_S
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = self.read_config(ctx.alias, ctx.config)
         self.content_type = ctx.codec().mime_types[0]
         self.inbox = Inbox(ctx.quiescing, QUEUED_RESPONSES)
         self._client: httpx.AsyncClient | None = None

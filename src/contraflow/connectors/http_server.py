@@ -80,16 +80,12 @@ def response_headers(spec: Any) -> list[tuple[bytes, bytes]]:
 
 
 @register("http_server")
-class HttpServerConnector(Connector):
+class HttpServerConnector(Connector[Endpoint]):
     config_keys = frozenset({"url"})
     required_keys = frozenset({"url"})
-    is_source = True
-    is_sink = True
-    acknowledges = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
         self.content_type = ctx.codec().mime_types[0].encode()
         self._server: AsgiServer | None = None
@@ -107,10 +103,10 @@ class HttpServerConnector(Connector):
 
     async def connect(self) -> None:
         if self._server is None:
-            server = AsgiServer(self._handle, self.url.host, self.url.port)
+            server = AsgiServer(self._handle, self.options.host, self.options.port)
             await server.start()
             self._server = server
-            self.ctx.logger.info("HTTP server listening on %s:%d", self.url.host, server.port)
+            self.ctx.logger.info("HTTP server listening on %s:%d", self.options.host, server.port)
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -133,7 +129,7 @@ class HttpServerConnector(Connector):
 
     def _meta(self, scope: Scope, rid: int) -> dict[str, Any]:
         headers = headers_of_pairs(scope["headers"])
-        host, port = _authority(headers, scope.get("server") or (self.url.host, self.port))
+        host, port = _authority(headers, scope.get("server") or (self.options.host, self.port))
         request = {
             "method": scope["method"],
             "url": {

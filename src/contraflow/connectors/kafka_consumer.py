@@ -56,7 +56,7 @@ class ConsumerOptions:
     retry_failed_events: bool
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> ConsumerOptions:
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ConsumerOptions:
         cfg = ConfigReader(alias, kind, config)
         topics = config.get("topics")
         if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
@@ -64,7 +64,6 @@ class ConsumerOptions:
         settings = {
             "bootstrap.servers": brokers(cfg),
             "group.id": cfg.string("group_id"),
-            "client.id": client_id(flow_id, alias),
             "auto.offset.reset": "earliest",
             "enable.auto.commit": "true",
             "auto.commit.interval.ms": "1000",
@@ -119,15 +118,12 @@ def _meta(msg: Message) -> dict[str, Any]:
 
 
 @register("kafka_consumer")
-class KafkaConsumerConnector(Connector):
+class KafkaConsumerConnector(Connector[ConsumerOptions]):
     config_keys = frozenset({"brokers", "group_id", "topics", "mode"})
     required_keys = frozenset({"brokers", "group_id", "topics"})
-    is_source = True
-    acknowledges = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = ConsumerOptions.read(ctx.alias, self.kind, ctx.config, ctx.flow_id)
         self._consumer: Consumer | None = None
         self._buffer: deque[Message] = deque()
         self._windows: dict[PartitionKey, AckWindow] = {}
@@ -142,7 +138,8 @@ class KafkaConsumerConnector(Connector):
             return
         try:
             consumer = Consumer(
-                {**self.options.settings, "logger": self.ctx.logger}, on_commit=self._on_commit
+                {**client_id(self.ctx), **self.options.settings, "logger": self.ctx.logger},
+                on_commit=self._on_commit,
             )
             consumer.subscribe(self.options.topics, on_assign=self._on_assign, on_revoke=self._on_revoke)
         except KafkaException as err:

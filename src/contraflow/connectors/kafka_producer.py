@@ -45,11 +45,10 @@ class ProducerOptions:
     key: str | None
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> ProducerOptions:
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ProducerOptions:
         cfg = ConfigReader(alias, kind, config)
         settings = {
             "bootstrap.servers": brokers(cfg),
-            "client.id": client_id(flow_id, alias),
             "enable.idempotence": "true",
             "linger.ms": "5",
             "message.timeout.ms": str(DELIVERY_TIMEOUT_MS),
@@ -78,14 +77,12 @@ def _record_fields(event: SinkEvent, default_key: str | None) -> dict[str, Any]:
 
 
 @register("kafka_producer")
-class KafkaProducerConnector(Connector):
+class KafkaProducerConnector(Connector[ProducerOptions]):
     config_keys = frozenset({"brokers", "topic", "key", "rdkafka_options"})
     required_keys = frozenset({"brokers", "topic"})
-    is_sink = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = ProducerOptions.read(ctx.alias, self.kind, ctx.config, ctx.flow_id)
         self._producer: Producer | None = None
 
     @classmethod
@@ -95,7 +92,9 @@ class KafkaProducerConnector(Connector):
     async def connect(self) -> None:
         if self._producer is None:
             try:
-                self._producer = Producer({**self.options.settings, "logger": self.ctx.logger})
+                self._producer = Producer(
+                    {**client_id(self.ctx), **self.options.settings, "logger": self.ctx.logger}
+                )
             except KafkaException as err:
                 raise ConnectionLost(f"kafka producer: {err}") from err
 

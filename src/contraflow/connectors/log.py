@@ -63,16 +63,16 @@ THROUGH_HEADER = "contraflow.through"
 class LogOptions:
     topic: str
     partition: int | None  # None: every partition (source), partition 0 (sink)
-    consumer: str
+    consumer: str | None  # None: named after the flow and alias (`LogConnector.consumer`)
     start: Literal["earliest", "latest"]
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], flow_id: str = "flow") -> LogOptions:
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> LogOptions:
         cfg = ConfigReader(alias, kind, config)
         return cls(
             cfg.string("topic"),
             cfg.optional_integer("partition"),
-            cfg.string("consumer", f"{flow_id}.{alias}"),
+            cfg.string("consumer") if "consumer" in config else None,
             "latest" if cfg.choice("start", {"earliest", "latest"}, "earliest") == "latest" else "earliest",
         )
 
@@ -87,17 +87,14 @@ def _key_text(key: bytes | None) -> str | None:
 
 
 @register("log")
-class LogConnector(Connector):
+class LogConnector(Connector[LogOptions]):
     config_keys = frozenset({"topic", "partition", "consumer", "start"})
     required_keys = frozenset({"topic"})
-    is_source = True
-    is_sink = True
-    acknowledges = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = LogOptions.read(ctx.alias, self.kind, ctx.config, ctx.flow_id)
         self.producer_id = f"log.{ctx.flow_id}.{ctx.alias}"
+        self.consumer = self.options.consumer or f"{ctx.flow_id}.{ctx.alias}"
         self._client: AsyncSpuClient | None = None
         self._partitions: list[int] = []
         self._tail: TopicTail | None = None
@@ -149,7 +146,7 @@ class LogConnector(Connector):
         """Where a fresh run starts: the consumer's committed offset, else `start`."""
         assert self._client is not None
         o = self.options
-        offset = await self._client.fetch_offset(o.consumer, o.topic, partition)
+        offset = await self._client.fetch_offset(self.consumer, o.topic, partition)
         if offset is None:
             offset = await self._client.list_offsets(o.topic, partition, o.start) or 0
         return offset
@@ -236,7 +233,7 @@ class LogConnector(Connector):
         while self._to_commit and self._client is not None:
             partition, offset = self._to_commit.popitem()
             try:
-                await self._client.commit_offset(o.consumer, o.topic, partition, offset)
+                await self._client.commit_offset(self.consumer, o.topic, partition, offset)
             except SpuError as err:  # the next ack commits a later offset; a restart re-reads a little
                 self.ctx.logger.warning(
                     "committing offset %d of %s/%d failed: %s", offset, o.topic, partition, err

@@ -20,16 +20,14 @@ NS_PER_S = 1_000_000_000
 
 
 @register("metronome")
-class MetronomeConnector(Connector):
+class MetronomeConnector(Connector[int]):
     config_keys = frozenset({"interval"})
     required_keys = frozenset({"interval"})
-    is_source = True
     structured = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.interval_ns = self.read_config(ctx.alias, ctx.config)
-        self._ticker = Ticker(self.interval_ns / NS_PER_S)
+        self._ticker = Ticker(self.options / NS_PER_S)
         self._id = 0
 
     @classmethod
@@ -38,7 +36,7 @@ class MetronomeConnector(Connector):
         return ConfigReader(alias, cls.kind, config).integer("interval", minimum=1)
 
     async def connect(self) -> None:
-        self._ticker = Ticker(self.interval_ns / NS_PER_S)
+        self._ticker = Ticker(self.options / NS_PER_S)
 
     async def pull(self) -> SourceData | None:
         if await sleep_unless(self.ctx.quiescing, self._ticker.delay()):

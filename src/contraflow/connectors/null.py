@@ -13,9 +13,6 @@ from contraflow.connectors.base import Connector, SinkEvent, SourceData, registe
 
 @register("null")
 class NullConnector(Connector):
-    is_source = True
-    is_sink = True
-
     async def pull(self) -> SourceData | None:
         await self.ctx.quiescing.wait()
         return None

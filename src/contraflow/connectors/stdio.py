@@ -28,9 +28,6 @@ CHUNK_SIZE = 64 * 1024
 
 @register("stdio")
 class StdioConnector(Connector):
-    is_source = True
-    is_sink = True
-
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self._reader: asyncio.StreamReader | None = None

@@ -34,15 +34,12 @@ from contraflow.connectors.base.sockets import SocketOptions, close_writer, peer
 
 
 @register("tcp_client")
-class TcpClientConnector(Connector):
+class TcpClientConnector(Connector[SocketOptions]):
     config_keys = frozenset({"url", "buf_size", "socket_options"})
     required_keys = frozenset({"url"})
-    is_source = True
-    is_sink = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options = self.read_config(ctx.alias, ctx.config)
         self.inbox = Inbox(ctx.quiescing)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None

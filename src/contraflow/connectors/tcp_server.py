@@ -60,15 +60,13 @@ class _Peer:
 
 
 @register("tcp_server")
-class TcpServerConnector(Connector):
+class TcpServerConnector(Connector[tuple[SocketOptions, int]]):
     config_keys = frozenset({"url", "buf_size", "backlog", "socket_options"})
     required_keys = frozenset({"url"})
-    is_source = True
-    is_sink = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.options, self.backlog = self.read_config(ctx.alias, ctx.config)
+        self.socket, self.backlog = self.options
         self.inbox = Inbox(ctx.quiescing)
         self._server: asyncio.Server | None = None
         self._peers: dict[tuple[str, int], _Peer] = {}  # by peer (host, port)
@@ -90,14 +88,14 @@ class TcpServerConnector(Connector):
     async def connect(self) -> None:
         if self._server is not None:
             return
-        url = self.options.url
+        url = self.socket.url
         self._server = await asyncio.start_server(
             self._accept,
             url.host,
             url.port,
             backlog=self.backlog,
-            reuse_port=self.options.reuse_port or None,
-            limit=self.options.buf_size,
+            reuse_port=self.socket.reuse_port or None,
+            limit=self.socket.buf_size,
         )
         self.ctx.logger.info("listening on %s:%d", url.host, self.port)
 
@@ -105,7 +103,7 @@ class TcpServerConnector(Connector):
         if self.ctx.quiescing.is_set():
             await close_writer(writer)
             return
-        tune(writer, self.options)
+        tune(writer, self.socket)
         stream = next(self._ids)
         address = peer_of(writer)
         meta = {"tcp_server": {"tls": False, "peer": address}}
@@ -115,7 +113,7 @@ class TcpServerConnector(Connector):
         if task is not None:
             self._handlers.add(task)
         try:
-            await pump(reader, self.inbox, stream, meta, self.options.buf_size)
+            await pump(reader, self.inbox, stream, meta, self.socket.buf_size)
             # The peer closed its sending side; replies can still go out for a while (half-close).
             await asyncio.sleep(REPLY_LINGER_S)
         except asyncio.CancelledError:

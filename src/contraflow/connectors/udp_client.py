@@ -36,14 +36,13 @@ class _Sender(asyncio.DatagramProtocol):
 
 
 @register("udp_client")
-class UdpClientConnector(Connector):
+class UdpClientConnector(Connector[tuple[Endpoint, Endpoint | None]]):
     config_keys = frozenset({"url", "bind"})
     required_keys = frozenset({"url"})
-    is_sink = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url, self.bind = self.read_config(ctx.alias, ctx.config)
+        self.url, self.bind = self.options
         self._transport: asyncio.DatagramTransport | None = None
         self._protocol: _Sender | None = None
 

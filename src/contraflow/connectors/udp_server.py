@@ -37,14 +37,13 @@ class _Receiver(asyncio.DatagramProtocol):
 
 
 @register("udp_server")
-class UdpServerConnector(Connector):
+class UdpServerConnector(Connector[tuple[Endpoint, int]]):
     config_keys = frozenset({"url", "buf_size"})
     required_keys = frozenset({"url"})
-    is_source = True
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url, self.buf_size = self.read_config(ctx.alias, ctx.config)
+        self.url, self.buf_size = self.options
         self.inbox = Inbox(ctx.quiescing, QUEUE_DATAGRAMS)
         self._transport: asyncio.DatagramTransport | None = None
         self._streams = itertools.count(1)

@@ -22,7 +22,17 @@ from orjson import loads
 
 from contraflow.events import decode_value
 
-__all__ = ["BYTES_MARK", "UNDECODED", "Item", "copy_item", "decode", "loads", "meta_dict", "original"]
+__all__ = [
+    "BYTES_MARK",
+    "UNDECODED",
+    "Item",
+    "copy_item",
+    "decode",
+    "loads",
+    "meta_dict",
+    "opened",
+    "original",
+]
 
 Item = list[Any]
 
@@ -48,6 +58,18 @@ def meta_dict(item: Item) -> dict[str, Any]:
     if meta is None:
         meta = item[1] = {}
     return meta
+
+
+def opened(item: Item) -> tuple[Any, dict[str, Any]]:
+    """`decode` and `meta_dict` in one call: what a script node needs from every item it runs on."""
+    value = item[0]
+    if value is UNDECODED:
+        raw = item[2]
+        value = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+    meta = item[1]
+    if meta is None:
+        meta = item[1] = {}
+    return value, meta
 
 
 def original(item: Item) -> Any:

@@ -1,4 +1,4 @@
-"""The built-in operators: passthrough, generic::counter/batch, grouper::bucket, qos::*.
+"""The built-in operators: passthrough, debug::history, generic::counter/batch, grouper::bucket, qos::*.
 
 The QoS operators route by what the runtime publishes for them with
 `PipelineExecutor.signal(node, value)` (the contraflow-driven half lives in
@@ -15,13 +15,40 @@ import orjson
 
 from contraflow.lang.graph import Node, OperatorSpec
 from contraflow.pipeline.base import Context, NodeError, NodeRunner, Push, drop
-from contraflow.pipeline.item import Item, decode
+from contraflow.pipeline.item import Item, decode, meta_dict
 
 
 class Passthrough(NodeRunner):
     """Forwards every event untouched (the wiring skips it)."""
 
     identity = True
+
+
+class History(NodeRunner):
+    """`debug::history`: appends `"evt: <op>(<id>)"` to the metadata array `$[name]`, as Tremor does.
+
+    A tracepoint for following events through a pipeline. contraflow events have
+    no Tremor event id, so `<id>` is the event's ingest time in nanoseconds; a
+    `$[name]` that is not an array is replaced by a new one, as in Tremor.
+    """
+
+    mutates = True
+
+    def __init__(self, node: Node, ctx: Context, path: str) -> None:
+        super().__init__(node, ctx, path)
+        config = _config(node)
+        self.field = str(config["name"])
+        self.prefix = f"evt: {config['op']}("
+
+    def push(self, item: Item) -> None:
+        meta = meta_dict(item)
+        entry = f"{self.prefix}{self.ctx.now_ns})"
+        history = meta.get(self.field)
+        if isinstance(history, list):
+            history.append(entry)
+        else:
+            meta[self.field] = [entry]
+        self.out(item)
 
 
 class Counter(NodeRunner):
@@ -348,6 +375,7 @@ class Percentile(Overflowing):
 
 OPERATORS: dict[str, type[NodeRunner]] = {
     "passthrough": Passthrough,
+    "debug::history": History,
     "generic::counter": Counter,
     "generic::batch": Batch,
     "grouper::bucket": Bucket,

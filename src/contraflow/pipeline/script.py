@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contraflow.events import decode_value
 from contraflow.lang.graph import Node, ScriptSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import compile_expr, compile_script
 from contraflow.pipeline.base import Context, NodeRunner, drop
-from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, loads
+from contraflow.pipeline.item import Item, opened
 
 
 def assigns_into(body: Any, root: str) -> bool:
@@ -71,13 +70,7 @@ class ScriptRunner(NodeRunner):
 
     def run(self, item: Item, fn: Any) -> None:
         try:
-            event = item[0]
-            if event is UNDECODED:
-                raw = item[2]
-                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
-            meta = item[1]
-            if meta is None:
-                meta = item[1] = {}
+            event, meta = opened(item)
             result = fn(event, meta, self.state, self.args, None, None)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)

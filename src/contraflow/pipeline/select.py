@@ -7,15 +7,15 @@ with no clause but `select event` is an identity node the wiring skips.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from contraflow.events import decode_value
 from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner
 from contraflow.pipeline.grouping import GroupFn, compile_group
-from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, decode, loads, meta_dict
+from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.windows import Windows
 
 
@@ -78,100 +78,69 @@ class SelectRunner(NodeRunner):
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)
 
+        # The shape of this select, chosen once: which step makes the outputs of an admitted event.
         if self.windows is not None:
-            self.push = self._push_windowed  # type: ignore[method-assign]
+            self._outputs = self._windowed
         elif self.groups is None and self.group_expr is None:
-            self.push = self._push_plain  # type: ignore[method-assign]
-
-    def _push_plain(self, item: Item) -> None:
-        """The common case, kept to a few direct calls: no window, no grouping."""
-        try:
-            event = item[0]
-            if event is UNDECODED:
-                raw = item[2]
-                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
-            meta = item[1]
-            if meta is None:
-                meta = item[1] = {}
-            args = self.args
-            where = self.where_fn
-            if where is not None:
-                keep = where(event, meta, None, args, None, None)
-                if keep is not True and not _check_bool(keep, "where"):
-                    return
-            if self.passes_item and self.having_fn is None:
-                self.out(item)
-                return
-            target = self.target_fn
-            assert target is not None
-            value = target(event, meta, None, args, None, None)
-            having = self.having_fn
-            if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
-                return
-        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
-            self.fail(item, exc)
-            return
-        self.out(item if self.passes_item else [value, meta, None])
-
-    def _push_windowed(self, item: Item) -> None:
-        """Windowed select: feed the event's groups; emit what their windows closed."""
-        try:
-            event = item[0]
-            if event is UNDECODED:
-                raw = item[2]
-                event = item[0] = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
-            meta = item[1]
-            if meta is None:
-                meta = item[1] = {}
-            args = self.args
-            where = self.where_fn
-            if where is not None:
-                keep = where(event, meta, None, args, None, None)
-                if keep is not True and not _check_bool(keep, "where"):
-                    return
-            windows = self.windows
-            assert windows is not None
-            now = self.ctx.now_ns
-            emitted: list[tuple[Any, Any, str]] = []
-            if self.group_expr is not None:
-                windows.on_event(
-                    [self.group_expr(event, meta, None, args, None, None)], event, meta, now, emitted
-                )
-            elif self.groups is not None:
-                for dims in self.groups(event, meta, args):
-                    windows.on_event(dims, event, meta, now, emitted)
-            else:
-                windows.on_event(None, event, meta, now, emitted)
-            if not emitted:
-                return
-            outputs = self._having(emitted, meta)
-        except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
-            self.fail(item, exc)
-            return
-        for out in outputs:
-            self.out(out)
+            self._outputs = self._ungrouped
+        else:
+            self._outputs = self._grouped
 
     def push(self, item: Item) -> None:
-        """Grouped select without windows: one output per group."""
+        """Filter by `where`; the select's shape (ungrouped, grouped, windowed) makes the outputs."""
         try:
-            event = decode(item)
-            meta = meta_dict(item)
-            args = self.args
-            if self.where_fn is not None and not _check_bool(
-                self.where_fn(event, meta, None, args, None, None), "where"
-            ):
-                return
-            if self.group_expr is not None:
-                groups = [[self.group_expr(event, meta, None, args, None, None)]]
-            else:
-                assert self.groups is not None
-                groups = self.groups(event, meta, args)
-            outputs = self._plain(groups, item, event, meta)
+            event, meta = opened(item)
+            where = self.where_fn
+            if where is not None:
+                keep = where(event, meta, None, self.args, None, None)
+                if keep is not True and not _check_bool(keep, "where"):
+                    return
+            outputs = self._outputs(item, event, meta)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
             self.fail(item, exc)
             return
         for out in outputs:
             self.out(out)
+
+    def _ungrouped(self, item: Item, event: Any, meta: dict[str, Any]) -> Sequence[Item]:
+        """The common case, kept to a few direct calls: no window, no grouping."""
+        if self.passes_item and self.having_fn is None:
+            return (item,)
+        args = self.args
+        target = self.target_fn
+        assert target is not None
+        value = target(event, meta, None, args, None, None)
+        having = self.having_fn
+        if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
+            return ()
+        return (item if self.passes_item else [value, meta, None],)
+
+    def _windowed(self, item: Item, event: Any, meta: dict[str, Any]) -> Sequence[Item]:
+        """Feed the event's groups to their windows; the outputs are what the windows closed."""
+        windows = self.windows
+        assert windows is not None
+        args = self.args
+        now = self.ctx.now_ns
+        emitted: list[tuple[Any, Any, str]] = []
+        if self.group_expr is not None:
+            windows.on_event(
+                [self.group_expr(event, meta, None, args, None, None)], event, meta, now, emitted
+            )
+        elif self.groups is not None:
+            for dims in self.groups(event, meta, args):
+                windows.on_event(dims, event, meta, now, emitted)
+        else:
+            windows.on_event(None, event, meta, now, emitted)
+        return self._having(emitted, meta) if emitted else ()
+
+    def _grouped(self, item: Item, event: Any, meta: dict[str, Any]) -> Sequence[Item]:
+        """Grouped select without windows: one output per group."""
+        if self.group_expr is not None:
+            groups = [[self.group_expr(event, meta, None, self.args, None, None)]]
+        else:
+            assert self.groups is not None
+            groups = self.groups(event, meta, self.args)
+        return self._plain(groups, item, event, meta)
 
     def _plain(self, groups: list[Any], item: Item, event: Any, meta: dict[str, Any]) -> list[Item]:
         outputs: list[Item] = []

@@ -25,6 +25,7 @@ from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import PipelineGraph, WindowSpec
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
+from contraflow.lang.script.stdlib.win_ import WINDOW
 from contraflow.pipeline.grouping import group_key
 
 
@@ -214,6 +215,7 @@ class Windows:
                 for total, pane in zip(merged, aggs, strict=True):
                     total.merge(pane)
         name = self.names[level]
+        WINDOW.cardinality = len(self.groups) if group.value is not None else 0
         emitted.append(
             (self.select.emit(merged, event, meta, None, self.args, group.value, name), group.value, name)
         )
@@ -279,6 +281,7 @@ class Windows:
         frame = group.frames[level]
         if frame.n > 0 or self.specs[level].emit_empty_windows:
             name = self.names[level]
+            WINDOW.cardinality = len(self.groups) if group.value is not None else 0
             value = self.select.emit(frame.aggs, event, meta, None, self.args, group.value, name)
             emitted.append((value, group.value, name))
             if level + 1 < len(self.specs):

@@ -11,6 +11,8 @@ Families (labels in braces):
 - `contraflow_connector_bytes_total{flow,connector,port}`: payload bytes through a connector port
 - `contraflow_connector_errors_total{flow,connector,port}`: events a connector failed (codec, delivery)
 - `contraflow_channel_depth{flow,channel}`: events in a channel not yet consumed by its slowest reader
+- `contraflow_channel_corrupt_batches{flow,channel}`: distinct corrupt batches (CRC32C, framing)
+  reads met in the channel's topic since the SPU opened it
 - `contraflow_channel_breaker_open{flow,channel}`: 1 while the channel's circuit breaker is open, else 0
 - `contraflow_channel_backpressure_transitions_total{flow,channel,transition}`: `pause` at the high
   watermark, `resume` below the low one
@@ -68,6 +70,12 @@ class RuntimeMetrics:
         self.channel_depth = Gauge(
             "contraflow_channel_depth",
             "Events in a channel not yet consumed by its slowest reader.",
+            chan,
+            registry=r,
+        )
+        self.channel_corrupt_batches = Gauge(
+            "contraflow_channel_corrupt_batches",
+            "Distinct corrupt batches (CRC32C, framing) reads met in the channel's topic since the SPU opened it.",
             chan,
             registry=r,
         )
@@ -149,6 +157,10 @@ class RuntimeMetrics:
     def set_channel_depth(self, flow: str, channel: str, depth: int) -> None:
         """Record a channel's current depth (end offset minus the slowest committed offset)."""
         self._child(self.channel_depth, flow, channel).set(depth)
+
+    def set_channel_corrupt_batches(self, flow: str, channel: str, count: int) -> None:
+        """Record how many distinct corrupt batches the SPU met reading a channel's topic."""
+        self._child(self.channel_corrupt_batches, flow, channel).set(count)
 
     def set_breaker(self, flow: str, channel: str, is_open: bool) -> None:
         """Record whether a channel's circuit breaker is open."""

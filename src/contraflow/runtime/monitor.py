@@ -127,6 +127,8 @@ class FlowMonitor:
             state.observe_end(part.high_watermark, time.monotonic())
             records = part.log_end_offset - part.log_start_offset
             state.mean_record_bytes = part.size_bytes // records if records else 0
+            name = self.topology.channels[topic].name
+            self.metrics.set_channel_corrupt_batches(self.flow_id, name, part.corrupt_batches)
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
             slowest = min(

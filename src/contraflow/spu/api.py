@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
-from contraflow.spu.protocol.batch import Buffer, DecodedBatch, Headers, Record, decode_batch
+from contraflow.spu.protocol.batch import Buffer, DecodedBatch, Headers, Record, decode_batch, encode_batch
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
@@ -60,8 +60,13 @@ class LogClient(Protocol):
         timestamps: Sequence[int] | None = None,
         compression: Compression | str | None = None,
     ) -> tuple[int, int]:
-        """Append records as one batch; returns (first offset, last offset)."""
-        ...
+        """Append records as one batch; returns (first offset, last offset).
+
+        The one definition for sync clients that subclass `LogClient`: encode, then `produce_encoded`.
+        """
+        return self.produce_encoded(
+            topic, partition, encode_batch(values, keys, headers, timestamps, compression)
+        )
 
     def produce_encoded(self, topic: str, partition: int, batch: Buffer) -> tuple[int, int]:
         """Append a batch already built with `encode_batch`; returns (first, last) offset."""
@@ -107,7 +112,7 @@ def read_topic(client: LogClient, topic: str) -> list[Record]:
     return records
 
 
-class LocalLog:
+class LocalLog(LogClient):
     """A LogClient over a Store in this process."""
 
     def __init__(self, data_dir: str | Path, *, read_only: bool = False) -> None:
@@ -127,20 +132,6 @@ class LocalLog:
 
     def describe_topic(self, name: str) -> TopicDescription:
         return self.store.describe_topic(name)
-
-    def produce(
-        self,
-        topic: str,
-        partition: int,
-        values: Sequence[Buffer],
-        keys: Sequence[Buffer | None] | None = None,
-        headers: Sequence[Headers] | None = None,
-        timestamps: Sequence[int] | None = None,
-        compression: Compression | str | None = None,
-    ) -> tuple[int, int]:
-        return self.store.partition(topic, partition).append_records(
-            values, keys=keys, headers=headers, timestamps=timestamps, compression=compression
-        )
 
     def produce_encoded(self, topic: str, partition: int, batch: Buffer) -> tuple[int, int]:
         return self.store.partition(topic, partition).append_encoded(batch)

@@ -3,7 +3,9 @@
 `decompress` takes `algorithm` (default `autodetect`: pick by magic bytes and
 pass frames that match none through unchanged, leaving the verdict to the
 codec). `compress` requires `algorithm` and takes an optional `level` within
-the algorithm's range.
+the algorithm's range. `StreamDecompressor` is `decompress` for one whole
+stream read in chunks (a `.gz` file) rather than one payload per frame. The
+algorithms are `contraflow.compression`'s, shared with the SPU's batches.
 """
 
 from __future__ import annotations
@@ -11,15 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contraflow.codecs.config import BadValue
-from contraflow.codecs.processors.compression import (
+from contraflow.codecs.errors import CodecError, ConfigError, unknown
+from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
+from contraflow.compression import (
     ALGORITHMS,
     DECOMPRESS_ERRORS,
+    MAGIC_BYTES,
     SNAPPY_FRAMED_MAGIC,
     UNAVAILABLE,
     Algorithm,
+    Incremental,
     detect,
 )
-from contraflow.codecs.processors.processor import Postprocessor, Preprocessor
 
 AUTODETECT = "autodetect"
 
@@ -58,14 +63,10 @@ class CompressOptions:
             )
 
 
-class DecompressPreprocessor(Preprocessor):
+class DecompressPreprocessor(Preprocessor[DecompressOptions]):
     name = "decompress"
 
-    Options = DecompressOptions
-    options: DecompressOptions
-
-    def __init__(self, options: DecompressOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         algorithm = self.options.algorithm
         self._forced: Algorithm | None = None if algorithm == AUTODETECT else ALGORITHMS[algorithm]
 
@@ -81,17 +82,88 @@ class DecompressPreprocessor(Preprocessor):
             raise self.error(f"corrupt {algorithm.name} data: {err}") from None
 
 
-class CompressPostprocessor(Postprocessor):
+class CompressPostprocessor(Postprocessor[CompressOptions]):
     name = "compress"
 
-    Options = CompressOptions
-    options: CompressOptions
-
-    def __init__(self, options: CompressOptions) -> None:
-        super().__init__(options)
-        algorithm = ALGORITHMS[str(options.algorithm)]
-        level = algorithm.default_level if options.level is None else options.level
+    def setup(self) -> None:
+        algorithm = ALGORITHMS[str(self.options.algorithm)]
+        level = algorithm.default_level if self.options.level is None else self.options.level
         self._compress = algorithm.make_compressor(level)
 
     def process(self, data: bytes) -> list[bytes]:
         return [self._compress(data)]
+
+
+class StreamDecompressor:
+    """Decompresses one whole stream fed in arbitrary chunks, e.g. a `.gz` file being read.
+
+    With `algorithm="autodetect"` the first bytes of the stream pick the
+    algorithm; a stream that matches none passes through unchanged. Errors are
+    `CodecError`s named `decompress`, as from the preprocessor.
+    """
+
+    def __init__(self, algorithm: str = "autodetect") -> None:
+        if algorithm != "autodetect" and algorithm not in ALGORITHMS:
+            valid = ["autodetect", *ALGORITHMS]
+            raise ConfigError(
+                unknown("compression algorithm", algorithm, valid),
+                kind="preprocessor",
+                name="decompress",
+                valid=valid,
+            )
+        self._algorithm = None if algorithm == "autodetect" else ALGORITHMS[algorithm]
+        self._head = b""  # first bytes, kept until there are enough to detect the algorithm
+        self._stream: Incremental | None = None
+        self._passthrough = False
+
+    def decompress(self, chunk: bytes) -> bytes:
+        """The content bytes `chunk` completes (possibly none yet)."""
+        if self._passthrough:
+            return chunk
+        if self._stream is None:
+            self._head += chunk
+            if len(self._head) < MAGIC_BYTES and self._algorithm is None:
+                return b""
+            chunk, self._head = self._head, b""
+            if not self._start(chunk):
+                return chunk
+        return self._feed(chunk)
+
+    def finish(self) -> bytes:
+        """End of stream: the last content bytes; a truncated stream is a `CodecError`."""
+        out = b""
+        if self._head:
+            out = self.decompress(self._head) if self._start(self._head) else self._head
+            self._head = b""
+        if self._stream is not None and not self._stream.eof:
+            raise self._error("compressed stream is truncated")
+        return out
+
+    def _start(self, head: bytes) -> bool:
+        """Pick the algorithm from `head`; False when the stream is not compressed."""
+        algorithm = self._algorithm or detect(head)
+        if algorithm is None:
+            if head.startswith(SNAPPY_FRAMED_MAGIC):
+                raise self._error("snappy-compressed data is not supported")
+            self._passthrough = True
+            return False
+        self._algorithm = algorithm
+        self._stream = algorithm.new_decompressor()
+        return True
+
+    def _feed(self, chunk: bytes) -> bytes:
+        assert self._stream is not None and self._algorithm is not None
+        out = []
+        try:
+            while chunk:
+                if self._stream.eof:  # the next member of a concatenated stream
+                    self._stream = self._algorithm.new_decompressor()
+                out.append(self._stream.decompress(chunk))
+                chunk = self._stream.unused_data if self._stream.eof else b""
+        except DECOMPRESS_ERRORS as err:
+            raise self._error(f"corrupt {self._algorithm.name} data: {err}") from None
+        return b"".join(out)
+
+    @staticmethod
+    def _error(reason: str) -> CodecError:
+        return CodecError("decompress", reason, kind="preprocessor")

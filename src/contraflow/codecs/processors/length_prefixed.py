@@ -31,14 +31,10 @@ class LengthPrefixedOptions:
             raise BadValue("max_length", f"must be 0 (no limit) or positive, got {self.max_length}")
 
 
-class LengthPrefixedPreprocessor(Preprocessor):
+class LengthPrefixedPreprocessor(Preprocessor[LengthPrefixedOptions]):
     name = "length-prefixed"
 
-    Options = LengthPrefixedOptions
-    options: LengthPrefixedOptions
-
-    def __init__(self, options: LengthPrefixedOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         header = struct.Struct(_FORMATS[self.options.length_bytes])
         self._unpack_from = header.unpack_from
         self._header = header.size
@@ -98,16 +94,12 @@ class LengthPrefixedPreprocessor(Preprocessor):
         return frames, pos
 
 
-class LengthPrefixedPostprocessor(Postprocessor):
+class LengthPrefixedPostprocessor(Postprocessor[LengthPrefixedOptions]):
     """Prefixes every frame with its length."""
 
     name = "length-prefixed"
 
-    Options = LengthPrefixedOptions
-    options: LengthPrefixedOptions
-
-    def __init__(self, options: LengthPrefixedOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._pack = struct.Struct(_FORMATS[self.options.length_bytes]).pack
         self._largest = 256**self.options.length_bytes - 1
         if self.options.max_length:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from contraflow.codecs.config import Configured
+from contraflow.codecs.config import Configured, OptionsT
 from contraflow.codecs.errors import CodecError
 
 
-class Processor(Configured, ABC):
+class Processor(Configured[OptionsT], ABC):
     """One stage of a pre- or postprocessor chain."""
 
     @abstractmethod
@@ -33,9 +33,9 @@ class Processor(Configured, ABC):
         return f"<{self.kind} {self.name}>"
 
 
-class Preprocessor(Processor):
+class Preprocessor(Processor[OptionsT]):
     kind = "preprocessor"
 
 
-class Postprocessor(Processor):
+class Postprocessor(Processor[OptionsT]):
     kind = "postprocessor"

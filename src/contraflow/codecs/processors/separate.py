@@ -51,14 +51,10 @@ class SeparatorOptions:
         _separator_byte(self.separator)
 
 
-class SeparatePreprocessor(Preprocessor):
+class SeparatePreprocessor(Preprocessor[SeparateOptions]):
     name = "separate"
 
-    Options = SeparateOptions
-    options: SeparateOptions
-
-    def __init__(self, options: SeparateOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._sep = _separator_byte(self.options.separator)
         self._max = self.options.max_length
         self._buffered = self.options.buffered
@@ -148,16 +144,12 @@ class SeparatePreprocessor(Preprocessor):
         return self.error(f"discarded a frame of {what}: longer than max_length {self._max}")
 
 
-class SeparatePostprocessor(Postprocessor):
+class SeparatePostprocessor(Postprocessor[SeparatorOptions]):
     """Ends every frame with the separator (default newline)."""
 
     name = "separate"
 
-    Options = SeparatorOptions
-    options: SeparatorOptions
-
-    def __init__(self, options: SeparatorOptions | None = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._sep = _separator_byte(self.options.separator)
 
     @property

@@ -20,8 +20,7 @@ _MAX_DIGITS = 20
 class TextualLengthPrefixedPreprocessor(Preprocessor):
     name = "textual-length-prefixed"
 
-    def __init__(self, options: object = None) -> None:
-        super().__init__(options)
+    def setup(self) -> None:
         self._buffer = bytearray()
         self._length: int | None = None  # of the frame whose body is being received
 

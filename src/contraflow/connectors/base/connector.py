@@ -4,7 +4,7 @@ A connector talks to the outside world and nothing else. The runtime does the
 rest around it: codecs and pre/postprocessors (per stream), appending to and
 tailing channel topics, back-pressure, circuit breakers, acks, retries.
 
-Source side (`is_source = True`)
+Source side (a kind that implements `pull`: `is_source`)
     `await pull()` waits for the next chunk and returns a `SourceData`:
     raw bytes of one stream (`data`, `stream`) that the runtime splits with the
     preprocessors and decodes with the codec, or ready `events` for structured
@@ -15,13 +15,13 @@ Source side (`is_source = True`)
     this pull) and implements `resume(position)`: the runtime appends each
     pull's events as one atomic batch carrying that position and, after a
     restart, resumes the source right after the last pull that reached the log.
-    Sources that acknowledge (`acknowledges = True`: file with checkpoint, log,
+    Sources that acknowledge (implement `ack`: file with checkpoint, log,
     http_server) put a `token` on each `SourceData`; the runtime calls
     `ack(token)` once every event derived from it was delivered downstream
     (or persisted in the log, with `ack = "persisted"`), and `fail(token)` if
     it cannot be. Tokens of one connector are acked in pull order.
 
-Sink side (`is_sink = True`)
+Sink side (a kind that implements `send`: `is_sink`)
     `await send(events)` delivers a batch of `SinkEvent`s (already encoded to
     wire frames by the codec and postprocessors) and returns once they are
     delivered. It raises `ConnectionLost` when the destination is gone: the
@@ -32,7 +32,7 @@ Sink side (`is_sink = True`)
     with backoff, the others (and exhausted retries) go to the `err` port.
     The channel offset is committed only after `send` returned.
 
-Bidirectional connectors (tcp_server, http_server) set both flags; replies
+Bidirectional connectors (tcp_server, http_server) implement both sides; replies
 carry the stream id (`meta["stream"]` by convention) of the request they answer.
 
 A connector kind registers itself with `@register("kind")` in
@@ -47,7 +47,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
 from contraflow.errors import UserError
@@ -216,10 +216,17 @@ def _spec(ref: Any) -> Any:
 # ---------------------------------------------------------------------------------------------- connector
 
 
-class Connector:
-    """Base of every connector kind. Override the side(s) you implement and set the flags.
+OptionsT = TypeVar("OptionsT")
 
-    Every method has a default so a kind overrides only its sides.
+
+class Connector(Generic[OptionsT]):
+    """Base of every connector kind: `class XConnector(Connector[XOptions])`. Override the side(s) you implement.
+
+    Every method has a default so a kind overrides only its sides. The side
+    flags are not set by hand: they say which methods the kind implements
+    (`pull` makes a source, `send` a sink, `ack` an acknowledging source,
+    `send_bytes` a bytes writer), so they cannot disagree with the code.
+    `self.options` holds the kind's typed options (`options_for`).
     """
 
     kind: ClassVar[str] = ""
@@ -236,8 +243,23 @@ class Connector:
     # `send_bytes` with a whole fetched batch when the codec leaves the channel values as they are.
     writes_bytes: ClassVar[bool] = False
 
+    options: OptionsT
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.is_source = _implements(cls, "pull")
+        cls.is_sink = _implements(cls, "send")
+        cls.acknowledges = _implements(cls, "ack")
+        cls.writes_bytes = _implements(cls, "send_bytes")
+
     def __init__(self, ctx: ConnectorContext) -> None:
         self.ctx = ctx
+        self.options = self.options_for(ctx)
+
+    @classmethod
+    def options_for(cls, ctx: ConnectorContext) -> OptionsT:
+        """The options of the instance `ctx` describes: `read_config`, unless they depend on the flow too."""
+        return cls.read_config(ctx.alias, ctx.config)
 
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
@@ -256,8 +278,8 @@ class Connector:
     def read_config(cls, alias: str, config: Mapping[str, Any]) -> Any:
         """The kind's typed options from its `config` record (None for kinds without any).
 
-        Kinds with options override this and read it in `__init__`; `check_config` calls it
-        too, so a bad value is a `ConnectorConfigError` before anything starts.
+        Kinds with options override this; `__init__` puts the result in `self.options`, and
+        `check_config` calls it too, so a bad value is a `ConnectorConfigError` before anything starts.
         """
         return None
 
@@ -298,6 +320,10 @@ class Connector:
     def status(self) -> dict[str, Any]:
         """Extra connector-specific status for the API (connected peers, file position...)."""
         return {}
+
+
+def _implements(cls: type[Connector[Any]], method: str) -> bool:
+    return getattr(cls, method) is not getattr(Connector, method)
 
 
 # ---------------------------------------------------------------------------------------------- registry

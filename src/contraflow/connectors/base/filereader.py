@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from contraflow.codecs.processors.compression import MAGIC_BYTES, StreamDecompressor, detect
+from contraflow.codecs.processors.compress import StreamDecompressor
+from contraflow.compression import MAGIC_BYTES, detect
 from contraflow.lang.graph import PluginRef
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from contraflow.connectors.base.connector import ConnectorContext
 from contraflow.connectors.base.options import ConfigReader
 
 
@@ -40,6 +41,9 @@ def rdkafka_options(
     return settings
 
 
-def client_id(flow_id: str, alias: str) -> str:
-    """How the SPU (or a Kafka broker) names this client in its logs and member ids."""
-    return f"contraflow.{flow_id}.{alias}"
+def client_id(ctx: ConnectorContext) -> dict[str, str]:
+    """librdkafka's `client.id`, how the SPU (or a Kafka broker) names this client in its logs and member ids.
+
+    Named after the flow and alias; settings from the config go on top of it.
+    """
+    return {"client.id": f"contraflow.{ctx.flow_id}.{ctx.alias}"}

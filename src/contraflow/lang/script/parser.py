@@ -9,6 +9,7 @@ instance must be built with `propagate_positions=True`, like ours.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable
@@ -371,9 +372,7 @@ class ScriptTransformer(Transformer[Token, Any]):
         value, *rest = (i for i in items if i is not None)
         size = next((r for r in rest if isinstance(r, int)), None)
         types = next((r for r in rest if isinstance(r, tuple)), ())
-        segment = ast.BinarySegment(self._b.pos(meta), value, size, types)
-        check_binary_segment(segment, self.source)
-        return segment
+        return check_binary_segment(ast.BinarySegment(self._b.pos(meta), value, size, types), self.source)
 
     def bin_size(self, meta: Any, items: list[Token]) -> int:
         return _int_value(str(items[0]))
@@ -487,38 +486,67 @@ class ScriptTransformer(Transformer[Token, Any]):
         return ast.Merge(self._b.pos(meta), items[0], items[1])
 
 
-_BINARY_TYPES = frozenset({"binary", "integer", "signed", "unsigned", "big", "little"})
+# Tremor's binary segment types (`/little-signed-integer`...) and what each means here.
+_BINARY_TYPES: dict[str, tuple[str, ...]] = {
+    "binary": ("binary",),
+    "": ("unsigned",),
+    "integer": ("unsigned",),
+    "big": ("unsigned",),
+    "unsigned": ("unsigned",),
+    "unsigned-integer": ("unsigned",),
+    "big-integer": ("unsigned",),
+    "big-unsigned-integer": ("unsigned",),
+    "signed-integer": ("signed",),
+    "big-signed-integer": ("signed",),
+    "little": ("unsigned", "little"),
+    "little-integer": ("unsigned", "little"),
+    "little-unsigned-integer": ("unsigned", "little"),
+    "little-signed-integer": ("signed", "little"),
+}
 
 
-def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> None:
-    """Reject type words and sizes a binary segment cannot have (at compile time)."""
-    for word in segment.types:
-        if word not in _BINARY_TYPES:
-            raise LangError(
-                f"unknown binary segment type `{word}`",
-                segment.pos,
-                source,
-                hint="types: " + ", ".join(sorted(_BINARY_TYPES)),
-            )
-    if segment.size is not None and "binary" not in segment.types and segment.size % 8:
+def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> ast.BinarySegment:
+    """The segment with its type in canonical form, or a compile error for a type or size
+    Tremor rejects: sizes are 1 to 64 (bits for integers, bytes for `/binary`)."""
+    name = "-".join(segment.types)
+    canonical = _BINARY_TYPES.get(name)
+    if canonical is None:
         raise LangError(
-            f"integer segment size {segment.size} is not a whole number of bytes",
+            f"unknown binary segment type `{name}`",
             segment.pos,
             source,
-            hint="use 8, 16, 24, 32, 40, 48, 56 or 64 bits",
+            hint="types: " + ", ".join(sorted(t for t in _BINARY_TYPES if t)),
         )
+    if segment.size is not None and not 1 <= segment.size <= 64:
+        unit = "bytes" if canonical[0] == "binary" else "bits"
+        raise LangError(
+            f"binary segment size must be from 1 to 64 {unit}, got {segment.size}",
+            segment.pos,
+            source,
+        )
+    return dataclasses.replace(segment, types=canonical)
 
 
 def binary_pattern(literal: ast.BinaryLit, source: SourceText) -> ast.BinaryPattern:
     """`case << a:8, rest/binary >>`: only the last `/binary` segment may go without a size."""
-    for segment in literal.segments[:-1]:
-        if "binary" in segment.types and segment.size is None:
+    bits = 0
+    for segment in literal.segments:
+        takes_rest = segment.types[0] == "binary" and segment.size is None
+        if takes_rest and segment is not literal.segments[-1]:
             raise LangError(
                 "only the last segment of a binary pattern can take the rest",
                 segment.pos,
                 source,
                 hint="give this /binary segment a size in bytes: `x:4/binary`",
             )
+        if takes_rest and bits % 8:
+            raise LangError(
+                f"the rest of a binary pattern must start on a byte boundary, not after {bits} bits",
+                segment.pos,
+                source,
+                hint="make the segments before it add up to a multiple of 8 bits",
+            )
+        bits += (segment.size or 8) * (8 if segment.types[0] == "binary" else 1)
     return ast.BinaryPattern(literal.pos, literal.segments)
 
 

@@ -378,16 +378,56 @@ def lookup(value: Any, key: Any) -> Any:
 # ---------------------------------------------------------------- binaries
 
 
-def build_binary(*segments: tuple[Any, int | None, tuple[str, ...]]) -> bytes:
-    """A binary literal's bytes: each (value, size, type words) segment in order.
+class _BitWriter:
+    """Bytes written bit by bit, most significant bit first, as Tremor packs binary segments."""
 
-    Strings and binaries are copied (utf-8 for strings; `size` bytes of them if
-    given); integers are `size` bits (8 by default), big-endian and unsigned
-    unless `little`/`signed` say otherwise. A value that does not fit is an error.
+    __slots__ = ("out", "pending", "npending")
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.pending = 0  # the bits not yet making a whole byte (fewer than 8)
+        self.npending = 0
+
+    def bits(self, value: int, width: int) -> None:
+        total = (self.pending << width) | value
+        count = self.npending + width
+        spare = count % 8
+        self.out += (total >> spare).to_bytes(count // 8, "big")
+        self.pending, self.npending = total & ((1 << spare) - 1), spare
+
+    def data(self, data: bytes) -> None:
+        if self.npending:
+            self.bits(int.from_bytes(data, "big"), 8 * len(data))
+        else:
+            self.out += data
+
+    def result(self) -> bytes:
+        """The bytes; bits left over form a last byte, right-aligned (Tremor's final flush)."""
+        if self.npending:
+            self.out.append(self.pending)
+        return bytes(self.out)
+
+
+def _swap_bytes(value: int, width: int) -> int:
+    """A little-endian segment's bits: the value's bytes reversed, as Tremor does (any width)."""
+    nbytes = (width + 7) // 8
+    swapped = int.from_bytes((value & ((1 << (8 * nbytes)) - 1)).to_bytes(nbytes, "little"), "big")
+    return swapped & ((1 << width) - 1)
+
+
+def build_binary(*segments: tuple[Any, int | None, tuple[str, ...]]) -> bytes:
+    """A binary literal's bytes: each (value, size, type) segment in order, packed bit by bit.
+
+    The type is one of the parser's canonical tuples: `("binary",)` copies a
+    string (utf-8) or binary, its first `size` bytes if given; `("unsigned",)`
+    and `("signed",)` write an integer in `size` bits (8 by default), big-endian
+    unless `"little"` follows. As in Tremor, an integer wider than its segment
+    keeps its low bits, and an unsigned segment needs a non-negative integer.
     """
-    out = bytearray()
+    writer = _BitWriter()
     for value, size, types in segments:
-        if "binary" in types or (type(value) in (str, bytes) and "integer" not in types):
+        kind = types[0]
+        if kind == "binary":
             data = value.encode("utf-8") if type(value) is str else value
             if type(data) is not bytes:
                 fail(f"a /binary segment needs a string or a binary, got {type_name(value)}")
@@ -395,43 +435,65 @@ def build_binary(*segments: tuple[Any, int | None, tuple[str, ...]]) -> bytes:
                 if len(data) < size:
                     fail(f"binary segment of {size} bytes, but the value has only {len(data)}")
                 data = data[:size]
-            out += data
+            writer.data(data)
             continue
         if type(value) is not int:
             fail(f"an integer segment needs an integer, got {type_name(value)}")
-        width = (size or 8) // 8
-        try:
-            out += value.to_bytes(
-                width, "little" if "little" in types else "big", signed="signed" in types or value < 0
-            )
-        except OverflowError:
-            fail(f"{value} does not fit in {width * 8} bits")
-    return bytes(out)
+        if kind == "unsigned" and value < 0:
+            fail(f"an unsigned integer segment needs a non-negative integer, got {value}")
+        width = size or 8
+        bits = value & ((1 << width) - 1)
+        writer.bits(_swap_bytes(bits, width) if "little" in types else bits, width)
+    return writer.result()
 
 
 def match_binary(value: Any, segments: tuple[tuple[int | None, tuple[str, ...]], ...]) -> Any:
-    """Cut a binary into segments for a binary pattern: their values, or MISSING when it does not fit."""
+    """Cut a binary into segments for a binary pattern: their values, or MISSING when it does not fit.
+
+    The exact inverse of `build_binary`: a binary matches when the segments
+    account for every bit of it (a last byte holding fewer than 8 bits keeps
+    them right-aligned, the rest zero), or when a last `/binary` without a size
+    takes what is left.
+    """
     if type(value) is not bytes:
         return MISSING
+    rest = bool(segments) and segments[-1][1][0] == "binary" and segments[-1][0] is None
+    fixed = segments[:-1] if rest else segments
+    widths = [(size or 8) * (8 if types[0] == "binary" else 1) for size, types in fixed]
+    total = sum(widths)
+    stream = _bit_stream(value, total, rest)
+    if stream is None:
+        return MISSING
     out: list[Any] = []
-    at = 0
-    for size, types in segments:
-        if "binary" in types:
-            end = len(value) if size is None else at + size
-            if end > len(value):
-                return MISSING
-            out.append(value[at:end])
-        else:
-            end = at + (size or 8) // 8
-            if end > len(value):
-                return MISSING
-            out.append(
-                int.from_bytes(
-                    value[at:end], "little" if "little" in types else "big", signed="signed" in types
-                )
-            )
-        at = end
-    return out if at == len(value) else MISSING
+    left = total
+    for (_, types), width in zip(fixed, widths, strict=True):
+        left -= width
+        bits = (stream >> left) & ((1 << width) - 1)
+        if types[0] == "binary":
+            out.append(bits.to_bytes(width // 8, "big"))
+            continue
+        if "little" in types:
+            bits = int.from_bytes(bits.to_bytes((width + 7) // 8, "big"), "little")
+        if types[0] == "signed" and bits >> (width - 1):
+            bits -= 1 << width
+        out.append(bits)
+    if rest:
+        out.append(value[total // 8 :])
+    return out
+
+
+def _bit_stream(value: bytes, total: int, rest: bool) -> int | None:
+    """The first `total` bits of `value` as one integer, or None when they cannot be its segments."""
+    if rest:
+        return int.from_bytes(value[: total // 8], "big") if total <= 8 * len(value) else None
+    if (total + 7) // 8 != len(value):
+        return None
+    spare = total % 8
+    if not spare:
+        return int.from_bytes(value, "big")
+    if value[-1] >> spare:
+        return None  # bits a literal of these segments would have left zero
+    return int.from_bytes(value[:-1], "big") << spare | value[-1]
 
 
 # ---------------------------------------------------------------- strings

@@ -121,6 +121,8 @@ class DefineWindow:
     params: list[Assignment]
     script: SourceExpr | None
     pos: Position
+    # Where a `state` clause was written (Tremor's windows have none: reported as an error).
+    state_clause: Position | None = None
 
 
 @dataclass

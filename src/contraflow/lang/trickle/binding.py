@@ -13,22 +13,35 @@ from typing import Any
 from contraflow.lang.graph import SourceExpr
 from contraflow.lang.trickle.ast import ArgDecl, Assignment, Name
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
-from contraflow.lang.trickle.script_api import evaluate
+from contraflow.lang.trickle.script_api import EvaluationError, args_used, evaluate
 
-_FAILED = object()
+
+class BoundArgs(dict[str, Any]):
+    """Bound argument values, remembering the declared ones that were missing (already reported)."""
+
+    missing: frozenset[str] = frozenset()
 
 
 def evaluate_expr(diag: Diagnostics, expr: SourceExpr, env: dict[str, Any]) -> Any:
-    """The value of `expr`, or `None` after recording an error when it cannot be computed."""
+    """The value of `expr`, or `None` after recording an error when it cannot be computed.
+
+    The error points at the culprit inside the expression (an unknown function,
+    a failing call) when the compiler knows it, else at the whole expression.
+    """
+    missing = getattr(env.get("args"), "missing", ())
+    if missing and args_used(expr.ast) & missing:
+        return None  # it needs an argument already reported missing
     try:
         return evaluate(expr.ast, env)
     except Exception as err:  # noqa: BLE001 - any failure is the user's expression's fault
-        if expr.position is not None:
-            diag.error(
-                f"cannot evaluate '{expr.source}': {err}",
-                expr.position,
-                "values in `args` and `with` are computed when the flow is compiled",
-            )
+        if expr.position is None:
+            return None
+        where, hint = (err.position, err.hint) if isinstance(err, EvaluationError) else (None, "")
+        diag.error(
+            f"cannot evaluate '{expr.source}': {err}",
+            where or expr.position,
+            hint or "values in `args` and `with` are computed when the flow is compiled",
+        )
         return None
 
 
@@ -39,7 +52,7 @@ def bind_args(
     overrides: Sequence[Assignment],
     env: dict[str, Any],
     at: Name,
-) -> dict[str, Any]:
+) -> BoundArgs:
     """Values for the declared `decls`: defaults, replaced by `overrides` (evaluated in `env`)."""
     declared = {d.name.value: d for d in decls}
     bound: dict[str, Any] = {}
@@ -65,7 +78,9 @@ def bind_args(
             )
             continue
         bound[name] = evaluate_expr(diag, decl.default, defaults_env)
-    return {d: bound[d] for d in declared if d in bound}
+    result = BoundArgs({d: bound[d] for d in declared if d in bound})
+    result.missing = frozenset(declared) - result.keys()
+    return result
 
 
 def evaluate_params(

@@ -12,6 +12,7 @@ so a single `contraflow check` shows all mistakes of a file.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,7 @@ def add_constant(diag: Diagnostics, scope: Scope, item: ast.ScriptItem, env: dic
     if item.kind == "const":
         value_text = item.source.split("=", 1)[-1].strip()
         value_expr = SourceExpr(value_text, const_expr(item.ast), item.pos)
-        scope.constants[item.name] = evaluate_expr(diag, value_expr, {**scope.all_constants(), **env})
+        scope.constants[item.name] = evaluate_expr(diag, value_expr, {**scope.env({}), **env})
 
 
 @dataclass
@@ -117,7 +118,7 @@ class _Pipeline:
     window_defs: dict[str, WindowSpec] = field(default_factory=dict)
 
     def env(self) -> dict[str, Any]:
-        return {**self.scope.all_constants(), "args": self.args}
+        return self.scope.env(self.args)
 
 
 class PipelineBuilder:
@@ -156,7 +157,7 @@ class PipelineBuilder:
             defn: ast.DefinePipeline = found.stmt
             if id(defn) in self.used or any(a.default is None for a in defn.args):
                 continue
-            env = {**found.scope.all_constants(), "args": {}}
+            env = found.scope.env({})
             args = bind_args(self.diag, f"pipeline '{defn.name.value}'", defn.args, [], env, defn.name)
             self.build_definition(found, args)
 
@@ -357,7 +358,7 @@ class PipelineBuilder:
         kind = OPERATORS.get(defn.kind.text)
         if kind is None:
             return None  # reported at the definition
-        env = {**found.scope.all_constants(), "args": ctx.args}
+        env = found.scope.env(ctx.args)
         args = bind_args(
             self.diag, f"operator '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
         )
@@ -367,7 +368,13 @@ class PipelineBuilder:
             if key not in kind.params:
                 hint = did_you_mean(key, kind.params) if kind.params else f"{kind.name} takes no parameters"
                 self.diag.error(f"unknown parameter '{key}' for operator {kind.name}", name.pos, hint)
-        for key in sorted(kind.required - params.keys()):
+            elif key in kind.string_params and not isinstance(params[key][1], str):
+                self.diag.error(
+                    f"`{key}` of operator {kind.name} must be a string, got {params[key][1]!r}",
+                    _value_pos(assign),
+                )
+        misspelt = {hint for key in params if key not in kind.params for hint in _close(key, kind.params)}
+        for key in sorted(kind.required - params.keys() - misspelt):  # a typo is reported once
             self.diag.error(
                 f"operator {kind.name} requires '{key}'",
                 defn.name.pos,
@@ -520,7 +527,7 @@ class PipelineBuilder:
             if not ctx.scope.in_broken_module(path):
                 self.diag.unknown("window", path.text, path.pos, ctx.scope.names("window"))
             return None
-        spec = self.window_spec(found.stmt, {**found.scope.all_constants(), "args": {}})
+        spec = self.window_spec(found.stmt, found.scope.env({}))
         if spec is not None:
             spec.name = path.text
             ctx.graph.windows[path.text] = spec
@@ -599,17 +606,16 @@ def _qualified_group(clause: ast.GroupClause | None, aliases: dict[str, str]) ->
     )
 
 
+def _close(name: str, candidates: frozenset[str]) -> list[str]:
+    return difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+
+
 def _value_pos(assign: ast.Assignment) -> Position:
     return assign.value.position or assign.name.pos
 
 
 def _function_modules(scope: Scope) -> dict[str, str]:
-    merged: dict[str, str] = {}
-    current: Scope | None = scope
-    while current is not None:
-        merged = {**current.function_modules, **merged}
-        current = current.parent
-    return merged
+    return scope.function_aliases()
 
 
 def _unique(items: Iterable[str]) -> list[str]:

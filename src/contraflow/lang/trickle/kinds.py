@@ -21,12 +21,21 @@ class OperatorKind:
     stateful: bool = False
     # A config key whose list value names extra output ports (qos::roundrobin `outputs`).
     port_param: str | None = None
+    # Config keys whose values must be strings.
+    string_params: frozenset[str] = frozenset()
 
 
 OPERATORS: dict[str, OperatorKind] = {
     op.name: op
     for op in (
         OperatorKind("passthrough"),
+        # Tremor's tracing operator: appends "evt: <op>(<id>)" to the metadata array `$[name]`.
+        OperatorKind(
+            "debug::history",
+            frozenset({"op", "name"}),
+            frozenset({"op", "name"}),
+            string_params=frozenset({"op", "name"}),
+        ),
         OperatorKind("generic::counter", stateful=True),
         OperatorKind("generic::batch", frozenset({"count", "timeout"}), frozenset({"count"}), stateful=True),
         OperatorKind("grouper::bucket", outputs=("out", "err", "overflow"), stateful=True),

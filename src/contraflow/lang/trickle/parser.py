@@ -263,10 +263,14 @@ class TrickleTransformer(Transformer):
 
     @v_args(meta=True)
     def define_window(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
-        name, kind, args, params, script = children
+        name, kind, args, params, state, script = children
         return ast.DefineWindow(
-            self._name(name), self._name(kind), args or [], params or [], script, self._pos(meta)
+            self._name(name), self._name(kind), args or [], params or [], script, self._pos(meta), state
         )
+
+    @v_args(meta=True)
+    def window_state(self, meta: Meta, children: list[Any]) -> Position:
+        return self._pos(meta)
 
     @v_args(meta=True)
     def define_window_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contraflow.lang.trickle.ast import ModPath, Name, ScriptItem
+from contraflow.lang.trickle.script_api import ALIASES, library_constants
 
 DefKind = Literal["flow", "connector", "pipeline", "window", "operator", "script"]
 
@@ -107,8 +108,23 @@ class Scope:
         for s in reversed(chain):
             for alias, module in s.modules.items():  # `use lib::consts;` then `consts::LIMIT`
                 merged.update({f"{alias}::{k}": v for k, v in module.constants.items()})
+            merged.update(library_constants(s.function_modules))  # `use std::integer::signed;`
             merged.update(s.constants)
         return merged
+
+    def function_aliases(self) -> dict[str, str]:
+        """Library modules brought in with `use` here and outwards (`s` -> `std::string`), inner first."""
+        merged: dict[str, str] = {}
+        scope: Scope | None = self
+        while scope is not None:
+            merged = {**scope.function_modules, **merged}
+            scope = scope.parent
+        return merged
+
+    def env(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What a compile-time expression (`with` value, `args` default, `const`) written here sees:
+        the constants, the library aliases (under `ALIASES`, a key no name can spell) and `args`."""
+        return {**self.all_constants(), ALIASES: self.function_aliases(), "args": args}
 
     def module_functions(self) -> dict[str, Any]:
         """`fn`s of the modules in scope, as `alias::name` (and by bare name, for calls inside them)."""

@@ -212,6 +212,16 @@ def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, An
 _EVENT_ROOTS = frozenset({"event", "meta", "state", "group", "window"})
 
 
+def library_constants(aliases: dict[str, str]) -> dict[str, Any]:
+    """`alias::NAME` for the constants of the library modules brought in by `use` (`signed::MAX`)."""
+    return stdlib.aliased_constants(aliases)
+
+
+# The key of an evaluation environment holding the library aliases in scope (`s` -> `std::string`);
+# `::` cannot start a constant's name, so it never shadows one.
+ALIASES = "::aliases"
+
+
 def evaluate(node: Any, env: dict[str, Any]) -> Any:
     """The value of a constant expression (`with` values, `args` defaults, `const`s).
 
@@ -221,11 +231,33 @@ def evaluate(node: Any, env: dict[str, Any]) -> Any:
     for n in walk(node):
         if isinstance(n, sast.Path) and n.root in _EVENT_ROOTS:
             raise ValueError(f"'{n.text()}' is not known when the flow is compiled")
-    consts = {k: v for k, v in env.items() if k != "args"}
+    consts = {k: v for k, v in env.items() if k != "args" and k != ALIASES}
+    node = qualify_calls(node, env.get(ALIASES) or {})
     try:
         compiled = compile_expr(node, name="<with>", consts=consts, fns=time_functions_for(node))
         return compiled.call(None, {}, None, env.get("args", {}))
     except LangError as err:
-        raise ValueError(err.message) from None
+        raise EvaluationError(err.message, err.position, err.hint) from None
     except ScriptRuntimeError as err:
-        raise ValueError(err.message) from None
+        raise EvaluationError(err.message, err.position) from None
+
+
+def args_used(node: Any) -> set[str]:
+    """The names `args.<name>` reads in an expression (to tell which missing argument it needs)."""
+    return {
+        n.segments[0].key
+        for n in walk(node)
+        if isinstance(n, sast.Path)
+        and n.root == "args"
+        and n.segments
+        and isinstance(n.segments[0], sast.KeySeg)
+    }
+
+
+class EvaluationError(ValueError):
+    """A compile-time expression failed; `position` is the culprit inside it, when known."""
+
+    def __init__(self, message: str, position: Position | None = None, hint: str = "") -> None:
+        super().__init__(message)
+        self.position = position
+        self.hint = hint

@@ -20,6 +20,13 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
     if kind is None:
         diag.unknown("window kind", stmt.kind.value, stmt.kind.pos, WINDOW_KINDS)
         return None
+    if stmt.state_clause is not None:
+        diag.error(
+            f"window '{stmt.name.value}' cannot have a `state` clause",
+            stmt.state_clause,
+            "as in Tremor, a window keeps no state of its own: its `script` reads `state` as null;"
+            " keep state in a `define script ... state ... script ... end` before the select",
+        )
     args = bind_args(diag, f"window '{stmt.name.value}'", stmt.args, [], env, stmt.name)
     params = evaluate_params(diag, stmt.params, {**env, "args": args})
     unknown = [key for key in params if key not in kind.params]

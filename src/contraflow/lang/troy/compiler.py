@@ -135,7 +135,7 @@ class TroyCompiler:
         if isinstance(stmt, ast.DefineConnector):
             self.check_connector_definition(stmt)
         else:
-            builder.validate_definition(stmt, scope, {**scope.all_constants(), "args": {}})
+            builder.validate_definition(stmt, scope, scope.env({}))
 
     def check_connector_definition(self, stmt: ast.DefineConnector) -> None:
         if stmt.kind.text not in CONNECTORS:
@@ -165,7 +165,7 @@ class TroyCompiler:
             self.diag.unknown("flow", path.text, path.pos, scope.names("flow"))
             return
         defn: ast.DefineFlow = found.stmt
-        env = {**scope.all_constants(), "args": {}}
+        env = scope.env({})
         args = bind_args(self.diag, f"flow '{defn.name.value}'", defn.args, stmt.params, env, alias)
         self.deployed_flows.add(id(defn))
         deployment.flows[alias.value] = FlowBuilder(self, found, args, loader).build(alias.value)
@@ -182,9 +182,11 @@ class FlowBuilder:
         self.args = args
         self.loader = loader
         self.pipelines = compiler._builder(loader)
+        # (kind, alias) of creates that failed (already reported): connects to them stay silent.
+        self.failed: set[tuple[str, str]] = set()
 
     def env(self) -> dict[str, Any]:
-        return {**self.scope.all_constants(), "args": self.args}
+        return self.scope.env(self.args)
 
     def build(self, alias: str) -> FlowGraph:
         flow = FlowGraph(alias, self.defn.name.value, self.args)
@@ -228,6 +230,7 @@ class FlowBuilder:
         path = stmt.target or tast.ModPath((stmt.alias,), stmt.alias.pos)
         found = self.scope.lookup(stmt.kind, path)
         if found is None:
+            self.failed.add((stmt.kind, stmt.alias.value))
             if self.scope.in_broken_module(path):
                 return
             self.diag.unknown(f"{stmt.kind} definition", path.text, path.pos, self.scope.names(stmt.kind))
@@ -236,6 +239,8 @@ class FlowBuilder:
             spec = self._connector(stmt, found)
             if spec is not None:
                 flow.connectors[stmt.alias.value] = spec
+            else:
+                self.failed.add((stmt.kind, stmt.alias.value))
         else:
             flow.pipelines[stmt.alias.value] = self._pipeline(stmt, found)
 
@@ -251,7 +256,7 @@ class FlowBuilder:
         args = bind_args(
             self.diag, f"connector '{defn.name.value}'", defn.args, stmt.params, self.env(), stmt.alias
         )
-        params = evaluate_params(self.diag, defn.params, {**found.scope.all_constants(), "args": args})
+        params = evaluate_params(self.diag, defn.params, found.scope.env(args))
         # An unknown kind was reported at the definition; keep the connector so that
         # its settings are still checked and connects to it do not cascade into errors.
         spec = ConnectorSpec(stmt.alias.value, defn.name.value, defn.kind.text)
@@ -259,8 +264,9 @@ class FlowBuilder:
         for key, (assign, value) in params.items():
             settings.apply(spec, key, assign, value)
         if defn.kind.text in CONNECTORS:
-            config = params["config"][0] if "config" in params else None
-            check_connector_config(self.diag, spec, config, defn.name.pos)
+            config, value = params.get("config", (None, None))
+            if config is None or isinstance(value, dict):  # a bad or failed `config` is reported already
+                check_connector_config(self.diag, spec, config, defn.name.pos)
         return spec
 
     # --- connect -------------------------------------------------------------------------------
@@ -287,6 +293,8 @@ class FlowBuilder:
         table: dict[str, Any] = flow.connectors if end.kind == "connector" else flow.pipelines
         alias = end.alias.value
         if alias not in table:
+            if (end.kind, alias) in self.failed:
+                return None  # its create was reported
             other: dict[str, Any] = flow.pipelines if end.kind == "connector" else flow.connectors
             hint = (
                 f"'{alias}' is a {'pipeline' if end.kind == 'connector' else 'connector'}: "

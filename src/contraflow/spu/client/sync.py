@@ -8,18 +8,16 @@ one implementation of the protocol, retries and reconnects.
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
-from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch, TopicPartition
-from contraflow.spu.client.connection import Buffer, RetryPolicy
-from contraflow.spu.protocol import Acks
-from contraflow.spu.protocol.batch import Headers
-from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
+from contraflow.spu.api import FetchResult
+from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
+from contraflow.spu.client.connection import RetryPolicy
+from contraflow.spu.storage.config import Isolation
 
 T = TypeVar("T")
 
@@ -73,6 +71,37 @@ class SyncStream:
         self.close()
 
 
+P = ParamSpec("P")
+
+
+def blocking(
+    method: Callable[Concatenate[AsyncSpuClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SpuClient, P], T]:
+    """The blocking twin of an `AsyncSpuClient` method: the same call, awaited on the loop thread.
+
+    One definition of each operation (the async one), so the two clients
+    cannot drift apart in signatures, defaults or behaviour.
+    """
+
+    @functools.wraps(method)
+    def call(self: SpuClient, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._thread.run(method(self.aio, *args, **kwargs))
+
+    return call
+
+
+def soon(
+    method: Callable[Concatenate[AsyncSpuClient, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[SpuClient, P], Future[T]]:
+    """As `blocking`, but returning at once with a Future (several requests in flight)."""
+
+    @functools.wraps(method)
+    def call(self: SpuClient, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        return self._thread.submit(method(self.aio, *args, **kwargs))
+
+    return call
+
+
 class SpuClient:
     """A `LogClient` talking to an SPU at HOST:PORT; also offers stream fetch and transactions."""
 
@@ -114,74 +143,21 @@ class SpuClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- LogClient -------------------------------------------------------------------------------
+    # -- LogClient: each method is its `AsyncSpuClient` twin, run on the loop thread --------------
 
-    def api_versions(self) -> dict[int, tuple[int, int]]:
-        return self._run(self.aio.api_versions())
-
-    def create_topic(self, name: str, config: TopicConfig | None = None) -> None:
-        self._run(self.aio.create_topic(name, config))
-
-    def delete_topic(self, name: str) -> None:
-        self._run(self.aio.delete_topic(name))
-
-    def list_topics(self) -> list[str]:
-        return self._run(self.aio.list_topics())
-
-    def describe_topic(self, name: str) -> TopicDescription:
-        return self._run(self.aio.describe_topic(name))
-
-    def produce(
-        self,
-        topic: str,
-        partition: int,
-        values: Sequence[Buffer],
-        keys: Sequence[Buffer | None] | None = None,
-        headers: Sequence[Headers] | None = None,
-        timestamps: Sequence[int] | None = None,
-        compression: Compression | str | None = None,
-        acks: Acks = Acks.LEADER,
-    ) -> tuple[int, int]:
-        return self._run(
-            self.aio.produce(topic, partition, values, keys, headers, timestamps, compression, acks)
-        )
-
-    def produce_encoded(
-        self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
-    ) -> tuple[int, int]:
-        return self._run(self.aio.produce_encoded(topic, partition, batch, acks))
-
-    def fetch(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        max_bytes: int = DEFAULT_FETCH_BYTES,
-        isolation: Isolation = "committed",
-    ) -> FetchResult:
-        return self._run(self.aio.fetch(topic, partition, offset, max_bytes, isolation))
-
-    def fetch_soon(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        max_bytes: int = DEFAULT_FETCH_BYTES,
-        isolation: Isolation = "committed",
-    ) -> Future[FetchResult]:
-        """`fetch` without waiting: the reply arrives while the caller works on the previous one."""
-        return self._thread.submit(self.aio.fetch(topic, partition, offset, max_bytes, isolation))
-
-    def list_offsets(
-        self, topic: str, partition: int, at: OffsetSpec, isolation: Isolation = "committed"
-    ) -> int | None:
-        return self._run(self.aio.list_offsets(topic, partition, at, isolation))
-
-    def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
-        self._run(self.aio.commit_offset(consumer, topic, partition, offset))
-
-    def fetch_offset(self, consumer: str, topic: str, partition: int) -> int | None:
-        return self._run(self.aio.fetch_offset(consumer, topic, partition))
+    api_versions = blocking(AsyncSpuClient.api_versions)
+    create_topic = blocking(AsyncSpuClient.create_topic)
+    delete_topic = blocking(AsyncSpuClient.delete_topic)
+    list_topics = blocking(AsyncSpuClient.list_topics)
+    describe_topic = blocking(AsyncSpuClient.describe_topic)
+    produce = blocking(AsyncSpuClient.produce)
+    produce_encoded = blocking(AsyncSpuClient.produce_encoded)
+    fetch = blocking(AsyncSpuClient.fetch)
+    # `fetch` without waiting: the reply arrives while the caller works on the previous one.
+    fetch_soon = soon(AsyncSpuClient.fetch)
+    list_offsets = blocking(AsyncSpuClient.list_offsets)
+    commit_offset = blocking(AsyncSpuClient.commit_offset)
+    fetch_offset = blocking(AsyncSpuClient.fetch_offset)
 
     # -- beyond LogClient ------------------------------------------------------------------------
 
@@ -199,53 +175,11 @@ class SpuClient:
         self._run(stream.open())
         return SyncStream(self._thread, stream)
 
-    def stage(
-        self,
-        producer_id: str,
-        batch_id: int,
-        topic: str,
-        partition: int,
-        batch: Buffer | Sequence[Buffer],
-        *,
-        writer: str = "",
-        attempt: int = 0,
-        sequence: int | None = None,
-    ) -> bool:
-        return self.stage_soon(
-            producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt, sequence=sequence
-        ).result()
-
-    def stage_soon(
-        self,
-        producer_id: str,
-        batch_id: int,
-        topic: str,
-        partition: int,
-        batch: Buffer | Sequence[Buffer],
-        *,
-        writer: str = "",
-        attempt: int = 0,
-        sequence: int | None = None,
-    ) -> Future[bool]:
-        """`stage` without waiting; stages of one partition still apply in the order they were sent."""
-        staging = self.aio.stage(
-            producer_id, batch_id, topic, partition, batch, writer=writer, attempt=attempt, sequence=sequence
-        )
-        return self._thread.submit(staging)
-
-    def commit(
-        self, producer_id: str, batch_id: int, expected_batches: int | None = None
-    ) -> dict[TopicPartition, int]:
-        return self._run(self.aio.commit(producer_id, batch_id, expected_batches))
-
-    def abort(self, producer_id: str, batch_id: int) -> bool:
-        return self._run(self.aio.abort(producer_id, batch_id))
-
-    def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
-        return self._run(self.aio.ledger(producer_id, batch_id))
-
-    def set_control(self, name: str, value: Any) -> None:
-        self._run(self.aio.set_control(name, value))
-
-    def get_control(self, name: str) -> Any:
-        return self._run(self.aio.get_control(name))
+    stage = blocking(AsyncSpuClient.stage)
+    # `stage` without waiting; stages of one partition still apply in the order they were sent.
+    stage_soon = soon(AsyncSpuClient.stage)
+    commit = blocking(AsyncSpuClient.commit)
+    abort = blocking(AsyncSpuClient.abort)
+    ledger = blocking(AsyncSpuClient.ledger)
+    set_control = blocking(AsyncSpuClient.set_control)
+    get_control = blocking(AsyncSpuClient.get_control)

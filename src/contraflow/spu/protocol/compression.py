@@ -1,22 +1,19 @@
-"""Batch compression codecs.
+"""Batch compression codecs: which algorithm a batch body uses, by Kafka's codec id.
 
 A batch body is compressed as a whole, so the codec sees many similar records
 at once (that is where the ratio comes from). Codec ids follow Kafka's
 attribute bits so the numbers mean the same thing to anyone who knows Kafka.
+The algorithms themselves are `contraflow.compression`'s, the same the
+`compress`/`decompress` processors run.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
-import zlib
 
-import lz4.frame
-import zstandard
-
+from contraflow.compression import ALGORITHMS, DECOMPRESS_ERRORS, Algorithm, Transform
 from contraflow.errors import UserError
-
-_GZIP_WBITS = 31  # zlib with a gzip container (header + CRC32 trailer)
 
 
 class Compression(enum.IntEnum):
@@ -41,50 +38,43 @@ class Compression(enum.IntEnum):
             raise UserError(f"unknown compression {name!r} (choose one of: {choices})") from None
 
 
-# zstandard compressor/decompressor objects are not safe to share between
+# Levels for batch bodies: the log favours speed (lz4's fast mode, zstd's default).
+_LEVELS = {Compression.GZIP: 6, Compression.LZ4: 0, Compression.ZSTD: 3}
+
+# A compressor object per thread and codec: zstandard's must not be shared between
 # threads, and building one per call costs more than compressing a small batch.
 _local = threading.local()
 
 
-def _zstd_compressor() -> zstandard.ZstdCompressor:
-    comp = getattr(_local, "zc", None)
-    if comp is None:
-        comp = _local.zc = zstandard.ZstdCompressor(level=3)
-    return comp
+def _algorithm(codec: Compression) -> Algorithm:
+    if codec not in _LEVELS:
+        raise ValueError(f"unsupported codec {codec!r}")
+    return ALGORITHMS[codec.name.lower()]
 
 
-def _zstd_decompressor() -> zstandard.ZstdDecompressor:
-    dec = getattr(_local, "zd", None)
-    if dec is None:
-        dec = _local.zd = zstandard.ZstdDecompressor()
-    return dec
+def _compressor(codec: Compression) -> Transform:
+    compressors: dict[Compression, Transform] | None = getattr(_local, "compressors", None)
+    if compressors is None:
+        compressors = _local.compressors = {}
+    compressor = compressors.get(codec)
+    if compressor is None:
+        compressor = compressors[codec] = _algorithm(codec).make_compressor(_LEVELS[codec])
+    return compressor
 
 
 def compress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
     """Compress a whole batch body with `codec`."""
     if codec is Compression.NONE:
         return bytes(data)
-    if codec is Compression.GZIP:
-        comp = zlib.compressobj(6, zlib.DEFLATED, _GZIP_WBITS)
-        return comp.compress(data) + comp.flush()
-    if codec is Compression.ZSTD:
-        return _zstd_compressor().compress(data)
-    if codec is Compression.LZ4:
-        return lz4.frame.compress(data)
-    raise ValueError(f"unsupported codec {codec!r}")
+    return _compressor(codec)(data)  # type: ignore[arg-type]  # every library takes a buffer
 
 
 def decompress(codec: Compression, data: bytes | bytearray | memoryview) -> bytes:
     """Inverse of `compress`; raises ValueError on a damaged stream."""
-    try:
-        if codec is Compression.GZIP:
-            return zlib.decompress(data, _GZIP_WBITS)
-        if codec is Compression.ZSTD:
-            return _zstd_decompressor().decompress(data)
-        if codec is Compression.LZ4:
-            return lz4.frame.decompress(data)
-    except (zlib.error, zstandard.ZstdError, RuntimeError) as err:
-        raise ValueError(f"cannot decompress {codec.name.lower()} batch body: {err}") from err
     if codec is Compression.NONE:
         return bytes(data)
-    raise ValueError(f"unsupported codec {codec!r}")
+    algorithm = _algorithm(codec)
+    try:
+        return algorithm.decompress(data)  # type: ignore[arg-type]
+    except DECOMPRESS_ERRORS as err:
+        raise ValueError(f"cannot decompress {codec.name.lower()} batch body: {err}") from err

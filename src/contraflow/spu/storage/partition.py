@@ -29,6 +29,7 @@ from contraflow.spu.protocol.batch import (
     stamped_prefix,
 )
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.storage import boot_checks
 from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
 from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
 from contraflow.spu.storage.errors import (
@@ -147,6 +148,7 @@ class Partition:
         point = RecoveryPoint.read(self.directory / RECOVERY_POINT)
         state = OpenState(marker.exists(), point, max(point.offset, hw_checkpoint))
         segments, report = recover_segments(self.directory, self._settings, state, writable=self.writable)
+        boot_checks.recall(self.directory, segments)
         if self.writable:
             if state.clean:  # from now on a crash must be noticed
                 marker.unlink()
@@ -320,6 +322,7 @@ class Partition:
         """Close the active segment and start a new one at the log end (lock held)."""
         old = self.segments[-1]
         old.freeze()
+        boot_checks.remember(self.directory, self.segments)  # a crash keeps the closed segments' checks
         self.stats.rolls += 1
         seg = Segment.create(self.directory, self._leo, self._settings)
         fsync_dir(self.directory)
@@ -526,6 +529,7 @@ class Partition:
                 self.segments[-1].freeze()
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
                 self._write_recovery_point(self._leo)
+                boot_checks.remember(self.directory, self.segments)
                 write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
             for seg in self.segments:
                 seg.close()

@@ -36,6 +36,9 @@ class RangeSet:
         self._starts[lo:hi] = [start]
         self._ends[lo:hi] = [end]
 
+    def ranges(self) -> list[tuple[int, int]]:
+        return list(zip(self._starts, self._ends, strict=True))
+
     def clip(self, size: int) -> None:
         """Forget everything at or after byte `size` (the file was cut there)."""
         i = bisect.bisect_left(self._starts, size)

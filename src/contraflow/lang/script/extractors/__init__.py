@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from contraflow.lang.script.extractors import cidr, dissect, grok, influx
+from contraflow.lang.script.regex import compile_rust
 from contraflow.lang.script.values import MISSING
 
 Extractor = Callable[[Any], Any]
@@ -34,7 +35,7 @@ def _glob(text: str) -> Extractor:
 
 
 def _regex(text: str) -> Extractor:
-    rx = re.compile(text)
+    rx = compile_rust(text)
 
     def run(value: Any) -> Any:
         if type(value) is not str:

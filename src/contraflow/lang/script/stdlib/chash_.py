@@ -1,26 +1,31 @@
 """`tremor::chash::` functions: jump consistent hashing (Lamping and Veach) of string keys.
 
-The key is hashed to 64 bits with BLAKE2b (keyed with `k1`/`k2` for
-`jump_with_keys`), then jump hashing picks a slot. Slots are stable across runs
-and machines and move minimally when `slot_count` changes; they are not the
-same numbers Tremor's SipHash-based implementation produces.
+The slots are the ones Tremor gives. Tremor (through the `jumphash` crate) feeds
+the key to SipHash-1-3 the way Rust hashes a `str` (its UTF-8 bytes, then one
+0xFF byte) under two 64-bit keys, then runs jump hashing on the 64-bit result.
+`chash::jump` uses Tremor's fixed keys, `'tremor\\0\\0'` and `'\\0\\0tremor'` read
+as big-endian integers.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import orjson
+from siphash24 import siphash13
 
 from contraflow.lang.script.stdlib import tremor_fn
 from contraflow.lang.script.stdlib._check import want
 from contraflow.lang.script.values import fail
 
 _MASK = 0xFFFF_FFFF_FFFF_FFFF
+_TREMOR_K1 = 8_390_880_576_440_238_080
+_TREMOR_K2 = 128_034_676_764_530
+_STR_TERMINATOR = b"\xff"  # what Rust's `Hash for str` appends after the bytes
 
 
 def _jump(key_hash: int, buckets: int) -> int:
+    """Jump consistent hash, with the same float steps as the `jumphash` crate."""
     b, j = -1, 0
     while j < buckets:
         b = j
@@ -29,26 +34,33 @@ def _jump(key_hash: int, buckets: int) -> int:
     return b
 
 
-def _slot(fn: str, key: Any, slot_count: Any, secret: bytes = b"") -> int:
+def _u64(value: Any, fn: str, what: str) -> int:
+    number = want(value, int, fn, what)
+    if not 0 <= number <= _MASK:
+        fail(f"{fn}: {what} must be an unsigned 64-bit integer, got {number}")
+    return number
+
+
+def slot(fn: str, key: Any, slot_count: Any, k1: int = _TREMOR_K1, k2: int = _TREMOR_K2) -> int:
+    """The slot of `key` among `slot_count`, hashed with SipHash-1-3 under (`k1`, `k2`)."""
     text = want(key, str, fn, "key")
     buckets = want(slot_count, int, fn, "slot_count")
-    if buckets <= 0:
-        fail(f"{fn}: slot_count must be positive, got {buckets}")
-    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=secret).digest()
-    return _jump(int.from_bytes(digest, "little"), buckets)
+    if not 0 < buckets < 1 << 32:
+        fail(f"{fn}: slot_count must be from 1 to 4294967295, got {buckets}")
+    secret = k1.to_bytes(8, "little") + k2.to_bytes(8, "little")
+    digest = siphash13(text.encode("utf-8") + _STR_TERMINATOR, key=secret).intdigest()
+    return _jump(digest, buckets)
 
 
 @tremor_fn("chash::jump")
 def jump(key: Any, slot_count: Any) -> int:
-    return _slot("chash::jump", key, slot_count)
+    return slot("chash::jump", key, slot_count)
 
 
 @tremor_fn("chash::jump_with_keys")
 def jump_with_keys(k1: Any, k2: Any, key: Any, slot_count: Any) -> int:
     fn = "chash::jump_with_keys"
-    secret = want(k1, int, fn, "k1").to_bytes(8, "little", signed=k1 < 0)
-    secret += want(k2, int, fn, "k2").to_bytes(8, "little", signed=k2 < 0)
-    return _slot(fn, key, slot_count, secret)
+    return slot(fn, key, slot_count, _u64(k1, fn, "k1"), _u64(k2, fn, "k2"))
 
 
 @tremor_fn("chash::sorted_serialize")

@@ -1,11 +1,19 @@
-"""`datetime::` functions over nanoseconds since the Unix epoch (UTC), as Tremor represents time."""
+"""`datetime::` functions over nanoseconds since the Unix epoch (UTC), as Tremor represents time.
+
+A datetime is an integer (UTC nanoseconds) or, as in Tremor 0.13, the record
+`datetime::with_timezone(ns, tz)` makes: `{"timestamp": ns, "tz": tz}`, where
+`tz` is an IANA name, a `datetime::timezones::` constant or a fixed offset
+(`+01:00`); the calendar parts are then read in that zone.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+import zoneinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from typing import Any
 
-from contraflow.lang.script.stdlib import tremor_fn
+from contraflow.lang.script.stdlib import tremor_const, tremor_fn
 from contraflow.lang.script.stdlib._check import want
 from contraflow.lang.script.values import fail
 
@@ -20,9 +28,33 @@ def to_nanos(dt: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * _NS + delta.microseconds * 1_000
 
 
-def _dt(ns: Any, fn: str) -> datetime:
-    value = want(ns, int, fn, "nanoseconds")
-    return datetime.fromtimestamp(value // _NS, tz=UTC).replace(microsecond=(value % _NS) // 1_000)
+_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")
+
+
+def _zone(tz: Any, fn: str) -> tzinfo:
+    """The zone an IANA name or a fixed offset (`+01:00`, `-0530`) names."""
+    name = want(tz, str, fn, "timezone")
+    offset = _OFFSET.match(name)
+    if offset:
+        sign = -1 if offset.group(1) == "-" else 1
+        return timezone(sign * timedelta(hours=int(offset.group(2)), minutes=int(offset.group(3))))
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        fail(f"{fn}: unknown timezone {name!r}")
+
+
+def _nanos(value: Any, fn: str) -> int:
+    """The UTC nanoseconds of a datetime (an integer, or a `with_timezone` record)."""
+    if type(value) is dict:
+        return want(value.get("timestamp"), int, fn, "timestamp")
+    return want(value, int, fn, "datetime")
+
+
+def _dt(value: Any, fn: str) -> datetime:
+    ns = _nanos(value, fn)
+    utc = datetime.fromtimestamp(ns // _NS, tz=UTC).replace(microsecond=(ns % _NS) // 1_000)
+    return utc.astimezone(_zone(value.get("tz"), fn)) if type(value) is dict else utc
 
 
 @tremor_fn("datetime::parse")
@@ -62,8 +94,9 @@ def from_iso8601(s: Any) -> int:
 
 
 def _part(name: str, get: Any) -> None:
-    def part(ns: Any) -> int:
-        return int(get(_dt(ns, f"datetime::{name}"), ns))
+    def part(value: Any) -> int:
+        fn = f"datetime::{name}"
+        return int(get(_dt(value, fn), _nanos(value, fn)))
 
     part.__name__ = name
     tremor_fn(f"datetime::{name}")(part)
@@ -80,6 +113,37 @@ _part("microsecond", lambda d, ns: (ns % _NS) // 1_000)
 _part("nanosecond", lambda d, ns: ns % _NS)
 _part("day_of_week", lambda d, ns: d.isoweekday())
 _part("day_of_year", lambda d, ns: d.timetuple().tm_yday)
+_part("day_of_month", lambda d, ns: d.day)
+_part("iso_week", lambda d, ns: d.isocalendar().week)
+_part("subsecond_millis", lambda d, ns: (ns % _NS) // 1_000_000)
+_part("subsecond_micros", lambda d, ns: (ns % _NS) // 1_000)
+_part("subsecond_nanos", lambda d, ns: ns % _NS)
+
+
+@tremor_fn("datetime::with_timezone")
+def with_timezone(utc_nanos: Any, tz: Any) -> dict[str, Any]:
+    """`{"timestamp", "tz"}`: the datetime the other functions read in zone `tz` (checked here)."""
+    fn = "datetime::with_timezone"
+    _zone(tz, fn)
+    return {"timestamp": want(utc_nanos, int, fn, "utc_nanos"), "tz": tz}
+
+
+@tremor_fn("datetime::rfc2822")
+def rfc2822(value: Any) -> str:
+    """`Thu, 01 Jan 1970 00:00:00 +0000`, in the datetime's zone."""
+    return _dt(value, "datetime::rfc2822").strftime("%a, %d %b %Y %H:%M:%S %z")
+
+
+def _timezone_constants() -> None:
+    """`datetime::timezones::EUROPE_BERLIN` and the rest: every IANA zone this system knows.
+
+    Tremor's values are indices it tells users never to rely on; here each is the zone's name.
+    """
+    for name in zoneinfo.available_timezones():
+        tremor_const(f"datetime::timezones::{re.sub(r'[/-]', '_', name).upper()}", name)
+
+
+_timezone_constants()
 
 
 @tremor_fn("datetime::with_seconds")
