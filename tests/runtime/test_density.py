@@ -19,6 +19,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import pytest
 from benchmarks.density import measure, ticks
 
 from contraflow.runtime.channels import channel_topic
@@ -75,6 +76,7 @@ async def halves_independent(runtime: Runtime, flows: list[str]) -> list[str]:
     return problems
 
 
+@pytest.mark.timeout(900)  # 20 query starts, one after the other: minutes on a loaded 2-core box
 def test_twenty_flows_pause_and_resume_independently_within_their_footprint(
     spark: Any, spu_addr: str, tmp_path: Path
 ) -> None:
