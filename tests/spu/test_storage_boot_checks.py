@@ -139,3 +139,21 @@ def test_a_record_that_cannot_be_written_fails_neither_roll_nor_close(tmp_path: 
     reader = open_partition(directory, writable=False)
     assert [v for _, v in read_all(reader)] == values
     reader.close()
+
+
+def test_a_segment_changed_under_a_running_writer_is_not_recorded(tmp_path: Path) -> None:
+    """The writer checked the bytes before someone else changed them: its close must not
+    vouch for what is on disk now."""
+    directory = tmp_path / "p"
+    writer = open_partition(directory)
+    for start in range(0, 300, 10):
+        writer.append_records([f"value-{i:05d}".encode().ljust(100, b".") for i in range(start, start + 10)])
+    flips = [last_byte_of_a_middle_batch(writer, 1)]
+    flip_keeping_mtime(*flips[0])
+    writer.close()
+
+    reopened = open_partition(directory, writable=False)
+    assert checked(reopened) == [i != 1 for i in range(len(reopened.segments))]
+    _, error = read_until_error(reopened)
+    assert isinstance(error, CorruptSegmentError) and str(flips[0][0]) in str(error)
+    reopened.close()

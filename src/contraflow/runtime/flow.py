@@ -165,14 +165,30 @@ class FlowInstance:
                 raise UserError(f"flow '{self.id}': connector '{alias}' ({cls.kind}) cannot be a sink")
 
     async def start(self) -> None:
-        """Topics, pipelines, sinks, then sources (each released once its sinks are connected)."""
+        """Topics, then sinks and sources while the pipelines' queries start (each source released
+        once its sinks are connected): a query's start takes seconds, and what the sources read
+        meanwhile waits in the channels for its first micro-batch."""
         existing = set(await self.client.list_topics())
         for topic in self.topology.channels:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
                 await self.client.create_topic(topic, TopicConfig(partitions=1))
-        await self._start_pipelines()
-        running = {alias: self.graph.pipelines[alias] for alias in self.pipelines}
-        self.qos = QosFeed(self.id, running, self.routes, self.client)
+        starting = self._pipelines_to_start()
+        self.qos = QosFeed(
+            self.id, {alias: self.graph.pipelines[alias] for alias in starting}, self.routes, self.client
+        )
+        for alias, inst in self.connectors.items():
+            self._build_runners(alias, inst)
+        self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
+        for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
+            if inst.sink is not None:
+                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
+        self._breakers_changed(self.holds.apply_breakers())
+        self._start_connector_tasks()
+        try:
+            await self._start_pipelines(starting)
+        except BaseException:
+            await self._stop_connectors()
+            raise
         self.monitor = FlowMonitor(
             self.id,
             self.topology,
@@ -183,40 +199,39 @@ class FlowInstance:
             self.services.metrics,
             self.services.events,
         )
-        for alias, inst in self.connectors.items():
-            self._build_runners(alias, inst)
-        self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
-        for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
-            if inst.sink is not None:
-                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
-        self._breakers_changed(self.holds.apply_breakers())
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
+
+    def _start_connector_tasks(self) -> None:
+        """Sinks first, then sources: each a task guarded by `_guard`."""
         for alias, inst in self.connectors.items():
             if inst.sink is not None:
-                inst.tasks.append(
-                    asyncio.create_task(
-                        self._guard(self._run_sink(inst.sink), alias), name=f"sink {self.id}/{alias}"
-                    )
-                )
+                self._spawn(inst, self._run_sink(inst.sink), f"sink {self.id}/{alias}")
         for alias, inst in self.connectors.items():
             if inst.source is not None:
-                inst.tasks.append(
-                    asyncio.create_task(
-                        self._guard(self._run_source(inst.source), alias), name=f"source {self.id}/{alias}"
-                    )
-                )
+                self._spawn(inst, self._run_source(inst.source), f"source {self.id}/{alias}")
 
-    async def _start_pipelines(self) -> None:
-        for alias, graph in self.graph.pipelines.items():
+    def _spawn(self, inst: ConnectorInstance, work: Any, name: str) -> None:
+        inst.tasks.append(asyncio.create_task(self._guard(work, inst.ctx.alias), name=name))
+
+    def _pipelines_to_start(self) -> dict[str, list[PipelineInput]]:
+        """Pipeline alias -> the channels it reads; one with no input connected is not started."""
+        starting: dict[str, list[PipelineInput]] = {}
+        for alias in self.graph.pipelines:
             inputs = [  # a port fed by several connections (fan-in) reads each of their channels
                 PipelineInput(reader.to.port, channel.topic, reader.consumer)
                 for channel, reader in self.topology.inputs_of("pipeline", alias)
             ]
-            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
-            if not inputs:
+            if inputs:
+                starting[alias] = inputs
+            else:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
-                continue
+        return starting
+
+    async def _start_pipelines(self, starting: dict[str, list[PipelineInput]]) -> None:
+        """Each query starts in a thread (planning, Python workers: seconds), the loop runs on."""
+        for alias, inputs in starting.items():
+            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
             await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
             for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
                 await control.credit(inp.consumer, inp.topic).set_async(
@@ -227,12 +242,12 @@ class FlowInstance:
                 self.services.spark,
                 self.id,
                 alias,
-                graph,
+                self.graph.pipelines[alias],
                 spu=self.services.spu_addr,
                 inputs=inputs,
                 outputs=outputs,
                 data_dir=self.services.data_dir,
-                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(graph)),
+                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(self.graph.pipelines[alias])),
                 pool=self.settings.priority,
             )
 

@@ -269,10 +269,6 @@ class TrickleTransformer(Transformer):
         )
 
     @v_args(meta=True)
-    def window_state(self, meta: Meta, children: list[Any]) -> Position:
-        return self._pos(meta)
-
-    @v_args(meta=True)
     def define_window_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
         kind, name, *rest = children
         return self.define_window(meta, [name, kind, *rest])
@@ -313,6 +309,7 @@ class TrickleTransformer(Transformer):
         return children[0]
 
     script_clause = state_clause
+    window_state = state_clause
 
     def def_args(self, children: list[Any]) -> list[ast.ArgDecl]:
         return [c for c in children if c is not None]

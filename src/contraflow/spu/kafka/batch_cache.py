@@ -25,19 +25,22 @@ _BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
 _BASE_OFFSET = struct.Struct(">q")
 Buffer = bytes | bytearray | memoryview
 BatchKey = tuple[str, int, int, int]
+# A Kafka batch as buffers written back to back: its header and records when transcoded,
+# or a producer's batch as sent (a view into its request's buffer).
+Encoded = list[Buffer]
 
 
 class KafkaBatchCache:
     def __init__(self, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[BatchKey, bytearray] = OrderedDict()
+        self._entries: OrderedDict[BatchKey, Encoded] = OrderedDict()
         self._encoding: dict[BatchKey, threading.Event] = {}  # being encoded by another thread
         self._size = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def encode(self, tp: TopicPartition, log_batch: memoryview) -> bytearray:
+    def encode(self, tp: TopicPartition, log_batch: memoryview) -> Encoded:
         """The Kafka batch for `log_batch`: from the cache, or transcoded and remembered."""
         base_offset, crc = _BASE_OFFSET_AND_CRC.unpack_from(log_batch, 0)
         key = (tp[0], tp[1], base_offset, crc)
@@ -66,22 +69,27 @@ class KafkaBatchCache:
         self, tp: TopicPartition, base_offset: int, log_batch: Buffer, kafka_batch: memoryview
     ) -> None:
         """A producer's Kafka batch, just appended as `log_batch` at `base_offset`, stands for
-        it in fetches: its bytes with that base offset (outside the CRC, as in the log)."""
+        it in fetches: its bytes with that base offset (outside the CRC, as in the log),
+        stamped in place when the request's buffer allows (no copy)."""
         _, crc = _BASE_OFFSET_AND_CRC.unpack_from(log_batch, 0)
-        encoded = bytearray(kafka_batch)
+        encoded = bytearray(kafka_batch) if kafka_batch.readonly else kafka_batch
         _BASE_OFFSET.pack_into(encoded, 0, base_offset)
-        self._remember((tp[0], tp[1], base_offset, crc), encoded)
+        self._remember((tp[0], tp[1], base_offset, crc), [encoded])
 
-    def _remember(self, key: BatchKey, encoded: bytearray) -> None:
+    def _remember(self, key: BatchKey, encoded: Encoded) -> None:
         with self._lock:
             previous = self._entries.pop(key, None)
-            self._size += len(encoded) - (len(previous) if previous is not None else 0)
+            self._size += _size(encoded) - (_size(previous) if previous is not None else 0)
             self._entries[key] = encoded
             while self._size > self.max_bytes and len(self._entries) > 1:
                 _, dropped = self._entries.popitem(last=False)
-                self._size -= len(dropped)
+                self._size -= _size(dropped)
 
     def forget_topic(self, topic: str) -> None:
         with self._lock:
             for key in [k for k in self._entries if k[0] == topic]:
-                self._size -= len(self._entries.pop(key))
+                self._size -= _size(self._entries.pop(key))
+
+
+def _size(encoded: Encoded) -> int:
+    return sum(map(len, encoded))

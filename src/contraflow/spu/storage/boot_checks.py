@@ -11,6 +11,9 @@ if the file still has that identity:
 - any write, truncation or replacement of the file changes its ctime, size or
   inode (the ctime is recorded only once the coarse clock has passed it, so a
   write in the same clock tick cannot keep it unchanged);
+- a segment someone else changed while this process had it open (its identity
+  is no longer the one this process's last write or open left) is not
+  recorded: this process's checks do not cover those bytes;
 - a reboot changes the boot id, so after one every byte is checked again on
   its first read, from the disk.
 
@@ -88,8 +91,8 @@ def remember(directory: Path, segments: Sequence[Segment]) -> None:
     entries = {}
     for seg in segments:
         ranges = seg.verified.ranges()
-        identity = settled_identity(seg.file.fileno()) if ranges else None
-        if identity is not None:
+        identity = settled_identity(seg.file.fileno()) if ranges and seg.known_stat else None
+        if identity is not None and seg.known_stat and identity == FileIdentity.of(seg.known_stat):
             entries[str(seg.base_offset)] = {**asdict(identity), "ranges": ranges}
     # renamed into place but never fsynced: a power loss is a reboot, after which
     # the record is void anyway; a torn or lost one only costs a CRC pass, so a

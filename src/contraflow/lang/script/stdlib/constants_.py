@@ -1,5 +1,5 @@
 """Library modules that hold only constants: `std::integer::signed`/`unsigned`,
-`std::datetime::formats`, `tremor::mime` (values as in Tremor's standard library)."""
+`std::datetime::formats`, `tremor::mime`, `tremor::windows` (values as in Tremor's standard library)."""
 
 from __future__ import annotations
 
@@ -48,3 +48,8 @@ tremor_const(
 )
 tremor_const("mime::ANY", "*/*")
 tremor_const("mime::AMY", "*/*")  # Tremor keeps this misspelling for compatibility
+
+# Answers of a state window's script (Tremor 0.13's `tremor::windows`).
+tremor_const("windows::EMIT_AND_INCLUDE", [True, True])
+tremor_const("windows::EMIT_AND_EXCLUDE", [True, False])
+tremor_const("windows::DONT_EMIT", False)

@@ -66,7 +66,11 @@ def _read_all(broker: Broker, fetches: list[PartitionFetch], max_bytes: int) -> 
             continue
         fetch.error = 0
         fetch.high_watermark, fetch.log_start_offset = view.high_watermark, view.log_start_offset
-        fetch.batches = [broker.batches.encode(fetch.tp, memoryview(part)) for part in view.parts]  # type: ignore[arg-type]
+        fetch.batches = [
+            piece
+            for part in view.parts
+            for piece in broker.batches.encode(fetch.tp, memoryview(part))  # type: ignore[arg-type]
+        ]
         fetch.size = sum(map(len, fetch.batches))
         fetch.next_offset = view.next_offset
         total += fetch.size
