@@ -30,7 +30,7 @@ FLOWS = 20
 IDLE_S = 5.0
 TRIGGER = 'pipelines = {"default": {"trigger_ms": 1000}}'
 MAX_MB_PER_FLOW = 200.0
-MAX_CORE_PER_FLOW = 0.15
+MAX_CORE_PER_FLOW = 0.06
 TICK_S = 1.0  # the benchmark's metronome interval
 
 
