@@ -151,7 +151,12 @@ class FlowMonitor:
         for batch in run.finished():
             self.last_batch[alias] = (time.monotonic(), batch.duration_s)
             self.metrics.pipeline_batch(
-                self.flow_id, alias, batch.duration_s, batch.rows_in, max(batch.rows_out, 0)
+                self.flow_id,
+                alias,
+                batch.duration_s,
+                batch.rows_in,
+                max(batch.rows_out, 0),
+                phases=batch.phases,
             )
             unresolved.append(batch)
         while unresolved:
