@@ -19,7 +19,7 @@ SPU runs in a child process (`contraflow spu run --kafka-addr`).
   the same for this process (the client, with librdkafka's threads).
 
 The box is shared and its load moves within seconds, so the four phases run
-ROUNDS times, interleaved (own then Kafka in odd rounds, Kafka then own in even
+ROUNDS times (5), interleaved (own then Kafka in odd rounds, Kafka then own in even
 ones, fresh topics each round), and every figure is the median over the rounds;
 `ratios` lists each round's own ratio.
 
@@ -46,7 +46,7 @@ from contraflow.spu.storage import FlushPolicy, TopicConfig
 
 RECORD_BYTES = 200
 RECORDS = int(os.environ.get("KAFKA_BENCH_RECORDS", 1_000_000))
-ROUNDS = int(os.environ.get("KAFKA_BENCH_ROUNDS", 3))
+ROUNDS = int(os.environ.get("KAFKA_BENCH_ROUNDS", 5))
 BATCH_RECORDS = 1000
 PIPELINE = 8
 FETCH_BYTES = 1 << 20
@@ -68,6 +68,7 @@ def kafka_produce(bootstrap: str, topic: str, records: list[bytes]) -> float:
             "queue.buffering.max.kbytes": 1 << 21,
         }
     )
+    producer.list_topics(topic, timeout=10)  # connected before the clock starts, like the own client
     start = time.perf_counter()
     for first in range(0, RECORDS, BATCH_RECORDS):  # the client's batch call, like the own client's
         chunk = [{"value": value} for value in records[first : first + BATCH_RECORDS]]
@@ -93,6 +94,7 @@ def kafka_consume(bootstrap: str, topic: str) -> float:
             "fetch.queue.backoff.ms": 5,
         }
     )
+    consumer.list_topics(topic, timeout=10)  # connected before the clock starts, like the own client
     consumer.assign([TopicPartition(topic, 0, 0)])
     seen = 0
     start = time.perf_counter()
