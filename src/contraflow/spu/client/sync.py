@@ -12,7 +12,7 @@ import functools
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 
 from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
@@ -74,6 +74,15 @@ class SyncStream:
 P = ParamSpec("P")
 
 
+class ClientOptions(TypedDict, total=False):
+    """`AsyncSpuClient`'s keyword options, which `SpuClient` passes on as they are."""
+
+    request_timeout_s: float
+    connect_timeout_s: float
+    retry: RetryPolicy | None
+    token: str | None
+
+
 def blocking(
     method: Callable[Concatenate[AsyncSpuClient, P], Coroutine[Any, Any, T]],
 ) -> Callable[Concatenate[SpuClient, P], T]:
@@ -105,23 +114,10 @@ def soon(
 class SpuClient:
     """A `LogClient` talking to an SPU at HOST:PORT; also offers stream fetch and transactions."""
 
-    def __init__(
-        self,
-        addr: str,
-        *,
-        request_timeout_s: float = 30.0,
-        connect_timeout_s: float = 5.0,
-        retry: RetryPolicy | None = None,
-        token: str | None = None,
-    ) -> None:
+    def __init__(self, addr: str, **options: Unpack[ClientOptions]) -> None:
+        """`options` are `AsyncSpuClient`'s (timeouts, retry policy, token), with its defaults."""
         self._thread = LoopThread(f"spu-client-{addr}")
-        self.aio = AsyncSpuClient(
-            addr,
-            request_timeout_s=request_timeout_s,
-            connect_timeout_s=connect_timeout_s,
-            retry=retry,
-            token=token,
-        )
+        self.aio = AsyncSpuClient(addr, **options)
         self.addr = addr
 
     @property
