@@ -201,9 +201,9 @@ class FlowMonitor:
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
             bounds = self.settings.channel(channel.name)
-            if not state.stopped and (state.depth >= bounds.high or state.depth_bytes >= bounds.high_bytes):
+            if not state.stopped and bounds.full(state.depth, state.depth_bytes):
                 self._transition(channel, state, True)
-            elif state.stopped and state.depth < bounds.low and state.depth_bytes < bounds.low_bytes:
+            elif state.stopped and bounds.drained(state.depth, state.depth_bytes):
                 self._transition(channel, state, False)
 
     def _transition(self, channel: Channel, state: ChannelState, stop: bool) -> None:

@@ -73,13 +73,13 @@ class ChannelSettings:
         """Depth (events) below which a stopped producer resumes."""
         return int(self.capacity * self.low_watermark)
 
-    @property
-    def high_bytes(self) -> int:
-        return max(1, int(self.capacity_bytes * self.high_watermark))
+    def full(self, depth: int, depth_bytes: int) -> bool:
+        """At the high watermark in events or in bytes: the producer stops."""
+        return depth >= self.high or depth_bytes >= max(1, int(self.capacity_bytes * self.high_watermark))
 
-    @property
-    def low_bytes(self) -> int:
-        return int(self.capacity_bytes * self.low_watermark)
+    def drained(self, depth: int, depth_bytes: int) -> bool:
+        """Below the low watermark in events and in bytes: a stopped producer resumes."""
+        return depth < self.low and depth_bytes < int(self.capacity_bytes * self.low_watermark)
 
 
 @dataclass(frozen=True)
