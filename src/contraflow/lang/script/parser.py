@@ -17,10 +17,10 @@ from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from contraflow.lang.errors import LangError, Position, SourceText
-from contraflow.lang.nesting import check_nesting, too_deep
+from contraflow.lang.nesting import check_nesting, transform_tree
 from contraflow.lang.script import ast
 from contraflow.lang.semicolons import missing_semicolon
 
@@ -808,16 +808,8 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
     check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
-    try:
-        return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
-    except VisitError as err:
-        if isinstance(err.orig_exc, LangError):
-            raise err.orig_exc from None
-        if isinstance(err.orig_exc, RecursionError):
-            raise too_deep(source) from None
-        raise
-    except RecursionError:
-        raise too_deep(source) from None
+    transformer = ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset)
+    return transform_tree(transformer, tree, source)
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:

@@ -17,7 +17,6 @@ from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
 from contraflow.spu.client.connection import RetryPolicy
-from contraflow.spu.storage.config import Isolation
 
 T = TypeVar("T")
 
@@ -72,6 +71,20 @@ class SyncStream:
 
 
 P = ParamSpec("P")
+
+
+def streaming(
+    method: Callable[Concatenate[AsyncSpuClient, P], StreamFetch],
+) -> Callable[Concatenate[SpuClient, P], SyncStream]:
+    """The blocking twin of `AsyncSpuClient.stream`: the stream opened, then iterated from this thread."""
+
+    @functools.wraps(method)
+    def call(self: SpuClient, *args: P.args, **kwargs: P.kwargs) -> SyncStream:
+        stream = method(self.aio, *args, **kwargs)
+        self._run(stream.open())
+        return SyncStream(self._thread, stream)
+
+    return call
 
 
 class ClientOptions(TypedDict, total=False):
@@ -157,19 +170,8 @@ class SpuClient:
 
     # -- beyond LogClient ------------------------------------------------------------------------
 
-    def stream(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        *,
-        isolation: Isolation = "committed",
-        credit_bytes: int = 4 << 20,
-    ) -> SyncStream:
-        """A blocking iterator over pushed batches, opened before this returns."""
-        stream = self.aio.stream(topic, partition, offset, isolation=isolation, credit_bytes=credit_bytes)
-        self._run(stream.open())
-        return SyncStream(self._thread, stream)
+    # A blocking iterator over pushed batches, opened before this returns.
+    stream = streaming(AsyncSpuClient.stream)
 
     stage = blocking(AsyncSpuClient.stage)
     # `stage` without waiting; stages of one partition still apply in the order they were sent.
