@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
 from contraflow.api.facade import Priority
+from contraflow.backoff import first_waits
 from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
@@ -139,7 +140,7 @@ class DeliverySettings:
 
     def delays(self) -> list[float]:
         """Seconds to wait before each retry (exponential, capped)."""
-        return [min(self.max_backoff_ms, self.backoff_ms * 2**i) / 1000 for i in range(self.retries)]
+        return first_waits(self.retries, self.backoff_ms / 1000, self.max_backoff_ms / 1000)
 
 
 UNDEPLOY_CEILING_S = 10.0

@@ -128,6 +128,15 @@ def _patch(op: str, shape: str) -> Callable[..., ast.PatchOp]:
     return rule
 
 
+def _root(name: str) -> Callable[[Any, Any, list[Any]], tuple[str, None, None]]:
+    """The transformer step for a path rooted at keyword `name` (`event`, `state`, ...)."""
+
+    def root(self: Any, meta: Any, items: list[Any]) -> tuple[str, None, None]:
+        return (name, None, None)
+
+    return root
+
+
 @v_args(meta=True)
 class ScriptTransformer(Transformer[Token, Any]):
     """Turns a tremor-script parse tree into `ast` nodes.
@@ -337,23 +346,13 @@ class ScriptTransformer(Transformer[Token, Any]):
         segments = tuple(([first] if first else []) + items[1:])
         return ast.Path(self._b.pos(meta), root, name, segments)
 
-    def root_event(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("event", None, None)
-
-    def root_state(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("state", None, None)
-
-    def root_args(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("args", None, None)
-
-    def root_group(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("group", None, None)
-
-    def root_window(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("window", None, None)
-
-    def root_meta(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("meta", None, None)
+    # A path's root keyword: (root, no local name, no first segment).
+    root_event = _root("event")
+    root_state = _root("state")
+    root_args = _root("args")
+    root_group = _root("group")
+    root_window = _root("window")
+    root_meta = _root("meta")
 
     def root_meta_key(self, meta: Any, items: list[Token]) -> tuple[str, None, ast.KeySeg]:
         return ("meta", None, ast.KeySeg(self._b.tok_pos(items[0]), _ident(items[0])))

@@ -315,24 +315,19 @@ class TrickleTransformer(Transformer):
     def port_list(self, children: list[Token]) -> list[ast.Name]:
         return [self._name(t) for t in children]
 
-    def state_clause(self, children: list[Any]) -> SourceExpr:
+    def _only(self, children: list[Any]) -> Any:
+        """A clause that wraps one thing (`state ...`, `script ...`, `with ... end`): that thing."""
         return children[0]
 
-    script_clause = state_clause
-
-    def def_args(self, children: list[Any]) -> list[ast.ArgDecl]:
+    def _present(self, children: list[Any]) -> list[Any]:
+        """A list whose optional items lark leaves as None: the items written."""
         return [c for c in children if c is not None]
+
+    state_clause = script_clause = with_clause = with_end = _only
+    def_args = assignments = _present
 
     def arg_decl(self, children: list[Any]) -> ast.ArgDecl:
         return ast.ArgDecl(self._name(children[0]), children[1])
-
-    def with_clause(self, children: list[Any]) -> list[ast.Assignment]:
-        return children[0]
-
-    with_end = with_clause
-
-    def assignments(self, children: list[Any]) -> list[ast.Assignment]:
-        return [c for c in children if c is not None]
 
     def assignment(self, children: list[Any]) -> ast.Assignment:
         return ast.Assignment(self._name(children[0]), children[1])
