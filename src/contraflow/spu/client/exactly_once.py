@@ -30,7 +30,7 @@ class StagedWork:
     batches: int
 
 
-@dataclass
+@dataclass(eq=False)  # a writer with state: identity, not value, equality
 class BatchWriter:
     """One task's staging of records for micro-batch `batch_id` of `producer_id`."""
 
