@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
+from typing import Unpack
 
+from contraflow.spu.api import RecordFields
 from contraflow.spu.client.aio import TopicPartition
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
-from contraflow.spu.protocol.batch import Headers, encode_batch
+from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.compression import Compression
 
 
@@ -47,18 +49,12 @@ class BatchWriter:
     already_committed: bool = field(default=False, init=False)
 
     def write(
-        self,
-        topic: str,
-        partition: int,
-        values: Sequence[Buffer],
-        keys: Sequence[Buffer | None] | None = None,
-        headers: Sequence[Headers] | None = None,
-        timestamps: Sequence[int] | None = None,
+        self, topic: str, partition: int, values: Sequence[Buffer], **fields: Unpack[RecordFields]
     ) -> None:
         """Stage records as one batch (nothing is visible before the commit)."""
         if not values or self.already_committed:
             return
-        batch = encode_batch(values, keys, headers, timestamps, self.compression)
+        batch = encode_batch(values, **fields, compression=self.compression)
         staged = self.client.stage(
             self.producer_id,
             self.batch_id,
