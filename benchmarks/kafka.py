@@ -13,9 +13,15 @@ SPU runs in a child process (`contraflow spu run --kafka-addr`).
   own: `AsyncSpuClient.fetch` of 1 MiB after 1 MiB, every value materialised.
 - ratio: kafka / own (target >= 0.5 for both).
 - spu_cpu_us_per_record: CPU time of the SPU process per record in each phase
-  (what transcoding Kafka batches costs the server).
+  (what transcoding Kafka batches costs the server); client_cpu_us_per_record:
+  the same for this process (the client, with librdkafka's threads).
 
-KAFKA_BENCH_RECORDS overrides the record count (for a quick look).
+The box is shared and its load moves within seconds, so the four phases run
+ROUNDS times, interleaved (own then Kafka in odd rounds, Kafka then own in even
+ones, fresh topics each round), and every figure is the median over the rounds;
+`ratios` lists each round's own ratio.
+
+KAFKA_BENCH_RECORDS overrides the record count, KAFKA_BENCH_ROUNDS the rounds.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -36,6 +44,7 @@ from contraflow.spu.storage import FlushPolicy, TopicConfig
 
 RECORD_BYTES = 200
 RECORDS = int(os.environ.get("KAFKA_BENCH_RECORDS", 1_000_000))
+ROUNDS = int(os.environ.get("KAFKA_BENCH_ROUNDS", 3))
 BATCH_RECORDS = 1000
 PIPELINE = 8
 FETCH_BYTES = 1 << 20
@@ -77,6 +86,9 @@ def kafka_consume(bootstrap: str, topic: str) -> float:
             "enable.auto.commit": False,
             "fetch.max.bytes": 16 << 20,
             "max.partition.fetch.bytes": 4 << 20,
+            # librdkafka pauses fetching for this long whenever its prefetch queue is full
+            # (1 s by default): this loop drains the queue in far less, then would sit idle.
+            "fetch.queue.backoff.ms": 5,
         }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -128,17 +140,72 @@ async def create(addr: str, *topics: str) -> None:
             await client.create_topic(topic, CONFIG)
 
 
+async def delete(addr: str, *topics: str) -> None:
+    async with AsyncSpuClient(addr) as client:
+        for topic in topics:
+            await client.delete_topic(topic)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(pid: int, run: Callable[[], float]) -> tuple[float, float]:
-    """(records/s, SPU CPU µs per record) of one phase."""
-    before = cpu_seconds(pid)
+def own_cpu_seconds() -> float:
+    """User + system CPU time of this process (the client, with librdkafka's threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(pid: int, run: Callable[[], float]) -> tuple[float, float, float]:
+    """(records/s, SPU CPU µs per record, client CPU µs per record) of one phase."""
+    spu_before, client_before = cpu_seconds(pid), own_cpu_seconds()
     rate = run()
-    return rate, (cpu_seconds(pid) - before) / RECORDS * 1e6
+    spu, client = cpu_seconds(pid) - spu_before, own_cpu_seconds() - client_before
+    return rate, spu / RECORDS * 1e6, client / RECORDS * 1e6
+
+
+Figures = dict[tuple[str, str], tuple[float, float, float]]
+
+
+def one_round(spu: EmbeddedSpu, records: list[bytes], number: int) -> Figures:
+    """Every phase once on fresh topics; own first in odd rounds, Kafka first in even ones."""
+    assert spu.pid is not None
+    own, kafka = f"own-{number}", f"kafka-{number}"
+    asyncio.run(create(spu.addr, own, kafka))
+    phases: dict[tuple[str, str], Callable[[], float]] = {
+        ("produce", "own"): lambda: asyncio.run(own_produce(spu.addr, own, records)),
+        ("produce", "kafka"): lambda: kafka_produce(spu.kafka_addr, kafka, records),
+        ("consume", "own"): lambda: asyncio.run(own_consume(spu.addr, own)),
+        ("consume", "kafka"): lambda: kafka_consume(spu.kafka_addr, kafka),
+    }
+    order = ("own", "kafka") if number % 2 else ("kafka", "own")
+    figures = {
+        (op, side): measured(spu.pid, phases[(op, side)]) for op in ("produce", "consume") for side in order
+    }
+    asyncio.run(delete(spu.addr, own, kafka))
+    return figures
+
+
+def summary(rounds: list[Figures], op: str) -> dict[str, object]:
+    """Medians over the rounds of one operation's figures, and each round's ratio."""
+
+    def median_of(side: str, field: int) -> float:
+        return statistics.median(r[(op, side)][field] for r in rounds)
+
+    ratios = [r[(op, "kafka")][0] / r[(op, "own")][0] for r in rounds]
+    return {
+        "kafka_records_per_s": round(median_of("kafka", 0)),
+        "own_records_per_s": round(median_of("own", 0)),
+        "ratio": round(statistics.median(ratios), 3),
+        "ratios": [round(r, 3) for r in ratios],
+        "target_ratio": 0.5,
+        "spu_cpu_us_per_record_kafka": round(median_of("kafka", 1), 3),
+        "spu_cpu_us_per_record_own": round(median_of("own", 1), 3),
+        "client_cpu_us_per_record_kafka": round(median_of("kafka", 2), 3),
+        "client_cpu_us_per_record_own": round(median_of("own", 2), 3),
+    }
 
 
 def main() -> None:
@@ -147,26 +214,10 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
         EmbeddedSpu(Path(tmp) / "data", mode="process", kafka_addr="127.0.0.1:0") as spu,
     ):
-        assert spu.pid is not None
-        asyncio.run(create(spu.addr, "own", "kafka"))
-        phases = {
-            ("produce", "own"): lambda: asyncio.run(own_produce(spu.addr, "own", records)),
-            ("produce", "kafka"): lambda: kafka_produce(spu.kafka_addr, "kafka", records),
-            ("consume", "own"): lambda: asyncio.run(own_consume(spu.addr, "own")),
-            ("consume", "kafka"): lambda: kafka_consume(spu.kafka_addr, "kafka"),
-        }
-        figures = {phase: measured(spu.pid, run) for phase, run in phases.items()}
-    result: dict[str, object] = {"records": RECORDS, "record_bytes": RECORD_BYTES}
+        rounds = [one_round(spu, records, number) for number in range(1, ROUNDS + 1)]
+    result: dict[str, object] = {"records": RECORDS, "record_bytes": RECORD_BYTES, "rounds": ROUNDS}
     for op in ("produce", "consume"):
-        (kafka, kafka_cpu), (own, own_cpu) = figures[(op, "kafka")], figures[(op, "own")]
-        result[op] = {
-            "kafka_records_per_s": round(kafka),
-            "own_records_per_s": round(own),
-            "ratio": round(kafka / own, 3),
-            "target_ratio": 0.5,
-            "spu_cpu_us_per_record_kafka": round(kafka_cpu, 3),
-            "spu_cpu_us_per_record_own": round(own_cpu, 3),
-        }
+        result[op] = summary(rounds, op)
     print(json.dumps(result))
 
 

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "produce": "contraflow.spu.commands:produce",
     "consume": "contraflow.spu.commands:consume",
     "spu": "contraflow.spu.server_commands:spu",
+    "sc": "contraflow.spu.cluster.commands:sc",
+    "cluster": "contraflow.spu.cluster.commands:cluster",
     "run": "contraflow.run_command:run",
     "query": "contraflow.pipeline.commands:query",
     "state": "contraflow.pipeline.commands:state",

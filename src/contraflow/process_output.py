@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -43,27 +43,37 @@ def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]
 
 
 @contextlib.contextmanager
-def ticking(stream: IO[bytes], label: str, interval_s: float = 1.0) -> Iterator[None]:
+def ticking(stream: IO[bytes], label: str, interval_s: float = 1.0) -> Iterator[Callable[[], None]]:
     """`label ... N s` on `stream`, redrawn in place every second while the block runs and erased
     after it, so a person knows a slow start is under way. Nothing when `stream` is not a terminal
-    (a pipe or file gets the command's output only)."""
+    (a pipe or file gets the command's output only). Yields a function that erases it early
+    (before the block's first output line)."""
     if not stream.isatty():
-        yield
+        yield lambda: None
         return
     done = threading.Event()
+    lock = threading.Lock()
     begun = time.monotonic()
 
     def draw() -> None:
         while not done.wait(interval_s):
-            stream.write(f"\r{label} ... {time.monotonic() - begun:.0f} s".encode())
+            with lock:
+                if not done.is_set():
+                    stream.write(f"\r{label} ... {time.monotonic() - begun:.0f} s".encode())
+                    stream.flush()
+
+    def erase() -> None:
+        with lock:
+            if done.is_set():
+                return
+            done.set()
+            stream.write(b"\r\x1b[K")  # back to the line's start, and clear it
             stream.flush()
 
     drawer = threading.Thread(target=draw, name="ticking", daemon=True)
     drawer.start()
     try:
-        yield
+        yield erase
     finally:
-        done.set()
+        erase()
         drawer.join()
-        stream.write(b"\r\x1b[K")  # back to the line's start, and clear it
-        stream.flush()

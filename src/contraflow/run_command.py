@@ -7,10 +7,11 @@ a second Ctrl-C cuts it short.
 A restart with the same `--data-dir` resumes every channel from its committed
 offsets and every pipeline from its Spark checkpoint.
 
-Start-up: every check that can fail fast (files, flows, ports, data
-directory, Java) runs first; then Spark's JVM starts in a thread while the
-SPU starts; the SPU's address goes to `DATA_DIR/runtime.json` for the log
-commands (contraflow.discovery). The terminal shows contraflow's own lines
+Start-up: the checks that need no parsing (files, ports, data directory,
+Java) run first; then Spark's JVM starts in a thread while the flows compile
+(a mistake in them ends the run at once) and the SPU starts; the SPU's
+address goes to `DATA_DIR/runtime.json` for the log commands
+(contraflow.discovery). The terminal shows contraflow's own lines
 only: Spark's, its JVM's and libraries' output goes to `DATA_DIR/logs/run.log`.
 """
 
@@ -21,10 +22,12 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -168,11 +171,36 @@ def run(
         except ValueError as err:
             raise UserError(str(err)) from None
         check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
-    deployment = compile_all(files)
-    check_all(deployment, options.data_dir)
+    fresh_data_dir = not options.data_dir.exists()
     preflight(options)
-    with own_foreground_group():
-        asyncio.run(_main(options, deployment))
+    from contraflow.process_output import quiet_process_output
+    from contraflow.spark.session import start_session
+
+    log_file = options.data_dir / LOG_FILE
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    # The JVM inherits the process group (Ctrl-C) and fds 1 and 2 (the log file) as it starts.
+    with (
+        own_foreground_group(),
+        quiet_process_output(log_file) as (out, err_out),
+        _python_streams(out, err_out),
+    ):
+        spark = start_session(options.master, options.data_dir)  # seconds: under way while flows compile
+        deployment = compile_and_check(files, options.data_dir, fresh_data_dir)
+        asyncio.run(_serve(options, deployment, log_file, spark))
+
+
+def compile_and_check(files: tuple[Path, ...], data_dir: Path, fresh_data_dir: bool) -> Deployment:
+    """Every flow, compiled and checked (`compile_all`, `check_all`); a mistake leaves no data
+    directory behind when this run made it (Spark's start writes its few files there first, in
+    milliseconds, long before compiling ends)."""
+    try:
+        deployment = compile_all(files)
+        check_all(deployment, data_dir)
+    except UserError:
+        if fresh_data_dir:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    return deployment
 
 
 def compile_all(files: tuple[Path, ...]) -> Deployment:
@@ -210,17 +238,22 @@ def preflight(options: RunOptions) -> None:
         check_port_free(options.api, "the REST API", "--api HOST:PORT or --no-api")
     if options.spu is None:
         check_port_free(f"127.0.0.1:{options.spu_port}", "the embedded SPU", "--spu-port")
+    else:
+        _refuse_a_cluster(options.spu)
     check_data_dir(options.data_dir)
     check_java()
 
 
-async def _main(options: RunOptions, deployment: Deployment) -> None:
-    from contraflow.process_output import quiet_process_output
+def _refuse_a_cluster(spu: str) -> None:
+    """Pipelines write through exactly-once batch commits, which an SPU cluster does not
+    replicate yet: say so now rather than at the first micro-batch."""
+    from contraflow.spu.client.aio import is_cluster
 
-    log_file = options.data_dir / LOG_FILE
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with quiet_process_output(log_file) as (out, err), _python_streams(out, err):
-        await _serve(options, deployment, log_file)
+    if is_cluster(spu):
+        raise UserError(
+            f"--spu {spu} is an SPU cluster: pipelines need exactly-once batch commits, which a "
+            "cluster does not replicate yet (docs/spu-cluster.md); use a single SPU"
+        )
 
 
 @contextlib.contextmanager
@@ -238,7 +271,9 @@ def _python_streams(out: IO[bytes], err: IO[bytes]) -> Iterator[None]:
         sys.stdout, sys.stderr = saved
 
 
-async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) -> None:
+async def _serve(
+    options: RunOptions, deployment: Deployment, log_file: Path, spark_future: Future[Any]
+) -> None:
     from rich.console import Console
 
     from contraflow.discovery import RuntimeInfo, remove_runtime_info, write_runtime_info
@@ -252,7 +287,7 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _on_stop_signal, console, stop, cut_short)
     async with contextlib.AsyncExitStack() as stack:
-        spark_start = _SparkStart.begin(options)  # the slow part: under way while the rest starts
+        spark_start = _SparkStart(asyncio.wrap_future(spark_future))  # under way since before compiling
         try:
             spu_addr = options.spu or await _embedded_spu(stack, console, options)
         finally:  # stopped before the SPU (last in, first out)
@@ -270,12 +305,13 @@ async def _serve(options: RunOptions, deployment: Deployment, log_file: Path) ->
         if options.api:
             scheme = "https" if options.tls else "http"
             _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
-        if not stop.is_set():
-            await runtime.deploy_graphs(deployment)
-        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
+        # The live lines start with the deployment: a flow's sources run while its queries start.
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
+        if not stop.is_set():
+            await runtime.deploy_graphs(deployment)
+        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
         _say(console, "quiescing: sources stopped, draining pipelines and sinks (Ctrl-C again: stop now)...")
@@ -360,13 +396,7 @@ async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options:
 class _SparkStart:
     """The Spark session starting in a thread while the rest of the runtime starts."""
 
-    task: asyncio.Task[Any]
-
-    @classmethod
-    def begin(cls, options: RunOptions) -> _SparkStart:
-        from contraflow.spark.session import session
-
-        return cls(asyncio.create_task(asyncio.to_thread(session, options.master, options.data_dir)))
+    task: asyncio.Future[Any]
 
     async def stop(self) -> None:
         """Stop the session once it started (a failed start leaves nothing to stop)."""
@@ -375,7 +405,7 @@ class _SparkStart:
             await asyncio.to_thread(spark.stop)
 
 
-async def _spark_progress(console: Any, started: asyncio.Task[Any], master: str) -> Any:
+async def _spark_progress(console: Any, started: asyncio.Future[Any], master: str) -> Any:
     """Wait for Spark with a progress line: a ticking one on a terminal, one every few seconds elsewhere."""
     begun = time.monotonic()
     label = f"starting Spark ({master})"

@@ -164,6 +164,13 @@ class InMemoryRuntime:
         self.flows[flow_id] = dataclasses.replace(flow, connectors=connectors)
 
 
+async def _cancel_other_tasks() -> None:
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
 class ServerThread:
     """An `ApiServer` on its own event loop in a thread, as the runtime would run it in its loop."""
 
@@ -190,6 +197,7 @@ class ServerThread:
 
     def stop(self) -> None:
         self.run(self.server.stop())
+        self.run(_cancel_other_tasks())  # e.g. sse_starlette's shutdown watcher, left by event streams
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
         self.loop.close()

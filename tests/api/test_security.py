@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from contraflow.api.paths import PathPolicy
+from contraflow.errors import UserError
+from contraflow.security import check_exposure
 from tests.api.conftest import InMemoryRuntime, ServerThread
 from tests.cli_process import run_cli, self_signed_certificate
 
@@ -95,6 +97,26 @@ def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Pa
     assert result.returncode != 0
     [line] = result.stderr.strip().splitlines()
     assert "refusing to serve the REST API on 0.0.0.0:9898 without a token" in line and "--insecure" in line
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "::", "spu.example"])
+def test_insecure_lets_a_tokenless_listener_past_loopback_with_a_warning(
+    host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check itself, for addresses tests may not listen on (they bind loopback only)."""
+    with pytest.raises(UserError, match="without a token"):
+        check_exposure(host, f"{host}:1", "the SPU", None, insecure=False)
+    check_exposure(host, f"{host}:1", "the SPU", TOKEN, insecure=False)
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        check_exposure(host, f"{host}:1", "the SPU", None, insecure=True)
+    [warning] = caplog.records
+    assert warning.levelname == "WARNING" and "without a token (--insecure)" in warning.getMessage()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.10", "::1", "[::1]"])
+def test_loopback_needs_no_token(host: str) -> None:
+    check_exposure(host, f"{host}:1", "the SPU", None, insecure=False)
 
 
 def test_the_api_over_tls_still_asks_for_the_token(tmp_path: Path) -> None:

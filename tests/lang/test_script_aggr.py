@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 
+import orjson
 import pytest
 
 from contraflow.lang.errors import ScriptRuntimeError
@@ -83,7 +84,8 @@ def test_init_resets_and_snapshot_restores() -> None:
 
 def test_empty_windows() -> None:
     assert _fed("aggr::stats::mean", []).emit() is None
-    assert _fed("aggr::stats::min", []).emit() is None
+    assert _fed("aggr::stats::min", []).emit() == 0.0  # Tremor: an f64 defaulting to 0.0
+    assert _fed("aggr::stats::dds", []).emit()["percentiles"]["0.5"] == 0.0
     assert _fed("aggr::stats::count", []).emit() == 0
 
 
@@ -94,3 +96,21 @@ def test_non_numbers_are_runtime_errors() -> None:
 
 def test_unknown_aggregate() -> None:
     assert lookup_aggregate("aggr::stats::median") is None
+
+
+def test_dds_survives_a_json_snapshot_and_merges() -> None:
+    """The sketch's state is JSON (state stores), and merging two windows equals feeding one."""
+    cls = lookup_aggregate("aggr::stats::dds")
+    assert cls is not None
+    first, second, whole = cls(), cls(), cls()
+    for x in (3, 30, 300):
+        first.accumulate(x)
+        whole.accumulate(x)
+    for x in (7, 70):
+        second.accumulate(x)
+        whole.accumulate(x)
+    restored = cls.restore(orjson.loads(orjson.dumps(cls().snapshot())))
+    restored.merge(cls.restore(orjson.loads(orjson.dumps(first.snapshot()))))
+    restored.merge(second)
+    assert restored.emit() == whole.emit()
+    assert whole.emit()["min"] == 3.0 and whole.emit()["max"] == 300.0

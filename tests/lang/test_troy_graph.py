@@ -58,6 +58,8 @@ def test_graph_is_json_and_keeps_the_structure() -> None:
         "emit_empty_windows": False,
         "slide": None,
         "script": None,
+        "has_state": False,
+        "state": None,
     }
     assert select["spec"]["target"]["source"] == '{"n": aggr::stats::count()}'
     assert select["spec"]["aggregates"] == ["aggr::stats::count"]

@@ -48,3 +48,23 @@ def where_pyspark_comes_from(batches):
 def test_local_workers_import_the_installed_pyspark_not_the_zip(spark) -> None:
     paths = {r.path for r in spark.range(1).mapInArrow(where_pyspark_comes_from, "path string").collect()}
     assert paths == {pyspark.__file__}
+
+
+def modules_already_there(batches):  # runs in a Python worker: what it found imported before its task
+    import pyarrow as pa
+
+    preloaded = ",".join(sorted(m for m in PRELOADED if m in sys.modules))
+    for _ in batches:
+        yield pa.RecordBatch.from_pydict({"modules": [preloaded]})
+
+
+PRELOADED = (
+    "contraflow.pipeline.spark.stateful",
+    "contraflow.spark.datasource",
+    "pyspark.sql.pandas.serializers",
+)
+
+
+def test_local_workers_fork_with_contraflows_task_code_imported(spark) -> None:
+    found = {r.modules for r in spark.range(1).mapInArrow(modules_already_there, "modules string").collect()}
+    assert found == {",".join(sorted(PRELOADED))}

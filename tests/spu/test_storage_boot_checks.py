@@ -113,3 +113,47 @@ def test_an_unreadable_record_marks_nothing(tmp_path: Path, content: bytes) -> N
     assert not any(checked(reader))
     assert [v for _, v in read_all(reader)] == values
     reader.close()
+
+
+def test_checks_of_rolled_segments_survive_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer never closes (what a SIGKILL leaves on disk): each roll recorded the
+    segments closed so far. (Recovery CRC-scans the active one past the recovery point.)"""
+    writer = open_partition(tmp_path / "p")
+    for start in range(0, 300, 10):
+        writer.append_records([f"value-{i:05d}".encode().ljust(100, b".") for i in range(start, start + 10)])
+    reader = open_partition(tmp_path / "p", writable=False)
+    assert len(reader.segments) >= 3 and all(checked(reader))
+    reader.close()
+    monkeypatch.setattr(boot_checks, "boot_id", lambda: "another-boot")
+    without_record = open_partition(tmp_path / "p", writable=False)
+    assert checked(without_record) == [False] * (len(without_record.segments) - 1) + [True]
+    without_record.close()
+    writer.close()
+
+
+def test_a_record_that_cannot_be_written_fails_neither_roll_nor_close(tmp_path: Path) -> None:
+    directory = tmp_path / "p"
+    (directory / boot_checks.CHECK_RECORD).mkdir(parents=True)  # os.replace onto a directory fails
+    values = written_and_closed(directory)
+    assert (directory / ".clean-shutdown").exists()
+    reader = open_partition(directory, writable=False)
+    assert [v for _, v in read_all(reader)] == values
+    reader.close()
+
+
+def test_a_segment_changed_under_a_running_writer_is_not_recorded(tmp_path: Path) -> None:
+    """The writer checked the bytes before someone else changed them: its close must not
+    vouch for what is on disk now."""
+    directory = tmp_path / "p"
+    writer = open_partition(directory)
+    for start in range(0, 300, 10):
+        writer.append_records([f"value-{i:05d}".encode().ljust(100, b".") for i in range(start, start + 10)])
+    flips = [last_byte_of_a_middle_batch(writer, 1)]
+    flip_keeping_mtime(*flips[0])
+    writer.close()
+
+    reopened = open_partition(directory, writable=False)
+    assert checked(reopened) == [i != 1 for i in range(len(reopened.segments))]
+    _, error = read_until_error(reopened)
+    assert isinstance(error, CorruptSegmentError) and str(flips[0][0]) in str(error)
+    reopened.close()

@@ -65,9 +65,13 @@ class KafkaWire:
         self.sock = socket.create_connection(parse_addr(addr), timeout=10)
 
     def request(self, api_key: int, version: int, body: Writer, cid: int = 1, client: str = "raw") -> Reader:
+        self.send(api_key, version, body, cid, client)
+        return self.response(cid)
+
+    def send(self, api_key: int, version: int, body: Writer, cid: int, client: str = "raw") -> None:
+        """A request without waiting for its answer (to pipeline several)."""
         head = Writer().int16(api_key).int16(version).int32(cid).string(client)
         self.send_frame(b"".join(bytes(p) for p in head.parts + body.parts))
-        return self.response(cid)
 
     def send_frame(self, frame: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(frame)) + frame)

@@ -3,6 +3,8 @@ connection keeps serving. Also idempotent-producer sequence checks, batch by bat
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_harness import KafkaWire, create_topic
@@ -93,18 +95,41 @@ def test_idempotent_producer_retry_is_not_appended_twice(
     gap = _batch(producer_id, 7, [b"d"])
     error, _ = _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, gap), cid=5))
     assert error == KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    offsets = wire.request(
-        ApiKey.LIST_OFFSETS,
-        1,
+    assert _end_offset(wire.request(ApiKey.LIST_OFFSETS, 1, _list_end_offset(fresh_name), cid=6)) == (0, 3)
+
+
+def _list_end_offset(topic: str) -> Writer:
+    return (
         Writer()
         .int32(-1)
-        .array([fresh_name], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).int64(-1))),
-        cid=6,
+        .array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).int64(-1)))
     )
-    [(_, [(_, error, _, end)])] = offsets.array(
+
+
+def _end_offset(reply: Reader) -> tuple[int, int]:
+    [(_, [(_, error, _, end)])] = reply.array(
         lambda r: (r.string(), r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64())))
     )
-    assert (error, end) == (0, 3)
+    return error, end
+
+
+def test_pipelined_produces_are_appended_and_answered_in_order(
+    wire: KafkaWire, bootstrap: str, fresh_name: str
+) -> None:
+    """Produces sent back to back without waiting are handled while the next are read; their
+    appends and answers keep the order they were sent in, a request of another kind sees all
+    of them, and a client that stops sending (half-close) still gets every answer."""
+    create_topic(bootstrap, fresh_name)
+    sizes = [1, 3, 60_000, 2, 1, 30_000, 4, 1, 7, 50_000, 1, 2]  # records per request
+    for cid, count in enumerate(sizes, start=1):
+        values = [b"r%d-%d" % (cid, i) for i in range(count)]
+        wire.send(ApiKey.PRODUCE, 5, _produce_body(fresh_name, _batch(-1, -1, values), acks=1), cid=cid)
+    wire.send(ApiKey.LIST_OFFSETS, 1, _list_end_offset(fresh_name), cid=len(sizes) + 1)
+    wire.sock.shutdown(socket.SHUT_WR)
+    bases = [_produce_result(wire.response(cid)) for cid in range(1, len(sizes) + 1)]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    assert bases == [(0, start) for start in starts]
+    assert _end_offset(wire.response(len(sizes) + 1)) == (0, sum(sizes))
 
 
 def test_corrupt_batch_and_unknown_topic_get_partition_errors(

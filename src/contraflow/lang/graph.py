@@ -108,6 +108,10 @@ class WindowSpec(_ToDict):
     emit_empty_windows: bool = False
     script: SourceExpr | None = None
     slide: int | None = None
+    # A state window (Tremor 0.13): its `script` updates `state` (this initial value, per group)
+    # and answers `emit` (bool) or `[emit, include]` for each event.
+    has_state: bool = False
+    state: Any = None
 
 
 @dataclass

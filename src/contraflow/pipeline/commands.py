@@ -40,21 +40,30 @@ def query(file: Path, ingest_ns: str) -> None:
     """
     from contraflow.lang.commands import compile_path
     from contraflow.lang.graph import PipelineGraph
-    from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark
+    from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark, start_local_session
     from contraflow.process_output import ticking
 
     if file.suffix != ".trickle":
         raise UserError(f"{file}: contraflow query runs a .trickle file")
-    graph = compile_path(file)
-    assert isinstance(graph, PipelineGraph)
-    lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer if line.strip()]
-    with tempfile.TemporaryDirectory(prefix="contraflow-query-") as tmp:
+    # A JVM still starting when a mistake ends the command may leave files behind: not an error.
+    with tempfile.TemporaryDirectory(prefix="contraflow-query-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         with quiet_process_output(work / "spark.log") as (out, err):
-            with ticking(err, "running the query on local Spark"):
-                result = run_on_spark(graph, lines, ingest=INGEST_MODES[ingest_ns], work_dir=work)
-            _write_lines(out, result.ports.get("out", []))
-            _write_lines(err, result.ports.get("err", []))
+            spark = start_local_session(work)  # seconds: under way while the file compiles and input is read
+            graph = compile_path(file)
+            assert isinstance(graph, PipelineGraph)
+            lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer if line.strip()]
+            with ticking(err, "running the query on local Spark") as erase_ticker:
+                streams = {"out": out, "err": err}  # the other ports are not shown
+
+                def emit(port: str, values: list[bytes]) -> None:
+                    if port in streams and values:
+                        erase_ticker()
+                        _write_lines(streams[port], values)
+
+                run_on_spark(
+                    graph, lines, ingest=INGEST_MODES[ingest_ns], emit=emit, work_dir=work, spark=spark
+                )
 
 
 def _write_lines(stream: IO[bytes], values: list[bytes]) -> None:

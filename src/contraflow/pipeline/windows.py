@@ -9,6 +9,10 @@ emits the select's target over its aggregates and folds them into the next
 frame (that frame counts one step per merged window). Groups whose frames are
 all empty are dropped, so idle keys cost nothing.
 
+A state window (Tremor 0.13) keeps a `state` per group that its script updates on
+each event, answering `emit` (bool) or `[emit, include]`: with `include` the event
+joins the window that is emitted, without it the next one.
+
 A sliding window (beyond Tremor) is kept as panes of `slide` events (or ns):
 when a pane closes it joins the last `size / slide` (or `interval / slide`)
 panes, and the window over them is emitted (a count window once it is full, a
@@ -27,6 +31,7 @@ from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
 from contraflow.lang.script.stdlib.win_ import WINDOW
 from contraflow.pipeline.grouping import group_key
+from contraflow.pipeline.item import copy_value
 
 
 class WindowScriptError(Exception):
@@ -36,13 +41,14 @@ class WindowScriptError(Exception):
 class Frame:
     """One window of one group: its aggregates, how many events/merges it holds, when it closes."""
 
-    __slots__ = ("aggs", "n", "count", "next_ns", "panes")
+    __slots__ = ("aggs", "n", "count", "next_ns", "panes", "state")
 
-    def __init__(self, aggs: list[Aggregate], panes: int | None = None) -> None:
+    def __init__(self, aggs: list[Aggregate], panes: int | None = None, state: Any = None) -> None:
         self.aggs = aggs
         self.n = 0
         self.count = 0
         self.next_ns: int | None = None
+        self.state = state  # a state window's `state`
         # A sliding window's closed panes (aggregates, events in them), the newest last.
         self.panes: deque[tuple[list[Aggregate], int]] | None = None if panes is None else deque(maxlen=panes)
 
@@ -87,8 +93,8 @@ class Windows:
         self.clock_interval = (
             specs[0].interval_ns if self.scripts[0] is None and self.pane_counts[0] is None else None
         )
-        # A time frame always holds the event just added, so only count windows can empty a group here.
-        self.evict_on_event = specs[0].size is not None
+        # A time frame always holds the event just added, so only count and state windows can empty a group.
+        self.evict_on_event = specs[0].size is not None or specs[0].has_state
         # Per aggregate: its argument functions (raw generated code, located on failure) and position.
         self.accumulators = [([a.fn for a in call.args], call.position) for call in select.aggregates]
         self.locators = [a.locator for call in select.aggregates for a in call.args]
@@ -140,6 +146,15 @@ class Windows:
         """Tremor's window step: decide include/close for this frame, close it, then add the event."""
         spec = self.specs[level]
         frame = group.frames[level]
+        if spec.has_state:
+            emit, include = self._state_actions(level, frame, event, meta)
+            if include:
+                self._add(group, level, event, meta, prev)
+            if emit:
+                self._close(group, level, event, meta, now_ns, emitted, tick_ns)
+            if not include:
+                self._add(group, level, event, meta, prev)
+            return
         if self.pane_counts[level] is not None and spec.size is not None:
             self._add(group, level, event, meta, prev)  # a count pane closes with its last event
             frame.count += self._script_value(level, event, meta, 1)
@@ -166,7 +181,26 @@ class Windows:
         self._add(group, level, event, meta, prev)
 
     def _new_frames(self) -> list[Frame]:
-        return [Frame(self.select.new_aggregates(), panes) for panes in self.pane_counts]
+        return [
+            Frame(self.select.new_aggregates(), panes, copy_value(spec.state))
+            for panes, spec in zip(self.pane_counts, self.specs, strict=True)
+        ]
+
+    def _state_actions(self, level: int, frame: Frame, event: Any, meta: dict[str, Any]) -> tuple[bool, bool]:
+        """Run a state window's script: it updates `state` and answers `emit` or `[emit, include]`."""
+        script = self.scripts[level]
+        assert script is not None, "a state window has a script (checked when compiling)"
+        result = script.run(event, meta, frame.state, self.args)
+        frame.state = result.state
+        answer = result.event
+        if answer is True or answer is False:
+            return answer, answer
+        if type(answer) is list and len(answer) == 2 and all(a is True or a is False for a in answer):
+            return answer[0], answer[1]
+        raise WindowScriptError(
+            f"the script of state window '{self.names[level]}' must give a bool or [emit, include], "
+            f"got {'nothing (drop)' if result.dropped else repr(answer)}"
+        )
 
     def _slide(
         self,
@@ -347,20 +381,24 @@ class Windows:
 
         for dims, frames in state["groups"]:
             restored = []
-            for level, (n, count, next_ns, aggs, *panes) in enumerate(frames):
+            for level, (n, count, next_ns, aggs, *extra) in enumerate(frames):
                 frame = Frame(aggregates(aggs), self.pane_counts[level])
                 frame.n, frame.count, frame.next_ns = n, count, next_ns
-                if panes and frame.panes is not None:
-                    frame.panes.extend((aggregates(data), pane_n) for pane_n, data in panes[0])
+                if extra and frame.panes is not None:
+                    frame.panes.extend((aggregates(data), pane_n) for pane_n, data in extra[0])
+                elif extra:  # a state window's state
+                    frame.state = extra[0]["state"]
                 restored.append(frame)
             self.groups[group_key(dims)] = Group(dims, restored)
         self.dropped = state.get("dropped", 0)
 
 
 def _frame_state(frame: Frame) -> list[Any]:
-    state = [frame.n, frame.count, frame.next_ns, [a.snapshot() for a in frame.aggs]]
+    state: list[Any] = [frame.n, frame.count, frame.next_ns, [a.snapshot() for a in frame.aggs]]
     if frame.panes is not None:
         state.append([[n, [a.snapshot() for a in aggs]] for aggs, n in frame.panes])
+    elif frame.state is not None:
+        state.append({"state": frame.state})
     return state
 
 

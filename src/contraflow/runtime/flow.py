@@ -37,7 +37,7 @@ from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
-from contraflow.runtime.cancellation import TieredCancel
+from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
@@ -58,6 +58,7 @@ from contraflow.spu.storage.config import TopicConfig
 log = logging.getLogger("contraflow.runtime.flow")
 
 STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
+EARLIER_STOP_S = 60.0  # a redeploy waits this long for its pipelines' last runs to stop
 CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
 
 
@@ -71,6 +72,7 @@ class Services:
     metrics: RuntimeMetrics
     stop_runtime: Callable[[], None]
     events: EventStream = field(default_factory=lambda: EventStream(None))
+    query_stops: QueryStops = field(default_factory=QueryStops)
 
 
 @dataclass
@@ -163,14 +165,30 @@ class FlowInstance:
                 raise UserError(f"flow '{self.id}': connector '{alias}' ({cls.kind}) cannot be a sink")
 
     async def start(self) -> None:
-        """Topics, pipelines, sinks, then sources (each released once its sinks are connected)."""
+        """Topics, then sinks and sources while the pipelines' queries start (each source released
+        once its sinks are connected): a query's start takes seconds, and what the sources read
+        meanwhile waits in the channels for its first micro-batch."""
         existing = set(await self.client.list_topics())
         for topic in self.topology.channels:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
                 await self.client.create_topic(topic, TopicConfig(partitions=1))
-        await self._start_pipelines()
-        running = {alias: self.graph.pipelines[alias] for alias in self.pipelines}
-        self.qos = QosFeed(self.id, running, self.routes, self.client)
+        starting = self._pipelines_to_start()
+        self.qos = QosFeed(
+            self.id, {alias: self.graph.pipelines[alias] for alias in starting}, self.routes, self.client
+        )
+        for alias, inst in self.connectors.items():
+            self._build_runners(alias, inst)
+        self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
+        for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
+            if inst.sink is not None:
+                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
+        self._breakers_changed(self.holds.apply_breakers())
+        self._start_connector_tasks()
+        try:
+            await self._start_pipelines(starting)
+        except BaseException:
+            await self._stop_connectors()
+            raise
         self.monitor = FlowMonitor(
             self.id,
             self.topology,
@@ -181,40 +199,40 @@ class FlowInstance:
             self.services.metrics,
             self.services.events,
         )
-        for alias, inst in self.connectors.items():
-            self._build_runners(alias, inst)
-        self._sources.update(alias for alias, inst in self.connectors.items() if inst.source is not None)
-        for alias, inst in self.connectors.items():  # controlled start: every sink's breaker starts open
-            if inst.sink is not None:
-                self.holds.open[Breaker(alias, BreakerCause.CONNECTION)] = NOT_CONNECTED
-        self._breakers_changed(self.holds.apply_breakers())
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
+
+    def _start_connector_tasks(self) -> None:
+        """Sinks first, then sources: each a task guarded by `_guard`."""
         for alias, inst in self.connectors.items():
             if inst.sink is not None:
-                inst.tasks.append(
-                    asyncio.create_task(
-                        self._guard(self._run_sink(inst.sink), alias), name=f"sink {self.id}/{alias}"
-                    )
-                )
+                self._spawn(inst, self._run_sink(inst.sink), f"sink {self.id}/{alias}")
         for alias, inst in self.connectors.items():
             if inst.source is not None:
-                inst.tasks.append(
-                    asyncio.create_task(
-                        self._guard(self._run_source(inst.source), alias), name=f"source {self.id}/{alias}"
-                    )
-                )
+                self._spawn(inst, self._run_source(inst.source), f"source {self.id}/{alias}")
 
-    async def _start_pipelines(self) -> None:
-        for alias, graph in self.graph.pipelines.items():
+    def _spawn(self, inst: ConnectorInstance, work: Any, name: str) -> None:
+        inst.tasks.append(asyncio.create_task(self._guard(work, inst.ctx.alias), name=name))
+
+    def _pipelines_to_start(self) -> dict[str, list[PipelineInput]]:
+        """Pipeline alias -> the channels it reads; one with no input connected is not started."""
+        starting: dict[str, list[PipelineInput]] = {}
+        for alias in self.graph.pipelines:
             inputs = [  # a port fed by several connections (fan-in) reads each of their channels
                 PipelineInput(reader.to.port, channel.topic, reader.consumer)
                 for channel, reader in self.topology.inputs_of("pipeline", alias)
             ]
-            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
-            if not inputs:
+            if inputs:
+                starting[alias] = inputs
+            else:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
-                continue
+        return starting
+
+    async def _start_pipelines(self, starting: dict[str, list[PipelineInput]]) -> None:
+        """Each query starts in a thread (planning, Python workers: seconds), the loop runs on."""
+        for alias, inputs in starting.items():
+            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
+            await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
             for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
                 await control.credit(inp.consumer, inp.topic).set_async(
                     self.client, admitted(self.settings.priority, None)
@@ -224,12 +242,12 @@ class FlowInstance:
                 self.services.spark,
                 self.id,
                 alias,
-                graph,
+                self.graph.pipelines[alias],
                 spu=self.services.spu_addr,
                 inputs=inputs,
                 outputs=outputs,
                 data_dir=self.services.data_dir,
-                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(graph)),
+                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(self.graph.pipelines[alias])),
                 pool=self.settings.priority,
             )
 
@@ -321,7 +339,10 @@ class FlowInstance:
                     error = run.error()
                     if error and self.state not in ("failed", "draining", "stopped"):
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
-                        self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
+                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+                        self.services.events.emit(
+                            "batch_failed", self.id, pipeline=alias, error=_headline(error)
+                        )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -451,7 +472,9 @@ class FlowInstance:
             self._monitor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
-        await asyncio.gather(*(asyncio.to_thread(run.stop) for run in self.pipelines.values()))
+        stops = self.services.query_stops
+        tracked = [stops.track(run.name, asyncio.to_thread(run.stop)) for run in self.pipelines.values()]
+        await asyncio.gather(*map(asyncio.shield, tracked))  # a timed-out tier leaves them running
 
     async def _stop_connectors(self) -> None:
         """Ask connector tasks to stop, give them a moment, cancel what is left, close everything."""
@@ -531,6 +554,11 @@ class FlowInstance:
             priority=self.settings.priority,
             channels=[self.channel_status(c) for c in self.topology.channels.values()],
         )
+
+
+def _headline(error: str) -> str:
+    """A JVM error without its stack frames: what a person reads in an event (the log has it all)."""
+    return error.split("\n\tat ", 1)[0].strip()
 
 
 def _node(endpoint: Endpoint) -> NodeRef:

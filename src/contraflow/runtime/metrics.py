@@ -11,10 +11,15 @@ Families (labels in braces):
 - `contraflow_connector_bytes_total{flow,connector,port}`: payload bytes through a connector port
 - `contraflow_connector_errors_total{flow,connector,port}`: events a connector failed (codec, delivery)
 - `contraflow_channel_depth{flow,channel}`: events in a channel not yet consumed by its slowest reader
+- `contraflow_channel_corrupt_batches{flow,channel}`: distinct corrupt batches (CRC32C, framing)
+  reads met in the channel's topic since the SPU opened it
 - `contraflow_channel_breaker_open{flow,channel}`: 1 while the channel's circuit breaker is open, else 0
 - `contraflow_channel_backpressure_transitions_total{flow,channel,transition}`: `pause` at the high
   watermark, `resume` below the low one
 - `contraflow_pipeline_batch_duration_seconds{flow,pipeline}`: histogram of micro-batch durations
+- `contraflow_pipeline_batch_phase_seconds_total{flow,pipeline,phase}`: where micro-batches' time
+  went, from Spark's progress: `offsets`, `planning`, `execution`, `commit`, and `state_commit`
+  (state stores, summed over tasks) for stateful pipelines
 - `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
 - `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
@@ -71,6 +76,12 @@ class RuntimeMetrics:
             chan,
             registry=r,
         )
+        self.channel_corrupt_batches = Gauge(
+            "contraflow_channel_corrupt_batches",
+            "Distinct corrupt batches (CRC32C, framing) reads met in the channel's topic since the SPU opened it.",
+            chan,
+            registry=r,
+        )
         self.channel_breaker_open = Gauge(
             "contraflow_channel_breaker_open",
             "1 while the channel's circuit breaker is open, else 0.",
@@ -88,6 +99,12 @@ class RuntimeMetrics:
             "Duration of a pipeline's micro-batches.",
             pipe,
             buckets=BATCH_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.pipeline_batch_phase_seconds_total = Counter(
+            "contraflow_pipeline_batch_phase_seconds",
+            "Time a pipeline's micro-batches spent in each phase, from Spark's progress.",
+            [*pipe, "phase"],
             registry=r,
         )
         self.pipeline_events_total = Counter(
@@ -150,6 +167,10 @@ class RuntimeMetrics:
         """Record a channel's current depth (end offset minus the slowest committed offset)."""
         self._child(self.channel_depth, flow, channel).set(depth)
 
+    def set_channel_corrupt_batches(self, flow: str, channel: str, count: int) -> None:
+        """Record how many distinct corrupt batches the SPU met reading a channel's topic."""
+        self._child(self.channel_corrupt_batches, flow, channel).set(count)
+
     def set_breaker(self, flow: str, channel: str, is_open: bool) -> None:
         """Record whether a channel's circuit breaker is open."""
         self._child(self.channel_breaker_open, flow, channel).set(1 if is_open else 0)
@@ -169,9 +190,12 @@ class RuntimeMetrics:
         events_in: int,
         events_out: int,
         events_per_second: float | None = None,
+        phases: tuple[tuple[str, float], ...] = (),
     ) -> None:
         """Record one finished micro-batch; the rate defaults to `events_in / duration_s`."""
         self._child(self.pipeline_batch_duration_seconds, flow, pipeline).observe(duration_s)
+        for phase, seconds in phases:
+            self._child(self.pipeline_batch_phase_seconds_total, flow, pipeline, phase).inc(seconds)
         self._child(self.pipeline_events_total, flow, pipeline, "in").inc(events_in)
         self._child(self.pipeline_events_total, flow, pipeline, "out").inc(events_out)
         if events_per_second is None:

@@ -120,6 +120,8 @@ class FlowMonitor:
             state.observe_end(part.high_watermark, time.monotonic())
             records = part.log_end_offset - part.log_start_offset
             state.mean_record_bytes = part.size_bytes // records if records else 0
+            name = self.topology.channels[topic].name
+            self.metrics.set_channel_corrupt_batches(self.flow_id, name, part.corrupt_batches)
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
             slowest = min(
@@ -142,7 +144,12 @@ class FlowMonitor:
         for batch in run.finished():
             self.last_batch[alias] = (time.monotonic(), batch.duration_s)
             self.metrics.pipeline_batch(
-                self.flow_id, alias, batch.duration_s, batch.rows_in, max(batch.rows_out, 0)
+                self.flow_id,
+                alias,
+                batch.duration_s,
+                batch.rows_in,
+                max(batch.rows_out, 0),
+                phases=batch.phases,
             )
             unresolved.append(batch)
         while unresolved:

@@ -13,7 +13,9 @@ import os
 import shlex
 import sys
 import tempfile
+import threading
 import zipfile
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,27 +43,34 @@ def is_local_master(master: str) -> bool:
 def base_conf(master: str, data_dir: Path) -> dict[str, str]:
     """Settings contraflow relies on; callers may override any of them."""
     cores = os.cpu_count() or 2
-    return {
-        "spark.master": master,
-        "spark.app.name": "contraflow",
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.streaming.checkpointLocation": str(checkpoint_root(data_dir).resolve()),
-        "spark.sql.warehouse.dir": str((data_dir / "spark-warehouse").resolve()),
-        # Few cores: 200 shuffle partitions would make every micro-batch pay for 200 tiny tasks.
-        "spark.sql.shuffle.partitions": str(max(2, cores)),
-        "spark.default.parallelism": str(max(2, cores)),
-        "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.streaming.noDataMicroBatches.enabled": "true",
-        "spark.scheduler.mode": "FAIR",
-        # One pool per flow priority (`contraflow.spark.pools`); queries name theirs when they start.
-        "spark.scheduler.allocation.file": str(write_allocation_file(data_dir)),
-        # Cancelled tasks' Python workers are killed this soon (bounded cancellation).
-        "spark.python.task.killTimeout": "1s",
-        "spark.python.worker.reuse": "true",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {_class_cache()}".strip(),
-    } | _local_network_conf(master)
+    return (
+        {
+            "spark.master": master,
+            "spark.app.name": "contraflow",
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+            # A commit writes the batch's changed keys, not a new snapshot of every file: on a
+            # stateful pipeline that was the largest fixed cost of a micro-batch.
+            "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+            "spark.sql.streaming.checkpointLocation": str(checkpoint_root(data_dir).resolve()),
+            "spark.sql.warehouse.dir": str((data_dir / "spark-warehouse").resolve()),
+            # Few cores: 200 shuffle partitions would make every micro-batch pay for 200 tiny tasks.
+            "spark.sql.shuffle.partitions": str(max(2, cores)),
+            "spark.default.parallelism": str(max(2, cores)),
+            "spark.ui.showConsoleProgress": "false",
+            "spark.ui.enabled": "false",
+            "spark.sql.execution.arrow.pyspark.enabled": "true",
+            "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+            "spark.scheduler.mode": "FAIR",
+            # One pool per flow priority (`contraflow.spark.pools`); queries name theirs when they start.
+            "spark.scheduler.allocation.file": str(write_allocation_file(data_dir)),
+            # Cancelled tasks' Python workers are killed this soon (bounded cancellation).
+            "spark.python.task.killTimeout": "1s",
+            "spark.python.worker.reuse": "true",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {_class_cache()}".strip(),
+        }
+        | _local_network_conf(master)
+        | _local_worker_daemon_conf(master)
+    )
 
 
 def _class_cache() -> str:
@@ -81,6 +90,14 @@ def _local_network_conf(master: str) -> dict[str, str]:
     if not is_local_master(master):
         return {}
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def _local_worker_daemon_conf(master: str) -> dict[str, str]:
+    """Local Python workers fork from a daemon that imported contraflow's task code already
+    (`contraflow.spark.worker_daemon`); a cluster's executors keep PySpark's own daemon."""
+    if not is_local_master(master):
+        return {}
+    return {"spark.python.daemon.module": "contraflow.spark.worker_daemon"}
 
 
 def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
@@ -196,3 +213,33 @@ def register(spark: SparkSession) -> SparkSession:
 
     spark.dataSource.register(ContraflowDataSource)
     return spark
+
+
+def activate(spark: SparkSession) -> None:
+    """Make `spark` the JVM's active session on this thread: Spark looks Python data sources up
+    through the thread's active session, and sessions are built, and queries started, from
+    threads other than the one that uses them (`start_session`, the runtime's worker threads)."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+
+
+def start_session(
+    master: str | None = None, data_dir: str | os.PathLike[str] | None = None
+) -> Future[SparkSession]:
+    """`session(master, data_dir)` building in a background thread, so the JVM's cold start (seconds)
+    overlaps whatever the caller does meanwhile (compiling flows, starting the SPU).
+
+    The thread is a daemon: a caller that fails meanwhile exits without waiting for Spark, and the
+    half-started JVM ends with it (Spark's gateway exits when its standard input closes).
+    """
+    started: Future[SparkSession] = Future()
+
+    def build() -> None:
+        if not started.set_running_or_notify_cancel():
+            return
+        try:
+            started.set_result(session(master, data_dir))
+        except BaseException as err:  # noqa: BLE001 - handed to whoever waits for the session
+            started.set_exception(err)
+
+    threading.Thread(target=build, name="spark-start", daemon=True).start()
+    return started

@@ -19,11 +19,13 @@ from typing import Any, BinaryIO, TypeVar
 
 import click
 import crc32c
+import orjson
 
 from contraflow.discovery import log_dir, running_runtime
 from contraflow.errors import UserError
 from contraflow.security import use_tls_ca
 from contraflow.spu.api import LocalLog, LogClient, OffsetSpec
+from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.errors import StorageError
 from contraflow.spu.units import parse_count, parse_duration_ms, parse_size, parse_time_ms
@@ -35,6 +37,7 @@ CONSUME_POLL_S = 0.1
 CONSUME_FETCH_BYTES = 1 << 20
 
 F = TypeVar("F", bound=Callable[..., Any])
+ACKS = {"all": Acks.COMMITTED, "leader": Acks.LEADER, "none": Acks.NONE}
 
 
 def _errors_as_user_errors(func: F) -> F:
@@ -123,6 +126,20 @@ def topic() -> None:
     "--retention-time", default=None, metavar="DURATION", help="Delete segments older than this (7d, 12h)."
 )
 @click.option("--retention-bytes", default=None, metavar="BYTES", help="Keep about this much per partition.")
+@click.option(
+    "--replication-factor",
+    default="1",
+    metavar="R",
+    show_default=True,
+    help="Copies of each partition (a cluster).",
+)
+@click.option(
+    "--min-in-sync-replicas",
+    default="1",
+    metavar="M",
+    show_default=True,
+    help="acks=all produces fail while fewer replicas are in sync.",
+)
 @data_dir_option
 @_errors_as_user_errors
 def topic_create(
@@ -131,10 +148,16 @@ def topic_create(
     segment_size: str | None,
     retention_time: str | None,
     retention_bytes: str | None,
+    replication_factor: str,
+    min_in_sync_replicas: str,
     data_dir: str,
 ) -> None:
     """Create topic NAME."""
-    kwargs: dict[str, Any] = {"partitions": parse_count(partitions, "partition count", minimum=1)}
+    kwargs: dict[str, Any] = {
+        "partitions": parse_count(partitions, "partition count", minimum=1),
+        "replication_factor": parse_count(replication_factor, "replication factor", minimum=1),
+        "min_in_sync_replicas": parse_count(min_in_sync_replicas, "min in-sync replicas", minimum=1),
+    }
     if segment_size is not None:
         kwargs["segment_bytes"] = parse_size(segment_size, "segment size")
     if retention_time is not None:
@@ -168,15 +191,20 @@ def topic_list(data_dir: str) -> None:
 
 @topic.command("describe")
 @click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the description as one JSON object.")
 @data_dir_option
 @_errors_as_user_errors
-def topic_describe(name: str, data_dir: str) -> None:
-    """Show a topic's settings and, per partition, its offsets and size."""
+def topic_describe(name: str, as_json: bool, data_dir: str) -> None:
+    """Show a topic's settings and, per partition, its offsets and size (in a cluster also
+    leader, replicas, in-sync replicas and leader epoch)."""
     log = open_log(data_dir, read_only=True)
     try:
         desc = log.describe_topic(name)
     finally:
         log.close()
+    if as_json:
+        click.echo(orjson.dumps(desc.to_dict()).decode())
+        return
     cfg = desc.config
     click.echo(f"topic: {desc.name}")
     click.echo(f"partitions: {cfg.partitions}")
@@ -192,6 +220,16 @@ def topic_describe(name: str, data_dir: str) -> None:
             f"{p.partition:>9} {p.log_start_offset:>12} {p.log_end_offset:>12} "
             f"{p.high_watermark:>15} {p.size_bytes:>14} {p.segment_count:>8}"
         )
+    if any(p.leader_epoch is not None for p in desc.partitions):
+        click.echo(
+            f"replication factor: {cfg.replication_factor}, min in-sync replicas: {cfg.min_in_sync_replicas}"
+        )
+        click.echo(f"{'partition':>9} {'leader':>6} {'epoch':>6}  {'replicas':<12} {'in sync':<12}")
+        for p in desc.partitions:
+            leader = "none" if p.leader is None else str(p.leader)
+            replicas = ",".join(map(str, p.replicas))
+            in_sync = ",".join(map(str, p.in_sync_replicas))
+            click.echo(f"{p.partition:>9} {leader:>6} {p.leader_epoch:>6}  {replicas:<12} {in_sync:<12}")
     for p in desc.partitions:
         if p.corrupt_batches:
             click.echo(f"partition {p.partition}: {p.corrupt_batches} corrupt batch(es) met by reads")
@@ -264,8 +302,15 @@ def split_keys(lines: list[bytes], separator: bytes, first_line: int) -> tuple[l
 @data_dir_option
 @click.option("--key-separator", default=None, metavar="SEP", help="Split each line into key SEP value.")
 @click.option("--partition", default=None, metavar="P", help="Write to this partition only.")
+@click.option(
+    "--acks",
+    type=click.Choice(["all", "leader", "none"]),
+    default="all",
+    show_default=True,
+    help="Answer once the in-sync replicas hold a batch (all), the leader does, or not at all.",
+)
 @_errors_as_user_errors
-def produce(name: str, data_dir: str, key_separator: str | None, partition: str | None) -> None:
+def produce(name: str, data_dir: str, key_separator: str | None, partition: str | None, acks: str) -> None:
     """Append one record per line of standard input to topic NAME.
 
     Keyed records go to the partition chosen by the key's hash; others are
@@ -273,6 +318,7 @@ def produce(name: str, data_dir: str, key_separator: str | None, partition: str 
     if key_separator == "":
         raise UserError("the key separator must not be empty")
     log = open_log(data_dir, read_only=False)
+    send = _producer(log, ACKS[acks])
     try:
         count = log.describe_topic(name).config.partitions
         fixed = None if partition is None else parse_count(partition, "partition", minimum=0)
@@ -282,18 +328,31 @@ def produce(name: str, data_dir: str, key_separator: str | None, partition: str 
         for lines in read_line_batches(sys.stdin.buffer, PRODUCE_BATCH_LINES, PRODUCE_LINGER_S):
             if key_separator is None:
                 target = next_partition if fixed is None else fixed
-                log.produce(name, target, lines)
+                send(name, target, lines, None)
                 next_partition = (next_partition + 1) % count
             else:
                 keys, values = split_keys(lines, key_separator.encode(), line_no)
-                _produce_keyed(log, name, count, fixed, keys, values)
+                _produce_keyed(send, name, count, fixed, keys, values)
             line_no += len(lines)
     finally:
         log.close()
 
 
+Send = Callable[[str, int, list[bytes], list[bytes] | None], object]
+
+
+def _producer(log: LogClient, acks: Acks) -> Send:
+    """produce(topic, partition, values, keys) at the acks level (an SPU's; a directory has none)."""
+    from contraflow.spu.client import SpuClient
+
+    if isinstance(log, SpuClient):
+        spu = log
+        return lambda topic, p, values, keys: spu.produce(topic, p, values, keys=keys, acks=acks)
+    return lambda topic, p, values, keys: log.produce(topic, p, values, keys=keys)
+
+
 def _produce_keyed(
-    log: LogClient, topic: str, count: int, fixed: int | None, keys: list[bytes], values: list[bytes]
+    send: Send, topic: str, count: int, fixed: int | None, keys: list[bytes], values: list[bytes]
 ) -> None:
     """Group a batch by partition (hash of the key) and append one batch per partition."""
     groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
@@ -303,7 +362,7 @@ def _produce_keyed(
         group[0].append(key)
         group[1].append(value)
     for p, (group_keys, group_values) in groups.items():
-        log.produce(topic, p, group_values, keys=group_keys)
+        send(topic, p, group_values, group_keys)
 
 
 # -- consume --------------------------------------------------------------------------------------

@@ -45,6 +45,13 @@ def spu() -> None:
 )
 @click.option("--id", "spu_id", default="0", show_default=True, metavar="N", help="This SPU's id.")
 @click.option(
+    "--sc",
+    "controller_addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Join the cluster of the controller at HOST:PORT (`contraflow sc run`); alone without it.",
+)
+@click.option(
     "--kafka-addr",
     default=None,
     metavar="HOST:PORT",
@@ -84,6 +91,7 @@ def run(
     public_addr: str,
     private_addr: str,
     spu_id: str,
+    controller_addr: str | None,
     kafka_addr: str | None,
     max_buffered_bytes: str,
     max_connections: str,
@@ -108,6 +116,13 @@ def run(
         except ValueError as err:
             raise UserError(str(err)) from None
         check_exposure(host, addr, what, token, insecure)
+    if controller_addr is not None:
+        try:
+            parse_addr(controller_addr)
+        except ValueError as err:
+            raise UserError(f"--sc: {err}") from None
+        if kafka_addr is not None:  # its produces would bypass the partition leaders
+            raise UserError("--kafka-addr is not available in a cluster (--sc) yet")
     if kafka_addr is not None:
         try:
             host, _ = parse_addr(kafka_addr)
@@ -128,6 +143,7 @@ def run(
         private_addr,
         int(spu_id),
         kafka_addr=kafka_addr,
+        controller_addr=controller_addr,
         limits=limits,
         token=token,
         tls=server_tls(tls_cert, tls_key),

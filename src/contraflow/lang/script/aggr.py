@@ -91,6 +91,8 @@ class Sum(Aggregate):
 
 
 class Min(Aggregate):
+    """A float, as in Tremor (it keeps an f64); 0.0 for an empty window."""
+
     name = "aggr::stats::min"
 
     def init(self) -> None:
@@ -106,7 +108,7 @@ class Min(Aggregate):
             self.accumulate(other.value)
 
     def emit(self) -> Any:
-        return self.value
+        return 0.0 if self.value is None else float(self.value)
 
 
 class Max(Min):
@@ -174,53 +176,153 @@ class Stdev(Var):
         return math.sqrt(super().emit())
 
 
-DEFAULT_PERCENTILES = ("0.5", "0.9", "0.95", "0.99", "0.999", "0.9999")
+DEFAULT_PERCENTILES = ("0.5", "0.9", "0.95", "0.99", "0.999", "0.9999", "0.99999")
 
 
-class Hdr(Aggregate):
-    """Count, min, max, mean, stdev, var and percentiles (exact, nearest rank) of the values.
+class _Percentiles(Aggregate):
+    """What `hdr` and `dds` share: the value plus an optional array of percentile strings."""
 
-    `aggr::stats::hdr(value[, ["0.5", "0.99"]])`: percentiles are given as strings, as in Tremor.
-    """
-
-    name = "aggr::stats::hdr"
     max_args = 2
 
     def init(self) -> None:
-        self.samples: list[Any] = []
         self.percentiles: list[str] = list(DEFAULT_PERCENTILES)
 
-    def accumulate(self, *args: Any) -> None:
-        self.samples.append(want(args[0], _NUM, self.name))
+    def _value(self, args: tuple[Any, ...]) -> float | int | None:
+        """The event's value, None when negative (Tremor's histograms skip those)."""
         if len(args) > 1:
             wanted = want(args[1], list, self.name, "percentiles")
             self.percentiles = [want(p, str, self.name, "percentile") for p in wanted]
+        value = want(args[0], _NUM, self.name)
+        return None if value < 0 else value
+
+
+class Hdr(_Percentiles):
+    """Tremor's HDR histogram summary: count, min, max, mean, stdev, var and percentiles.
+
+    `aggr::stats::hdr(value[, ["0.5", "0.99"]])`. As in Tremor, values are
+    recorded as whole non-negative integers, stdev is the population one and
+    var its square, and a percentile is the nearest-rank value (exact here; a
+    real HDR histogram with 2 significant digits rounds values above 255).
+    """
+
+    name = "aggr::stats::hdr"
+
+    def init(self) -> None:
+        super().init()
+        self.samples: list[int] = []
+
+    def accumulate(self, *args: Any) -> None:
+        value = self._value(args)
+        if value is not None:
+            self.samples.append(int(value))
 
     def merge(self, other: Hdr) -> None:
         self.samples.extend(other.samples)
 
     def emit(self) -> Any:
         data = sorted(self.samples)
-        var = Var()
-        for x in data:
-            var.accumulate(x)
-        out: dict[str, Any] = {
-            "count": len(data),
-            "min": data[0] if data else None,
-            "max": data[-1] if data else None,
-            "mean": var.mean if data else None,
-            "stdev": math.sqrt(var.emit()),
-            "var": var.emit(),
-            "percentiles": {},
+        n = len(data)
+        mean = sum(data) / n if n else 0.0
+        var = sum((x - mean) ** 2 for x in data) / n if n else 0.0
+        return {
+            "count": n,
+            "min": data[0] if n else 0,
+            "max": data[-1] if n else 0,
+            "mean": mean,
+            "stdev": math.sqrt(var),
+            "var": var,
+            "percentiles": {
+                p: data[min(n, max(1, math.ceil(float(p) * n))) - 1] if n else 0 for p in self.percentiles
+            },
         }
-        for p in self.percentiles:
-            q = float(p)
-            if not data:
-                out["percentiles"][p] = None
-                continue
-            rank = max(1, math.ceil(q * len(data)))
-            out["percentiles"][p] = data[min(rank, len(data)) - 1]
-        return out
+
+
+# DDSketch with the `sketches-ddsketch` defaults Tremor uses: 1% relative accuracy.
+_DDS_ALPHA = 0.01
+_DDS_GAMMA = 1 + 2 * _DDS_ALPHA / (1 - _DDS_ALPHA)
+_DDS_GAMMA_LN = math.log1p(2 * _DDS_ALPHA / (1 - _DDS_ALPHA))
+_DDS_MIN_VALUE = 1.0e-9
+
+
+class Dds(_Percentiles):
+    """Tremor's `aggr::stats::dds`: a DDSketch (relative-error quantiles) with count, sum, min,
+    max, mean and percentiles, each percentile rounded up to one decimal as Tremor does.
+
+    Values fall into logarithmic bins of ratio gamma; a quantile is the bin's
+    representative value `2 * gamma^key / (1 + gamma)`, within 1% of the truth.
+    """
+
+    name = "aggr::stats::dds"
+
+    def init(self) -> None:
+        super().init()
+        self.bins: dict[str, int] = {}  # str keys: the snapshot is JSON
+        self.zeros = 0
+        self.count = 0
+        self.total = 0.0
+        self.low = 0.0  # meaningful once `count` > 0 (no infinities: the snapshot is JSON)
+        self.high = 0.0
+
+    def accumulate(self, *args: Any) -> None:
+        value = self._value(args)
+        if value is None:
+            return
+        value = float(value)
+        self.low, self.high = (min(self.low, value), max(self.high, value)) if self.count else (value, value)
+        self.count += 1
+        self.total += value
+        if value < _DDS_MIN_VALUE:
+            self.zeros += 1
+        else:
+            key = str(math.ceil(math.log(value) / _DDS_GAMMA_LN))
+            self.bins[key] = self.bins.get(key, 0) + 1
+
+    def merge(self, other: Dds) -> None:
+        for key, n in other.bins.items():
+            self.bins[key] = self.bins.get(key, 0) + n
+        if other.count:
+            self.low, self.high = (
+                (min(self.low, other.low), max(self.high, other.high))
+                if self.count
+                else (other.low, other.high)
+            )
+        self.zeros += other.zeros
+        self.count += other.count
+        self.total += other.total
+
+    def _quantile(self, q: float) -> float:
+        if q <= 0:
+            return self.low
+        if q >= 1:
+            return self.high
+        rank = int(q * (self.count - 1))
+        if rank < self.zeros:
+            return 0.0
+        seen = self.zeros
+        for key in sorted(int(k) for k in self.bins):
+            seen += self.bins[str(key)]
+            if seen > rank:
+                return 2 * _DDS_GAMMA**key / (1 + _DDS_GAMMA)
+        return self.high
+
+    def emit(self) -> Any:
+        if not self.count:
+            return {
+                "count": 0,
+                "sum": 0.0,
+                "min": 0.0,
+                "max": 0.0,
+                "mean": 0.0,
+                "percentiles": dict.fromkeys(self.percentiles, 0.0),
+            }
+        return {
+            "count": self.count,
+            "sum": self.total,
+            "min": self.low,
+            "max": self.high,
+            "mean": self.total / self.count,
+            "percentiles": {p: math.ceil(self._quantile(float(p)) * 10) / 10 for p in self.percentiles},
+        }
 
 
 class First(Aggregate):
@@ -282,7 +384,21 @@ class CollectNested(CollectFlattened):
 
 AGGREGATES: dict[str, type[Aggregate]] = {
     cls.name: cls
-    for cls in (Count, Sum, Min, Max, Mean, Var, Stdev, Hdr, First, Last, CollectFlattened, CollectNested)
+    for cls in (
+        Count,
+        Sum,
+        Min,
+        Max,
+        Mean,
+        Var,
+        Stdev,
+        Hdr,
+        Dds,
+        First,
+        Last,
+        CollectFlattened,
+        CollectNested,
+    )
 }
 
 

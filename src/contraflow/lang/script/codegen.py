@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
+from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
@@ -81,16 +81,14 @@ for _op, _name in _UNARY_HELPERS.items():
 
 
 def _pattern_cmp(op: str) -> Callable[[Any, Any], bool]:
-    """Comparison inside a record pattern: incomparable values simply do not match."""
+    """Comparison inside a record pattern: an absent field does not match; values that cannot
+    be compared are a runtime error, as in Tremor."""
     fn = values.BINARY[op]
 
     def cmp(a: Any, b: Any) -> bool:
         if a is values.MISSING:
             return False
-        try:
-            return bool(fn(a, b))
-        except ScriptRuntimeError:
-            return False
+        return bool(fn(a, b))
 
     return cmp
 

@@ -304,7 +304,12 @@ class Interpreter:
     def _e_Match(self, node: ast.Match, frame: _Frame) -> Any:
         subject = self.eval(node.target, frame)
         for case in node.cases:
-            ok, bound = self.matches(case.pattern, subject, frame)
+            try:
+                ok, bound = self.matches(case.pattern, subject, frame)
+            except ScriptRuntimeError as err:  # a comparison in the pattern: located at its case
+                if err.position is not None:
+                    raise
+                raise ScriptRuntimeError(err.message, case.pos, self.name) from err
             if not ok:
                 continue
             frame.locals.update({k: values.copy_value(v) for k, v in bound.items()})
@@ -398,10 +403,7 @@ class Interpreter:
                 ok, extracted[fp.key] = self.test(fp.value, value[fp.key], frame)
             else:
                 assert isinstance(fp.value, ast.Expr)
-                try:
-                    ok = bool(values.BINARY[fp.op](value[fp.key], self.eval(fp.value, frame)))
-                except ScriptRuntimeError:
-                    ok = False
+                ok = bool(values.BINARY[fp.op](value[fp.key], self.eval(fp.value, frame)))
             if not ok:
                 return False, value
         return True, extracted

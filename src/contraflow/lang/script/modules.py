@@ -57,6 +57,7 @@ def bind_uses(uses: tuple[ast.Use, ...], modules: ModuleResolver | None) -> Bind
     for use in uses:
         if is_library_module(use.path):
             out.aliases[use.alias] = use.text
+            out.consts.update(stdlib.aliased_constants({use.alias: use.text}))
             continue
         module = modules(use.path) if modules is not None else None
         if module is None:

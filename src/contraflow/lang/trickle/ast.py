@@ -121,8 +121,8 @@ class DefineWindow:
     params: list[Assignment]
     script: SourceExpr | None
     pos: Position
-    # Where a `state` clause was written (Tremor's windows have none: reported as an error).
-    state_clause: Position | None = None
+    # `state <expr>`: the initial state of a state window (Tremor 0.13).
+    state: SourceExpr | None = None
 
 
 @dataclass

@@ -62,7 +62,7 @@ OPERATORS: dict[str, OperatorKind] = {
 class WindowKind:
     name: str
     params: frozenset[str] = field(
-        default_factory=lambda: frozenset({"size", "interval", "max_groups", "emit_empty_windows"})
+        default_factory=lambda: frozenset({"size", "interval", "max_groups", "emit_empty_windows", "state"})
     )
 
 

@@ -272,10 +272,6 @@ class TrickleTransformer(Transformer):
         )
 
     @v_args(meta=True)
-    def window_state(self, meta: Meta, children: list[Any]) -> Position:
-        return self._pos(meta)
-
-    @v_args(meta=True)
     def define_window_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineWindow:
         kind, name, *rest = children
         return self.define_window(meta, [name, kind, *rest])
@@ -323,7 +319,7 @@ class TrickleTransformer(Transformer):
         """A list whose optional items lark leaves as None: the items written."""
         return [c for c in children if c is not None]
 
-    state_clause = script_clause = with_clause = with_end = _only
+    state_clause = script_clause = window_state = with_clause = with_end = _only
     def_args = assignments = _present
 
     def arg_decl(self, children: list[Any]) -> ast.ArgDecl:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contraflow.lang.trickle.ast import ModPath, Name, ScriptItem
-from contraflow.lang.trickle.script_api import ALIASES
+from contraflow.lang.trickle.script_api import ALIASES, library_constants
 
 DefKind = Literal["flow", "connector", "pipeline", "window", "operator", "script"]
 
@@ -108,6 +108,7 @@ class Scope:
         for s in reversed(chain):
             for alias, module in s.modules.items():  # `use lib::consts;` then `consts::LIMIT`
                 merged.update({f"{alias}::{k}": v for k, v in module.constants.items()})
+            merged.update(library_constants(s.function_modules))  # `use std::integer::signed;`
             merged.update(s.constants)
         return merged
 

@@ -211,6 +211,12 @@ def check_script(body: Any, name: str, consts: dict[str, Any], fns: dict[str, An
 
 _EVENT_ROOTS = frozenset({"event", "meta", "state", "group", "window"})
 
+
+def library_constants(aliases: dict[str, str]) -> dict[str, Any]:
+    """`alias::NAME` for the constants of the library modules brought in by `use` (`signed::MAX`)."""
+    return stdlib.aliased_constants(aliases)
+
+
 # The key of an evaluation environment holding the library aliases in scope (`s` -> `std::string`);
 # `::` cannot start a constant's name, so it never shadows one.
 ALIASES = "::aliases"

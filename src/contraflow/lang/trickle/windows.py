@@ -7,7 +7,7 @@ from typing import Any
 from contraflow.lang.errors import Position
 from contraflow.lang.graph import WindowSpec
 from contraflow.lang.trickle import ast
-from contraflow.lang.trickle.binding import bind_args, evaluate_params
+from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_params
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.trickle.kinds import WINDOW_KINDS
 
@@ -20,13 +20,6 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
     if kind is None:
         diag.unknown("window kind", stmt.kind.value, stmt.kind.pos, WINDOW_KINDS)
         return None
-    if stmt.state_clause is not None:
-        diag.error(
-            f"window '{stmt.name.value}' cannot have a `state` clause",
-            stmt.state_clause,
-            "as in Tremor, a window keeps no state of its own: its `script` reads `state` as null;"
-            " keep state in a `define script ... state ... script ... end` before the select",
-        )
     args = bind_args(diag, f"window '{stmt.name.value}'", stmt.args, [], env, stmt.name)
     params = evaluate_params(diag, stmt.params, {**env, "args": args})
     unknown = [key for key in params if key not in kind.params]
@@ -48,6 +41,8 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
     )
     if kind.name == "sliding":
         _check_slide(diag, stmt, params, spec)
+    if _state_window(diag, stmt, params, spec, {**env, "args": args}):
+        return spec
     if not unknown and "size" not in params and "interval" not in params:
         diag.error(
             f"window '{stmt.name.value}' needs `size` (events) or `interval` (nanoseconds)",
@@ -61,6 +56,37 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
             f"a {kind.name} window counts events or measures time, not both",
         )
     return spec
+
+
+def _state_window(
+    diag: Diagnostics, stmt: ast.DefineWindow, params: Params, spec: WindowSpec, env: dict[str, Any]
+) -> bool:
+    """A state window (`state <initial>` or Tremor 0.11's `with state = ...`): checked and set up.
+
+    Its script decides per event (`emit`, or `[emit, include]`), so it needs one
+    and takes neither `size` nor `interval`. False when this is not a state window.
+    """
+    if stmt.state is None and "state" not in params:
+        return False
+    at = stmt.state.position if stmt.state is not None and stmt.state.position else stmt.name.pos
+    if stmt.state is not None and "state" in params:
+        diag.error("the initial state is given twice", params["state"][0].name.pos, "keep the `state` clause")
+    for key in ("size", "interval"):
+        if key in params:
+            diag.error(
+                f"a state window cannot also have `{key}`",
+                params[key][0].name.pos,
+                "only one of `size`, `interval` or `state` decides when a window closes",
+            )
+    if stmt.script is None:
+        diag.error(
+            f"state window '{stmt.name.value}' needs a `script`",
+            at,
+            "e.g. `state 0 script let state = state + 1; state % 10 == 0 end`",
+        )
+    spec.has_state = True
+    spec.state = evaluate_expr(diag, stmt.state, env) if stmt.state is not None else params["state"][1]
+    return True
 
 
 def _check_slide(diag: Diagnostics, stmt: ast.DefineWindow, params: Params, spec: WindowSpec) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.listener import BatchProgress, QueryListener, query_listener
 from contraflow.spark.checkpoint import checkpoint_path, last_committed_ends
+from contraflow.spark.session import activate
 
 log = logging.getLogger("contraflow.pipeline.spark.run")
 
@@ -108,7 +109,7 @@ def start_pipeline_query(
     its jobs in the FAIR scheduler `pool` (the flow's priority, `contraflow.spark.pools`)."""
     from contraflow.pipeline.spark.query import start_pipeline
 
-    _activate(spark)
+    activate(spark)
     listener = query_listener(spark)  # before the start: the first batch must not go unheard
     checkpoint = checkpoint_path(data_dir, flow_id, alias)
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
@@ -128,9 +129,3 @@ def start_pipeline_query(
         pool=pool,
     )
     return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
-
-
-def _activate(spark: Any) -> None:
-    """Make `spark` the JVM's active session on this thread: Spark looks Python data sources up
-    through the thread's active session, and the runtime starts queries from worker threads."""
-    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

@@ -11,18 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import mmap
-from collections.abc import AsyncIterator, Sequence
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
-from contraflow.spu.protocol import Acks, ApiKey, SpuError
+from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
+from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.errors import REROUTE
+from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
 from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
 
 TopicPartition = tuple[str, int]
+FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
+ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
 
 
 def _offsets(listed: list[list[Any]] | None) -> dict[TopicPartition, int] | None:
@@ -44,7 +51,9 @@ def fetch_result(response: Response) -> FetchResult:
 
 
 class AsyncSpuClient:
-    """Talks to one SPU over one multiplexed connection (opened lazily, reopened on failure)."""
+    """Talks to one SPU over one multiplexed connection (opened lazily, reopened on failure),
+    or to a cluster: `addr` may list bootstrap SPUs (`A,B,C`), and each partition's
+    requests then go to its leader, following leader changes (see `routing`)."""
 
     def __init__(
         self,
@@ -54,24 +63,78 @@ class AsyncSpuClient:
         connect_timeout_s: float = 5.0,
         retry: RetryPolicy | None = None,
         token: str | None = None,
+        idempotent: bool = True,
     ) -> None:
         self.addr = addr
+        self.bootstrap = split_bootstrap(addr)
         self.token = token if token is not None else client_token()
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retry = retry or RetryPolicy()
-        self._conn: Connection | None = None
-        self._connecting = asyncio.Lock()
+        self.failover_timeout_s = FAILOVER_TIMEOUT_S
+        self._home = self.bootstrap[0]  # where requests that are not about one partition go
+        self._conns: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._routes: Routes | None = None  # learnt on the first partition request
+        self.idempotent = idempotent
+        self._producer_id = new_producer_id()
+        self._sequences: dict[TopicPartition, int] = {}
+        self._send_order: dict[TopicPartition, asyncio.Lock] = {}
+        self._unanswered: dict[TopicPartition, set[tuple[int, int]]] = {}  # (producer, sequence)
 
-    async def connection(self) -> Connection:
-        if self._conn is None or self._conn.closed:
-            async with self._connecting:
-                if self._conn is None or self._conn.closed:
-                    conn = await Connection.open(self.addr, self.connect_timeout_s)
+    async def connection(self, addr: str | None = None) -> Connection:
+        """The connection to `addr` (default: the home SPU), opened if need be."""
+        addr = addr or self._home
+        conn = self._conns.get(addr)
+        if conn is None or conn.closed:
+            lock = self._connecting.setdefault(addr, asyncio.Lock())
+            async with lock:
+                conn = self._conns.get(addr)
+                if conn is None or conn.closed:
+                    conn = await Connection.open(addr, self.connect_timeout_s)
                     if self.token is not None:
                         await self._authenticate(conn, self.token)
-                    self._conn = conn
-        return self._conn
+                    self._conns[addr] = conn
+        return conn
+
+    async def partition_connection(self, topic: str, partition: int) -> Connection:
+        """The connection to the partition's leader (the home SPU when it is alone)."""
+        routes = await self.routes()
+        if not routes.cluster:
+            return await self.connection()
+        addr = routes.leader_addr(topic, partition)
+        if addr is None:
+            await self.refresh_routes()
+            addr = (await self.routes()).leader_addr(topic, partition)
+        if addr is None:
+            raise SpuError(ErrorCode.NOT_LEADER, f"{topic}/{partition} has no leader right now")
+        return await self.connection(addr)
+
+    async def routes(self) -> Routes:
+        if self._routes is None:
+            try:
+                answer = await self.request(ApiKey.METADATA, {})
+                self._routes = Routes.from_answer(answer.fields)
+            except SpuError as err:
+                if err.code is not ErrorCode.UNSUPPORTED_API:
+                    raise
+                self._routes = Routes(False)  # an SPU from before clusters: alone
+        return self._routes
+
+    async def refresh_routes(self) -> None:
+        """Ask every SPU we know for metadata; keep the newest version anyone has."""
+        known = self._routes.known_addrs() if self._routes is not None else []
+        addrs = list(dict.fromkeys([*known, *self.bootstrap]))
+        answers = await asyncio.gather(*(self._metadata_at(a) for a in addrs), return_exceptions=True)
+        for answer in answers:
+            if not isinstance(answer, Routes) or not answer.cluster:
+                continue  # unreachable, or a lone SPU
+            if self._routes is None or answer.metadata.version >= self._routes.metadata.version:
+                self._routes = answer
+
+    async def _metadata_at(self, addr: str) -> Routes:
+        conn = await self.connection(addr)
+        return Routes.from_answer((await conn.request(ApiKey.METADATA, {}, (), ROUTE_TIMEOUT_S)).fields)
 
     async def _authenticate(self, conn: Connection, token: str) -> None:
         """The handshake before any other request (an SPU without a token accepts any)."""
@@ -81,23 +144,62 @@ class AsyncSpuClient:
             await conn.close()
             raise
 
-    async def request(self, api: ApiKey, fields: dict[str, Any], payload: Sequence[Buffer] = ()) -> Response:
-        """Send one request, reconnecting and retrying with backoff on connection failures."""
+    async def request(
+        self,
+        api: ApiKey,
+        fields: dict[str, Any],
+        payload: Sequence[Buffer] = (),
+        on_sent: Callable[[], None] | None = None,
+    ) -> Response:
+        """Send one request, reconnecting and retrying with backoff on connection failures;
+        in a cluster a partition's request goes to its leader and follows failovers.
+        `on_sent`: called once the first attempt is written (see Connection.request)."""
+        if api in ROUTED_APIS and (await self.routes()).cluster:
+            return await self._routed(api, fields, payload, on_sent)
         delays = iter(self.retry.delays())
         while True:
             try:
                 conn = await self.connection()
-                return await conn.request(api, fields, payload, self.request_timeout_s)
+                return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 delay = next(delays, None)
                 if not err.retriable or delay is None:
                     raise
+                if err.code is ErrorCode.CONNECTION_ERROR:
+                    self._next_home()
                 await asyncio.sleep(delay)
 
+    def _next_home(self) -> None:
+        """The home SPU is unreachable: try the next bootstrap address."""
+        if len(self.bootstrap) > 1:
+            self._home = self.bootstrap[(self.bootstrap.index(self._home) + 1) % len(self.bootstrap)]
+
+    async def _routed(
+        self,
+        api: ApiKey,
+        fields: dict[str, Any],
+        payload: Sequence[Buffer],
+        on_sent: Callable[[], None] | None,
+    ) -> Response:
+        """To the partition's leader; on NOT_LEADER or a lost leader: fresh metadata, retry
+        (with backoff) until `failover_timeout_s`, long enough for an election."""
+        deadline = time.monotonic() + self.failover_timeout_s
+        delay = self.retry.initial_s
+        while True:
+            try:
+                conn = await self.partition_connection(fields["topic"], fields["partition"])
+                return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
+            except SpuError as err:
+                if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(self.retry.max_s, delay * 2)
+            await self.refresh_routes()
+
     async def close(self) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
+        conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            await conn.close()
 
     async def __aenter__(self) -> AsyncSpuClient:
         return self
@@ -137,19 +239,81 @@ class AsyncSpuClient:
         compression: Compression | str | None = None,
         acks: Acks = Acks.LEADER,
     ) -> tuple[int, int]:
-        batch = encode_batch(values, keys, headers, timestamps, compression)
-        return await self.produce_encoded(topic, partition, batch, acks)
+        if not self.idempotent or not (await self.routes()).cluster:
+            batch = encode_batch(values, keys, headers, timestamps, compression)
+            return await self.produce_encoded(topic, partition, batch, acks)
+        return await self._produce_idempotent(
+            (topic, partition),
+            lambda field: encode_batch(values, keys, headers, timestamps, compression, producer_id=field),
+            acks,
+        )
+
+    async def _produce_idempotent(
+        self, tp: TopicPartition, encode: Callable[[int], Buffer], acks: Acks
+    ) -> tuple[int, int]:
+        """Number the batch (producer id, sequence) and send it. Batches must reach the leader
+        in sequence order, so a partition's produces take turns from numbering to being
+        written (not to being answered)."""
+        turn = self._send_order.setdefault(tp, asyncio.Lock())
+        await turn.acquire()
+        done = False
+
+        def next_turn() -> None:
+            nonlocal done
+            if not done:
+                done = True
+                turn.release()
+
+        unanswered = self._unanswered.setdefault(tp, set())
+        ids = self._next_sequence(tp)
+        unanswered.add(ids)
+        deadline = time.monotonic() + self.failover_timeout_s
+        try:
+            while True:
+                try:
+                    return await self._produce([encode(producer_field(*ids))], tp[0], tp[1], acks, next_turn)
+                except SpuError as err:
+                    if err.code is not ErrorCode.OUT_OF_ORDER_SEQUENCE or time.monotonic() > deadline:
+                        raise
+                if any(p == ids[0] and n < ids[1] for p, n in unanswered):
+                    await asyncio.sleep(self.retry.initial_s)  # an earlier batch is being retried
+                    continue
+                # Earlier batches failed or were lost (an unclean election): they will not come,
+                # so this one starts a new producer instead of waiting for them forever.
+                unanswered.discard(ids)
+                self._producer_id, self._sequences = new_producer_id(), {}
+                ids = self._next_sequence(tp)
+                unanswered.add(ids)
+        finally:
+            unanswered.discard(ids)
+            next_turn()
+
+    def _next_sequence(self, tp: TopicPartition) -> tuple[int, int]:
+        """(producer id, sequence) of the next batch to a cluster partition: a retry of it
+        is recognised by the leader, also after a failover."""
+        sequence = self._sequences.get(tp, 0)
+        self._sequences[tp] = sequence + 1
+        return self._producer_id, sequence
 
     async def produce_encoded(
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
     ) -> tuple[int, int]:
         """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
-        parts = _parts(batch)
+        return await self._produce(_parts(batch), topic, partition, acks, None)
+
+    async def _produce(
+        self,
+        parts: list[Buffer],
+        topic: str,
+        partition: int,
+        acks: Acks,
+        on_sent: Callable[[], None] | None,
+    ) -> tuple[int, int]:
         fields = {"topic": topic, "partition": partition, "acks": int(acks)}
         if acks is Acks.NONE:
-            await (await self.connection()).send_only(ApiKey.PRODUCE, fields, parts)
+            await (await self.partition_connection(topic, partition)).send_only(ApiKey.PRODUCE, fields, parts)
             return -1, -1
-        response = await self.request(ApiKey.PRODUCE, fields, parts)
+        response = await self.request(ApiKey.PRODUCE, fields, parts, on_sent)
         return int(response.fields["base_offset"]), int(response.fields["last_offset"])
 
     async def fetch(
@@ -302,7 +466,9 @@ class StreamFetch:
         delays = iter(self._client.retry.delays())
         while True:
             try:
-                conn = await self._client.connection()
+                conn = await self._client.partition_connection(
+                    self._fields["topic"], self._fields["partition"]
+                )
                 cid = conn.next_id()
                 queue = conn.open_stream(cid)
                 fields = {**self._fields, "offset": self.position}
@@ -312,9 +478,11 @@ class StreamFetch:
                 break
             except SpuError as err:
                 delay = next(delays, None)
-                if not err.retriable or delay is None:
+                if not (err.retriable or err.code in REROUTE) or delay is None:
                     raise
                 await asyncio.sleep(delay)
+                if err.code in REROUTE or err.code is ErrorCode.CONNECTION_ERROR:
+                    await self._client.refresh_routes()
         self._conn, self._stream_id, self._queue = conn, cid, queue
         self.position = int(response.fields["offset"])
         self._used = 0
@@ -363,3 +531,20 @@ class StreamFetch:
             with contextlib.suppress(SpuError):
                 await conn.request(ApiKey.STREAM_CLOSE, {"stream_id": self._stream_id}, (), 5.0)
         self._queue = None
+
+
+def is_cluster(addr: str, timeout_s: float = 5.0) -> bool:
+    """True if the SPU(s) at `addr` belong to a cluster (a blocking one-off METADATA);
+    False for a lone SPU, and when nothing answers (the caller's own connect reports that)."""
+
+    async def ask() -> bool:
+        retry = RetryPolicy(attempts=1)
+        async with AsyncSpuClient(
+            addr, retry=retry, request_timeout_s=timeout_s, connect_timeout_s=timeout_s
+        ) as c:
+            return (await c.routes()).cluster
+
+    try:
+        return asyncio.run(ask())
+    except SpuError:
+        return False

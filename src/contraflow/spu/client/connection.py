@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import mmap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,12 +147,17 @@ class Connection:
         payload: Sequence[Buffer] = (),
         timeout_s: float | None = None,
         correlation_id: int | None = None,
+        on_sent: Callable[[], None] | None = None,
     ) -> Response:
+        """Send and wait for the answer; `on_sent` runs once the request is in the socket's
+        buffer (what is written after it reaches the server after it)."""
         cid = self.next_id() if correlation_id is None else correlation_id
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._pending[cid] = future
         try:
             self._write(api_key, cid, fields, payload)
+            if on_sent is not None:
+                on_sent()
             await self._writer.drain()
             response = await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
@@ -161,6 +166,8 @@ class Connection:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
         finally:
             self._pending.pop(cid, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # the reader may have failed it too: seen, not "never retrieved"
         raise_for_error(response.fields)
         return response
 

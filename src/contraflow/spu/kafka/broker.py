@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
+from contraflow.spu.kafka.ordered import OrderedJobs
 from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.signals import PartitionSignals, TopicPartition
@@ -47,10 +48,12 @@ class Broker:
     sequences: SequenceTracker = field(default_factory=SequenceTracker)
     batches: KafkaBatchCache = field(init=False)
     read_ahead: set[tuple[TopicPartition, int]] = field(default_factory=set)  # being encoded ahead
+    appends: OrderedJobs[TopicPartition, int] = field(init=False)  # produces, in order per partition
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
         self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
+        self.appends = OrderedJobs(self.executor)
 
     @property
     def store(self) -> Store:

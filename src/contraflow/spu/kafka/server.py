@@ -1,9 +1,11 @@
-"""The Kafka listener: frames in, one request at a time per connection, responses in order.
+"""The Kafka listener: frames in, responses in order.
 
 Kafka clients expect responses in the order they sent the requests (the Java
-client checks it), and a producer's appends must keep its order, so each
-connection handles its requests one after the other, as a Kafka broker does;
-clients keep several connections busy in parallel. Anything wrong with a
+client checks it), and a producer's appends must keep its order. Requests of a
+connection are handled one after the other, as a Kafka broker does, except
+runs of produce requests: a producer pipelines them, so they are read and
+queued while earlier ones are appended (in order per partition), which keeps
+the thread pool busy instead of idle between one request and the next. Anything wrong with a
 request gets a Kafka error code and a log line saying why; only a frame that
 cannot be delimited (a negative or oversized length) closes the connection.
 """
@@ -11,17 +13,15 @@ cannot be delimited (a negative or oversized length) closes the connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import struct
 
 from contraflow.spu.kafka.apis import SERVED, KafkaRequest
 from contraflow.spu.kafka.apis.base import ApiKey
 from contraflow.spu.kafka.apis.versions import versions_response
 from contraflow.spu.kafka.broker import Broker
+from contraflow.spu.kafka.connection import BadFrameError, FrameConnection
 from contraflow.spu.kafka.errors import KafkaErrorCode
 from contraflow.spu.kafka.wire import (
-    SIZE_PREFIX,
     MalformedRequestError,
     Reader,
     Writer,
@@ -35,6 +35,8 @@ from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimi
 log = logging.getLogger(__name__)
 
 Parts = list[bytes | bytearray | memoryview]
+MAX_PIPELINED = 16  # requests of one connection read ahead of their answers
+Replies = asyncio.Queue["asyncio.Task[Parts | None] | None"]
 
 
 def error_only(code: KafkaErrorCode) -> Writer:
@@ -92,7 +94,8 @@ class KafkaListener:
         if self._limits is None:
             self._limits = SharedLimits(ByteBudget(1 << 30), ConnectionCount(1024))
         host, port = parse_addr(self._addr)
-        self._server = await asyncio.start_server(self._on_connect, host, port, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: FrameConnection(self._on_connect), host, port)
         sock_host, sock_port = self._server.sockets[0].getsockname()[:2]
         self.bound = (str(sock_host), int(sock_port))
         self.broker.host, self.broker.port = self.bound  # advertised in Metadata and FindCoordinator
@@ -109,47 +112,76 @@ class KafkaListener:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert self._limits is not None
+    def _on_connect(self, conn: FrameConnection) -> None:
+        task = asyncio.create_task(self._run(conn))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _run(self, conn: FrameConnection) -> None:
+        assert self._limits is not None and conn.transport is not None
         connections = self._limits.connections
         if not connections.try_open():
             log.warning(
                 "refused a Kafka connection: %d connections open (--max-connections)", connections.limit
             )
-            writer.transport.abort()
+            conn.abort()
             return
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        tune_socket(writer.get_extra_info("socket"))
-        peer = writer.get_extra_info("peername")
-        name = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        tune_socket(conn.transport.get_extra_info("socket"))
         try:
-            await self._serve(reader, writer, name)
+            await self._serve(conn)
+        except BadFrameError as err:
+            log.warning("closing %s: %s", conn.peer, err)
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
             pass
         finally:
             connections.close()
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
+            conn.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
-        limit = self.broker.settings.max_frame_bytes
+    async def _serve(self, conn: FrameConnection) -> None:
+        """Read requests and answer them in order. Consecutive produce requests are handled
+        while the next ones are read (their appends keep their order per partition); any
+        other request waits until everything before it is done, and what follows waits for it."""
         assert self._limits is not None
-        budget = self._limits.budget
-        while True:
-            (size,) = struct.unpack(">i", await reader.readexactly(SIZE_PREFIX))
-            if not 8 <= size <= limit:
-                log.warning("closing %s: request frame of %d bytes (allowed 8..%d)", peer, size, limit)
-                return
-            await budget.acquire(size)  # past the server's budget: stop reading this socket
-            try:
-                frame = memoryview(await reader.readexactly(size))
-                parts = await handle_frame(self.broker, frame, peer)
-            finally:
-                await budget.release(size)
-            if parts is not None:
-                writer.writelines(parts)
-                await writer.drain()
+        replies: Replies = asyncio.Queue(MAX_PIPELINED)
+        sender = asyncio.create_task(_send_in_order(replies, conn))
+        running: set[asyncio.Task[Parts | None]] = set()
+        barrier: asyncio.Task[Parts | None] | None = None  # the last request that runs alone
+        try:
+            while not sender.done():
+                try:
+                    frame = await conn.read_frame(self.broker.settings.max_frame_bytes, self._limits.budget)
+                except asyncio.IncompleteReadError:  # the client is done sending: answer what came
+                    await replies.put(None)
+                    await sender
+                    return
+                pipelined = peek_api(frame)[0] == ApiKey.PRODUCE
+                if pipelined and barrier is not None:
+                    await asyncio.wait([barrier])
+                elif not pipelined and running:
+                    await asyncio.wait(running)
+                task = asyncio.create_task(self._answer(frame, conn.peer))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                barrier = None if pipelined else task
+                await replies.put(task)  # a full queue stops reading: back-pressure
+        finally:
+            for task in (sender, *running):
+                task.cancel()
+            await asyncio.gather(sender, *running, return_exceptions=True)
+        sender.result()  # a write that failed ends the connection with its error
+
+    async def _answer(self, frame: memoryview, peer: str) -> Parts | None:
+        assert self._limits is not None
+        try:
+            return await handle_frame(self.broker, frame, peer)
+        finally:
+            await self._limits.budget.release(len(frame))
+
+
+async def _send_in_order(replies: Replies, conn: FrameConnection) -> None:
+    """Write each answer once it is ready, in the order the requests came; None: stop."""
+    while (answer := await replies.get()) is not None:
+        parts = await answer
+        if parts is not None:
+            conn.write(parts)
+            await conn.drain()

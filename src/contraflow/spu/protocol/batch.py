@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import sub
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import crc32c
 import msgpack
@@ -284,6 +284,14 @@ BinaryBuffers = tuple[Buffer, Buffer]
 """(int32 little-endian offsets[N+1] starting at 0, data): the Arrow binary layout."""
 
 
+class TimestampColumn(NamedTuple):
+    """A batch's timestamps as stored: first and max (ms) and int64 little-endian deltas."""
+
+    first: int
+    max: int
+    deltas: Buffer
+
+
 def _buffers_section(column: BinaryBuffers, count: int) -> list[Buffer]:
     offsets, data = column
     return [offsets, _pad(4 * (count + 1)), data, _pad(len(data))]
@@ -297,16 +305,20 @@ def encode_columns(
     headers: BinaryBuffers | None = None,
     compression: Compression | str | None = Compression.NONE,
     producer_id: int = -1,
+    timestamps: TimestampColumn | None = None,
 ) -> bytearray:
     """Encode a batch from ready columns in Arrow's layout: what a pyarrow BinaryArray
     already holds, so a writer coming from Arrow builds the batch without touching
     single records. `keys` is (validity bitmap or None, offsets, data); `headers`
-    holds each record's headers packed as `encode_batch` packs them."""
+    holds each record's headers packed as `encode_batch` packs them; without
+    `timestamps` every record is stamped now."""
     if count == 0:
         raise ValueError("a batch needs at least one record")
-    now = time.time_ns() // 1_000_000
+    if timestamps is None:
+        now = time.time_ns() // 1_000_000
+        timestamps = TimestampColumn(now, now, bytes(8 * count))
     attributes = 0
-    body: list[Buffer] = [bytes(8 * count), _offset_deltas(count)]
+    body: list[Buffer] = [timestamps.deltas, _offset_deltas(count)]
     if keys is not None:
         validity, *key_column = keys
         attributes |= HAS_KEYS
@@ -318,7 +330,8 @@ def encode_columns(
     if headers is not None:
         attributes |= HAS_HEADERS
         body += _buffers_section(headers, count)
-    return assemble_batch(count, body, attributes, (now, now), compression, producer_id=producer_id)
+    time_range = (timestamps.first, timestamps.max)
+    return assemble_batch(count, body, attributes, time_range, compression, producer_id=producer_id)
 
 
 def pack_headers(headers: Headers) -> bytes:

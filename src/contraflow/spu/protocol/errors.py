@@ -36,12 +36,25 @@ class ErrorCode(IntEnum):
     TIMEOUT = 18  # client side: no answer in time (never sent by the server)
     CONNECTION_ERROR = 19  # client side: connection lost and retries exhausted
     AUTHENTICATION_FAILED = 20  # no or a wrong token; the server closes the connection
+    NOT_LEADER = 21  # cluster: this SPU does not lead the partition (now); refresh metadata
+    NOT_ENOUGH_REPLICAS = 22  # cluster: fewer in-sync replicas than min_in_sync_replicas
+    FENCED_LEADER_EPOCH = 23  # cluster: the request names an epoch older or newer than the leader's
+    NO_CONTROLLER = 24  # cluster: the controller cannot be reached (admin waits for it)
+    OUT_OF_ORDER_SEQUENCE = 25  # idempotent produce: a gap in the producer's sequence numbers
 
 
 # Codes a client may retry after reconnecting; every other code is final.
 RETRIABLE: frozenset[ErrorCode] = frozenset(
-    {ErrorCode.SHUTTING_DOWN, ErrorCode.TIMEOUT, ErrorCode.CONNECTION_ERROR, ErrorCode.TOO_MANY_REQUESTS}
+    {
+        ErrorCode.SHUTTING_DOWN,
+        ErrorCode.TIMEOUT,
+        ErrorCode.CONNECTION_ERROR,
+        ErrorCode.TOO_MANY_REQUESTS,
+        ErrorCode.NO_CONTROLLER,
+    }
 )
+# Codes that mean "ask the cluster who leads now, then retry there" (a cluster client does).
+REROUTE: frozenset[ErrorCode] = frozenset({ErrorCode.NOT_LEADER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class SpuError(UserError):

@@ -40,6 +40,11 @@ class ApiKey(IntEnum):
     CONTROL_SET = 17
     CONTROL_GET = 18
     AUTHENTICATE = 19  # the handshake an SPU started with a token expects first
+    METADATA = 20  # cluster: SPUs, topics, each partition's leader (any SPU or the controller answers)
+    REPLICA_FETCH = 21  # private port: a follower copies its leader's log
+    OFFSET_FOR_EPOCH = 22  # private port: where an epoch ends in the leader's log (truncation)
+    SC_HEARTBEAT = 23  # controller port: an SPU registers and stays alive
+    SC_ALTER_ISR = 24  # controller port: a leader changes its in-sync set
 
 
 class Acks(IntEnum):
@@ -61,7 +66,8 @@ class ApiVersionsRequest:
 
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
-    """Payload: one or more encoded record batches for one partition."""
+    """Payload: one or more encoded record batches for one partition (an idempotent
+    producer's id and sequence travel in each batch's header: protocol/idempotence.py)."""
 
     topic: str
     partition: int
@@ -208,6 +214,56 @@ class AuthenticateRequest:
     token: str
 
 
+@dataclass(frozen=True, slots=True)
+class MetadataRequest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchRequest:
+    """A follower's fetch: `offset` is its log end (durable per the flush policy), which
+    tells the leader how far it has copied; `leader_epoch` is the epoch it follows."""
+
+    topic: str
+    partition: int
+    offset: int
+    replica_id: int
+    leader_epoch: int
+    max_bytes: int = 1024 * 1024
+    max_wait_ms: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForEpochRequest:
+    """Answer: the largest epoch <= `epoch` in the leader's history and where it ends."""
+
+    topic: str
+    partition: int
+    epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    """`session`: random per SPU process start (a restart is a new session);
+    `partitions`: [[topic, partition, log start, log end, high watermark, epoch]] of its replicas."""
+
+    spu_id: int
+    session: str
+    public_addr: str
+    private_addr: str
+    partitions: list[list[Any]] = dataclasses.field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterIsrRequest:
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    isr: list[int]
+
+
 REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.PRODUCE: ProduceRequest,
@@ -229,6 +285,11 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.CONTROL_SET: ControlSetRequest,
     ApiKey.CONTROL_GET: ControlGetRequest,
     ApiKey.AUTHENTICATE: AuthenticateRequest,
+    ApiKey.METADATA: MetadataRequest,
+    ApiKey.REPLICA_FETCH: ReplicaFetchRequest,
+    ApiKey.OFFSET_FOR_EPOCH: OffsetForEpochRequest,
+    ApiKey.SC_HEARTBEAT: HeartbeatRequest,
+    ApiKey.SC_ALTER_ISR: AlterIsrRequest,
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.
@@ -245,10 +306,15 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return any(_type_ok(value, arg) for arg in typing.get_args(hint))
     if hint is type(None):
         return value is None
+    if hint is Any:
+        return True
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT <= value <= _MAX_INT
     if hint is str:
         return isinstance(value, str)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_type_ok(v, item) for v in value)
     if origin is dict:
         return isinstance(value, dict) and all(isinstance(k, str) for k in value)
     raise TypeError(f"unsupported request field type {hint!r}")

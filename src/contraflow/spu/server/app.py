@@ -1,7 +1,8 @@
 """The SPU server: opens the store, recovers transactions, listens on two ports.
 
-The public port serves producers, consumers and admin; the private port is for
-replication between SPUs (a later issue) and for now answers API_VERSIONS only.
+The public port serves producers, consumers and admin; the private port serves
+replication between SPUs of a cluster (`controller_addr`; docs/spu-cluster.md)
+and answers API_VERSIONS only on a lone SPU.
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
+    from contraflow.spu.cluster.agent import ClusterAgent
     from contraflow.spu.kafka import KafkaListener
 
 log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
+# Replication between SPUs and the controller's own APIs are not for clients.
+PRIVATE_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH})
+PUBLIC_APIS = frozenset(ApiKey) - PRIVATE_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR} | {
+    ApiKey.API_VERSIONS
+}
 READ_AHEAD = 256 * 1024
 
 
@@ -49,6 +56,7 @@ class ServerConfig:
     token: str | None = None  # clients must AUTHENTICATE with it first (None: no handshake)
     tls: ssl.SSLContext | None = None  # serve TLS on the public and private ports
     kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
+    controller_addr: str | None = None  # join the cluster of this controller (docs/spu-cluster.md)
 
 
 class SpuServer:
@@ -70,6 +78,7 @@ class SpuServer:
         self._connection_count = ConnectionCount(config.limits.max_connections)
         self.kafka_addr: tuple[str, int] | None = None
         self._kafka: KafkaListener | None = None
+        self.cluster: ClusterAgent | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -86,13 +95,16 @@ class SpuServer:
             max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
         )
         streams = StreamRegistry(partitions, signals)
-        handlers = Handlers(partitions, self.transactions, streams, self._executor, self.config.spu_id)
+        if self.config.controller_addr is not None:
+            self.cluster = self._join_cluster(partitions, signals)
+        handlers = Handlers(
+            partitions, self.transactions, streams, self._executor, self.config.spu_id, self.cluster
+        )
         try:
-            self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, None)
+            self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, PUBLIC_APIS)
             if self.config.private_addr is not None:
-                self.private_addr = await self._listen(
-                    self.config.private_addr, handlers.dispatch, frozenset({ApiKey.API_VERSIONS})
-                )
+                private = PRIVATE_APIS if self.cluster is not None else frozenset({ApiKey.API_VERSIONS})
+                self.private_addr = await self._listen(self.config.private_addr, handlers.dispatch, private)
             if self.config.kafka_addr is not None:
                 from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
 
@@ -107,12 +119,39 @@ class SpuServer:
             await self.stop()  # e.g. the port is taken: release the data directory again
             raise
         self._spawn(self._expire_staging())
+        if self.cluster is not None:
+            self._start_cluster(self.cluster)
+
+    def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
+        from contraflow.spu.cluster.agent import ClusterAgent
+        from contraflow.spu.cluster.producers import ProducerTable
+        from contraflow.spu.cluster.replication import ReplicaManager
+
+        assert self.config.controller_addr is not None
+        agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
+        partitions.producers = ProducerTable()
+        agent.replicas = ReplicaManager(
+            self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
+        )
+        return agent
+
+    def _start_cluster(self, agent: ClusterAgent) -> None:
+        """Heartbeats (which also apply what the controller decided), in-sync-set upkeep and
+        high-watermark checkpoints run for as long as the server does."""
+        assert agent.replicas is not None and self.private_addr is not None
+        agent.public_addr = "{}:{}".format(*self.public_addr)
+        agent.private_addr = "{}:{}".format(*self.private_addr)
+        self._spawn(agent.tick())
+        self._spawn(agent.run())
+        self._spawn(agent.replicas.manage_isr())
+        self._spawn(agent.replicas.checkpoint_high_watermarks())
 
     def _open_storage(self) -> tuple[Store, BatchLedger, list[tuple[str, int]]]:
         """Open the store (takes the data-directory lock) and the ledger, then undo the
         appends of commits a crash interrupted: before any partition is opened (they
         open lazily), so the engine's recovery sees the already-cut logs."""
-        store = Store(self.config.data_dir)
+        # In a cluster each partition's leader moves the high watermark, not the local fsync.
+        store = Store(self.config.data_dir, hw_follows_flush=self.config.controller_addr is None)
         try:
             ledger = BatchLedger(self.config.data_dir / LEDGER_PATH)
             topics = store.topics_dir
@@ -186,6 +225,8 @@ class SpuServer:
             await self._kafka.stop()
         for task in list(self._tasks):
             task.cancel()
+        if self.cluster is not None:
+            await self.cluster.close()
         await asyncio.gather(*(c.close() for c in list(self._connections)), return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()

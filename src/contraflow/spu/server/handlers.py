@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
@@ -33,6 +33,10 @@ from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.control import ControlValues
 
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.agent import ClusterAgent
+    from contraflow.spu.cluster.replication import ReplicaManager
+
 T = TypeVar("T")
 
 # Effects keep the order a client sent them in: appends per partition (so
@@ -40,6 +44,8 @@ T = TypeVar("T")
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
 PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
+# The batch ledger is one SPU's file: a cluster cannot keep these exactly-once yet.
+NOT_REPLICATED = frozenset({ApiKey.TXN_STAGE, ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.TXN_LEDGER})
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -64,8 +70,11 @@ class Handlers:
         streams: StreamRegistry,
         executor: Executor,
         spu_id: int,
+        cluster: ClusterAgent | None = None,
     ) -> None:
         self._partitions = partitions
+        self._cluster = cluster
+        self._replicas = None if cluster is None else cluster.replicas
         self._store = partitions.store
         self._txns = transactions
         self._streams = streams
@@ -93,13 +102,24 @@ class Handlers:
             ApiKey.CONTROL_SET: self.control_set,
             ApiKey.CONTROL_GET: self.control_get,
             ApiKey.AUTHENTICATE: self.authenticate,
+            ApiKey.METADATA: self.metadata,
+            ApiKey.REPLICA_FETCH: self.replica_fetch,
+            ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
         api = ApiKey(header.api_key)
         meta = unpack_meta(body[: header.meta_length])
         request: Any = parse_request(REQUEST_TYPES[api], meta)
-        handler = self._table[api]
+        handler = self._table.get(api)
+        if handler is None:
+            raise SpuError(ErrorCode.UNSUPPORTED_API, f"an SPU does not serve {api.name}")
+        if self._cluster is not None and api in NOT_REPLICATED:
+            raise SpuError(
+                ErrorCode.UNSUPPORTED_API,
+                f"{api.name}: exactly-once batch commits are not replicated yet, so an SPU cluster "
+                "refuses them (docs/spu-cluster.md); use a single SPU for exactly-once writers",
+            )
         payload = body[header.meta_length :]
         try:
             if api in PER_PARTITION_ORDER:
@@ -130,6 +150,34 @@ class Handlers:
         apis = [[int(k), low, high] for k, (low, high) in API_VERSIONS.items()]
         return Reply({"apis": apis, "spu_id": self._spu_id})
 
+    async def metadata(
+        self, conn: Connection, req: m.MetadataRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """A lone SPU says so; a cluster SPU hands out the controller's metadata it last got."""
+        if self._cluster is None:
+            return Reply({"cluster": False})
+        return self._cluster.metadata_reply()
+
+    def _leader_check(self, topic: str, partition: int) -> None:
+        """In a cluster only the partition's leader serves its records."""
+        if self._replicas is not None:
+            self._replicas.leader((topic, partition))
+
+    def _cluster_replicas(self) -> ReplicaManager:
+        if self._replicas is None:
+            raise SpuError(ErrorCode.UNSUPPORTED_API, "replication needs an SPU started with --sc")
+        return self._replicas
+
+    async def replica_fetch(
+        self, conn: Connection, req: m.ReplicaFetchRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return await self._cluster_replicas().replica_fetch(req, read_budget(conn, req.max_bytes))
+
+    async def offset_for_epoch(
+        self, conn: Connection, req: m.OffsetForEpochRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        return self._cluster_replicas().offset_for_epoch(req)
+
     # -- records ---------------------------------------------------------------------------------
 
     async def produce(
@@ -145,13 +193,20 @@ class Handlers:
             appender = conn.attachments[("appender", tp)] = OrderedAppender(
                 self._partitions, self._executor, tp
             )
-        base, last = await appender.append(AppendRequest(batches, acks is Acks.COMMITTED))
+        if self._replicas is not None:
+            leader = self._replicas.check_produce(tp, acks)
+            # fsync per the flush policy only: acks=all waits for the in-sync replicas instead
+            base, last = await appender.append(AppendRequest(batches, False))
+            await self._replicas.appended(tp, leader, last + 1, acks)
+        else:
+            base, last = await appender.append(AppendRequest(batches, acks is Acks.COMMITTED))
         if acks is Acks.NONE:
             return None
         return Reply({"base_offset": base, "last_offset": last})
 
     async def fetch(self, conn: Connection, req: m.FetchRequest, payload: memoryview, cid: int) -> Reply:
         check_isolation(req.isolation)
+        self._leader_check(req.topic, req.partition)
         max_bytes = read_budget(conn, req.max_bytes)
         view = self._partitions.read((req.topic, req.partition), req.offset, max_bytes, req.isolation)
         return Reply(view.fields(), view.parts)
@@ -161,6 +216,7 @@ class Handlers:
     ) -> Reply:
         """Answers at once (the stream is open); pushes follow under the same correlation id."""
         check_isolation(req.isolation)
+        self._leader_check(req.topic, req.partition)
         tp = (req.topic, req.partition)
         offset = self._partitions.start_offset(tp, req.offset)
         self._streams.open(
@@ -192,6 +248,7 @@ class Handlers:
             )
         if req.spec == "timestamp" and req.timestamp is None:
             raise SpuError(ErrorCode.INVALID_ARGUMENT, "offset spec 'timestamp' needs a timestamp")
+        self._leader_check(req.topic, req.partition)
         at = req.timestamp if req.spec == "timestamp" else req.spec
         offset = self._partitions.list_offset((req.topic, req.partition), at, req.isolation)  # type: ignore[arg-type]
         return Reply({"offset": offset})
@@ -201,6 +258,7 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
         )
@@ -209,6 +267,7 @@ class Handlers:
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
+        self._leader_check(req.topic, req.partition)
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
 
     # -- topics ----------------------------------------------------------------------------------
@@ -216,6 +275,8 @@ class Handlers:
     async def create_topic(
         self, conn: Connection, req: m.CreateTopicRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return await self._cluster.forward(ApiKey.CREATE_TOPIC, {"name": req.name, "config": req.config})
         config = TopicConfig.from_dict(req.config)
         await self._blocking(self._store.create_topic, req.name, config)
         return Reply()
@@ -223,6 +284,8 @@ class Handlers:
     async def delete_topic(
         self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return await self._cluster.forward(ApiKey.DELETE_TOPIC, {"name": req.name})
         await self._blocking(self._store.delete_topic, req.name)
         self._streams.topic_deleted(req.name)
         return Reply()
@@ -230,11 +293,15 @@ class Handlers:
     async def list_topics(
         self, conn: Connection, req: m.ListTopicsRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return await self._cluster.forward(ApiKey.LIST_TOPICS, {})
         return Reply({"topics": self._store.list_topics()})
 
     async def describe_topic(
         self, conn: Connection, req: m.DescribeTopicRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return await self._cluster.forward(ApiKey.DESCRIBE_TOPIC, {"name": req.name})
         return Reply({"topic": self._store.describe_topic(req.name).to_dict()})
 
     # -- transactions ----------------------------------------------------------------------------

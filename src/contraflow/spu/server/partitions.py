@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
@@ -30,6 +30,9 @@ from contraflow.spu.protocol.batch import (
 from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
+
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.producers import ProducerTable
 
 TopicPartition = tuple[str, int]
 
@@ -135,6 +138,8 @@ class Partitions:
         self._gates_lock = threading.Lock()
         # tp -> first offset of a commit in progress: committed reads stop there.
         self._fences: dict[TopicPartition, int] = {}
+        # In a cluster: idempotent producers' last batches (retries are answered, not appended).
+        self.producers: ProducerTable | None = None
 
     def partition(self, tp: TopicPartition) -> Partition:
         return self.store.partition(*tp)
@@ -177,18 +182,23 @@ class Partitions:
         only its request). Produces share the gate: the engine orders concurrent appends
         and groups their fsyncs; one fsync covers every request here that asked for it."""
         results: list[AppendResult] = []
+        # In a cluster, a group of every-batch produces shares one fsync after its appends
+        # (a lone SPU keeps its per-batch fsync; docs/spu-server.md).
+        one_fsync = self.producers is not None and self.partition(tp).config.flush.mode == "every_batch"
         with self._gate(tp).shared():
             for request in requests:
                 try:
                     self._check_not_fenced(tp)
                     first, last = -1, -1
                     for batch in request.batches:
-                        base, last = self.append(tp, batch)
+                        base, last = self._append_once(tp, batch, wait=not one_fsync)
                         first = base if first < 0 else first
                     results.append((first, last))
                 except Exception as err:
                     results.append(err)
-            if any(r.durable for r in requests):
+            if one_fsync:
+                self._on_publish(tp)  # followers copy while this replica fsyncs
+            if one_fsync or any(r.durable for r in requests):
                 try:
                     self.sync(tp)
                 except Exception as err:
@@ -214,6 +224,25 @@ class Partitions:
 
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
+
+    def _append_once(self, tp: TopicPartition, batch: memoryview, *, wait: bool) -> tuple[int, int]:
+        """A produced batch: appended, unless (in a cluster) it repeats an idempotent
+        producer's last batch, which answers the offsets it got the first time.
+        `wait`: for the flush policy's fsync (else the caller syncs once for many)."""
+        append = self.partition(tp).append_encoded
+        producers = self.producers
+        if producers is None:
+            return append(batch, wait_durable=wait)
+        header = BatchHeader.parse(batch)
+        if header.producer_id < 0:
+            return append(batch, wait_durable=wait)
+        with producers.lock(tp):
+            earlier = producers.duplicate(tp, header)
+            if earlier is not None:
+                return earlier
+            base, last = append(batch, wait_durable=wait)
+            producers.record(tp, header.producer_id, base, last)
+            return base, last
 
     def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         """A transaction's append: made durable by the `sync` after all of them (one fsync)."""

@@ -2,7 +2,8 @@
 
 Reads check each batch once per process (`Segment.verified`). So that the next
 process on the same boot does not pay that CRC pass again, a writable
-partition's clean close records in `crc-checked`, per segment, the checked
+partition's clean close (and every roll, for the segments closed so far)
+records in `crc-checked`, per segment, the checked
 byte ranges with the log file's identity (device, inode, size, ctime) and the
 kernel's boot id. An open in the same boot takes those ranges as checked only
 if the file still has that identity:
@@ -10,6 +11,9 @@ if the file still has that identity:
 - any write, truncation or replacement of the file changes its ctime, size or
   inode (the ctime is recorded only once the coarse clock has passed it, so a
   write in the same clock tick cannot keep it unchanged);
+- a segment someone else changed while this process had it open (its identity
+  is no longer the one this process's last write or open left) is not
+  recorded: this process's checks do not cover those bytes;
 - a reboot changes the boot id, so after one every byte is checked again on
   its first read, from the disk.
 
@@ -21,6 +25,7 @@ A read-only open only reads the record, never writes it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -29,8 +34,9 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
-from contraflow.spu.storage.checkpoint import write_atomic
 from contraflow.spu.storage.segment import Segment
+
+log = logging.getLogger("contraflow.spu.storage")
 
 CHECK_RECORD = "crc-checked"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -78,17 +84,26 @@ def settled_identity(fd: int) -> FileIdentity | None:
 
 
 def remember(directory: Path, segments: Sequence[Segment]) -> None:
-    """Record the segments' checked ranges (a writer's clean close)."""
+    """Record the segments' checked ranges (a writer's roll or clean close, lock held)."""
     boot = boot_id()
     if boot is None:
         return
     entries = {}
     for seg in segments:
         ranges = seg.verified.ranges()
-        identity = settled_identity(seg.file.fileno()) if ranges else None
-        if identity is not None:
+        identity = settled_identity(seg.file.fileno()) if ranges and seg.known_stat else None
+        if identity is not None and seg.known_stat and identity == FileIdentity.of(seg.known_stat):
             entries[str(seg.base_offset)] = {**asdict(identity), "ranges": ranges}
-    write_atomic(directory / CHECK_RECORD, json.dumps({"boot_id": boot, "segments": entries}).encode())
+    # renamed into place but never fsynced: a power loss is a reboot, after which
+    # the record is void anyway; a torn or lost one only costs a CRC pass, so a
+    # failure to write it must not fail the roll or close that asked for it
+    path = directory / CHECK_RECORD
+    tmp = path.with_name(f".{CHECK_RECORD}.tmp")
+    try:
+        tmp.write_bytes(json.dumps({"boot_id": boot, "segments": entries}).encode())
+        os.replace(tmp, path)
+    except OSError as err:
+        log.warning("could not record the CRC checks of %s (they will be repeated): %s", directory, err)
 
 
 def recall(directory: Path, segments: Iterable[Segment]) -> None:

@@ -93,10 +93,24 @@ class TopicConfig:
     retention_bytes: int | None = None
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
     flush: FlushPolicy = field(default_factory=FlushPolicy)
+    # Replication (an SPU cluster; a lone SPU is the whole in-sync set of every partition).
+    replication_factor: int = 1
+    min_in_sync_replicas: int = 1
+    replica_lag_time_max_ms: int = 3000  # a follower behind for longer leaves the in-sync set
+    unclean_leader_election: bool = False  # may an out-of-sync replica become leader (losing data)
 
     def __post_init__(self) -> None:
         if self.partitions < 1:
             raise ValueError("a topic needs at least one partition")
+        if self.replication_factor < 1:
+            raise ValueError("the replication factor must be at least 1")
+        if not 1 <= self.min_in_sync_replicas <= self.replication_factor:
+            raise ValueError(
+                f"min in-sync replicas must be between 1 and the replication factor "
+                f"({self.replication_factor}), got {self.min_in_sync_replicas}"
+            )
+        if self.replica_lag_time_max_ms <= 0:
+            raise ValueError("replica lag time must be positive")
         if not 1024 <= self.segment_bytes < (1 << 32):
             raise ValueError("segment size must be between 1 KiB and 4 GiB")
         if self.retention_ms is not None and self.retention_ms <= 0:
@@ -130,6 +144,11 @@ class PartitionInfo:
     segment_count: int
     corrupt_batches: int = 0  # distinct bad batches reads met since the partition was opened
     damage: list[str] = field(default_factory=list)  # cuts, holes and bad batches, one line each
+    # In a cluster (from the controller): None / empty on a lone SPU.
+    leader: int | None = None
+    replicas: list[int] = field(default_factory=list)
+    in_sync_replicas: list[int] = field(default_factory=list)
+    leader_epoch: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -186,14 +186,29 @@ class Partition:
     def high_watermark(self) -> int:
         return self._hw
 
-    def set_high_watermark(self, offset: int) -> None:
+    def set_high_watermark(self, offset: int, *, persist: bool = True) -> None:
         """Move the committed offset (replication sets it from follower acks).
 
-        Clamped to [log start, log end]; persisted to the `high-watermark` checkpoint."""
+        Clamped to [log start, log end]; persisted to the `high-watermark` checkpoint
+        unless `persist` is False (a replicated leader moves it per produce and
+        checkpoints it now and then with `checkpoint_high_watermark`)."""
         with self._lock:
             self._hw = max(self.log_start_offset, min(offset, self._leo))
-            if self.writable:
+            if self.writable and persist:
                 write_offset(self.directory / HIGH_WATERMARK, self._hw)
+
+    def checkpoint_high_watermark(self) -> None:
+        """Persist the in-memory high watermark (a lower one after a crash is safe: it only
+        delays committed reads until the followers report again)."""
+        with self._lock:
+            if self.writable and not self._closed:
+                write_offset(self.directory / HIGH_WATERMARK, self._hw)
+
+    @property
+    def policy_end(self) -> int:
+        """The end below which everything is as durable as the flush policy asks: what a
+        replica may count towards the high watermark (fsynced under every_batch)."""
+        return self._durable_end if self.config.flush.mode == "every_batch" else self._leo
 
     # -- appends --------------------------------------------------------------------------------
 
@@ -322,6 +337,7 @@ class Partition:
         """Close the active segment and start a new one at the log end (lock held)."""
         old = self.segments[-1]
         old.freeze()
+        boot_checks.remember(self.directory, self.segments)  # a crash keeps the closed segments' checks
         self.stats.rolls += 1
         seg = Segment.create(self.directory, self._leo, self._settings)
         fsync_dir(self.directory)

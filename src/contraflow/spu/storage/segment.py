@@ -127,6 +127,8 @@ class Segment:
         self.index: EntryTable
         self.time_index: EntryTable
         self.verified = RangeSet()  # bytes whose batches passed their CRC check in this process
+        # the log file as this process last wrote or opened it: a change since is someone else's
+        self.known_stat: os.stat_result | None = None
         self.holes: dict[int, Hole] = {}  # by start position
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -135,6 +137,7 @@ class Segment:
     def create(cls, directory: Path, base_offset: int, settings: SegmentSettings) -> Segment:
         seg = cls(directory, base_offset, settings, writable=True)
         seg.file = io.FileIO(seg.log_path, "x+")
+        seg.known_stat = os.fstat(seg.file.fileno())
         seg.index = EntryTable.create(seg.index_path, OFFSET_ENTRY, settings.index_capacity, writable=True)
         seg.time_index = EntryTable.create(
             seg.timeindex_path, TIME_ENTRY, settings.index_capacity, writable=True
@@ -146,7 +149,8 @@ class Segment:
         """Open the files; indexes are loaded if present (check with `indexes_consistent`)."""
         seg = cls(directory, base_offset, settings, writable=writable)
         seg.file = io.FileIO(seg.log_path, "r+" if writable else "r")
-        seg.size = os.fstat(seg.file.fileno()).st_size
+        seg.known_stat = os.fstat(seg.file.fileno())
+        seg.size = seg.known_stat.st_size
         capacity = settings.index_capacity
         index = EntryTable.load(seg.index_path, OFFSET_ENTRY, capacity, writable=writable)
         time_index = EntryTable.load(seg.timeindex_path, TIME_ENTRY, capacity, writable=writable)
@@ -316,6 +320,7 @@ class Segment:
             os.fsync(out.fileno())
         os.replace(tmp, self.log_path)
         self.file = io.FileIO(self.log_path, "r+")
+        self.known_stat = os.fstat(self.file.fileno())
         self._map = None
         self.size = position
         outcome = self.rebuild(self.base_offset)
@@ -328,6 +333,7 @@ class Segment:
         self.file.truncate(size)
         os.fsync(self.file.fileno())
         self.size = size
+        self.known_stat = os.fstat(self.file.fileno())
         self.verified.clip(size)
 
     def freeze(self) -> None:
@@ -378,6 +384,7 @@ class Segment:
         self.size = pos + header.total_size
         self._track(pos, header, base_offset)
         self.verified.add(pos, self.size)  # the partition checked the batch before writing it
+        self.known_stat = os.fstat(fd)
         return pos
 
     def _track(self, pos: int, header: BatchHeader, base_offset: int | None = None) -> None:

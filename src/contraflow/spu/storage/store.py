@@ -58,9 +58,13 @@ class _Topic:
 class Store:
     """Topics of one data directory. Thread-safe; `close()` it (or use `with`)."""
 
-    def __init__(self, data_dir: str | Path, *, read_only: bool = False) -> None:
+    def __init__(
+        self, data_dir: str | Path, *, read_only: bool = False, hw_follows_flush: bool = True
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.read_only = read_only
+        # False in a cluster: the partition's leader moves the high watermark.
+        self.hw_follows_flush = hw_follows_flush
         self._lock = threading.RLock()
         self._topics: dict[str, _Topic] = {}
         self._offsets: dict[tuple[str, str, int], int] = {}
@@ -193,7 +197,14 @@ class Store:
             part = t.partitions.get(number)
             if part is None:
                 directory = self.topics_dir / topic / str(number)
-                part = Partition(directory, topic, number, t.config, writable=not self.read_only)
+                part = Partition(
+                    directory,
+                    topic,
+                    number,
+                    t.config,
+                    writable=not self.read_only,
+                    hw_follows_flush=self.hw_follows_flush,
+                )
                 t.partitions[number] = part
             return part
 

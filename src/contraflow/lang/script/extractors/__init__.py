@@ -20,6 +20,7 @@ import orjson
 
 from contraflow.lang.script.extractors import cidr, dissect, grok, influx
 from contraflow.lang.script.extractors.text import Extractor, matched, of_text
+from contraflow.lang.script.regex import compile_rust
 from contraflow.lang.script.values import MISSING
 
 
@@ -30,7 +31,7 @@ def _glob(text: str) -> Extractor:
 
 
 def _regex(text: str) -> Extractor:
-    rx = re.compile(text)
+    rx = compile_rust(text)
 
     def extract(value: str) -> Any:
         m = rx.search(value)

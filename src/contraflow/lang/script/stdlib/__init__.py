@@ -36,6 +36,10 @@ MODULES = (
     "chash",
     "binary",
     "win",
+    "random",
+    "logging",
+    "test",
+    "constants",
 )
 
 
@@ -57,6 +61,14 @@ class Function:
 
 
 FUNCTIONS: dict[str, Function] = {}
+
+# Library constants by full name without root (`time::nanos::NANOS_PER_SECOND`, `integer::signed::MAX`).
+CONSTANTS: dict[str, Any] = {}
+
+
+def tremor_const(name: str, value: Any) -> None:
+    """Register the library constant `name` (readable as `module::NAME` after `use`)."""
+    CONSTANTS[name] = value
 
 
 def tremor_fn(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -101,7 +113,36 @@ def has_module(path: str) -> bool:
     """Whether `path` (`std::string`, `string`, `tremor::system`) names a library module."""
     _load()
     prefix = _short(path) + "::"
-    return any(name.startswith(prefix) for name in FUNCTIONS)
+    return (
+        any(name.startswith(prefix) for name in FUNCTIONS)
+        or any(name.startswith(prefix) for name in CONSTANTS)
+        or _is_aggregate_module(path)
+    )
+
+
+def _is_aggregate_module(path: str) -> bool:
+    """`aggr`, `aggr::stats`, `aggr::win`: Tremor's aggregate modules, usable with `use` in selects."""
+    from contraflow.lang.script.aggr import AGGREGATES  # the aggregates import this package
+
+    prefix = path + "::"
+    return path.startswith("aggr") and any(name.startswith(prefix) for name in AGGREGATES)
+
+
+def module_constants(path: str) -> dict[str, Any]:
+    """The constants of the library module `path` and its submodules, by their names relative to it
+    (`MAX` for `std::integer::signed`; `timezones::UTC` for `std::datetime`, as Tremor's modules `use` theirs)."""
+    _load()
+    prefix = _short(path) + "::"
+    return {name[len(prefix) :]: value for name, value in CONSTANTS.items() if name.startswith(prefix)}
+
+
+def aliased_constants(aliases: dict[str, str]) -> dict[str, Any]:
+    """`alias::NAME` for every constant of the library modules brought in as `alias`."""
+    return {
+        f"{alias}::{name}": value
+        for alias, path in aliases.items()
+        for name, value in module_constants(path).items()
+    }
 
 
 def all_names() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
@@ -21,3 +22,23 @@ def parse(s: Any) -> float:
 @tremor_fn("float::from_integer")
 def from_integer(i: Any) -> float:
     return float(want(i, int, "float::from_integer"))
+
+
+def _number(value: Any, fn: str) -> float | int:
+    return want(value, (int, float), fn, "number")
+
+
+@tremor_fn("float::is_finite")
+def is_finite(n: Any) -> bool:
+    """False for NaN and infinities; always true for integers."""
+    return math.isfinite(_number(n, "float::is_finite"))
+
+
+@tremor_fn("float::is_nan")
+def is_nan(n: Any) -> bool:
+    return math.isnan(_number(n, "float::is_nan"))
+
+
+@tremor_fn("float::is_infinite")
+def is_infinite(n: Any) -> bool:
+    return math.isinf(_number(n, "float::is_infinite"))

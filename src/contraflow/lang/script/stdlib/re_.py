@@ -1,20 +1,19 @@
-"""`re::` functions: `re::replace(regex, input, to)` and friends (Python `re` syntax)."""
+"""`re::` functions: `re::replace(regex, input, to)` and friends (Tremor's regex syntax, see `script.regex`)."""
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
+from contraflow.lang.script.regex import compile_rust, python_template
 from contraflow.lang.script.stdlib import tremor_fn
 from contraflow.lang.script.stdlib._check import want
 from contraflow.lang.script.values import fail
 
 
-@functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> re.Pattern[str]:
     try:
-        return re.compile(pattern)
+        return compile_rust(pattern)
     except re.error as exc:
         fail(f"invalid regular expression {pattern!r}: {exc}")
 
@@ -23,25 +22,18 @@ def _rx(pattern: Any, fn: str) -> re.Pattern[str]:
     return _compiled(want(pattern, str, fn, "regex"))
 
 
-def _template(to: str) -> str:
-    """Tremor (Rust regex) writes group references as `$1`/`${name}`; Python as `\\1`/`\\g<name>`."""
-    out = to.replace("\\", "\\\\")
-    out = re.sub(r"\$\{(\w+)\}", r"\\g<\1>", out)
-    return re.sub(r"\$(\d+)", r"\\g<\1>", out)
-
-
 @tremor_fn("re::replace")
 def replace(pattern: Any, s: Any, to: Any) -> str:
     """Replaces the first match."""
     return _rx(pattern, "re::replace").sub(
-        _template(want(to, str, "re::replace")), want(s, str, "re::replace"), count=1
+        python_template(want(to, str, "re::replace")), want(s, str, "re::replace"), count=1
     )
 
 
 @tremor_fn("re::replace_all")
 def replace_all(pattern: Any, s: Any, to: Any) -> str:
     return _rx(pattern, "re::replace_all").sub(
-        _template(want(to, str, "re::replace_all")), want(s, str, "re::replace_all")
+        python_template(want(to, str, "re::replace_all")), want(s, str, "re::replace_all")
     )
 
 

@@ -23,3 +23,14 @@ def _register(name: str, power: int) -> None:
 
 for _power, _name in enumerate(_UNITS, start=1):
     _register(_name, _power)
+
+
+@tremor_fn("size::kibi")
+def kibi(n: Any) -> int:
+    """`kibi(n)`: n KiB in bytes (Tremor 0.13's names)."""
+    return check_int(want(n, int, "size::kibi") * 1024)
+
+
+@tremor_fn("size::mebi")
+def mebi(n: Any) -> int:
+    return check_int(want(n, int, "size::mebi") * 1024**2)

@@ -66,7 +66,11 @@ def _read_all(broker: Broker, fetches: list[PartitionFetch], max_bytes: int) -> 
             continue
         fetch.error = 0
         fetch.high_watermark, fetch.log_start_offset = view.high_watermark, view.log_start_offset
-        fetch.batches = [broker.batches.encode(fetch.tp, memoryview(part)) for part in view.parts]  # type: ignore[arg-type]
+        fetch.batches = [
+            piece
+            for part in view.parts
+            for piece in broker.batches.encode(fetch.tp, memoryview(part))  # type: ignore[arg-type]
+        ]
         fetch.size = sum(map(len, fetch.batches))
         fetch.next_offset = view.next_offset
         total += fetch.size
@@ -78,7 +82,7 @@ def _encode_ahead(broker: Broker, tp: TopicPartition, offset: int, max_bytes: in
     try:
         view = broker.partitions.read(tp, offset, max_bytes, COMMITTED, views=True)
         for part in view.parts:
-            broker.batches.encode(tp, memoryview(part))  # type: ignore[arg-type]
+            broker.batches.encode(tp, memoryview(part), serving=False)  # type: ignore[arg-type]
     except Exception:  # a read-ahead that fails changes nothing: the fetch reads for itself
         pass
     finally:

@@ -1,8 +1,9 @@
 """Produce and InitProducerId.
 
 A produce request's batches for one partition are transcoded and appended in
-the SPU's thread pool through the same `Partitions` door as the SPU's own
-produces, so Kafka and contraflow producers share ordering, fsync grouping and
+the SPU's thread pool, in the order the requests came (pipelined requests to a
+partition go to the pool together), through the same `Partitions` door as the
+SPU's own produces, so Kafka and contraflow producers share ordering, fsync grouping and
 transaction fences. acks=-1 (all) waits for the fsync; with one SPU the leader
 is the whole in-sync set, so acks=1 gets the same durability from the flush
 policy. acks=0 gets no response, as in Kafka.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 
 from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
@@ -73,21 +75,29 @@ def _append_plain(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, dur
     return base
 
 
-async def _produce_partition(
+def _start_partition(
     broker: Broker, topic: str, index: int, records: memoryview | None, acks: int, transactional: bool
+) -> asyncio.Future[int] | KafkaError:
+    """The partition's append, queued at once (so pipelined requests keep their order)."""
+    if transactional:
+        code = KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return KafkaError(code, "Kafka transactions are not supported")
+    if acks not in (-1, 0, 1):
+        return KafkaError(KafkaErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}")
+    if records is None:
+        return KafkaError(KafkaErrorCode.CORRUPT_MESSAGE, "the partition's records are null")
+    return broker.appends.submit((topic, index), partial(_append, broker, topic, index, records, acks == -1))
+
+
+async def _partition_result(
+    broker: Broker, topic: str, index: int, started: asyncio.Future[int] | KafkaError
 ) -> PartitionResult:
     try:
-        if transactional:
-            raise KafkaError(
-                KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Kafka transactions are not supported"
-            )
-        if acks not in (-1, 0, 1):
-            raise KafkaError(KafkaErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}")
-        if records is None:
-            raise KafkaError(KafkaErrorCode.CORRUPT_MESSAGE, "the partition's records are null")
-        base = await broker.blocking(_append, broker, topic, index, records, acks == -1)
-        start = broker.partitions.partition((topic, index)).log_start_offset
-        return PartitionResult(index, base_offset=base, log_start_offset=start)
+        if isinstance(started, KafkaError):
+            raise started
+        base = await started
+        log_start = broker.partitions.partition((topic, index)).log_start_offset
+        return PartitionResult(index, base_offset=base, log_start_offset=log_start)
     except Exception as err:
         error = to_kafka_error(err)
         return PartitionResult(index, int(error.code), message=str(error))
@@ -98,18 +108,20 @@ async def produce(broker: Broker, request: KafkaRequest) -> Writer | None:
     transactional_id = body.nullable_string()
     acks = body.int16()
     body.int32()  # timeout: appends do not wait for replicas here
-    topics = body.array(_read_topic)
-    results = [
+    transactional = transactional_id is not None
+    started = [
         (
             name,
-            await asyncio.gather(
-                *(
-                    _produce_partition(broker, name, index, records, acks, transactional_id is not None)
-                    for index, records in partitions
-                )
-            ),
+            [
+                (index, _start_partition(broker, name, index, records, acks, transactional))
+                for index, records in partitions
+            ],
         )
-        for name, partitions in topics
+        for name, partitions in body.array(_read_topic)
+    ]
+    results = [
+        (name, [await _partition_result(broker, name, index, start) for index, start in partitions])
+        for name, partitions in started
     ]
     if acks == 0:
         return None

@@ -1,0 +1,112 @@
+"""Cluster metadata: SPUs, topics, and per partition its replicas, leader, epoch and
+in-sync set. The controller keeps it durable; SPUs and clients get copies of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contraflow.spu.storage.checkpoint import write_atomic
+from contraflow.spu.storage.config import TopicConfig
+
+NO_LEADER = -1
+
+
+@dataclass
+class SpuRecord:
+    id: int
+    public_addr: str
+    private_addr: str
+
+    def to_list(self) -> list[Any]:
+        return [self.id, self.public_addr, self.private_addr]
+
+
+@dataclass
+class PartitionState:
+    """`leader` is NO_LEADER while no replica can take over (all in-sync replicas down)."""
+
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+
+    def to_list(self) -> list[Any]:
+        return [self.leader, self.leader_epoch, self.replicas, self.isr]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> PartitionState:
+        leader, epoch, replicas, isr = data
+        return cls(list(replicas), int(leader), int(epoch), list(isr))
+
+
+@dataclass
+class TopicRecord:
+    name: str
+    config: TopicConfig
+    created_ms: int
+    partitions: list[PartitionState]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "created_ms": self.created_ms,
+            "partitions": [p.to_list() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: dict[str, Any]) -> TopicRecord:
+        return cls(
+            name,
+            TopicConfig.from_dict(data["config"]),
+            int(data["created_ms"]),
+            [PartitionState.from_list(p) for p in data["partitions"]],
+        )
+
+
+@dataclass
+class ClusterMetadata:
+    """What the controller persists and hands out (`version` grows with every change)."""
+
+    version: int = 0
+    spus: dict[int, SpuRecord] = field(default_factory=dict)
+    topics: dict[str, TopicRecord] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "spus": [s.to_list() for s in sorted(self.spus.values(), key=lambda s: s.id)],
+            "topics": {name: t.to_dict() for name, t in sorted(self.topics.items())},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterMetadata:
+        spus = {int(i): SpuRecord(int(i), str(pub), str(priv)) for i, pub, priv in data["spus"]}
+        topics = {name: TopicRecord.from_dict(name, t) for name, t in data["topics"].items()}
+        return cls(int(data["version"]), spus, topics)
+
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        record = self.topics.get(topic)
+        if record is None or not 0 <= partition < len(record.partitions):
+            return None
+        return record.partitions[partition]
+
+
+class MetadataFile:
+    """The controller's durable copy: one JSON file replaced atomically (fsynced) per change."""
+
+    def __init__(self, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.path = data_dir / "cluster.json"
+
+    def load(self) -> ClusterMetadata:
+        if not self.path.exists():
+            return ClusterMetadata()
+        return ClusterMetadata.from_dict(orjson.loads(self.path.read_bytes()))
+
+    def save(self, metadata: ClusterMetadata) -> None:
+        write_atomic(self.path, orjson.dumps(metadata.to_dict(), option=orjson.OPT_INDENT_2))

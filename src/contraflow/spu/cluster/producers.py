@@ -1,0 +1,79 @@
+"""The leader's memory of idempotent producers: the last batch each one wrote per partition.
+
+A produce whose batch repeats the last sequence number of its producer is a
+retry: it is answered with the offsets recorded the first time and not appended
+again; a gap in the sequence is refused (OUT_OF_ORDER_SEQUENCE). The table is
+rebuilt from a replica's own log when it starts to lead or follow, and kept up
+to date from every batch a follower copies, so it survives failovers.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from contraflow.spu.protocol import ErrorCode, SpuError
+from contraflow.spu.protocol.batch import BatchHeader
+from contraflow.spu.protocol.idempotence import split_producer_field
+from contraflow.spu.storage.partition import Partition
+
+TopicPartition = tuple[str, int]
+REBUILD_READ_BYTES = 4 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class LastBatch:
+    sequence: int
+    base_offset: int
+    last_offset: int
+
+
+class ProducerTable:
+    def __init__(self) -> None:
+        self._last: dict[tuple[TopicPartition, int], LastBatch] = {}
+        self._locks: dict[TopicPartition, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def lock(self, tp: TopicPartition) -> threading.Lock:
+        """Held across check, append and record of an idempotent batch (worker threads)."""
+        with self._guard:
+            found = self._locks.get(tp)
+            if found is None:
+                found = self._locks[tp] = threading.Lock()
+            return found
+
+    def duplicate(self, tp: TopicPartition, header: BatchHeader) -> tuple[int, int] | None:
+        """The recorded offsets if this batch is a retry of the producer's last one, None if
+        it is new; OUT_OF_ORDER_SEQUENCE if it skips sequence numbers or goes back further."""
+        ids = split_producer_field(header.producer_id)
+        if ids is None:
+            return None
+        producer, sequence = ids
+        last = self._last.get((tp, producer))
+        if last is None or sequence == last.sequence + 1:
+            return None
+        if sequence == last.sequence:
+            return last.base_offset, last.last_offset
+        raise SpuError(
+            ErrorCode.OUT_OF_ORDER_SEQUENCE,
+            f"producer {producer} sent sequence {sequence} to {tp[0]}/{tp[1]}, after {last.sequence}",
+        )
+
+    def record(self, tp: TopicPartition, producer_field: int, base: int, last: int) -> None:
+        ids = split_producer_field(producer_field)
+        if ids is not None:
+            self._last[(tp, ids[0])] = LastBatch(ids[1], base, last)
+
+    def rebuild(self, tp: TopicPartition, part: Partition) -> None:
+        """Forget what was known of `tp` and read the producers' last batches from its log."""
+        with self.lock(tp):
+            self._last = {k: v for k, v in self._last.items() if k[0] != tp}
+            offset = part.log_start_offset
+            while True:
+                result = part.read(offset, REBUILD_READ_BYTES, isolation="uncommitted")
+                if not result.batches:
+                    return
+                for view in result.batches:
+                    header = BatchHeader.parse(view)
+                    self.record(tp, header.producer_id, header.base_offset, header.last_offset)
+                offset = result.next_offset

@@ -1,0 +1,64 @@
+"""Helpers for the cluster tests: a controller and SPUs as real processes on loopback,
+and a replica's log read straight from its data directory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from contraflow.spu.cluster.local import LocalCluster
+from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.storage.store import Store
+
+SESSION_TIMEOUT = "1s"
+
+
+@contextmanager
+def local_cluster(root: Path, spus: int = 3) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(root, session_timeout=SESSION_TIMEOUT)
+    cluster.start(spus)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def partition_state(
+    cluster: LocalCluster, topic: str, partition: int = 0
+) -> tuple[int, int, list[int], list[int]]:
+    """(leader, epoch, replicas, in-sync replicas) as the controller has them."""
+    leader, epoch, replicas, isr = cluster.metadata()["topics"][topic]["partitions"][partition]
+    return int(leader), int(epoch), list(replicas), sorted(isr)
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+Entry = tuple[int, int, bytes]  # offset, leader epoch of its batch, value
+
+
+def replica_log(data_dir: Path, topic: str, partition: int = 0) -> list[Entry]:
+    """Every record of a replica with its offset and epoch (read-only: the SPU may run)."""
+    store = Store(data_dir, read_only=True)
+    try:
+        part = store.partition(topic, partition)
+        out: list[Entry] = []
+        offset = part.log_start_offset
+        while True:
+            result = part.read(offset, 1 << 22, isolation="uncommitted")
+            if not result.batches:
+                return out
+            for view in result.batches:
+                batch = decode_batch(view)
+                epoch = batch.header.leader_epoch
+                out.extend((o, epoch, bytes(v)) for o, v in zip(batch.offsets(), batch.values(), strict=True))
+            offset = result.next_offset
+    finally:
+        store.close()
