@@ -144,8 +144,9 @@ class DeliverySettings:
 
 UNDEPLOY_CEILING_S = 10.0
 # Ctrl-C/SIGTERM give a flow this long by default. The classify example stopped right after it
-# started drains in its stateful pipeline's first micro-batch: 64 s on the 2-core box at load 16
-# (docs/operations.md); 70 % of 10 s cut that short. A second Ctrl-C stops at once.
+# started drains in its stateful pipeline's first micro-batch: 64 s on the 2-core box at load 16,
+# 87 s at load 30 (docs/operations.md); the 7 s of 10 s left for the drain cut that short. A
+# second Ctrl-C stops at once.
 SHUTDOWN_CEILING_S = 120.0
 
 

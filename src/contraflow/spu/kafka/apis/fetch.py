@@ -82,7 +82,7 @@ def _encode_ahead(broker: Broker, tp: TopicPartition, offset: int, max_bytes: in
     try:
         view = broker.partitions.read(tp, offset, max_bytes, COMMITTED, views=True)
         for part in view.parts:
-            broker.batches.encode(tp, memoryview(part))  # type: ignore[arg-type]
+            broker.batches.encode(tp, memoryview(part), serving=False)  # type: ignore[arg-type]
     except Exception:  # a read-ahead that fails changes nothing: the fetch reads for itself
         pass
     finally:
