@@ -46,6 +46,14 @@ class RecordFields(TypedDict, total=False):
     timestamps: Sequence[int] | None
 
 
+class RecordExtras(TypedDict, total=False):
+    """What one record may carry besides its value (a producer's `send`)."""
+
+    key: Buffer | None
+    headers: Headers | None
+    timestamp: int | None
+
+
 @runtime_checkable
 class LogClient(Protocol):
     """Operations on topics, partitions and consumer offsets."""
