@@ -144,9 +144,9 @@ def test_undeploy_cancels_a_busy_spark_batch_and_the_flow_restarts_with_nothing_
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", busy) as runtime:
             worker = await spinning_worker(runtime, spark, fid)
+            spinners.append(worker)
             run_id = runtime.flows[fid].pipelines["spin"].run_id
             began = time.monotonic()
-            spinners.append(worker)
             await runtime.undeploy(fid)
             took = time.monotonic() - began
             assert took < BUSY_CEILING_S + 0.5, f"undeploy took {took:.2f}s"
