@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 FLOW = """
 define flow idle
-flow
+{args}flow
   define connector ticks from metronome with config = {"interval": 1000000000} end;
   define connector drop from null end;
   define pipeline pass pipeline select event from in into out; end;
@@ -120,21 +121,43 @@ async def independent(runtime: Runtime, flows: list[str]) -> list[str]:
     return problems
 
 
-async def measure(spu_addr: str, spark: Any, data_dir: Path, count: int, idle_s: float) -> dict[str, Any]:
+Independence = Callable[[Runtime, list[str]], Awaitable[list[str]]]
+Deployment = Callable[[Runtime, str, list[str]], Awaitable[None]]
+
+
+async def deploy_all(runtime: Runtime, definition: str, names: list[str]) -> None:
+    """Every flow in one deployment, as a file of 20 `deploy flow` statements would."""
+    await runtime.deploy(definition + "".join(f"deploy flow {n} from idle;\n" for n in names), "<density>")
+
+
+async def measure(
+    spu_addr: str,
+    spark: Any,
+    data_dir: Path,
+    count: int,
+    idle_s: float,
+    check: Independence = independent,
+    prefix: str = "idle",
+    flow_args: str = "",
+    deploy: Deployment = deploy_all,
+) -> dict[str, Any]:
+    """Deploy `count` flows (ids `prefix0`..., with `deploy`) into a new runtime and measure them
+    against the same runtime before; `check` tells whether they pause and resume independently;
+    `flow_args` are Troy `args` of the flows (reserved settings)."""
     runtime = Runtime(spu_addr, spark, data_dir)
     await asyncio.sleep(2)  # the SPU and Spark settle after start-up
     baseline = await idle_window(idle_s)
-    names = [f"idle{n}" for n in range(count)]
+    names = [f"{prefix}{n}" for n in range(count)]
     began = time.monotonic()
-    await runtime.deploy(FLOW + "".join(f"deploy flow {n} from idle;\n" for n in names), "<density>")
+    await deploy(runtime, FLOW.replace("{args}", f"args\n  {flow_args}\n" if flow_args else ""), names)
     deploy_s = time.monotonic() - began
     try:
         while min(ticks(runtime, n) for n in names) == 0:
             await asyncio.sleep(0.2)
         loaded = await idle_window(idle_s)
-        separate = await independent(runtime, names)
+        separate = await check(runtime, names)
     finally:
-        await runtime.quiesce_all()
+        await runtime.quiesce_all(shutdown=False)
     per_flow_mb = (loaded["pss_mb"] - baseline["pss_mb"]) / count
     per_flow_cpu = (loaded["cpu_cores"] - baseline["cpu_cores"]) / count
     return {

@@ -113,7 +113,7 @@ async def run_file_flow(spu: str, spark: Any, work: Path, fid: str, source: Path
     while count_lines(out) < EVENTS:
         await asyncio.sleep(0.05)
     elapsed = time.perf_counter() - started
-    await runtime.quiesce_all()
+    await runtime.quiesce_all(shutdown=False)
     return elapsed
 
 
@@ -189,7 +189,7 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
                 for state_of, state in (flow.monitor.states if flow.monitor else {}).items():
                     depths.setdefault(state_of.split(".", 1)[1], []).append(state.depth)
         batches = [p for pipeline in flow.pipelines.values() for p in pipeline.query.recentProgress]
-        await runtime.quiesce_all()
+        await runtime.quiesce_all(shutdown=False)
     report = dict(getattr(bench, "report", None) or bench.finish())  # type: ignore[attr-defined]
     return summarize(run, report, backlog, batches) | {
         "channel_depth_median": {name: round(statistics.median(d)) for name, d in sorted(depths.items())}

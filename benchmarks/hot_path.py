@@ -25,8 +25,10 @@ the sink for passthrough, events read by the pipeline for w1, both from
 of the runtime's tree is sampled for CPU, giving CPU µs per event per process
 kind (runtime with its embedded SPU, JVM, Spark's Python workers), and the
 stage counters (`contraflow_stage_seconds`: source read + split, decode,
-append, sink write, sink commit, the monitor that settles acks; and Spark's
-micro-batch durations) give wall µs per event in each stage. Stages overlap
+append, sink write, sink commit, the monitor that settles acks; Spark's
+micro-batch durations and their phases `spark_offsets`, `spark_planning`,
+`spark_execution`, `spark_commit`, `spark_state_commit`, from
+`contraflow_pipeline_batch_phase_seconds`) give wall µs per event in each stage. Stages overlap
 (they run concurrently), so they do not add up to 1 / rate.
 """
 
@@ -303,6 +305,10 @@ def stage_seconds(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str,
         for m, labels, v in metrics
         if m == "contraflow_stage_seconds_total" and "stage" in labels
     }
+    for m, labels, v in metrics:
+        if m == "contraflow_pipeline_batch_phase_seconds_total" and "phase" in labels:
+            key = f"spark_{labels['phase']}"
+            stages[key] = stages.get(key, 0.0) + v
     stages["spark_micro_batches"] = sum(
         v for m, _, v in metrics if m == "contraflow_pipeline_batch_duration_seconds_sum"
     )

@@ -108,7 +108,7 @@ async def race(
             now = {first: _out(runtime, first), second: _out(runtime, second)}
         took = time.monotonic() - began
     finally:
-        await runtime.quiesce_all()
+        await runtime.quiesce_all(shutdown=False)
     rates = [now[f] / took for f in (first, second)]
     return {
         "window_s": round(took, 2),

@@ -238,8 +238,22 @@ def preflight(options: RunOptions) -> None:
         check_port_free(options.api, "the REST API", "--api HOST:PORT or --no-api")
     if options.spu is None:
         check_port_free(f"127.0.0.1:{options.spu_port}", "the embedded SPU", "--spu-port")
+    else:
+        _refuse_a_cluster(options.spu)
     check_data_dir(options.data_dir)
     check_java()
+
+
+def _refuse_a_cluster(spu: str) -> None:
+    """Pipelines write through exactly-once batch commits, which an SPU cluster does not
+    replicate yet: say so now rather than at the first micro-batch."""
+    from contraflow.spu.client.aio import is_cluster
+
+    if is_cluster(spu):
+        raise UserError(
+            f"--spu {spu} is an SPU cluster: pipelines need exactly-once batch commits, which a "
+            "cluster does not replicate yet (docs/spu-cluster.md); use a single SPU"
+        )
 
 
 @contextlib.contextmanager

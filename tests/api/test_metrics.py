@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from contraflow.pipeline.spark.listener import batch_phases
 from contraflow.runtime.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
 from tests.api.conftest import InMemoryRuntime
 
@@ -143,3 +146,34 @@ def test_a_flow_deployed_again_starts_from_zero() -> None:
     m.connector_events("f", "c", "out", events=2, nbytes=20)
     assert m.registry.get_sample_value("contraflow_connector_events_total", query) == 2
     assert m.registry.get_sample_value("contraflow_connector_bytes_total", query) == 20
+
+
+def test_batch_phases_from_spark_progress() -> None:
+    """Spark's `durationMs` and state operators' commit times become per-phase seconds."""
+    durations = {
+        "latestOffset": 5,
+        "getBatch": 1,
+        "walCommit": 40,
+        "queryPlanning": 250,
+        "addBatch": 1200,
+        "commitOffsets": 60,
+        "triggerExecution": 1600,
+    }
+    operators = [SimpleNamespace(commitTimeMs=300), SimpleNamespace(commitTimeMs=100)]
+    phases = dict(batch_phases(durations, operators))
+    assert phases == {
+        "offsets": 0.046,
+        "planning": 0.25,
+        "execution": 1.2,
+        "commit": 0.06,
+        "state_commit": 0.4,
+    }
+    assert "state_commit" not in dict(batch_phases(durations, []))  # a stateless query has none
+
+    m = RuntimeMetrics()
+    m.pipeline_batch("f", "p", duration_s=1.6, events_in=5, events_out=5, phases=tuple(phases.items()))
+    m.pipeline_batch("f", "p", duration_s=1.6, events_in=5, events_out=5, phases=tuple(phases.items()))
+    sample = m.registry.get_sample_value
+    family = "contraflow_pipeline_batch_phase_seconds_total"
+    assert sample(family, {"flow": "f", "pipeline": "p", "phase": "planning"}) == pytest.approx(0.5)
+    assert sample(family, {"flow": "f", "pipeline": "p", "phase": "state_commit"}) == pytest.approx(0.8)

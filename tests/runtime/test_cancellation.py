@@ -17,16 +17,19 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
-from contraflow.runtime.cancellation import TieredCancel
+from contraflow.errors import UserError
+from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.runtime.event_stream import EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
 from tests.runtime.silent_server import SilentServer, stalled_flow
+from tests.runtime.spinning import QUICK, SPIN, alive, kill, running_jobs, spinning_flow, spinning_worker
 from tests.runtime.test_contraflow import emitted, metronome_to
 
 CEILING_S = 3.0
@@ -119,4 +122,79 @@ def test_a_second_ctrl_c_ends_the_cooperative_tier_at_once() -> None:
         ("cooperative", "timed out"),
         ("cancel_jobs", "done"),
     ]
-    assert events[1]["deadline_s"] > 70  # 75 % of the ceiling, nothing of it used by the cut drain
+    assert events[1]["deadline_s"] > 90  # up to 95.5 s of the ceiling: nothing used by the cut drain
+
+
+BUSY_CEILING_S = 10.0
+
+
+def test_undeploy_cancels_a_busy_spark_batch_and_the_flow_restarts_with_nothing_lost(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    """A micro-batch really running in a Spark Python worker: the cooperative tier runs out, the
+    job group is cancelled and the worker killed within their tiers, undeploy stays within the
+    ceiling; the same flow deployed again processes every input event exactly once."""
+    fid = flow_id("busy")
+    source, output = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    sent = write_events(source, 5)
+    busy = spinning_flow(fid, source, output, SPIN, BUSY_CEILING_S)
+    spun = channel_topic(fid, "spin", "out")
+    spinners: list[int] = []
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", busy) as runtime:
+            worker = await spinning_worker(runtime, spark, fid)
+            spinners.append(worker)
+            run_id = runtime.flows[fid].pipelines["spin"].run_id
+            began = time.monotonic()
+            await runtime.undeploy(fid)
+            took = time.monotonic() - began
+            assert took < BUSY_CEILING_S + 0.5, f"undeploy took {took:.2f}s"
+            assert not running_jobs(spark, run_id), "the busy batch's job still runs"
+            tiers = {
+                e["tier"]: e for e in runtime.events.recent if e.get("flow") == fid and e["kind"] == "cancel"
+            }
+            assert list(tiers) == ["cooperative", "cancel_jobs", "stop_queries", "cancel_tasks"]
+            assert tiers["cooperative"]["outcome"] == "timed out"  # the batch never finishes by itself
+            assert tiers["cancel_jobs"]["outcome"] == "done"  # within its deadline
+            assert tiers["cancel_tasks"]["total_s"] <= BUSY_CEILING_S + 0.1
+            await wait_for(lambda: not alive(worker), 15, "the spinning Python worker to be killed")
+            assert spu.describe_topic(spun).partitions[0].high_watermark == 0, "no batch may have landed"
+
+            await runtime.deploy(spinning_flow(fid, source, output, QUICK, BUSY_CEILING_S), "<again>")
+            await wait_for(lambda: len(read_events(output)) >= len(sent), 120, "the restarted flow's output")
+            await asyncio.sleep(1)  # anything delivered twice would show by now
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for worker in spinners:  # left spinning only if the test failed
+            kill(worker)
+    assert read_events(output) == sent
+    assert [orjson.loads(r.value) for r in read_topic(spu, spun)] == sent
+
+
+def test_a_redeploy_waits_for_a_query_stop_that_outlived_its_tier() -> None:
+    """A stop a tier gave up on goes on; starting the same pipeline again waits for it, and is
+    refused with a clear error if it takes too long (Spark refuses a second active query)."""
+
+    async def scenario() -> None:
+        stops = QueryStops()
+        finished = asyncio.Event()
+
+        async def slow_stop() -> None:
+            await asyncio.sleep(0.3)
+            finished.set()
+
+        tier = TieredCancel("f", 0.1, EventStream(None))
+        tracked = stops.track("f/p", slow_stop())
+        assert await tier.run("stop_queries", asyncio.shield(tracked)) == "timed out"
+        await stops.wait_for("f/p", 5)
+        assert finished.is_set()
+        await stops.wait_for("f/p", 0)  # nothing under way: at once
+
+        stops.track("f/q", asyncio.sleep(5))
+        with pytest.raises(UserError, match="pipeline f/q is still stopping"):
+            await stops.wait_for("f/q", 0.1)
+
+    asyncio.run(scenario())

@@ -12,11 +12,14 @@ import orjson
 
 from contraflow.api.app import create_app
 from contraflow.api.server import ApiServer
+from contraflow.runtime.channels import channel_topic, consumer_name
 from contraflow.runtime.event_stream import EVENTS_TOPIC, EventStream
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from tests.runtime.harness import flow_id, running, troy, wait_for
+from tests.cli_process import run_cli
+from tests.runtime.harness import flow_id, running, troy, wait_for, write_events
 from tests.runtime.http_target import Target
+from tests.runtime.spinning import SPIN, kill, spinning_flow, spinning_worker
 from tests.runtime.test_contraflow import free_port, http_sink
 
 TICK_NS = 20_000_000  # 50 events per second
@@ -186,5 +189,47 @@ def test_sequence_numbers_and_last_event_id_carry_over_a_restart(spu_addr: str) 
         ]
 
     asyncio.run(scenario())
-    with SpuClient(spu_addr) as client:
-        assert [orjson.loads(r.value)["seq"] for r in read_topic(client, topic)] == [1, 2, 3, 4, 5]
+    shown = run_cli("consume", topic, "-B", "-d", "--spu", spu_addr)  # the history, as a person reads it
+    assert shown.returncode == 0, shown.stderr
+    assert [orjson.loads(line)["seq"] for line in shown.stdout.splitlines()] == [1, 2, 3, 4, 5]
+
+
+def test_a_failed_micro_batch_is_an_event_and_its_input_stays_in_the_log(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    """The Python worker running a micro-batch is killed (SIGKILL): the batch fails, which is a
+    `batch_failed` event naming the flow, the pipeline and the error, streamed and appended to
+    `contraflow.events`; the flow is `failed` and its input is still in the log, unconsumed."""
+    fid = flow_id("failing")
+    source = tmp_path / "in.jsonl"
+    sent = write_events(source, 5)
+    flow = spinning_flow(fid, source, tmp_path / "out.jsonl", SPIN, 10.0)
+    read_from = channel_topic(fid, "input", "out")
+
+    async def scenario() -> None:
+        async with running(spu_addr, spark, tmp_path / "data", flow) as runtime:
+            streamed: list[dict[str, Any]] = []
+
+            async def subscriber() -> None:
+                async for event in runtime.events.subscribe(flow=fid, history=0):
+                    streamed.append(event)
+
+            listening = asyncio.create_task(subscriber())
+            kill(await spinning_worker(runtime, spark, fid))
+            await wait_for(lambda: bool(kinds(streamed, "batch_failed")), 120, "the batch_failed event")
+            listening.cancel()
+            [failed] = kinds(streamed, "batch_failed")
+            assert failed["pipeline"] == "spin", failed
+            assert "Python worker exited unexpectedly" in failed["error"], failed
+            assert "\tat " not in failed["error"], "the event carries the error, not its stack"
+            assert isinstance(failed["ts_ms"], int)
+            assert (await runtime.get_flow(fid)).status == "failed"
+            assert (runtime.flows[fid].error or "").startswith(f"pipeline spin: {failed['error']}")
+            await runtime.events.flush()
+
+    asyncio.run(scenario())
+    logged = [orjson.loads(r.value) for r in read_topic(spu, EVENTS_TOPIC)]
+    assert [e["pipeline"] for e in logged if e.get("flow") == fid and e["kind"] == "batch_failed"] == ["spin"]
+    assert spu.describe_topic(channel_topic(fid, "spin", "out")).partitions[0].high_watermark == 0
+    assert [orjson.loads(r.value) for r in read_topic(spu, read_from)] == sent
+    assert not spu.fetch_offset(consumer_name(fid, "spin", "in"), read_from, 0), "the input was not consumed"

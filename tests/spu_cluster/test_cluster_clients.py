@@ -160,6 +160,8 @@ def test_cluster_options_are_checked_in_one_line(tmp_path: Path) -> None:
     assert (
         timeout.returncode != 0 and timeout.stderr.startswith("error:") and "Traceback" not in timeout.stderr
     )
+    exposed = run_cli("sc", "run", "--addr", "0.0.0.0:0", "--data-dir", tmp_path)
+    assert exposed.returncode != 0 and "refusing to serve the controller" in exposed.stderr
 
 
 def test_exactly_once_commits_are_refused_in_a_cluster_with_the_reason(tmp_path: Path) -> None:
@@ -181,3 +183,27 @@ def test_consumer_offsets_go_to_the_leader_of_a_partition_only_some_spus_hold(tm
             client.produce("narrow", p, values(4), acks=Acks.COMMITTED)
             client.commit_offset("reader", "narrow", p, 2 + p)
         assert [client.fetch_offset("reader", "narrow", p) for p in range(3)] == [2, 3, 4]
+
+
+def test_a_deleted_topic_leaves_every_spu_and_can_be_created_again(tmp_path: Path) -> None:
+    with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
+        client.create_topic("gone", REPLICATED)
+        client.produce("gone", 0, values(3, "old"), acks=Acks.COMMITTED)
+        client.delete_topic("gone")
+        assert client.list_topics() == []
+        wait_for(
+            "the replicas to go",
+            lambda: not any((tmp_path / f"spu-{n}/topics/gone").exists() for n in range(3)),
+        )
+        client.create_topic("gone", REPLICATED)
+        client.produce("gone", 0, values(2, "new"), acks=Acks.COMMITTED)
+        assert [bytes(v) for b in client.fetch("gone", 0, 0).batches for v in b.values()] == values(2, "new")
+
+
+def test_contraflow_run_refuses_a_cluster_before_starting_anything(tmp_path: Path) -> None:
+    flow = Path(__file__).resolve().parents[2] / "examples" / "classify" / "flow.troy"
+    with local_cluster(tmp_path / "cluster") as cluster:
+        ran = run_cli("run", flow, "--spu", cluster.bootstrap, "--data-dir", tmp_path / "run", "--no-api")
+    assert ran.returncode != 0
+    assert "is an SPU cluster: pipelines need exactly-once batch commits" in ran.stderr
+    assert not (tmp_path / "run" / "runtime.json").exists()

@@ -95,8 +95,9 @@ GOOD = _body_of([(b"k", b"value", [("h", b"v")]), (None, b"second", [])])
         (GOOD[:-3], 2, "runs 3 bytes past the batch"),
         (GOOD + b"\x00", 2, "left over"),
         (GOOD, 3, "ends inside record"),
+        (GOOD, (1 << 31) - 1, "claims 2147483647 records in"),
         (b"\x02" + GOOD[1:], 2, "claims 1 bytes"),  # a first record of length 1
-        (b"\xff\xff\xff\xff\xff\x01", 1, "longer than 5 bytes"),
+        (b"\xff\xff\xff\xff\xff\x01\x00", 1, "longer than 5 bytes"),
         (b"\x0c\x00\x00\x00\x0b\x00\x00", 1, "negative"),  # key length -6
         (b"\x10\x00\x00\x00\x01\x02\x41\x00\x00", 1, "do not add up"),  # 7 bytes of fields in 8
         (b"\x10\x00\x00\x00\x01\x00\x02\x02\x68", 1, "headers run past"),  # a header cut short

@@ -9,7 +9,10 @@ a language error at the construct that goes too deep.
 
 from __future__ import annotations
 
-from lark import Tree
+from typing import Any
+
+from lark import Transformer, Tree
+from lark.exceptions import VisitError
 
 from contraflow.lang.errors import LangError, Position, SourceText
 
@@ -37,6 +40,21 @@ def check_nesting(
                 hint="flatten the nesting of records, arrays or expressions here",
             )
         stack.extend((child, depth + 1, where) for child in node.children if isinstance(child, Tree))
+
+
+def transform_tree(transformer: Transformer, tree: Tree[Any], source: SourceText) -> Any:
+    """`transformer.transform(tree)`, with a transformer's LangError passed through as it is and
+    running out of stack reported as `too_deep`: how every language turns its parse tree into an AST."""
+    try:
+        return transformer.transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, LangError):
+            raise err.orig_exc from None
+        if isinstance(err.orig_exc, RecursionError):
+            raise too_deep(source) from None
+        raise
+    except RecursionError:
+        raise too_deep(source) from None
 
 
 def too_deep(source: SourceText) -> LangError:

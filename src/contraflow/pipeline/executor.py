@@ -132,36 +132,27 @@ class PipelineExecutor:
         push = self._input(port)
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
-        # Every event allocates containers that refcounting frees at once (values are trees, never
-        # cycles); the cyclic collector would only keep rescanning the long-lived node state.
-        with no_cyclic_gc():
-            return self._run_batch(push, values, metas, ingest_ns)
-
-    def _run_batch(
-        self,
-        push: Push,
-        values: list[bytes],
-        metas: list[dict[str, Any] | None] | None,
-        ingest_ns: list[int] | int,
-    ) -> dict[str, Columns]:
         ctx = self.ctx
         emitted = self._emitted
         emitted.clear()
         columns: dict[str, Columns] = {}
         chunk = _CHUNK
-        for start in range(0, len(values), chunk):
-            end = start + chunk
-            part = values[start:end]
-            part_metas = metas[start:end] if metas is not None else [None] * len(part)
-            if isinstance(ingest_ns, list):
-                for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
-                    ctx.now_ns = now
-                    push([UNDECODED, meta, raw])
-            else:
-                ctx.now_ns = ingest_ns
-                for raw, meta in zip(part, part_metas, strict=True):
-                    push([UNDECODED, meta, raw])
-            _collect(emitted, columns)
+        # Every event allocates containers that refcounting frees at once (values are trees, never
+        # cycles); the cyclic collector would only keep rescanning the long-lived node state.
+        with no_cyclic_gc():
+            for start in range(0, len(values), chunk):
+                end = start + chunk
+                part = values[start:end]
+                part_metas = metas[start:end] if metas is not None else [None] * len(part)
+                if isinstance(ingest_ns, list):
+                    for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
+                        ctx.now_ns = now
+                        push([UNDECODED, meta, raw])
+                else:
+                    ctx.now_ns = ingest_ns
+                    for raw, meta in zip(part, part_metas, strict=True):
+                        push([UNDECODED, meta, raw])
+                _collect(emitted, columns)
         return columns
 
     def process_values_traced(

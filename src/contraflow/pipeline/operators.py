@@ -51,7 +51,23 @@ class History(NodeRunner):
         self.out(item)
 
 
-class Counter(NodeRunner):
+class ValueNode(NodeRunner):
+    """A node that works on decoded values: bytes that are not JSON become an error event instead."""
+
+    def push(self, item: Item) -> None:
+        try:
+            value = decode(item)
+        except ValueError as exc:
+            self.fail(item, exc)
+            return
+        self.take(value, item)
+
+    def take(self, value: Any, item: Item) -> None:
+        """Handle one event's decoded `value` (`item` is the event itself)."""
+        raise NotImplementedError
+
+
+class Counter(ValueNode):
     """`generic::counter`: wraps each event as `{"count": n, "event": e}`, n counting from 1."""
 
     stateful = True
@@ -60,12 +76,8 @@ class Counter(NodeRunner):
         super().__init__(node, ctx, path)
         self.count = 0
 
-    def push(self, item: Item) -> None:
-        try:
-            event = decode(item)
-        except ValueError as exc:
-            self.fail(item, exc)
-            return
+    def take(self, value: Any, item: Item) -> None:
+        event = value
         self.count += 1
         self.out([{"count": self.count, "event": event}, item[1], None])
 
@@ -76,7 +88,7 @@ class Counter(NodeRunner):
         self.count = state["count"] if state else 0
 
 
-class Batch(NodeRunner):
+class Batch(ValueNode):
     """`generic::batch`: collects `count` events into one array event; `timeout` (ns) flushes early.
 
     The timeout runs from the first event of a batch, checked on each event and on ticks.
@@ -93,12 +105,7 @@ class Batch(NodeRunner):
         self.values: list[Any] = []
         self.first_ns: int | None = None
 
-    def push(self, item: Item) -> None:
-        try:
-            value = decode(item)
-        except ValueError as exc:
-            self.fail(item, exc)
-            return
+    def take(self, value: Any, item: Item) -> None:
         if not self.values:
             self.first_ns = self.ctx.now_ns
         self.values.append(value)

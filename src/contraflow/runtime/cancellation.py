@@ -1,9 +1,11 @@
 """Stopping a flow in tiers, each with a deadline, all within one ceiling.
 
 Undeploy, `DELETE /v1/flows/{id}` and shutdown stop a flow through four
-tiers. Each tier gets until its share of the ceiling (shares add up, so time
-a tier did not need goes to the next) and is reported as a `cancel` runtime
-event with how long it took and whether it finished or ran out of time:
+tiers. The forced tiers (2-4) share the last 30 % of the ceiling (at most
+FORCED_S seconds), the cooperative tier has the time before. Each tier
+runs until its deadline (time a tier did not need goes to the next) and is
+reported as a `cancel` runtime event with how long it took and whether it
+finished or ran out of time:
 
 1. `cooperative`: sources stop pulling, pipelines and sinks drain what is in
    their channels, offsets are committed;
@@ -29,20 +31,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from typing import Any, Literal
 
+from contraflow.errors import UserError
 from contraflow.runtime.event_stream import EventStream
 
 log = logging.getLogger("contraflow.runtime.cancellation")
 
 Tier = Literal["cooperative", "cancel_jobs", "stop_queries", "cancel_tasks"]
-# Each tier's share of the ceiling, in order.
-TIER_SHARES: tuple[tuple[Tier, float], ...] = (
-    ("cooperative", 0.7),
-    ("cancel_jobs", 0.05),
-    ("stop_queries", 0.15),
-    ("cancel_tasks", 0.1),
+# The forced tiers need time of their own, but not more with a larger ceiling: stopping a query
+# whose batch was cancelled took 5 s on the loaded 2-core box (the sink's abort runs in a Python
+# worker). They get FORCED_SHARE of the ceiling, at most FORCED_S; the cooperative tier the rest.
+FORCED_SHARE = 0.3
+FORCED_S = 5.0
+# Each forced tier's share of that reserve, in order.
+FORCED_SHARES: tuple[tuple[Tier, float], ...] = (
+    ("cancel_jobs", 0.1),
+    ("stop_queries", 0.6),
+    ("cancel_tasks", 0.3),
 )
 Outcome = Literal["done", "timed out", "skipped", "failed"]
 
@@ -55,11 +62,12 @@ class TieredCancel:
         self.ceiling_s = ceiling_s
         self.events = events
         self.started = time.monotonic()
-        self.deadlines: dict[Tier, float] = {}
+        forced = min(FORCED_S, ceiling_s * FORCED_SHARE)
+        self.deadlines: dict[Tier, float] = {"cooperative": self.started + ceiling_s - forced}
         share = 0.0
-        for tier, part in TIER_SHARES:
+        for tier, part in FORCED_SHARES:
             share += part
-            self.deadlines[tier] = self.started + self.ceiling_s * share
+            self.deadlines[tier] = self.started + ceiling_s - forced * (1 - share)
         self.outcomes: dict[Tier, Outcome] = {}
 
     async def run(
@@ -107,3 +115,37 @@ async def _bounded(work: Awaitable[Any], budget_s: float, cut_short: asyncio.Eve
 def _swallow(task: asyncio.Future[Any]) -> None:
     with contextlib.suppress(asyncio.CancelledError, Exception):
         task.exception()
+
+
+class QueryStops:
+    """Pipeline query stops under way, by pipeline (`flow/alias`), including those that outlived
+    their tier: Spark refuses to start a query while one of the same name is still active, so a
+    redeploy of the same flow waits for them (`wait_for`)."""
+
+    def __init__(self) -> None:
+        self._stops: dict[str, asyncio.Task[Any]] = {}
+
+    def track(self, pipeline: str, stop: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run `stop` as a task no tier's timeout can cancel (await it through `asyncio.shield`)."""
+        task = asyncio.ensure_future(stop)
+        self._stops[pipeline] = task
+        task.add_done_callback(_swallow)
+        task.add_done_callback(lambda done: self._forget(pipeline, done))
+        return task
+
+    def _forget(self, pipeline: str, task: asyncio.Task[Any]) -> None:
+        if self._stops.get(pipeline) is task:
+            del self._stops[pipeline]
+
+    async def wait_for(self, pipeline: str, timeout_s: float) -> None:
+        """Return once no stop of `pipeline` is under way; UserError after `timeout_s`."""
+        task = self._stops.get(pipeline)
+        if task is None:
+            return
+        log.info("pipeline %s: waiting for its last run to stop", pipeline)
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+        if not done:
+            raise UserError(
+                f"pipeline {pipeline} is still stopping ({timeout_s:.0f}s after its last undeploy); "
+                "deploy again later"
+            )

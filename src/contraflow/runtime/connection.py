@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.backoff import backoff
 from contraflow.connectors.base import ConnectionLost, Connector
 from contraflow.stopping import sleep_unless
 
@@ -36,7 +37,7 @@ async def connect_with_retry(
     connector: Connector, policy: ReconnectPolicy, on_failure: Callable[[str], None], stop: asyncio.Event
 ) -> bool:
     """Call `connect()` until it succeeds (True) or retries run out or `stop` is set (False)."""
-    delay = policy.interval_s
+    delays = backoff(policy.interval_s, policy.max_interval_s, policy.growth_rate)
     attempt = 0
     while not stop.is_set():
         try:
@@ -47,8 +48,7 @@ async def connect_with_retry(
             on_failure(f"cannot connect: {err}")
             if policy.max_retries is not None and attempt > policy.max_retries:
                 return False
-        await sleep_unless(stop, delay)
-        delay = min(policy.max_interval_s, delay * policy.growth_rate)
+        await sleep_unless(stop, next(delays))
     return False
 
 

@@ -37,7 +37,7 @@ from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
 from contraflow.runtime.acks import AckTracker
-from contraflow.runtime.cancellation import TieredCancel
+from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.gate import Gate
@@ -58,6 +58,7 @@ from contraflow.spu.storage.config import TopicConfig
 log = logging.getLogger("contraflow.runtime.flow")
 
 STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
+EARLIER_STOP_S = 60.0  # a redeploy waits this long for its pipelines' last runs to stop
 CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
 
 
@@ -71,6 +72,7 @@ class Services:
     metrics: RuntimeMetrics
     stop_runtime: Callable[[], None]
     events: EventStream = field(default_factory=lambda: EventStream(None))
+    query_stops: QueryStops = field(default_factory=QueryStops)
 
 
 @dataclass
@@ -230,6 +232,7 @@ class FlowInstance:
         """Each query starts in a thread (planning, Python workers: seconds), the loop runs on."""
         for alias, inputs in starting.items():
             outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
+            await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
             for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
                 await control.credit(inp.consumer, inp.topic).set_async(
                     self.client, admitted(self.settings.priority, None)
@@ -336,7 +339,10 @@ class FlowInstance:
                     error = run.error()
                     if error and self.state not in ("failed", "draining", "stopped"):
                         self.state, self.error = "failed", f"pipeline {alias}: {error}"
-                        self.services.events.emit("batch_failed", self.id, pipeline=alias, error=error)
+                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+                        self.services.events.emit(
+                            "batch_failed", self.id, pipeline=alias, error=_headline(error)
+                        )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -466,7 +472,9 @@ class FlowInstance:
             self._monitor_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor_task
-        await asyncio.gather(*(asyncio.to_thread(run.stop) for run in self.pipelines.values()))
+        stops = self.services.query_stops
+        tracked = [stops.track(run.name, asyncio.to_thread(run.stop)) for run in self.pipelines.values()]
+        await asyncio.gather(*map(asyncio.shield, tracked))  # a timed-out tier leaves them running
 
     async def _stop_connectors(self) -> None:
         """Ask connector tasks to stop, give them a moment, cancel what is left, close everything."""
@@ -546,6 +554,11 @@ class FlowInstance:
             priority=self.settings.priority,
             channels=[self.channel_status(c) for c in self.topology.channels.values()],
         )
+
+
+def _headline(error: str) -> str:
+    """A JVM error without its stack frames: what a person reads in an event (the log has it all)."""
+    return error.split("\n\tat ", 1)[0].strip()
 
 
 def _node(endpoint: Endpoint) -> NodeRef:

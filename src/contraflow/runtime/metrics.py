@@ -17,6 +17,9 @@ Families (labels in braces):
 - `contraflow_channel_backpressure_transitions_total{flow,channel,transition}`: `pause` at the high
   watermark, `resume` below the low one
 - `contraflow_pipeline_batch_duration_seconds{flow,pipeline}`: histogram of micro-batch durations
+- `contraflow_pipeline_batch_phase_seconds_total{flow,pipeline,phase}`: where micro-batches' time
+  went, from Spark's progress: `offsets`, `planning`, `execution`, `commit`, and `state_commit`
+  (state stores, summed over tasks) for stateful pipelines
 - `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
 - `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
@@ -96,6 +99,12 @@ class RuntimeMetrics:
             "Duration of a pipeline's micro-batches.",
             pipe,
             buckets=BATCH_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.pipeline_batch_phase_seconds_total = Counter(
+            "contraflow_pipeline_batch_phase_seconds",
+            "Time a pipeline's micro-batches spent in each phase, from Spark's progress.",
+            [*pipe, "phase"],
             registry=r,
         )
         self.pipeline_events_total = Counter(
@@ -181,9 +190,12 @@ class RuntimeMetrics:
         events_in: int,
         events_out: int,
         events_per_second: float | None = None,
+        phases: tuple[tuple[str, float], ...] = (),
     ) -> None:
         """Record one finished micro-batch; the rate defaults to `events_in / duration_s`."""
         self._child(self.pipeline_batch_duration_seconds, flow, pipeline).observe(duration_s)
+        for phase, seconds in phases:
+            self._child(self.pipeline_batch_phase_seconds_total, flow, pipeline, phase).inc(seconds)
         self._child(self.pipeline_events_total, flow, pipeline, "in").inc(events_in)
         self._child(self.pipeline_events_total, flow, pipeline, "out").inc(events_out)
         if events_per_second is None:

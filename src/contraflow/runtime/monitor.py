@@ -67,39 +67,32 @@ class ChannelState:
             self._rate_from = (now, end)
 
 
+@dataclass(eq=False)  # an instance is a running thing: identity, not value, equality
 class FlowMonitor:
     """The periodic task behind back-pressure, credits and acks of one flow instance."""
 
-    def __init__(
-        self,
-        flow_id: str,
-        topology: Topology,
-        settings: FlowSettings,
-        client: AsyncSpuClient,
-        pipelines: dict[str, PipelineRun],
-        on_source_backpressure: Callable[[str, str, bool, str], None],
-        metrics: RuntimeMetrics,
-        events: EventStream,
-    ) -> None:
-        self.flow_id = flow_id
-        self.topology = topology
-        self.settings = settings
-        self.client = client
-        self.pipelines = pipelines
-        self.on_source_backpressure = on_source_backpressure
-        self.metrics = metrics
-        self.events = events
-        self.states: dict[str, ChannelState] = {t: ChannelState() for t in topology.channels}
-        self.reader_offsets: dict[tuple[str, str], int] = {}  # (topic, consumer) -> offset
-        self.delivered: dict[str, int] = {}
-        self.lineage: dict[str, PipelineLineage] = {alias: PipelineLineage() for alias in pipelines}
-        self._unresolved: dict[str, list[BatchProgress]] = {alias: [] for alias in pipelines}
+    flow_id: str
+    topology: Topology
+    settings: FlowSettings
+    client: AsyncSpuClient
+    pipelines: dict[str, PipelineRun]
+    on_source_backpressure: Callable[[str, str, bool, str], None]
+    metrics: RuntimeMetrics
+    events: EventStream
+    states: dict[str, ChannelState] = field(init=False)
+    reader_offsets: dict[tuple[str, str], int] = field(init=False, default_factory=dict)  # (topic, consumer)
+    delivered: dict[str, int] = field(init=False, default_factory=dict)
+    lineage: dict[str, PipelineLineage] = field(init=False)
+    # pipeline alias -> (when its last micro-batch finished, how long it took): for the watchdog
+    last_batch: dict[str, tuple[float, float]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.states = {t: ChannelState() for t in self.topology.channels}
+        self.lineage = {alias: PipelineLineage() for alias in self.pipelines}
+        self.last_batch = {alias: (time.monotonic(), 0.0) for alias in self.pipelines}
+        self._unresolved: dict[str, list[BatchProgress]] = {alias: [] for alias in self.pipelines}
         self._seeded: set[str] = set()
         self._credits: dict[str, int | None] = {}
-        # pipeline alias -> (when its last micro-batch finished, how long it took): for the watchdog
-        self.last_batch: dict[str, tuple[float, float]] = {
-            alias: (time.monotonic(), 0.0) for alias in pipelines
-        }
 
     async def tick(self) -> None:
         """One observation and everything that follows from it."""
@@ -151,7 +144,12 @@ class FlowMonitor:
         for batch in run.finished():
             self.last_batch[alias] = (time.monotonic(), batch.duration_s)
             self.metrics.pipeline_batch(
-                self.flow_id, alias, batch.duration_s, batch.rows_in, max(batch.rows_out, 0)
+                self.flow_id,
+                alias,
+                batch.duration_s,
+                batch.rows_in,
+                max(batch.rows_out, 0),
+                phases=batch.phases,
             )
             unresolved.append(batch)
         while unresolved:
@@ -203,9 +201,9 @@ class FlowMonitor:
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
             bounds = self.settings.channel(channel.name)
-            if not state.stopped and (state.depth >= bounds.high or state.depth_bytes >= bounds.high_bytes):
+            if not state.stopped and bounds.full(state.depth, state.depth_bytes):
                 self._transition(channel, state, True)
-            elif state.stopped and state.depth < bounds.low and state.depth_bytes < bounds.low_bytes:
+            elif state.stopped and bounds.drained(state.depth, state.depth_bytes):
                 self._transition(channel, state, False)
 
     def _transition(self, channel: Channel, state: ChannelState, stop: bool) -> None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal, TypeVar
 
 from contraflow.api.facade import Priority
+from contraflow.backoff import first_waits
 from contraflow.errors import UserError
 
 AckMode = Literal["delivered", "persisted"]
@@ -73,13 +74,13 @@ class ChannelSettings:
         """Depth (events) below which a stopped producer resumes."""
         return int(self.capacity * self.low_watermark)
 
-    @property
-    def high_bytes(self) -> int:
-        return max(1, int(self.capacity_bytes * self.high_watermark))
+    def full(self, depth: int, depth_bytes: int) -> bool:
+        """At the high watermark in events or in bytes: the producer stops."""
+        return depth >= self.high or depth_bytes >= max(1, int(self.capacity_bytes * self.high_watermark))
 
-    @property
-    def low_bytes(self) -> int:
-        return int(self.capacity_bytes * self.low_watermark)
+    def drained(self, depth: int, depth_bytes: int) -> bool:
+        """Below the low watermark in events and in bytes: a stopped producer resumes."""
+        return depth < self.low and depth_bytes < int(self.capacity_bytes * self.low_watermark)
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,14 @@ class DeliverySettings:
 
     def delays(self) -> list[float]:
         """Seconds to wait before each retry (exponential, capped)."""
-        return [min(self.max_backoff_ms, self.backoff_ms * 2**i) / 1000 for i in range(self.retries)]
+        return first_waits(self.retries, self.backoff_ms / 1000, self.max_backoff_ms / 1000)
 
 
 UNDEPLOY_CEILING_S = 10.0
 # Ctrl-C/SIGTERM give a flow this long by default. The classify example stopped right after it
-# started drains in its stateful pipeline's first micro-batch: 64 s on the 2-core box at load 16
-# (docs/operations.md); 70 % of 10 s cut that short. A second Ctrl-C stops at once.
+# started drains in its stateful pipeline's first micro-batch: 64 s on the 2-core box at load 16,
+# 87 s at load 30 (docs/operations.md); the 7 s of 10 s left for the drain cut that short. A
+# second Ctrl-C stops at once.
 SHUTDOWN_CEILING_S = 120.0
 
 

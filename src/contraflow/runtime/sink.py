@@ -22,6 +22,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from contraflow.codecs import CodecError
@@ -46,38 +47,27 @@ MAX_BATCH_EVENTS = 1024
 NOT_CONNECTED = "not connected yet"  # a sink's breaker reason until its first connection
 
 
+@dataclass(eq=False)  # an instance is a running thing: identity, not value, equality
 class SinkRunner:
     """Runs the sink side of one connector: one tail per input channel, deliveries serialized."""
 
-    def __init__(
-        self,
-        connector: Connector,
-        inputs: list[tuple[str, str, str]],  # (topic, consumer, port)
-        client: AsyncSpuClient,
-        producer: AsyncProducer,
-        err_topic: str | None,
-        gate: Gate,
-        delivery: DeliverySettings,
-        metrics: RuntimeMetrics,
-        breaker: Callable[[bool, str], None],
-        connect: SharedConnect,
-        feedback: Feedback | None = None,
-    ) -> None:
-        self.connector = connector
-        self.ctx = connector.ctx
-        self.inputs = inputs
-        self.client = client
-        self.producer = producer
-        self.err_topic = err_topic
-        self.gate = gate
-        self.delivery = delivery
-        self.metrics = metrics
-        self.breaker = breaker
-        self.connect_shared = connect
-        self.feedback = feedback
-        self.encoder = SinkEncoder(self.ctx, connector.structured)
+    connector: Connector
+    inputs: list[tuple[str, str, str]]  # (topic, consumer, port)
+    client: AsyncSpuClient
+    producer: AsyncProducer
+    err_topic: str | None
+    gate: Gate
+    delivery: DeliverySettings
+    metrics: RuntimeMetrics
+    breaker: Callable[[bool, str], None]
+    connect_shared: SharedConnect
+    feedback: Feedback | None = None
+
+    def __post_init__(self) -> None:
+        self.ctx = self.connector.ctx
+        self.encoder = SinkEncoder(self.ctx, self.connector.structured)
         # A whole fetch goes out as one buffer when the connector writes bytes and the codec keeps values.
-        self.bulk_separator = self.encoder.bulk_separator if connector.writes_bytes else None
+        self.bulk_separator = self.encoder.bulk_separator if self.connector.writes_bytes else None
         self.committed: dict[str, int] = {}
         self._send_lock = asyncio.Lock()
         self.stop = asyncio.Event()

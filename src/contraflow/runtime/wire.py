@@ -19,9 +19,9 @@ rest of the pull proceeds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -108,15 +108,33 @@ def _plain_json(ctx: ConnectorContext, codec: Codec | None) -> bool:
     return codec is not None and codec.name == "json" and not (ctx.spec.codec and ctx.spec.codec.config)
 
 
-class SourceDecoder:
-    """Turns `SourceData` into channel records, keeping a preprocessor chain per stream."""
+ChainT = TypeVar("ChainT", Preprocessors, Postprocessors)
 
-    def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
+
+class _PerStream(Generic[ChainT]):
+    """What decoding and encoding share: the connector's codec (none when structured) and a
+    processor chain per stream (a TCP connection), built on the stream's first use."""
+
+    def __init__(self, ctx: ConnectorContext, structured: bool, new_chain: Callable[[], ChainT]) -> None:
         self.ctx = ctx
         self.structured = structured
         self.codec: Codec | None = None if structured else ctx.codec()
         self.json_fast_path = _plain_json(ctx, self.codec)
-        self._streams: dict[int, Preprocessors] = {}
+        self._new_chain: Callable[[], ChainT] = new_chain
+        self._streams: dict[int | None, ChainT] = {}
+
+    def chain(self, stream: int | None) -> ChainT:
+        chain = self._streams.get(stream)
+        if chain is None:
+            chain = self._streams[stream] = self._new_chain()
+        return chain
+
+
+class SourceDecoder(_PerStream[Preprocessors]):
+    """Turns `SourceData` into channel records, keeping a preprocessor chain per stream."""
+
+    def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
+        super().__init__(ctx, structured, ctx.preprocessors)
 
     def decode(self, data: SourceData) -> Decoded:
         out = Decoded()
@@ -126,15 +144,13 @@ class SourceDecoder:
                 merged = {**meta, **event_meta} if meta else event_meta
                 out.add(encode_value(value), merged, data.port)
         if data.data is not None:
-            chain = self._streams.get(data.stream)
-            if chain is None:
-                chain = self._streams[data.stream] = self.ctx.preprocessors()
+            chain = self.chain(data.stream)
             self._frames(out, lambda: chain.process(data.data or b""), meta, data.port)
         if data.end_stream:
             self.end_stream(data.stream, out, meta, data.port)
         return out
 
-    def end_stream(self, stream: int, out: Decoded, meta: dict[str, Any], port: str = "out") -> None:
+    def end_stream(self, stream: int | None, out: Decoded, meta: dict[str, Any], port: str = "out") -> None:
         """Flush what the stream's preprocessors still hold (a last line without a newline)."""
         chain = self._streams.pop(stream, None)
         if chain is not None:
@@ -182,15 +198,11 @@ class SourceDecoder:
         return self.codec.name if self.codec is not None else "event"
 
 
-class SinkEncoder:
+class SinkEncoder(_PerStream[Postprocessors]):
     """Turns channel records into `SinkEvent`s with wire frames, a postprocessor chain per stream."""
 
     def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
-        self.ctx = ctx
-        self.structured = structured
-        self.codec: Codec | None = None if structured else ctx.codec()
-        self.json_fast_path = _plain_json(ctx, self.codec)
-        self._streams: dict[int | None, Postprocessors] = {}
+        super().__init__(ctx, structured, ctx.postprocessors)
         self.bulk_separator = self._bulk_separator()
 
     def _bulk_separator(self) -> bytes | None:
@@ -217,11 +229,7 @@ class SinkEncoder:
         if self.codec is None:
             return sink_event
         frame = raw if self.json_fast_path else self.codec.encode(decode_value(raw))
-        stream = sink_event.stream
-        chain = self._streams.get(stream)
-        if chain is None:
-            chain = self._streams[stream] = self.ctx.postprocessors()
-        sink_event.frames = chain.process(frame)
+        sink_event.frames = self.chain(sink_event.stream).process(frame)
         return sink_event
 
 

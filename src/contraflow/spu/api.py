@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, TypedDict, runtime_checkable
 
 from contraflow.spu.protocol.batch import Buffer, DecodedBatch, Headers, Record, decode_batch, encode_batch
 from contraflow.spu.protocol.compression import Compression
@@ -36,6 +36,22 @@ class FetchResult:
     next_offset: int
     high_watermark: int
     log_start_offset: int
+
+
+class RecordFields(TypedDict, total=False):
+    """What records may carry besides their values, one entry per value (`encode_batch`'s names)."""
+
+    keys: Sequence[Buffer | None] | None
+    headers: Sequence[Headers] | None
+    timestamps: Sequence[int] | None
+
+
+class RecordExtras(TypedDict, total=False):
+    """What one record may carry besides its value (a producer's `send`)."""
+
+    key: Buffer | None
+    headers: Headers | None
+    timestamp: int | None
 
 
 @runtime_checkable

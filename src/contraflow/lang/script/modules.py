@@ -20,6 +20,9 @@ from contraflow.lang.script import ast, stdlib
 
 MODULE_SUFFIXES = (".tremor",)
 
+# Tremor's library modules written in tremor-script itself (`cncf::otel::...`), searched last.
+LIBRARY_DIR = Path(__file__).parent / "lib"
+
 
 @dataclass(frozen=True)
 class ScriptModule:
@@ -94,7 +97,7 @@ def file_resolver(directories: list[Path]) -> ModuleResolver:
 
     def resolve(path: tuple[str, ...]) -> ScriptModule | None:
         relative = Path(*path)
-        for base in directories:
+        for base in [*directories, LIBRARY_DIR]:
             for suffix in MODULE_SUFFIXES:
                 candidate = (base / relative).with_suffix(suffix)
                 if candidate.is_file():

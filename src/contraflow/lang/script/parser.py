@@ -17,10 +17,10 @@ from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from contraflow.lang.errors import LangError, Position, SourceText
-from contraflow.lang.nesting import check_nesting, too_deep
+from contraflow.lang.nesting import check_nesting, transform_tree
 from contraflow.lang.script import ast
 from contraflow.lang.semicolons import missing_semicolon
 
@@ -126,6 +126,15 @@ def _patch(op: str, shape: str) -> Callable[..., ast.PatchOp]:
         return ast.PatchOp(pos, op, items[0], items[1])
 
     return rule
+
+
+def _root(name: str) -> Callable[[Any, Any, list[Any]], tuple[str, None, None]]:
+    """The transformer step for a path rooted at keyword `name` (`event`, `state`, ...)."""
+
+    def root(self: Any, meta: Any, items: list[Any]) -> tuple[str, None, None]:
+        return (name, None, None)
+
+    return root
 
 
 @v_args(meta=True)
@@ -337,23 +346,13 @@ class ScriptTransformer(Transformer[Token, Any]):
         segments = tuple(([first] if first else []) + items[1:])
         return ast.Path(self._b.pos(meta), root, name, segments)
 
-    def root_event(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("event", None, None)
-
-    def root_state(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("state", None, None)
-
-    def root_args(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("args", None, None)
-
-    def root_group(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("group", None, None)
-
-    def root_window(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("window", None, None)
-
-    def root_meta(self, meta: Any, items: list[Any]) -> tuple[str, None, None]:
-        return ("meta", None, None)
+    # A path's root keyword: (root, no local name, no first segment).
+    root_event = _root("event")
+    root_state = _root("state")
+    root_args = _root("args")
+    root_group = _root("group")
+    root_window = _root("window")
+    root_meta = _root("meta")
 
     def root_meta_key(self, meta: Any, items: list[Token]) -> tuple[str, None, ast.KeySeg]:
         return ("meta", None, ast.KeySeg(self._b.tok_pos(items[0]), _ident(items[0])))
@@ -808,16 +807,8 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
     except UnexpectedInput as err:
         raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
     check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
-    try:
-        return ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset).transform(tree)
-    except VisitError as err:
-        if isinstance(err.orig_exc, LangError):
-            raise err.orig_exc from None
-        if isinstance(err.orig_exc, RecursionError):
-            raise too_deep(source) from None
-        raise
-    except RecursionError:
-        raise too_deep(source) from None
+    transformer = ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset)
+    return transform_tree(transformer, tree, source)
 
 
 def parse_script(text: str, file: str = "<script>") -> ast.Script:

@@ -126,12 +126,19 @@ class DefineWindow:
 
 
 @dataclass
-class DefineOperator:
+class KindDefinition:
+    """`define ... NAME from KIND [args ...] [with ...] end`: what operator and connector definitions share."""
+
     name: Name
     kind: ModPath
     args: list[ArgDecl]
     params: list[Assignment]
     pos: Position
+
+
+@dataclass
+class DefineOperator(KindDefinition):
+    """`define operator NAME from KIND ...`."""
 
 
 @dataclass

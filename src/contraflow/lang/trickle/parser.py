@@ -13,16 +13,16 @@ import tempfile
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from lark.tree import Meta
 from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.graph import SourceExpr
-from contraflow.lang.nesting import check_nesting, too_deep
+from contraflow.lang.nesting import check_nesting, transform_tree
 from contraflow.lang.semicolons import missing_semicolon
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
@@ -146,6 +146,9 @@ def _expected_hint(expected: set[str], parser: Lark) -> str:
 def flatten_statements(children: list[Any]) -> list[Any]:
     """Statements in order, with a grouped `use` (a list) spliced in."""
     return [s for c in children for s in (c if isinstance(c, list) else [c])]
+
+
+D = TypeVar("D", bound=ast.KindDefinition)
 
 
 class TrickleTransformer(Transformer):
@@ -273,16 +276,19 @@ class TrickleTransformer(Transformer):
         kind, name, *rest = children
         return self.define_window(meta, [name, kind, *rest])
 
+    def _kind_definition(self, cls: type[D], meta: Meta, name: Token, kind: ast.ModPath, args_with: Any) -> D:
+        """`define ... NAME from KIND [args] [with params] end`, operators and connectors alike."""
+        args, params = args_with or ([], [])
+        return cls(self._name(name), kind, args, params, self._pos(meta))
+
     @v_args(meta=True)
     def define_operator(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
-        name, kind, args_with = children
-        args, params = args_with or ([], [])
-        return ast.DefineOperator(self._name(name), kind, args, params, self._pos(meta))
+        return self._kind_definition(ast.DefineOperator, meta, *children)
 
     @v_args(meta=True)
     def define_operator_legacy(self, meta: Meta, children: list[Any]) -> ast.DefineOperator:
-        kind, name, args_with = children
-        return self.define_operator(meta, [name, kind, args_with])
+        kind, name, args_with = children  # `define KIND operator NAME`, Tremor's older order
+        return self._kind_definition(ast.DefineOperator, meta, name, kind, args_with)
 
     @v_args(meta=True)
     def define_script(self, meta: Meta, children: list[Any]) -> ast.DefineScript:
@@ -305,25 +311,19 @@ class TrickleTransformer(Transformer):
     def port_list(self, children: list[Token]) -> list[ast.Name]:
         return [self._name(t) for t in children]
 
-    def state_clause(self, children: list[Any]) -> SourceExpr:
+    def _only(self, children: list[Any]) -> Any:
+        """A clause that wraps one thing (`state ...`, `script ...`, `with ... end`): that thing."""
         return children[0]
 
-    script_clause = state_clause
-    window_state = state_clause
-
-    def def_args(self, children: list[Any]) -> list[ast.ArgDecl]:
+    def _present(self, children: list[Any]) -> list[Any]:
+        """A list whose optional items lark leaves as None: the items written."""
         return [c for c in children if c is not None]
+
+    state_clause = script_clause = window_state = with_clause = with_end = _only
+    def_args = assignments = _present
 
     def arg_decl(self, children: list[Any]) -> ast.ArgDecl:
         return ast.ArgDecl(self._name(children[0]), children[1])
-
-    def with_clause(self, children: list[Any]) -> list[ast.Assignment]:
-        return children[0]
-
-    with_end = with_clause
-
-    def assignments(self, children: list[Any]) -> list[ast.Assignment]:
-        return [c for c in children if c is not None]
 
     def assignment(self, children: list[Any]) -> ast.Assignment:
         return ast.Assignment(self._name(children[0]), children[1])
@@ -357,16 +357,7 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     except UnexpectedInput as err:
         raise syntax_error(source, err, grammar(name)) from None
     check_nesting(tree, source)
-    try:
-        return transformer.transform(tree)
-    except VisitError as err:
-        if isinstance(err.orig_exc, LangError):
-            raise err.orig_exc from None
-        if isinstance(err.orig_exc, RecursionError):
-            raise too_deep(source) from None
-        raise
-    except RecursionError:
-        raise too_deep(source) from None
+    return transform_tree(transformer, tree, source)
 
 
 def parse_trickle(source: SourceText) -> ast.Query:

@@ -108,6 +108,8 @@ class Scope:
         for s in reversed(chain):
             for alias, module in s.modules.items():  # `use lib::consts;` then `consts::LIMIT`
                 merged.update({f"{alias}::{k}": v for k, v in module.constants.items()})
+                for k, v in module.constants.items():  # what the module's own `fn`s read by bare name
+                    merged.setdefault(k, v)
             merged.update(library_constants(s.function_modules))  # `use std::integer::signed;`
             merged.update(s.constants)
         return merged

@@ -17,6 +17,7 @@ from contraflow.lang.trickle.ast import (
     DefinePipeline,
     DefineScript,
     DefineWindow,
+    KindDefinition,
     ModPath,
     Name,
     ScriptItem,
@@ -25,14 +26,8 @@ from contraflow.lang.trickle.ast import (
 
 
 @dataclass
-class DefineConnector:
+class DefineConnector(KindDefinition):
     """`define connector NAME from KIND [args ...] [with ...] end`."""
-
-    name: Name
-    kind: ModPath
-    args: list[ArgDecl]
-    params: list[Assignment]
-    pos: Position
 
 
 @dataclass

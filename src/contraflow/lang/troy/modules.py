@@ -1,4 +1,5 @@
-"""Finding the modules a `use` names: built-ins, the file's directory, then $CONTRAFLOW_PATH.
+"""Finding the modules a `use` names: built-ins, the file's directory, $CONTRAFLOW_PATH, then
+Tremor's library modules written in tremor-script (`cncf::otel::...`).
 
 `use a::b::c;` looks for `a/b/c.troy` (also `.tremor`, `.trickle`) in each
 search directory, in order. A module is compiled once per compilation, however
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from contraflow.lang.errors import LangError, SourceText
+from contraflow.lang.script.modules import LIBRARY_DIR
 from contraflow.lang.trickle.ast import ModPath
 from contraflow.lang.trickle.scope import ModuleLoader, Scope
 from contraflow.lang.troy.builtins import BUILTIN_MODULES
@@ -47,7 +49,7 @@ class Modules:
 
     def find(self, path: ModPath, directory: Path) -> Path | None:
         relative = Path(*(p.value for p in path.parts))
-        for base in [directory, *self.search_path]:
+        for base in [directory, *self.search_path, LIBRARY_DIR]:
             for suffix in MODULE_SUFFIXES:
                 candidate = base / relative.with_suffix(suffix)
                 if candidate.is_file():

@@ -45,9 +45,7 @@ class TroyTransformer(TrickleTransformer):
 
     @v_args(meta=True)
     def define_connector(self, meta: Meta, children: list[Any]) -> ast.DefineConnector:
-        name, kind, args_with = children
-        args, params = args_with or ([], [])
-        return ast.DefineConnector(self._name(name), kind, args, params, self._pos(meta))
+        return self._kind_definition(ast.DefineConnector, meta, *children)
 
     @v_args(meta=True)
     def connect_stmt(self, meta: Meta, children: list[Any]) -> ast.ConnectStmt:

@@ -39,6 +39,30 @@ class BatchProgress:
     rows_in: int
     rows_out: int  # -1 when the sink does not say
     duration_s: float
+    # Seconds of the batch per phase (`BATCH_PHASES`), so the next bottleneck shows in `/metrics`.
+    phases: tuple[tuple[str, float], ...] = ()
+
+
+# Where a micro-batch's time goes, from Spark's progress: each phase adds up some of its
+# `durationMs` entries; `state_commit` is the state stores' commit time summed over tasks.
+BATCH_PHASES: dict[str, tuple[str, ...]] = {
+    "offsets": ("latestOffset", "getBatch", "walCommit"),
+    "planning": ("queryPlanning",),
+    "execution": ("addBatch",),
+    "commit": ("commitOffsets",),
+}
+
+
+def batch_phases(durations: dict[str, int] | None, state_operators: Any) -> tuple[tuple[str, float], ...]:
+    """A progress's phase durations in seconds (see BATCH_PHASES), plus `state_commit`."""
+    durations = durations or {}
+    phases = [
+        (name, sum(durations.get(key, 0) for key in keys) / 1000) for name, keys in BATCH_PHASES.items()
+    ]
+    commits = sum(getattr(op, "commitTimeMs", 0) or 0 for op in state_operators or ())
+    if state_operators:
+        phases.append(("state_commit", commits / 1000))
+    return tuple(phases)
 
 
 def records_read(source: Any) -> int:
@@ -72,6 +96,7 @@ def batch_progress(progress: Any) -> BatchProgress:
         rows_in=sum(records_read(source) for source in progress.sources),
         rows_out=int(rows_out if rows_out is not None else -1),
         duration_s=(progress.durationMs or {}).get("triggerExecution", 0) / 1000,
+        phases=batch_phases(progress.durationMs, getattr(progress, "stateOperators", None)),
     )
 
 

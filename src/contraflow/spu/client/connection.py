@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 import itertools
 import mmap
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.backoff import first_waits
 from contraflow.security import client_tls
 from contraflow.spu.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -51,10 +51,7 @@ class RetryPolicy:
     max_s: float = 2.0
 
     def delays(self) -> list[float]:
-        return [
-            min(self.max_s, self.initial_s * 2**i) * random.uniform(0.5, 1.0)
-            for i in range(self.attempts - 1)
-        ]
+        return first_waits(self.attempts - 1, self.initial_s, self.max_s, jitter=True)
 
 
 def raise_for_error(fields: dict[str, Any]) -> None:

@@ -12,12 +12,14 @@ staging was lost (then it fails, and the micro-batch is replayed).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Unpack
 
+from contraflow.spu.api import RecordFields
 from contraflow.spu.client.aio import TopicPartition
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
-from contraflow.spu.protocol.batch import Headers, encode_batch
+from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.compression import Compression
 
 
@@ -30,40 +32,30 @@ class StagedWork:
     batches: int
 
 
+@dataclass(eq=False)  # a writer with state: identity, not value, equality
 class BatchWriter:
-    def __init__(
-        self,
-        client: SpuClient,
-        producer_id: str,
-        batch_id: int,
-        *,
-        writer: str,
-        attempt: int = 0,
-        compression: Compression | str | None = None,
-    ) -> None:
-        self._client = client
-        self.producer_id = producer_id
-        self.batch_id = batch_id
-        self.writer = writer
-        self.attempt = attempt
-        self._compression = compression
-        self._sequence = 0
-        self.already_committed = False
+    """One task's staging of records for micro-batch `batch_id` of `producer_id`."""
+
+    client: SpuClient
+    producer_id: str
+    batch_id: int
+    _: KW_ONLY
+    writer: str
+    attempt: int = 0
+    compression: Compression | str | None = None
+    # Stage requests sent so far (the SPU ignores a resent one by its sequence number).
+    sequence: int = field(default=0, init=False)
+    # The SPU said the batch was committed before (a replay): nothing more to stage.
+    already_committed: bool = field(default=False, init=False)
 
     def write(
-        self,
-        topic: str,
-        partition: int,
-        values: Sequence[Buffer],
-        keys: Sequence[Buffer | None] | None = None,
-        headers: Sequence[Headers] | None = None,
-        timestamps: Sequence[int] | None = None,
+        self, topic: str, partition: int, values: Sequence[Buffer], **fields: Unpack[RecordFields]
     ) -> None:
         """Stage records as one batch (nothing is visible before the commit)."""
         if not values or self.already_committed:
             return
-        batch = encode_batch(values, keys, headers, timestamps, self._compression)
-        staged = self._client.stage(
+        batch = encode_batch(values, **fields, compression=self.compression)
+        staged = self.client.stage(
             self.producer_id,
             self.batch_id,
             topic,
@@ -71,13 +63,13 @@ class BatchWriter:
             batch,
             writer=self.writer,
             attempt=self.attempt,
-            sequence=self._sequence,
+            sequence=self.sequence,
         )
-        self._sequence += 1
+        self.sequence += 1
         self.already_committed = not staged  # a replay of a committed batch: skip the rest
 
     def done(self) -> StagedWork:
-        return StagedWork(self.writer, self.attempt, 0 if self.already_committed else self._sequence)
+        return StagedWork(self.writer, self.attempt, 0 if self.already_committed else self.sequence)
 
 
 def commit_batch(

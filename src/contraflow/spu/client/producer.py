@@ -14,8 +14,9 @@ import concurrent.futures
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
+from contraflow.spu.api import RecordExtras
 from contraflow.spu.client.aio import AsyncSpuClient, TopicPartition
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
@@ -37,13 +38,12 @@ class _Pending:
     futures: list[Any] = field(default_factory=list)
     size: int = 0
 
-    def add(
-        self, value: Buffer, key: Buffer | None, headers: Headers | None, timestamp: int | None, future: Any
-    ) -> None:
+    def add(self, value: Buffer, future: Any, extras: RecordExtras) -> None:
+        key = extras.get("key")
         self.values.append(value)
         self.keys.append(key)
-        self.headers.append(headers or ())
-        self.timestamps.append(timestamp)
+        self.headers.append(extras.get("headers") or ())
+        self.timestamps.append(extras.get("timestamp"))
         self.futures.append(future)
         self.size += len(value) + (len(key) if key is not None else 0) + 16
 
@@ -88,18 +88,12 @@ class AsyncProducer:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def send(
-        self,
-        topic: str,
-        partition: int,
-        value: Buffer,
-        key: Buffer | None = None,
-        headers: Headers | None = None,
-        timestamp: int | None = None,
+        self, topic: str, partition: int, value: Buffer, **extras: Unpack[RecordExtras]
     ) -> asyncio.Future[int]:
         tp = (topic, partition)
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         pending = self._pending.setdefault(tp, _Pending())
-        pending.add(value, key, headers, timestamp, future)
+        pending.add(value, future, extras)
         if pending.size >= self.settings.batch_bytes:
             await self._ship(tp)
         elif tp not in self._timers:
@@ -159,13 +153,7 @@ class Producer:
         self._in_flight = 0
 
     def send(
-        self,
-        topic: str,
-        partition: int,
-        value: Buffer,
-        key: Buffer | None = None,
-        headers: Headers | None = None,
-        timestamp: int | None = None,
+        self, topic: str, partition: int, value: Buffer, **extras: Unpack[RecordExtras]
     ) -> concurrent.futures.Future[int]:
         """Queue one record; blocks only while `max_in_flight` batches await their answer."""
         tp = (topic, partition)
@@ -179,7 +167,7 @@ class Producer:
                 self._loop.call_soon_threadsafe(
                     self._loop.call_later, delay, self._linger_expired, tp, generation
                 )
-            pending.add(value, key, headers, timestamp, future)
+            pending.add(value, future, extras)
             ready = self._pending.pop(tp) if pending.size >= self.settings.batch_bytes else None
             if ready is not None:
                 while self._in_flight >= self.settings.max_in_flight:

@@ -12,12 +12,11 @@ import functools
 import threading
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 
 from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
 from contraflow.spu.client.connection import RetryPolicy
-from contraflow.spu.storage.config import Isolation
 
 T = TypeVar("T")
 
@@ -74,6 +73,29 @@ class SyncStream:
 P = ParamSpec("P")
 
 
+def streaming(
+    method: Callable[Concatenate[AsyncSpuClient, P], StreamFetch],
+) -> Callable[Concatenate[SpuClient, P], SyncStream]:
+    """The blocking twin of `AsyncSpuClient.stream`: the stream opened, then iterated from this thread."""
+
+    @functools.wraps(method)
+    def call(self: SpuClient, *args: P.args, **kwargs: P.kwargs) -> SyncStream:
+        stream = method(self.aio, *args, **kwargs)
+        self._run(stream.open())
+        return SyncStream(self._thread, stream)
+
+    return call
+
+
+class ClientOptions(TypedDict, total=False):
+    """`AsyncSpuClient`'s keyword options, which `SpuClient` passes on as they are."""
+
+    request_timeout_s: float
+    connect_timeout_s: float
+    retry: RetryPolicy | None
+    token: str | None
+
+
 def blocking(
     method: Callable[Concatenate[AsyncSpuClient, P], Coroutine[Any, Any, T]],
 ) -> Callable[Concatenate[SpuClient, P], T]:
@@ -105,23 +127,10 @@ def soon(
 class SpuClient:
     """A `LogClient` talking to an SPU at HOST:PORT; also offers stream fetch and transactions."""
 
-    def __init__(
-        self,
-        addr: str,
-        *,
-        request_timeout_s: float = 30.0,
-        connect_timeout_s: float = 5.0,
-        retry: RetryPolicy | None = None,
-        token: str | None = None,
-    ) -> None:
+    def __init__(self, addr: str, **options: Unpack[ClientOptions]) -> None:
+        """`options` are `AsyncSpuClient`'s (timeouts, retry policy, token), with its defaults."""
         self._thread = LoopThread(f"spu-client-{addr}")
-        self.aio = AsyncSpuClient(
-            addr,
-            request_timeout_s=request_timeout_s,
-            connect_timeout_s=connect_timeout_s,
-            retry=retry,
-            token=token,
-        )
+        self.aio = AsyncSpuClient(addr, **options)
         self.addr = addr
 
     @property
@@ -161,19 +170,8 @@ class SpuClient:
 
     # -- beyond LogClient ------------------------------------------------------------------------
 
-    def stream(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        *,
-        isolation: Isolation = "committed",
-        credit_bytes: int = 4 << 20,
-    ) -> SyncStream:
-        """A blocking iterator over pushed batches, opened before this returns."""
-        stream = self.aio.stream(topic, partition, offset, isolation=isolation, credit_bytes=credit_bytes)
-        self._run(stream.open())
-        return SyncStream(self._thread, stream)
+    # A blocking iterator over pushed batches, opened before this returns.
+    stream = streaming(AsyncSpuClient.stream)
 
     stage = blocking(AsyncSpuClient.stage)
     # `stage` without waiting; stages of one partition still apply in the order they were sent.

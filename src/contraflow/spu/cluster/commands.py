@@ -39,14 +39,23 @@ def sc() -> None:
     metavar="DURATION",
     help="An SPU silent for this long is lost: its partitions get new leaders.",
 )
-def sc_run(data_dir: str, addr: str, session_timeout: str) -> None:
-    """Run the controller until SIGINT/SIGTERM; prints `sc ready addr=HOST:PORT` once listening."""
-    from contraflow.security import resolve_token
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+def sc_run(data_dir: str, addr: str, session_timeout: str, insecure: bool) -> None:
+    """Run the controller until SIGINT/SIGTERM; prints `sc ready addr=HOST:PORT` once listening.
+    With $CONTRAFLOW_TOKEN, SPUs and clients must present it (they read the same variable)."""
+    from contraflow.security import check_exposure, resolve_token
     from contraflow.spu.cluster.controller import Controller
+    from contraflow.spu.protocol.address import parse_addr
 
     timeout_s = parse_duration_ms(session_timeout, "--session-timeout") / 1000
+    token = resolve_token(None)
+    try:
+        host, _ = parse_addr(addr)
+    except ValueError as err:
+        raise UserError(f"--addr: {err}") from None
+    check_exposure(host, addr, "the controller", token, insecure)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    controller = Controller(Path(data_dir), addr, session_timeout_s=timeout_s, token=resolve_token(None))
+    controller = Controller(Path(data_dir), addr, session_timeout_s=timeout_s, token=token)
     try:
         asyncio.run(_serve(controller))
     except OSError as err:

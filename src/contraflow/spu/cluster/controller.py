@@ -77,7 +77,6 @@ class Controller:
         # Every known SPU gets a full session after our (re)start before it counts as lost.
         self._sessions = {spu: Session(None, now) for spu in self._meta.spus}
         self._reports: dict[tuple[str, int], dict[int, ReplicaReport]] = {}
-        self._reported = asyncio.Condition()
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._monitor: asyncio.Task[None] | None = None
@@ -171,11 +170,6 @@ class Controller:
     def _record_reports(self, spu_id: int, partitions: list[list[Any]]) -> None:
         for topic, partition, *numbers in partitions:
             self._reports.setdefault((str(topic), int(partition)), {})[spu_id] = tuple(numbers)
-        asyncio.ensure_future(self._notify_reported())
-
-    async def _notify_reported(self) -> None:
-        async with self._reported:
-            self._reported.notify_all()
 
     def _metadata_reply(self) -> Reply:
         return Reply(
@@ -304,11 +298,12 @@ class Controller:
                 for n, p in enumerate(record.partitions)
             )
 
-        async with self._reported:
-            try:
-                await asyncio.wait_for(self._reported.wait_for(ready), TOPIC_READY_TIMEOUT_S)
-            except TimeoutError:
+        deadline = time.monotonic() + TOPIC_READY_TIMEOUT_S
+        while not ready():
+            if time.monotonic() > deadline:
                 log.warning("topic %s: not every replica reported it within %ss", name, TOPIC_READY_TIMEOUT_S)
+                return
+            await asyncio.sleep(CHECK_INTERVAL_S / 2)  # heartbeats come every 250 ms
 
     async def delete_topic(self, req: m.DeleteTopicRequest) -> Reply:
         if self._meta.topics.pop(req.name, None) is None:

@@ -44,7 +44,7 @@ class FrameConnection(asyncio.BufferedProtocol):
         self._filling: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None  # pending while writing is paused
         self._lost: BaseException | None = None
-        self.closed = asyncio.get_running_loop().create_future()
+        self._ended = False  # the client sent its end of stream (or the connection is gone)
 
     # -- reading --------------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ class FrameConnection(asyncio.BufferedProtocol):
         return frame
 
     async def _fill(self, target: bytearray | memoryview) -> None:
-        if self._lost is not None or self.transport is None:
+        if self._ended or self.transport is None:
             raise asyncio.IncompleteReadError(b"", len(target))
         self._target, self._filled = memoryview(target), 0
         self._filling = asyncio.get_running_loop().create_future()
@@ -91,6 +91,7 @@ class FrameConnection(asyncio.BufferedProtocol):
                 self._filling.set_result(None)
 
     def eof_received(self) -> bool:
+        self._ended = True
         self._stop_filling(
             asyncio.IncompleteReadError(bytes(self._target[: self._filled]), len(self._target))
         )
@@ -129,10 +130,9 @@ class FrameConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or ConnectionResetError("connection closed")
+        self._ended = True
         self._stop_filling(asyncio.IncompleteReadError(b"", None))
         self.resume_writing()  # a drain waiting on it sees the loss
-        if not self.closed.done():
-            self.closed.set_result(None)
 
     def _stop_filling(self, err: BaseException) -> None:
         if self._filling is not None and not self._filling.done():

@@ -89,6 +89,8 @@ def _equal_run(buf: UInt8s, pos: int, stride: int, head: UInt8s, limit: int) -> 
 
 def record_starts(body: Body, count: int) -> tuple[Int64s, Int64s]:
     """(first byte after each record's length varint, each record's length)."""
+    if count > len(body) // (1 + MIN_RECORD_BYTES):  # checked before sizing anything by it
+        raise RecordFramingError(f"the batch claims {count} records in {len(body)} bytes")
     buf = np.frombuffer(body, dtype=np.uint8)
     starts, lengths = [0] * count, [0] * count
     n = pos = unsigned = 0

@@ -19,57 +19,47 @@ from typing import Any
 import orjson
 
 from contraflow.lang.script.extractors import cidr, dissect, grok, influx
+from contraflow.lang.script.extractors.text import Extractor, matched, of_text
 from contraflow.lang.script.regex import compile_rust
 from contraflow.lang.script.values import MISSING
-
-Extractor = Callable[[Any], Any]
 
 
 def _glob(text: str) -> Extractor:
     rx = re.compile(fnmatch.translate(text), re.DOTALL)
 
-    def run(value: Any) -> Any:
-        return True if type(value) is str and rx.match(value) else MISSING  # Tremor extracts `true`
-
-    return run
+    return of_text(lambda value: True if rx.match(value) else MISSING)  # Tremor extracts `true`
 
 
 def _regex(text: str) -> Extractor:
     rx = compile_rust(text)
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         m = rx.search(value)
         if m is None:
             return MISSING
-        return {k: v for k, v in m.groupdict().items() if v is not None}
+        return matched(m.groupdict())
 
-    return run
+    return of_text(extract)
 
 
 def _json(text: str) -> Extractor:
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         try:
             return orjson.loads(value)
         except orjson.JSONDecodeError:
             return MISSING
 
-    return run
+    return of_text(extract)
 
 
 def _base64(text: str) -> Extractor:
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         try:
             return base64.b64decode(value, validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
             return MISSING
 
-    return run
+    return of_text(extract)
 
 
 _KV_PAIR = re.compile(r"%\{key\}(.+?)%\{val\}")
@@ -97,9 +87,7 @@ def _kv(text: str) -> Extractor:
     split_fields = re.compile("|".join(re.escape(f) for f in field_seps))
     split_pair = re.compile("|".join(re.escape(v) for v in value_seps))
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         out: dict[str, str] = {}
         for part in split_fields.split(value):
             if not part:
@@ -110,15 +98,13 @@ def _kv(text: str) -> Extractor:
             out[pair[0]] = pair[1]
         return out if out else MISSING
 
-    return run
+    return of_text(extract)
 
 
 def _datetime(text: str) -> Extractor:
     """Parse with a strftime format; yields nanoseconds since the epoch."""
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         try:
             parsed = datetime.strptime(value, text)
         except ValueError:
@@ -127,7 +113,7 @@ def _datetime(text: str) -> Extractor:
 
         return to_nanos(parsed)
 
-    return run
+    return of_text(extract)
 
 
 EXTRACTORS: dict[str, Callable[[str], Extractor]] = {

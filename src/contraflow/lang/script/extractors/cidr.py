@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from contraflow.lang.script.extractors.text import of_text
 from contraflow.lang.script.values import MISSING
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -43,9 +44,7 @@ def _ranges(text: str) -> list[ipaddress.IPv4Network]:
 def build(text: str) -> Any:
     ranges = _ranges(text)
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         if not ranges:
             try:
                 return _describe(ipaddress.ip_network(value))
@@ -59,4 +58,4 @@ def build(text: str) -> Any:
             return _describe(ipaddress.ip_network(address))
         return MISSING
 
-    return run
+    return of_text(extract)

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.lang.script.extractors.text import of_text
 from contraflow.lang.script.values import MISSING
 
 _TOKEN = re.compile(r"%\{([^}]*)\}")
@@ -117,13 +118,11 @@ def _collect(fields: list[_Field], values: tuple[str, ...]) -> dict[str, Any] | 
 def build(text: str) -> Any:
     rx, fields = _compile(text)
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         m = rx.fullmatch(value)
         if m is None:
             return MISSING
         out = _collect(fields, m.groups())
         return MISSING if out is None else out
 
-    return run
+    return of_text(extract)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pygrok import Grok
 
+from contraflow.lang.script.extractors.text import matched, of_text
 from contraflow.lang.script.values import MISSING
 
 
@@ -20,12 +21,10 @@ def build(text: str) -> Any:
     except KeyError as exc:
         raise ValueError(f"unknown grok pattern {exc}") from None
 
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         found = grok.match(value)
         if found is None:
             return MISSING
-        return {k: v for k, v in found.items() if v is not None}
+        return matched(found)
 
-    return run
+    return of_text(extract)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from contraflow.lang.script.extractors.text import of_text
 from contraflow.lang.script.values import MISSING
 
 _TRUE = {"t", "T", "true", "True", "TRUE"}
@@ -104,12 +105,10 @@ def parse_line(line: str) -> dict[str, Any]:
 
 
 def build(text: str) -> Any:
-    def run(value: Any) -> Any:
-        if type(value) is not str:
-            return MISSING
+    def extract(value: str) -> Any:
         try:
             return parse_line(value)
         except _Invalid:
             return MISSING
 
-    return run
+    return of_text(extract)

@@ -113,9 +113,19 @@ def has_module(path: str) -> bool:
     """Whether `path` (`std::string`, `string`, `tremor::system`) names a library module."""
     _load()
     prefix = _short(path) + "::"
-    return any(name.startswith(prefix) for name in FUNCTIONS) or any(
-        name.startswith(prefix) for name in CONSTANTS
+    return (
+        any(name.startswith(prefix) for name in FUNCTIONS)
+        or any(name.startswith(prefix) for name in CONSTANTS)
+        or _is_aggregate_module(path)
     )
+
+
+def _is_aggregate_module(path: str) -> bool:
+    """`aggr`, `aggr::stats`, `aggr::win`: Tremor's aggregate modules, usable with `use` in selects."""
+    from contraflow.lang.script.aggr import AGGREGATES  # the aggregates import this package
+
+    prefix = path + "::"
+    return path.startswith("aggr") and any(name.startswith(prefix) for name in AGGREGATES)
 
 
 def module_constants(path: str) -> dict[str, Any]:

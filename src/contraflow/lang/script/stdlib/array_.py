@@ -5,18 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
-from contraflow.lang.script.stdlib._check import want
+from contraflow.lang.script.stdlib._check import register_sizes, want
 from contraflow.lang.script.values import eq, fail, lt, to_text
 
-
-@tremor_fn("array::len")
-def len_(a: Any) -> int:
-    return len(want(a, list, "array::len"))
-
-
-@tremor_fn("array::is_empty")
-def is_empty(a: Any) -> bool:
-    return not want(a, list, "array::is_empty")
+register_sizes("array", list)
 
 
 @tremor_fn("array::contains")

@@ -57,19 +57,55 @@ def _dt(value: Any, fn: str) -> datetime:
     return utc.astimezone(_zone(value.get("tz"), fn)) if type(value) is dict else utc
 
 
+# chrono's specifiers that Python's strftime lacks or reads differently (`%f` is nanoseconds there).
+_CHRONO = re.compile(r"%(%|\.f|\.[369]f|[369]f|f|:z)")
+_FRACTION = re.compile(r"\.(\d{7,9})")
+
+
+def _chrono_format(dt: datetime, ns: int, fmt: str) -> str:
+    """`fmt` with chrono's fraction and offset specifiers filled in, the rest left to strftime."""
+    nanos = ns % _NS
+
+    def token(match: re.Match[str]) -> str:
+        spec = match.group(1)
+        if spec == "%":
+            return "%%"
+        if spec == ":z":
+            offset = dt.strftime("%z")
+            return f"{offset[:3]}:{offset[3:]}" if offset else ""
+        if spec == ".f":  # as few digits as the value needs: none, 3, 6 or 9
+            digits = 0 if not nanos else 3 if not nanos % 1_000_000 else 6 if not nanos % 1_000 else 9
+            return f".{nanos:09d}"[: digits + 1] if digits else ""
+        width = int(spec[-2]) if len(spec) > 1 and spec[-2].isdigit() else 9
+        text = f"{nanos:09d}"[:width]
+        return f".{text}" if spec.startswith(".") else text
+
+    return dt.strftime(_CHRONO.sub(token, fmt))
+
+
 @tremor_fn("datetime::parse")
 def parse(s: Any, fmt: Any) -> int:
-    """Parse with a strftime-style format (`%Y-%m-%d %H:%M:%S`, `%z`...)."""
+    """Parse with a strftime-style format (`%Y-%m-%d %H:%M:%S`, `%z`, chrono's `%:z` and `%.f`)."""
     text, pattern = want(s, str, "datetime::parse"), want(fmt, str, "datetime::parse", "format")
+    extra = 0
+    fraction = _FRACTION.search(text)
+    if fraction:  # Python reads at most 6 fraction digits: keep the nanoseconds beyond them
+        digits = fraction.group(1).ljust(9, "0")
+        extra = int(digits[6:])
+        text = text[: fraction.start(1)] + digits[:6] + text[fraction.end(1) :]
+    python = re.sub(r"%\.[369]?f", ".%f", pattern).replace("%:z", "%z")
     try:
-        return to_nanos(datetime.strptime(text, pattern))
+        return to_nanos(datetime.strptime(text, python)) + extra
     except ValueError as exc:
         fail(f"datetime::parse: {exc}")
 
 
 @tremor_fn("datetime::format")
-def format_(ns: Any, fmt: Any) -> str:
-    return _dt(ns, "datetime::format").strftime(want(fmt, str, "datetime::format", "format"))
+def format_(value: Any, fmt: Any) -> str:
+    """strftime-style formatting with chrono's extras (`%.f`, `%.3f`, `%f` nanoseconds, `%:z`),
+    in the datetime's zone."""
+    fn = "datetime::format"
+    return _chrono_format(_dt(value, fn), _nanos(value, fn), want(fmt, str, fn, "format"))
 
 
 @tremor_fn("datetime::iso8601")

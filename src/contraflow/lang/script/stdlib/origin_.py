@@ -11,31 +11,9 @@ from typing import Any
 from contraflow.lang.script.stdlib import tremor_fn
 
 
-@tremor_fn("origin::as_uri_string")
-def as_uri_string() -> Any:
+def _none() -> Any:
     return None
 
 
-@tremor_fn("origin::scheme")
-def scheme() -> Any:
-    return None
-
-
-@tremor_fn("origin::host")
-def host() -> Any:
-    return None
-
-
-@tremor_fn("origin::port")
-def port() -> Any:
-    return None
-
-
-@tremor_fn("origin::path")
-def path() -> Any:
-    return None
-
-
-@tremor_fn("origin::query")
-def query() -> Any:
-    return None
+for _part in ("as_uri_string", "scheme", "host", "port", "path", "query"):
+    tremor_fn(f"origin::{_part}")(_none)

@@ -5,18 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
-from contraflow.lang.script.stdlib._check import want
+from contraflow.lang.script.stdlib._check import register_sizes, want
 from contraflow.lang.script.values import fail, merge
 
-
-@tremor_fn("record::len")
-def len_(r: Any) -> int:
-    return len(want(r, dict, "record::len"))
-
-
-@tremor_fn("record::is_empty")
-def is_empty(r: Any) -> bool:
-    return not want(r, dict, "record::is_empty")
+register_sizes("record", dict)
 
 
 @tremor_fn("record::contains")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
@@ -32,29 +33,22 @@ def replace(s: Any, old: Any, new: Any) -> str:
     )
 
 
-@tremor_fn("string::trim")
-def trim(s: Any) -> str:
-    return want(s, str, "string::trim").strip()
+def _text_method(name: str, method: Callable[[str], str]) -> Callable[[Any], str]:
+    def call(s: Any) -> str:
+        return method(want(s, str, name))
+
+    return call
 
 
-@tremor_fn("string::trim_start")
-def trim_start(s: Any) -> str:
-    return want(s, str, "string::trim_start").lstrip()
-
-
-@tremor_fn("string::trim_end")
-def trim_end(s: Any) -> str:
-    return want(s, str, "string::trim_end").rstrip()
-
-
-@tremor_fn("string::lowercase")
-def lowercase(s: Any) -> str:
-    return want(s, str, "string::lowercase").lower()
-
-
-@tremor_fn("string::uppercase")
-def uppercase(s: Any) -> str:
-    return want(s, str, "string::uppercase").upper()
+# `string::<name>`: one `str` method on a string argument.
+for _name, _method in (
+    ("trim", str.strip),
+    ("trim_start", str.lstrip),
+    ("trim_end", str.rstrip),
+    ("lowercase", str.lower),
+    ("uppercase", str.upper),
+):
+    tremor_fn(f"string::{_name}")(_text_method(f"string::{_name}", _method))
 
 
 @tremor_fn("string::capitalize")

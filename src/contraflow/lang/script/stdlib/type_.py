@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
@@ -18,41 +19,22 @@ def is_null(v: Any) -> bool:
     return v is None
 
 
-@tremor_fn("type::is_bool")
-def is_bool(v: Any) -> bool:
-    return type(v) is bool
+def _is(*types: type) -> Callable[[Any], bool]:
+    def check(v: Any) -> bool:
+        return type(v) in types
+
+    return check
 
 
-@tremor_fn("type::is_integer")
-def is_integer(v: Any) -> bool:
-    return type(v) is int
-
-
-@tremor_fn("type::is_float")
-def is_float(v: Any) -> bool:
-    return type(v) is float
-
-
-@tremor_fn("type::is_number")
-def is_number(v: Any) -> bool:
-    return type(v) in (int, float)
-
-
-@tremor_fn("type::is_string")
-def is_string(v: Any) -> bool:
-    return type(v) is str
-
-
-@tremor_fn("type::is_array")
-def is_array(v: Any) -> bool:
-    return type(v) is list
-
-
-@tremor_fn("type::is_record")
-def is_record(v: Any) -> bool:
-    return type(v) is dict
-
-
-@tremor_fn("type::is_binary")
-def is_binary(v: Any) -> bool:
-    return type(v) is bytes
+# `type::is_<name>`: the value's own type is one of these (a bool is not an integer, as in Tremor).
+for _name, _types in (
+    ("bool", (bool,)),
+    ("integer", (int,)),
+    ("float", (float,)),
+    ("number", (int, float)),
+    ("string", (str,)),
+    ("array", (list,)),
+    ("record", (dict,)),
+    ("binary", (bytes,)),
+):
+    tremor_fn(f"type::is_{_name}")(_is(*_types))

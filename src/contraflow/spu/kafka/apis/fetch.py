@@ -22,6 +22,7 @@ from contraflow.spu.server.signals import TopicPartition
 
 COMMITTED = "committed"
 HIGH_WATERMARK_RECHECK_S = 0.005
+READ_AHEAD_FETCHES = 2
 LATEST, EARLIEST = -1, -2
 Buffer = bytes | bytearray | memoryview
 
@@ -82,7 +83,7 @@ def _encode_ahead(broker: Broker, tp: TopicPartition, offset: int, max_bytes: in
     try:
         view = broker.partitions.read(tp, offset, max_bytes, COMMITTED, views=True)
         for part in view.parts:
-            broker.batches.encode(tp, memoryview(part))  # type: ignore[arg-type]
+            broker.batches.encode(tp, memoryview(part), serving=False)  # type: ignore[arg-type]
     except Exception:  # a read-ahead that fails changes nothing: the fetch reads for itself
         pass
     finally:
@@ -90,13 +91,14 @@ def _encode_ahead(broker: Broker, tp: TopicPartition, offset: int, max_bytes: in
 
 
 def _start_read_ahead(broker: Broker, fetches: list[PartitionFetch]) -> None:
-    """After an answer with data, encode the following batches while the client is busy."""
+    """After an answer with data, encode the following batches while the client is busy:
+    READ_AHEAD_FETCHES fetches' worth, so one slow encoding does not stall the next fetch."""
     for f in fetches:
         key = (f.tp, f.next_offset)
         if f.batches and f.next_offset < f.high_watermark and key not in broker.read_ahead:
             broker.read_ahead.add(key)
             asyncio.get_running_loop().run_in_executor(
-                broker.executor, _encode_ahead, broker, f.tp, f.next_offset, f.max_bytes
+                broker.executor, _encode_ahead, broker, f.tp, f.next_offset, READ_AHEAD_FETCHES * f.max_bytes
             )
 
 
