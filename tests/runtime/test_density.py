@@ -9,7 +9,10 @@ once the one before has run a micro-batch, and pipelines trigger every second
 (`TRIGGER`) instead of every 100 ms (20 default triggers keep 1.6 cores busy).
 The bounds are regression ceilings above what this test measured
 (docs/operations.md): the benchmark measures the defaults, this test catches
-a flow that suddenly costs much more.
+a flow that suddenly costs much more. Idle CPU per flow reads lower on a
+loaded box (2.0 % of a core at load 30, when Spark falls behind the
+metronomes' ticks) than on a quiet one (7.5 %, every tick's micro-batch run),
+so its ceiling sits above the quiet figure.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ FLOWS = 20
 IDLE_S = 5.0
 TRIGGER = 'pipelines = {"default": {"trigger_ms": 1000}}'
 MAX_MB_PER_FLOW = 200.0
-MAX_CORE_PER_FLOW = 0.06
+MAX_CORE_PER_FLOW = 0.12
 TICK_S = 1.0  # the benchmark's metronome interval
 
 
