@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.cli_process import start_cli
 
-from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.embedded import EmbeddedSpu, recv_exactly
 from contraflow.spu.protocol import HEADER_SIZE, encode_frame, parse_header, unpack_meta
 from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.server import Limits, ServerConfig
@@ -62,17 +62,6 @@ def spu_process(data_dir: Path, *options: str | Path) -> Iterator[tuple[subproce
 
 def small_limits(**kwargs: int) -> Limits:
     return replace(Limits(), **kwargs)
-
-
-def recv_exactly(sock: socket.socket, size: int) -> bytes:
-    """`size` bytes from `sock`, however the peer split them; ConnectionError if it closes first."""
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the SPU")
-        data += chunk
-    return bytes(data)
 
 
 class RawConnection:

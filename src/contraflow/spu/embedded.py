@@ -37,15 +37,16 @@ def probe(addr: str, timeout_s: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(encode_frame(ApiKey.API_VERSIONS, 0, 1, {}))
-            head = _recv_exactly(sock, HEADER_SIZE)
+            head = recv_exactly(sock, HEADER_SIZE)
             header = parse_header(head)
-            body = _recv_exactly(sock, header.body_length)
+            body = recv_exactly(sock, header.body_length)
             return header.correlation_id == 1 and unpack_meta(body[: header.meta_length]).get("error") == 0
     except (OSError, ValueError, UserError):
         return False
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """`size` bytes from `sock`, however the peer split them; ConnectionError if it closes first."""
     chunks = bytearray()
     while len(chunks) < size:
         chunk = sock.recv(size - len(chunks))
