@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contraflow.spark import prestart
 from contraflow.spark.checkpoint import checkpoint_root
 from contraflow.spark.pools import write_allocation_file
 
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DEFAULT_DATA_DIR = "contraflow-data"
+# The pre-started Python (contraflow.spark.prestart) local Python workers fork from, when set.
+PRESTART_VARIABLE = "CONTRAFLOW_PRESTART"
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties").resolve().as_uri()
 
 
@@ -113,6 +116,8 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
 
     launcher = python_worker_launcher(root) if is_local_master(master) else None
     os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
+    if launcher is not None and prestart.enabled():
+        os.environ[PRESTART_VARIABLE] = prestart.ensure_server()  # starts now, beside the JVM
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -156,6 +161,9 @@ def python_worker_launcher(root: Path) -> str | None:
         "unset IFS\n"
         "PYTHONPATH=$kept\n"
         "export PYTHONPATH\n"
+        f'if [ -n "${{{PRESTART_VARIABLE}:-}}" ]; then\n'
+        f'  exec {shlex.join(prestart.client_command())} "${PRESTART_VARIABLE}" "$@"\n'
+        "fi\n"
         f'exec {shlex.quote(sys.executable)} "$@"\n'
     )
     launcher = root.resolve() / "python-worker"
