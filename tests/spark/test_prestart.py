@@ -83,9 +83,13 @@ def test_a_killed_stand_in_takes_its_command_with_it(probe: Path) -> None:
     while alive(child):
         assert time.monotonic() < deadline, "the command outlived its stand-in"
         time.sleep(0.05)
+    after = stand_in(probe, "0")  # and the server serves on
+    out, _ = after.communicate("x\n", timeout=60)
+    assert int(out.split()[1]) == server_pid() and after.returncode == 0
 
 
 def alive(pid: int) -> bool:
+    """Running (a zombie counts: the server must reap what it forked)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -232,7 +232,8 @@ class _Server:
     def _exited(self, pidfd: int) -> None:
         child = self.children.pop(pidfd)
         self.selector.unregister(pidfd)
-        self.selector.unregister(child.connection)
+        with contextlib.suppress(KeyError):  # not registered any more if the stand-in went first
+            self.selector.unregister(child.connection)
         _, status = os.waitpid(child.pid, 0)
         code = os.waitstatus_to_exitcode(status)  # -N: killed by signal N
         with contextlib.suppress(OSError):
