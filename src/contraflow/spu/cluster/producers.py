@@ -10,6 +10,7 @@ to date from every batch a follower copies, so it survives failovers.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from contraflow.spu.protocol import ErrorCode, SpuError
@@ -68,12 +69,17 @@ class ProducerTable:
         """Forget what was known of `tp` and read the producers' last batches from its log."""
         with self.lock(tp):
             self._last = {k: v for k, v in self._last.items() if k[0] != tp}
-            offset = part.log_start_offset
-            while True:
-                result = part.read(offset, REBUILD_READ_BYTES, isolation="uncommitted")
-                if not result.batches:
-                    return
-                for view in result.batches:
-                    header = BatchHeader.parse(view)
-                    self.record(tp, header.producer_id, header.base_offset, header.last_offset)
-                offset = result.next_offset
+            for header in batch_headers(part):
+                self.record(tp, header.producer_id, header.base_offset, header.last_offset)
+
+
+def batch_headers(part: Partition) -> Iterator[BatchHeader]:
+    """Every batch header of a replica's log, oldest first (what producer tables are rebuilt from)."""
+    offset = part.log_start_offset
+    while True:
+        result = part.read(offset, REBUILD_READ_BYTES, isolation="uncommitted")
+        if not result.batches:
+            return
+        for view in result.batches:
+            yield BatchHeader.parse(view)
+        offset = result.next_offset
