@@ -18,10 +18,12 @@ from kafka_harness import (
     KafkaWire,
     end_offset,
     list_end_offset,
+    produce,
     produce_body,
     produce_result,
     sequenced_batch,
 )
+from tests.cli_process import run_cli
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 from contraflow.spu.cluster.local import LocalCluster
@@ -132,6 +134,25 @@ def test_a_retried_batch_is_recognised_by_the_next_leader(tmp_path: Path) -> Non
         wire.close()
         values = [value for _, _, value in replica_log(cluster.root / f"spu-{new_leader}", TOPIC)]
         assert values == [b"a", b"b", b"c"]
+
+
+def test_cluster_start_gives_every_spu_a_kafka_listener(tmp_path: Path) -> None:
+    """`contraflow cluster start --kafka`: the Kafka addresses printed as a bootstrap list;
+    a Kafka client produces through them and `contraflow consume` reads the records."""
+    root = tmp_path / "local"
+    started = run_cli("cluster", "start", "--spus", "2", "--kafka", "--data-dir", root, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        lines = dict(line.split(" ", 1) for line in started.stdout.splitlines())
+        bootstrap = lines["kafka"].removeprefix("bootstrap.servers=")
+        assert len(bootstrap.split(",")) == 2
+        status = run_cli("cluster", "status", "--data-dir", root).stdout
+        assert sum(f" kafka {addr}" in status for addr in bootstrap.split(",")) == 2, status
+        produce(bootstrap, "lines", [(None, b"one"), (None, b"two")], acks="all")
+        consumed = run_cli("consume", "lines", "-B", "-d", "--spu", lines["spus"])
+        assert consumed.stdout.splitlines() == ["one", "two"], consumed.stderr
+    finally:
+        run_cli("cluster", "stop", "--data-dir", root)
 
 
 RECORDS = 20_000
