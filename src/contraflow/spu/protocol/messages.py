@@ -177,11 +177,15 @@ class TxnStageRequest:
 @dataclass(frozen=True, slots=True)
 class TxnCommitRequest:
     """`expected_batches`: how many record batches the writer staged; a mismatch (staging
-    lost to an SPU restart or timeout) fails the commit instead of committing a part."""
+    lost to an SPU restart or timeout) fails the commit instead of committing a part.
+    In a cluster a commit names one partition (`topic`, `partition`) and goes to its
+    leader; `expected_batches` then counts that partition's batches."""
 
     producer_id: str
     batch_id: int
     expected_batches: int | None = None
+    topic: str | None = None
+    partition: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
