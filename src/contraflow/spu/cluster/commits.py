@@ -8,9 +8,11 @@ write gate and answers once the in-sync replicas hold all of them (as a produce
 with acks=all): from then on the commit is in every in-sync replica's log, and
 so in its ledger (`ledger.py`). A commit the partition's log already holds (a
 retry after a lost answer, a replay after a failover) appends nothing and
-answers where it ended. Staging lost with its leader fails the commit with
-UNKNOWN_TRANSACTION before anything is written: the batch fails cleanly and is
-replayed. A batch that writes to partitions of several leaders is therefore
+answers where it ended. The leader copies every stage request to its in-sync
+followers before answering it (REPLICA_STAGE), so a follower elected between a
+batch's staging and its commit can commit it; staging that is lost all the same
+(a follower that missed part of it) fails the commit with UNKNOWN_TRANSACTION
+before anything is written: the batch fails cleanly and is replayed. A batch that writes to partitions of several leaders is therefore
 never written twice, but readers may see it in one partition before another.
 """
 
@@ -18,19 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from contraflow.spu.cluster.ledger import ReplicatedLedger
+from contraflow.spu.client.aio import AsyncSpuClient
+from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
 from contraflow.spu.cluster.replication import ReplicaManager
-from contraflow.spu.protocol import Acks, ErrorCode, SpuError
+from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
-from contraflow.spu.protocol.commit_marks import MAX_BATCH_ID, mark_batch
+from contraflow.spu.protocol.commit_marks import MAX_BATCH_ID, mark_batch, query_hash
 from contraflow.spu.server.partitions import Partitions, TopicPartition
 from contraflow.spu.server.transactions import TransactionCoordinator
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class ClusterCommits:
         self._replicas = replicas
         self._executor = executor
         self._turns: dict[TopicPartition, asyncio.Lock] = {}  # one commit per partition at a time
+        replicas.on_commit_copied = self._drop_copied_staging
 
     @property
     def _ledger(self) -> ReplicatedLedger:
@@ -63,6 +70,24 @@ class ClusterCommits:
         """Staging goes to the partition's leader, with a batch id a commit mark can hold."""
         _check_batch_id(batch_id)
         self._replicas.leader(tp)
+
+    async def copy_staging(self, tp: TopicPartition, req: m.TxnStageRequest, payload: memoryview) -> None:
+        """Hand a stage request to every in-sync follower and wait for them (one that fails
+        only lacks the copy: were it elected, the commit would fail cleanly)."""
+        state = self._replicas.leader(tp)
+        fields = dataclasses.asdict(req)
+        followers = [r for r in state.isr if r != self._replicas.spu_id]
+        clients = [self._replicas.private_client(r) for r in followers]
+        results = await asyncio.gather(*(_copy(c, fields, payload) for c in clients), return_exceptions=True)
+        for follower, result in zip(followers, results, strict=True):
+            if isinstance(result, BaseException):
+                log.info("staging of %s/%d not copied to SPU %d: %s", tp[0], tp[1], follower, result)
+
+    def _drop_copied_staging(self, tp: TopicPartition, key: CommitKey) -> None:
+        """Worker thread: a follower copied a commit; its copy of the commit's staging goes."""
+        for producer_id, batch_id in self._txns.pending_batches():
+            if batch_id == key[1] and query_hash(producer_id) == key[0]:
+                self._txns.take_partition(producer_id, batch_id, tp)
 
     async def commit(
         self, producer_id: str, batch_id: int, tp: TopicPartition, expected_batches: int | None
@@ -118,6 +143,12 @@ class ClusterCommits:
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+
+async def _copy(client: AsyncSpuClient | None, fields: dict[str, Any], payload: memoryview) -> None:
+    if client is None:
+        raise SpuError(ErrorCode.NOT_LEADER, "not registered with the controller")
+    await client.request(ApiKey.REPLICA_STAGE, fields, [payload])
 
 
 def _check_batch_id(batch_id: int) -> None:

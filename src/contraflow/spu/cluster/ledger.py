@@ -64,11 +64,12 @@ class ReplicatedLedger:
 
     # -- what the log holds ----------------------------------------------------------------------
 
-    def observe(self, tp: TopicPartition, header: BatchHeader) -> None:
-        """A batch now in the log (appended, copied or read back), in log order."""
+    def observe(self, tp: TopicPartition, header: BatchHeader) -> CommitKey | None:
+        """A batch now in the log (appended, copied or read back), in log order; the
+        commit it completes, if it is a commit's last batch."""
         mark = mark_of(header)
         if mark is None:
-            return
+            return None
         key = (mark.query, mark.batch_id)
         with self._lock:
             commits = self._of(tp)
@@ -79,6 +80,8 @@ class ReplicatedLedger:
                 commits.done.move_to_end(key)
                 commits.open = None
                 self._evict(commits)
+                return key
+        return None
 
     def _evict(self, commits: _PartitionCommits) -> None:
         while len(commits.done) > self._retain:

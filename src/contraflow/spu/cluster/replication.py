@@ -26,7 +26,7 @@ from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.client.connection import Response, RetryPolicy
 from contraflow.spu.cluster.epochs import NO_EPOCH, EpochHistory
 from contraflow.spu.cluster.leader import LeaderState
-from contraflow.spu.cluster.ledger import ReplicatedLedger
+from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
 from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.cluster.metadata import ClusterMetadata, PartitionState
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
@@ -84,6 +84,8 @@ class ReplicaManager:
         assert partitions.producers is not None
         self._producers = partitions.producers
         self.ledger = ReplicatedLedger()
+        # A follower copied a commit's last batch: its copy of that staging is not needed.
+        self.on_commit_copied: Callable[[TopicPartition, CommitKey], None] = lambda tp, key: None
         self._log_known: set[TopicPartition] = set()  # producers and ledger read from the log
         self._checkpointed: dict[TopicPartition, int] = {}  # high watermarks last written
 
@@ -368,8 +370,9 @@ class ReplicaManager:
             with contextlib.suppress(Exception):
                 await busy  # an append already in a worker thread finishes first
 
-    def _client(self, leader: int) -> AsyncSpuClient | None:
-        record = self._meta.spus.get(leader)
+    def private_client(self, spu: int) -> AsyncSpuClient | None:
+        """A client of another SPU's private port (None: not registered)."""
+        record = self._meta.spus.get(spu)
         if record is None:
             return None
         client = self._clients.get(record.private_addr)
@@ -388,7 +391,7 @@ class ReplicaManager:
         await self._know_log(tp, part)
         truncated = False
         while True:
-            client = self._client(leader)
+            client = self.private_client(leader)
             try:
                 if client is None:
                     raise SpuError(ErrorCode.NOT_LEADER, f"SPU {leader} is not registered")
@@ -468,7 +471,9 @@ class ReplicaManager:
                 history.assign(header.leader_epoch, header.base_offset)
             part.append_encoded(batch, assign_offsets=False, wait_durable=not one_fsync)
             self._producers.observe(tp, header)
-            self.ledger.observe(tp, header)
+            completed = self.ledger.observe(tp, header)
+            if completed is not None:
+                self.on_commit_copied(tp, completed)
         if one_fsync:
             part.flush()
 

@@ -45,6 +45,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_EPOCH = 22  # private port: where an epoch ends in the leader's log (truncation)
     SC_HEARTBEAT = 23  # controller port: an SPU registers and stays alive
     SC_ALTER_ISR = 24  # controller port: a leader changes its in-sync set
+    REPLICA_STAGE = 25  # private port: a leader copies exactly-once staging to its in-sync followers
 
 
 class Acks(IntEnum):
@@ -294,6 +295,7 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.OFFSET_FOR_EPOCH: OffsetForEpochRequest,
     ApiKey.SC_HEARTBEAT: HeartbeatRequest,
     ApiKey.SC_ALTER_ISR: AlterIsrRequest,
+    ApiKey.REPLICA_STAGE: TxnStageRequest,  # the client's stage request, as the leader got it
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.

@@ -44,7 +44,7 @@ T = TypeVar("T")
 # pipelined produces to different partitions do not wait for each other; produces
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
+PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE})  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -109,6 +109,7 @@ class Handlers:
             ApiKey.METADATA: self.metadata,
             ApiKey.REPLICA_FETCH: self.replica_fetch,
             ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
+            ApiKey.REPLICA_STAGE: self.replica_stage,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -322,7 +323,27 @@ class Handlers:
             sequence=req.sequence,
             owner=conn.id,
         )
+        if self._commits is not None:  # the in-sync followers keep a copy: a new leader can commit it
+            await self._commits.copy_staging(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
+
+    async def replica_stage(
+        self, conn: Connection, req: m.TxnStageRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """A follower keeps its leader's staging (dropped when the commit is copied, or expired)."""
+        tp = (req.topic, req.partition)
+        self._partitions.check_exists(tp)
+        self._txns.stage(
+            req.producer_id,
+            req.batch_id,
+            tp,
+            split_batches(payload, verify=True),
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=("copy", req.producer_id, req.batch_id, req.writer),
+        )
+        return Reply()
 
     async def txn_commit(
         self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int

@@ -161,6 +161,11 @@ class TransactionCoordinator:
                 self._release(pending.batches())
             return pending
 
+    def pending_batches(self) -> list[TxnKey]:
+        """The (producer, batch) pairs with staging kept."""
+        with self._lock:
+            return list(self._pending)
+
     def take_partition(self, producer_id: str, batch_id: int, tp: TopicPartition) -> list[bytes | memoryview]:
         """Remove and return what was staged for one partition of the batch, in staging
         order per writer (a cluster commits each partition on its own)."""
