@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from contraflow.spu.cluster.producers import batch_headers
+from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
