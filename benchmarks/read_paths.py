@@ -1,0 +1,307 @@
+"""Checked against unchecked reads on the read paths that hand records to consumers.
+
+Part of `benchmarks/log_throughput.py` (its "read_paths" section); run alone
+with `python benchmarks/read_paths.py [--records N] [--rounds R] [--no-spark]`.
+
+A log of 200-byte records in 1000-record batches is written once (a writer's
+clean close). Then each read path reads all of it, from a fresh open each
+time, in two states of the log, taken in alternation so both see the same load:
+
+- "cold": no CRC check is on record (`crc-checked` removed, as after a
+  reboot), so the read path CRC-checks every batch on its first read;
+- "unchecked": every byte of every segment on record as checked in this boot,
+  so the read path checks nothing (a range-set lookup per batch, no CRC).
+
+The read paths, each doing the consumer's real work in both states:
+
+- fetch: a `contraflow spu run` child process on loopback, `SpuClient.fetch`
+  1 MiB at a time from offset 0 to the end, each batch decoded into a
+  `FetchResult` and its records counted (network, framing, decoding);
+- stream: the same SPU, `SpuClient.stream` (the server pushes 1 MiB frames
+  against 8 MiB of credit);
+- consume_dir / consume_spu: the `contraflow consume NAME -B -d` command
+  (in this process, without the interpreter's start-up) on the data
+  directory / through the SPU, its output written to a file;
+- spark_source: a Structured Streaming query reading the topic with the
+  `contraflow` source into Spark's `noop` sink (`availableNow`); its time is
+  the query's execution (`triggerExecution`), without its fixed start-up.
+
+The SPU is restarted for every sample (its checks are remembered for the
+rest of its life). Reported per path: records/s of each state (median over
+the rounds, wall time of the read alone), `cold_vs_unchecked`, and for the
+paths run in processes this one can measure (fetch, stream, consume) the
+same ratio in CPU time (this process plus the SPU child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from contraflow.spu.api import LocalLog
+from contraflow.spu.client import SpuClient
+from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.protocol.batch import encode_batch
+from contraflow.spu.storage import boot_checks
+from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.partition import Partition
+
+TOPIC = "bench"
+RECORD_BYTES = 200
+BATCH_RECORDS = 1000
+SEGMENT_BYTES = 16 << 20  # several segments: rolls and per-segment records are part of the path
+FETCH_BYTES = 1 << 20
+STREAM_CREDIT = 8 << 20
+STATES = ("cold", "unchecked")
+RECORDS = 500_000  # 100 MB: a read long enough for a loaded box's wall clock
+ROUNDS = 7
+
+
+def write_log(data_dir: Path, records: int) -> None:
+    """The topic, written through the log as a producer's batches (clean close at the end)."""
+    with LocalLog(data_dir) as log:
+        log.create_topic(TOPIC, TopicConfig(segment_bytes=SEGMENT_BYTES))
+        for b in range(records // BATCH_RECORDS):
+            values = [
+                (b"%012d" % (b * BATCH_RECORDS + i)).ljust(RECORD_BYTES, b"x") for i in range(BATCH_RECORDS)
+            ]
+            log.produce_encoded(TOPIC, 0, encode_batch(values))
+
+
+def partition_dir(data_dir: Path) -> Path:
+    return data_dir / "topics" / TOPIC / "0"
+
+
+def set_state(data_dir: Path, state: str) -> None:
+    """Put the log's CRC record in `state` (see the module docstring) before an open."""
+    directory = partition_dir(data_dir)
+    (directory / boot_checks.CHECK_RECORD).unlink(missing_ok=True)
+    if state == "cold":
+        return
+    part = Partition(directory, TOPIC, 0, TopicConfig(segment_bytes=SEGMENT_BYTES), writable=False)
+    try:
+        for seg in part.segments:
+            seg.verified.add(0, seg.size)
+        boot_checks.remember(directory, part.segments)
+    finally:
+        part.close()
+
+
+def task_cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of process `pid` so far (nanosecond schedstat, not 10 ms ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            total += int((task / "schedstat").read_text().split()[0])
+    return total / 1e9
+
+
+class Sample:
+    """Wall and CPU seconds of one read (CPU: this process plus an SPU child, when there is one)."""
+
+    def __init__(self, spu_pid: int | None = None) -> None:
+        self.spu_pid = spu_pid
+        self.wall = self.cpu = 0.0
+
+    def __enter__(self) -> Sample:
+        self._cpu0 = self._cpu()
+        self._wall0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self._wall0
+        self.cpu = self._cpu() - self._cpu0
+
+    def _cpu(self) -> float:
+        return time.process_time() + (task_cpu_seconds(self.spu_pid) if self.spu_pid else 0.0)
+
+
+@contextlib.contextmanager
+def spu_child(data_dir: Path) -> Iterator[EmbeddedSpu]:
+    with EmbeddedSpu(data_dir, mode="process") as spu:
+        yield spu
+
+
+# -- the read paths: each reads the whole topic once and returns the records it saw -------------
+
+
+def fetch_all(client: SpuClient, end: int) -> int:
+    offset = seen = 0
+    while offset < end:
+        result = client.fetch(TOPIC, 0, offset, FETCH_BYTES)
+        seen += sum(batch.record_count for batch in result.batches)
+        offset = result.next_offset
+    return seen
+
+
+def stream_all(client: SpuClient, end: int) -> int:
+    seen = 0
+    with client.stream(TOPIC, 0, 0, credit_bytes=STREAM_CREDIT, max_bytes=FETCH_BYTES) as stream:
+        for result in stream:
+            seen += sum(batch.record_count for batch in result.batches)
+            if result.next_offset >= end:
+                break
+    return seen
+
+
+def run_consume_command(args: list[str], out_path: Path) -> int:
+    """`contraflow consume ARGS` in this process, stdout to `out_path`; returns lines written."""
+    from contraflow.spu.commands import consume
+
+    saved = sys.stdout
+    with open(out_path, "wb") as out:
+        sys.stdout = io.TextIOWrapper(out, write_through=True)
+        try:
+            consume.main(args, prog_name="contraflow consume", standalone_mode=False)
+        finally:
+            sys.stdout.flush()
+            sys.stdout.detach()
+            sys.stdout = saved
+    with open(out_path, "rb") as written:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: written.read(1 << 20), b""))
+
+
+def spark_read_all(spark: Any, addr: str, checkpoint: Path) -> tuple[int, float]:
+    """Rows the query read and its execution seconds (Spark's `triggerExecution`, without
+    the query's fixed start-up, as benchmarks/spark_bridge.py counts it)."""
+    query = (
+        spark.readStream.format("contraflow")
+        .option("spu", addr)
+        .option("topic", TOPIC)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    progress = query.recentProgress
+    rows = sum(p["numInputRows"] for p in progress)
+    return rows, sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
+
+
+# -- one sample per path and state ----------------------------------------------------------------
+
+
+PathRun = Callable[[Path, Path, int], Sample]
+
+
+def sample_fetch(data_dir: Path, work: Path, records: int) -> Sample:
+    return _over_spu(data_dir, records, fetch_all)
+
+
+def sample_stream(data_dir: Path, work: Path, records: int) -> Sample:
+    return _over_spu(data_dir, records, stream_all)
+
+
+def _over_spu(data_dir: Path, records: int, read: Callable[[SpuClient, int], int]) -> Sample:
+    with spu_child(data_dir) as spu, SpuClient(spu.addr) as client:
+        client.describe_topic(TOPIC)  # connected and the partition opened before the clock starts
+        with Sample(spu.pid) as sample:
+            seen = read(client, records)
+    assert seen == records, (seen, records)
+    return sample
+
+
+def sample_consume_dir(data_dir: Path, work: Path, records: int) -> Sample:
+    with Sample() as sample:
+        lines = run_consume_command([TOPIC, "-B", "-d", "--data-dir", str(data_dir)], work / "out")
+    assert lines == records, (lines, records)
+    return sample
+
+
+def sample_consume_spu(data_dir: Path, work: Path, records: int) -> Sample:
+    with spu_child(data_dir) as spu:
+        SpuClient(spu.addr).close()  # the SPU is up and listening before the clock starts
+        with Sample(spu.pid) as sample:
+            lines = run_consume_command([TOPIC, "-B", "-d", "--spu", spu.addr], work / "out")
+    assert lines == records, (lines, records)
+    return sample
+
+
+def spark_sampler(spark: Any) -> PathRun:
+    def sample_spark(data_dir: Path, work: Path, records: int) -> Sample:
+        with spu_child(data_dir) as spu:
+            SpuClient(spu.addr).close()
+            checkpoint = Path(tempfile.mkdtemp(dir=work))
+            sample = Sample()
+            rows, sample.wall = spark_read_all(spark, spu.addr, checkpoint)
+        sample.cpu = float("nan")  # Spark's JVM and Python workers: wall time only
+        assert rows == records, (rows, records)
+        return sample
+
+    return sample_spark
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+
+def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
+    wall = {state: statistics.median(s.wall for s in samples[state]) for state in STATES}
+    cpu = {state: statistics.median(s.cpu for s in samples[state]) for state in STATES}
+    result: dict[str, Any] = {
+        **{f"{state}_records_per_s": round(records / wall[state]) for state in STATES},
+        "cold_vs_unchecked": round(wall["unchecked"] / wall["cold"], 3),
+        "samples_s": {state: [round(s.wall, 4) for s in samples[state]] for state in STATES},
+    }
+    if all(c == c for c in cpu.values()):  # not NaN
+        result["cpu_s"] = {state: round(cpu[state], 4) for state in STATES}
+        result["cpu_cold_vs_unchecked"] = round(cpu["unchecked"] / cpu["cold"], 3)
+    return result
+
+
+def measure(records: int, rounds: int, spark: Any | None) -> dict[str, Any]:
+    paths: dict[str, PathRun] = {
+        "fetch": sample_fetch,
+        "stream": sample_stream,
+        "consume_dir": sample_consume_dir,
+        "consume_spu": sample_consume_spu,
+    }
+    if spark is not None:
+        paths["spark_source"] = spark_sampler(spark)
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        root = Path(tmp)
+        data_dir = root / "log"
+        write_log(data_dir, records)
+        results: dict[str, Any] = {}
+        for name, run in paths.items():
+            run(data_dir, root, records)  # warm-up: imports, page cache, Spark's first query
+            samples: dict[str, list[Sample]] = {state: [] for state in STATES}
+            for _ in range(rounds):
+                for state in STATES:
+                    set_state(data_dir, state)
+                    samples[state].append(run(data_dir, root, records))
+            results[name] = summarise(samples, records)
+        return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=RECORDS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--no-spark", action="store_true")
+    args = parser.parse_args()
+    spark = None
+    if not args.no_spark:
+        from contraflow.spark import session
+
+        spark = session()
+    json.dump(measure(args.records, args.rounds, spark), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
