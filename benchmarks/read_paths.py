@@ -5,14 +5,21 @@ with `python benchmarks/read_paths.py [--records N] [--rounds R] [--no-spark]`.
 
 A log of 200-byte records in 1000-record batches is written once (a writer's
 clean close). Then each read path reads all of it, from a fresh open each
-time, in two states of the log, taken in alternation so both see the same load:
+time, in these states of the log, taken in alternation so all see the same load:
 
 - "cold": no CRC check is on record (`crc-checked` removed, as after a
-  reboot), so the read path CRC-checks every batch on its first read;
+  reboot) and the SPU's background scrub is off (`--no-scrub`), so the read
+  path CRC-checks every batch on its first read;
+- "cold_scrubbing" (paths through an SPU): the same log, with the SPU
+  scrubbing in the background as it does by default, the read starting at
+  once (each batch is checked by whichever of the two reaches it first);
 - "unchecked": every byte of every segment on record as checked in this boot,
   so the read path checks nothing (a range-set lookup per batch, no CRC).
 
-The read paths, each doing the consumer's real work in both states:
+The pages are in the page cache in every state (the worst case for the
+ratio: a read from the disk after a real reboot is slower by itself).
+
+The read paths, each doing the consumer's real work in every state:
 
 - fetch: a `contraflow spu run` child process on loopback, `SpuClient.fetch`
   1 MiB at a time from offset 0 to the end, each batch decoded into a
@@ -28,9 +35,11 @@ The read paths, each doing the consumer's real work in both states:
 
 The SPU is restarted for every sample (its checks are remembered for the
 rest of its life). Reported per path: records/s of each state (median over
-the rounds, wall time of the read alone), `cold_vs_unchecked`, and for the
+the rounds, wall time of the read alone), `<state>_vs_unchecked` (the median
+of the rounds' own ratios: one round's states run back to back), and for the
 paths run in processes this one can measure (fetch, stream, consume) the
-same ratio in CPU time (this process plus the SPU child).
+same ratios in CPU time, `cpu_<state>_vs_unchecked` (this process plus the
+SPU child: the scrubber's CPU counts too).
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +62,7 @@ from contraflow.spu.api import LocalLog
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol.batch import encode_batch
+from contraflow.spu.server import ServerConfig
 from contraflow.spu.storage import boot_checks
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.partition import Partition
@@ -62,9 +73,10 @@ BATCH_RECORDS = 1000
 SEGMENT_BYTES = 16 << 20  # several segments: rolls and per-segment records are part of the path
 FETCH_BYTES = 1 << 20
 STREAM_CREDIT = 8 << 20
-STATES = ("cold", "unchecked")
-RECORDS = 500_000  # 100 MB: a read long enough for a loaded box's wall clock
-ROUNDS = 7
+LOCAL_STATES = ("cold", "unchecked")
+SPU_STATES = ("cold", "cold_scrubbing", "unchecked")
+RECORDS = 1_000_000  # 200 MB: reads long enough for a loaded box's wall clock
+ROUNDS = 9
 
 
 def write_log(data_dir: Path, records: int) -> None:
@@ -86,7 +98,7 @@ def set_state(data_dir: Path, state: str) -> None:
     """Put the log's CRC record in `state` (see the module docstring) before an open."""
     directory = partition_dir(data_dir)
     (directory / boot_checks.CHECK_RECORD).unlink(missing_ok=True)
-    if state == "cold":
+    if state != "unchecked":
         return
     part = Partition(directory, TOPIC, 0, TopicConfig(segment_bytes=SEGMENT_BYTES), writable=False)
     try:
@@ -106,30 +118,40 @@ def task_cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-class Sample:
-    """Wall and CPU seconds of one read (CPU: this process plus an SPU child, when there is one)."""
+@dataclass(frozen=True)
+class SpuChild:
+    addr: str
+    pid: int
+    cpu_at_ready: float  # its CPU seconds once ready: a background scrub from then on counts
 
-    def __init__(self, spu_pid: int | None = None) -> None:
-        self.spu_pid = spu_pid
+
+class Sample:
+    """Wall and CPU seconds of one read. CPU: this process's, plus an SPU child's since it
+    became ready (so its scrub counts even where it ran before the read began)."""
+
+    def __init__(self, spu: SpuChild | None = None) -> None:
+        self.spu = spu
         self.wall = self.cpu = 0.0
 
     def __enter__(self) -> Sample:
-        self._cpu0 = self._cpu()
+        self._cpu0 = time.process_time() + (self.spu.cpu_at_ready if self.spu else 0.0)
         self._wall0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._wall0
-        self.cpu = self._cpu() - self._cpu0
-
-    def _cpu(self) -> float:
-        return time.process_time() + (task_cpu_seconds(self.spu_pid) if self.spu_pid else 0.0)
+        spu_cpu = task_cpu_seconds(self.spu.pid) if self.spu else 0.0
+        self.cpu = time.process_time() + spu_cpu - self._cpu0
 
 
 @contextlib.contextmanager
-def spu_child(data_dir: Path) -> Iterator[EmbeddedSpu]:
-    with EmbeddedSpu(data_dir, mode="process") as spu:
-        yield spu
+def spu_child(data_dir: Path, state: str) -> Iterator[SpuChild]:
+    """`contraflow spu run` on the log; its background scrub only in the "cold_scrubbing" state
+    (in "cold" the reads alone check; in "unchecked" there is nothing left to check)."""
+    config = ServerConfig(data_dir, scrub=state == "cold_scrubbing")
+    with EmbeddedSpu(data_dir, mode="process", config=config) as spu:
+        assert spu.pid is not None
+        yield SpuChild(spu.addr, spu.pid, task_cpu_seconds(spu.pid))
 
 
 # -- the read paths: each reads the whole topic once and returns the records it saw -------------
@@ -196,45 +218,45 @@ def spark_read_all(spark: Any, addr: str, checkpoint: Path) -> tuple[int, float]
 # -- one sample per path and state ----------------------------------------------------------------
 
 
-PathRun = Callable[[Path, Path, int], Sample]
+PathRun = Callable[[Path, Path, int, str], Sample]  # (log, scratch dir, records, state)
 
 
-def sample_fetch(data_dir: Path, work: Path, records: int) -> Sample:
-    return _over_spu(data_dir, records, fetch_all)
+def sample_fetch(data_dir: Path, work: Path, records: int, state: str) -> Sample:
+    return _over_spu(data_dir, records, state, fetch_all)
 
 
-def sample_stream(data_dir: Path, work: Path, records: int) -> Sample:
-    return _over_spu(data_dir, records, stream_all)
+def sample_stream(data_dir: Path, work: Path, records: int, state: str) -> Sample:
+    return _over_spu(data_dir, records, state, stream_all)
 
 
-def _over_spu(data_dir: Path, records: int, read: Callable[[SpuClient, int], int]) -> Sample:
-    with spu_child(data_dir) as spu, SpuClient(spu.addr) as client:
+def _over_spu(data_dir: Path, records: int, state: str, read: Callable[[SpuClient, int], int]) -> Sample:
+    with spu_child(data_dir, state) as spu, SpuClient(spu.addr) as client:
         client.describe_topic(TOPIC)  # connected and the partition opened before the clock starts
-        with Sample(spu.pid) as sample:
+        with Sample(spu) as sample:
             seen = read(client, records)
     assert seen == records, (seen, records)
     return sample
 
 
-def sample_consume_dir(data_dir: Path, work: Path, records: int) -> Sample:
+def sample_consume_dir(data_dir: Path, work: Path, records: int, state: str) -> Sample:
     with Sample() as sample:
         lines = run_consume_command([TOPIC, "-B", "-d", "--data-dir", str(data_dir)], work / "out")
     assert lines == records, (lines, records)
     return sample
 
 
-def sample_consume_spu(data_dir: Path, work: Path, records: int) -> Sample:
-    with spu_child(data_dir) as spu:
+def sample_consume_spu(data_dir: Path, work: Path, records: int, state: str) -> Sample:
+    with spu_child(data_dir, state) as spu:
         SpuClient(spu.addr).close()  # the SPU is up and listening before the clock starts
-        with Sample(spu.pid) as sample:
+        with Sample(spu) as sample:
             lines = run_consume_command([TOPIC, "-B", "-d", "--spu", spu.addr], work / "out")
     assert lines == records, (lines, records)
     return sample
 
 
 def spark_sampler(spark: Any) -> PathRun:
-    def sample_spark(data_dir: Path, work: Path, records: int) -> Sample:
-        with spu_child(data_dir) as spu:
+    def sample_spark(data_dir: Path, work: Path, records: int, state: str) -> Sample:
+        with spu_child(data_dir, state) as spu:
             SpuClient(spu.addr).close()
             checkpoint = Path(tempfile.mkdtemp(dir=work))
             sample = Sample()
@@ -250,40 +272,51 @@ def spark_sampler(spark: Any) -> PathRun:
 
 
 def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
-    wall = {state: statistics.median(s.wall for s in samples[state]) for state in STATES}
-    cpu = {state: statistics.median(s.cpu for s in samples[state]) for state in STATES}
+    """Rates: medians per state. Ratios: the median of each round's ratio (the states of one
+    round ran back to back, under the same load), in wall time and, where measured, CPU time."""
+    checked = [state for state in samples if state != "unchecked"]
+
+    def paired(state: str, measure: Callable[[Sample], float]) -> float:
+        pairs = zip(samples["unchecked"], samples[state], strict=True)
+        return round(statistics.median(measure(u) / measure(c) for u, c in pairs), 3)
+
     result: dict[str, Any] = {
-        **{f"{state}_records_per_s": round(records / wall[state]) for state in STATES},
-        "cold_vs_unchecked": round(wall["unchecked"] / wall["cold"], 3),
-        "samples_s": {state: [round(s.wall, 4) for s in samples[state]] for state in STATES},
+        **{
+            f"{state}_records_per_s": round(records / statistics.median(s.wall for s in runs))
+            for state, runs in samples.items()
+        },
+        **{f"{state}_vs_unchecked": paired(state, lambda s: s.wall) for state in checked},
+        "samples_s": {state: [round(s.wall, 4) for s in runs] for state, runs in samples.items()},
     }
-    if all(c == c for c in cpu.values()):  # not NaN
-        result["cpu_s"] = {state: round(cpu[state], 4) for state in STATES}
-        result["cpu_cold_vs_unchecked"] = round(cpu["unchecked"] / cpu["cold"], 3)
+    if all(s.cpu == s.cpu for runs in samples.values() for s in runs):  # no NaN: CPU measured
+        result["cpu_s"] = {
+            state: round(statistics.median(s.cpu for s in runs), 4) for state, runs in samples.items()
+        }
+        result.update({f"cpu_{state}_vs_unchecked": paired(state, lambda s: s.cpu) for state in checked})
     return result
 
 
 def measure(records: int, rounds: int, spark: Any | None) -> dict[str, Any]:
-    paths: dict[str, PathRun] = {
-        "fetch": sample_fetch,
-        "stream": sample_stream,
-        "consume_dir": sample_consume_dir,
-        "consume_spu": sample_consume_spu,
+    paths: dict[str, tuple[PathRun, tuple[str, ...]]] = {
+        "fetch": (sample_fetch, SPU_STATES),
+        "stream": (sample_stream, SPU_STATES),
+        "consume_dir": (sample_consume_dir, LOCAL_STATES),
+        "consume_spu": (sample_consume_spu, SPU_STATES),
     }
     if spark is not None:
-        paths["spark_source"] = spark_sampler(spark)
+        paths["spark_source"] = (spark_sampler(spark), SPU_STATES)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         data_dir = root / "log"
         write_log(data_dir, records)
         results: dict[str, Any] = {}
-        for name, run in paths.items():
-            run(data_dir, root, records)  # warm-up: imports, page cache, Spark's first query
-            samples: dict[str, list[Sample]] = {state: [] for state in STATES}
+        for name, (run, states) in paths.items():
+            run(data_dir, root, records, "unchecked")  # warm-up: imports, page cache, Spark's first query
+            samples: dict[str, list[Sample]] = {state: [] for state in states}
             for _ in range(rounds):
-                for state in STATES:
+                for state in states:  # alternating: every state sees the same load
                     set_state(data_dir, state)
-                    samples[state].append(run(data_dir, root, records))
+                    samples[state].append(run(data_dir, root, records, state))
             results[name] = summarise(samples, records)
         return results
 
