@@ -122,9 +122,9 @@ class SpuServer:
             await self.stop()  # e.g. the port is taken: release the data directory again
             raise
         self._spawn(self._expire_staging())
-        if self.config.scrub:
+        if self.config.scrub:  # once the caller has announced the SPU ready
             self.scrubber = Scrubber(store)
-            self.scrubber.start()
+            loop.call_soon(self.scrubber.start)
         if self.cluster is not None:
             self._start_cluster(self.cluster)
 

@@ -50,13 +50,6 @@ class Scrubber:
             self._thread.join()
             self._thread = None
 
-    def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait for the pass to finish; True if it did."""
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            return not self._thread.is_alive()
-        return True
-
     def _run(self) -> None:
         with contextlib.suppress(OSError):  # per thread on Linux: only the scrub yields
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
@@ -68,11 +61,14 @@ class Scrubber:
             return
         if self.checked_bytes:
             log.info(
-                "scrub: CRC-checked %.1f MB ahead of reads in %d partitions (%.1f s)",
+                "scrub: CRC-checked %.1f MB ahead of reads in %d partitions (%.1f s, %.2f s of CPU)",
                 self.checked_bytes / 1e6,
                 partitions,
                 time.monotonic() - began,
+                time.thread_time(),
             )
+        # the thread stays until stop(): its CPU time stays visible per thread (/proc/PID/task)
+        self._stop.wait()
 
     def scrub_all(self) -> int:
         """Check every partition of the store; returns how many there were."""
