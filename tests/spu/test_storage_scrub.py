@@ -18,6 +18,7 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.storage import boot_checks
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
+from contraflow.spu.storage.ranges import RangeSet
 from contraflow.spu.storage.scrub import Scrubber
 from contraflow.spu.storage.store import Store
 
@@ -129,3 +130,14 @@ def test_topic_verify_names_each_bad_batch_and_writes_nothing(tmp_path: Path) ->
     assert _digest(tmp_path) == before, "a verify opens read-only and writes nothing"
     missing = run_cli("topic", "verify", "t", "--partition", "5", env=env)
     assert missing.returncode != 0 and "has no partition 5" in missing.stderr
+
+
+def test_first_gap_is_where_a_scrub_resumes() -> None:
+    ranges = RangeSet()
+    assert ranges.first_gap(100) == 0 and ranges.first_gap(0) is None
+    ranges.add(0, 40)
+    ranges.add(60, 100)
+    assert ranges.first_gap(100) == 40
+    assert ranges.first_gap(100, 50) == 50 and ranges.first_gap(100, 70) is None
+    ranges.add(40, 60)
+    assert ranges.first_gap(100) is None and ranges.first_gap(120) == 100
