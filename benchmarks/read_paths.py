@@ -1,7 +1,7 @@
 """Checked against unchecked reads on the read paths that hand records to consumers.
 
 Part of `benchmarks/log_throughput.py` (its "read_paths" section); run alone
-with `python benchmarks/read_paths.py [--records N] [--rounds R] [--no-spark]`.
+with `python benchmarks/read_paths.py [--records N] [--rounds R] [--no-spark] [--paths fetch,...]`.
 
 A log of 200-byte records in 1000-record batches is written once (a writer's
 clean close). Then each read path reads all of it, from a fresh open each
@@ -39,7 +39,7 @@ the rounds, wall time of the read alone), `<state>_vs_unchecked` (the median
 of the rounds' own ratios: one round's states run back to back), and for the
 paths run in processes this one can measure (fetch, stream, consume) the
 same ratios in CPU time, `cpu_<state>_vs_unchecked` (this process plus the
-SPU child: the scrubber's CPU counts too).
+SPU child: the scrubber's CPU counts too); `spu_cpu_s` is the SPU's share.
 """
 
 from __future__ import annotations
@@ -131,17 +131,18 @@ class Sample:
 
     def __init__(self, spu: SpuChild | None = None) -> None:
         self.spu = spu
-        self.wall = self.cpu = 0.0
+        self.wall = self.cpu = self.spu_cpu = 0.0
 
     def __enter__(self) -> Sample:
-        self._cpu0 = time.process_time() + (self.spu.cpu_at_ready if self.spu else 0.0)
+        self._cpu0 = time.process_time()
         self._wall0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self._wall0
-        spu_cpu = task_cpu_seconds(self.spu.pid) if self.spu else 0.0
-        self.cpu = time.process_time() + spu_cpu - self._cpu0
+        if self.spu:
+            self.spu_cpu = task_cpu_seconds(self.spu.pid) - self.spu.cpu_at_ready
+        self.cpu = time.process_time() - self._cpu0 + self.spu_cpu
 
 
 @contextlib.contextmanager
@@ -259,9 +260,10 @@ def spark_sampler(spark: Any) -> PathRun:
         with spu_child(data_dir, state) as spu:
             SpuClient(spu.addr).close()
             checkpoint = Path(tempfile.mkdtemp(dir=work))
-            sample = Sample()
-            rows, sample.wall = spark_read_all(spark, spu.addr, checkpoint)
-        sample.cpu = float("nan")  # Spark's JVM and Python workers: wall time only
+            with Sample(spu) as sample:
+                rows, execution_s = spark_read_all(spark, spu.addr, checkpoint)
+        sample.wall = execution_s
+        sample.cpu = float("nan")  # Spark's JVM and Python workers: the SPU's CPU only
         assert rows == records, (rows, records)
         return sample
 
@@ -288,6 +290,10 @@ def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
         **{f"{state}_vs_unchecked": paired(state, lambda s: s.wall) for state in checked},
         "samples_s": {state: [round(s.wall, 4) for s in runs] for state, runs in samples.items()},
     }
+    if all(s.spu for runs in samples.values() for s in runs):
+        result["spu_cpu_s"] = {
+            state: round(statistics.median(s.spu_cpu for s in runs), 4) for state, runs in samples.items()
+        }
     if all(s.cpu == s.cpu for runs in samples.values() for s in runs):  # no NaN: CPU measured
         result["cpu_s"] = {
             state: round(statistics.median(s.cpu for s in runs), 4) for state, runs in samples.items()
@@ -296,7 +302,7 @@ def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
     return result
 
 
-def measure(records: int, rounds: int, spark: Any | None) -> dict[str, Any]:
+def measure(records: int, rounds: int, spark: Any | None, only: set[str] | None = None) -> dict[str, Any]:
     paths: dict[str, tuple[PathRun, tuple[str, ...]]] = {
         "fetch": (sample_fetch, SPU_STATES),
         "stream": (sample_stream, SPU_STATES),
@@ -305,6 +311,8 @@ def measure(records: int, rounds: int, spark: Any | None) -> dict[str, Any]:
     }
     if spark is not None:
         paths["spark_source"] = (spark_sampler(spark), SPU_STATES)
+    if only is not None:
+        paths = {name: path for name, path in paths.items() if name in only}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         data_dir = root / "log"
@@ -326,13 +334,15 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=RECORDS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--no-spark", action="store_true")
+    parser.add_argument("--paths", default=None, help="comma-separated read paths (default: all)")
     args = parser.parse_args()
+    only = set(args.paths.split(",")) if args.paths else None
     spark = None
-    if not args.no_spark:
+    if not args.no_spark and (only is None or "spark_source" in only):
         from contraflow.spark import session
 
         spark = session()
-    json.dump(measure(args.records, args.rounds, spark), sys.stdout, indent=2)
+    json.dump(measure(args.records, args.rounds, spark, only), sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 

@@ -231,7 +231,12 @@ class Partition:
         return self._append(memoryview(batch), BatchHeader.parse(batch))
 
     def append_encoded(
-        self, batch: Buffer, *, assign_offsets: bool = True, wait_durable: bool = True
+        self,
+        batch: Buffer,
+        *,
+        assign_offsets: bool = True,
+        wait_durable: bool = True,
+        crc_checked: bool = False,
     ) -> tuple[int, int]:
         """Append a producer-built batch: the CRC is checked, the offset and leader epoch
         are stamped (without copying the body); returns (first offset, last offset).
@@ -240,10 +245,12 @@ class Partition:
         keeps its offsets and epoch, and must start exactly at the log end. With
         `wait_durable=False` the flush policy's fsync is left to the caller's next
         `flush()`, so a writer appending several batches at once (a transaction
-        commit) pays for one fsync instead of one per batch."""
+        commit) pays for one fsync instead of one per batch. `crc_checked=True`:
+        the caller checked this very buffer's CRC when it arrived (a staged
+        transaction batch), so it is not computed again."""
         view = memoryview(batch)
         try:
-            header = check_batch(view)
+            header = check_batch(view, crc=not crc_checked)
         except CorruptBatchError as err:
             raise InvalidBatchError(f"rejected batch for {self.topic}/{self.number}: {err}") from None
         return self._append(view, header, assign=assign_offsets, wait_durable=wait_durable)
