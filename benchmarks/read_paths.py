@@ -36,7 +36,9 @@ The read paths, each doing the consumer's real work in every state:
 The SPU is restarted for every sample (its checks are remembered for the
 rest of its life). Reported per path: records/s of each state (median over
 the rounds, wall time of the read alone), `<state>_vs_unchecked` (the median
-of the rounds' own ratios: one round's states run back to back), and for the
+of the rounds' own ratios: one round's states run back to back) and
+`<state>_vs_unchecked_best` (fastest against fastest: the least disturbed
+sample of each, as timeit reports on a busy machine), and for the
 paths run in processes this one can measure (fetch, stream, consume) the
 same ratios in CPU time, `cpu_<state>_vs_unchecked` (this process plus the
 SPU child: the scrubber's CPU counts too); `spu_cpu_s` is the SPU's share.
@@ -288,6 +290,12 @@ def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
             for state, runs in samples.items()
         },
         **{f"{state}_vs_unchecked": paired(state, lambda s: s.wall) for state in checked},
+        **{
+            f"{state}_vs_unchecked_best": round(
+                min(s.wall for s in samples["unchecked"]) / min(s.wall for s in samples[state]), 3
+            )
+            for state in checked
+        },
         "samples_s": {state: [round(s.wall, 4) for s in runs] for state, runs in samples.items()},
     }
     if all(s.spu for runs in samples.values() for s in runs):
