@@ -65,7 +65,7 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.server import ServerConfig
-from contraflow.spu.storage import boot_checks
+from contraflow.spu.storage import boot_checks, scrub
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.partition import Partition
 
@@ -111,12 +111,14 @@ def set_state(data_dir: Path, state: str) -> None:
         part.close()
 
 
-def task_cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of process `pid` so far (nanosecond schedstat, not 10 ms ticks)."""
+def task_cpu_seconds(pid: int, *, but: str | None = None) -> float:
+    """CPU time of every thread of process `pid` so far (nanosecond schedstat, not 10 ms
+    ticks), leaving out threads named `but`."""
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(OSError):
-            total += int((task / "schedstat").read_text().split()[0])
+            if but is None or (task / "comm").read_text().strip() != but:
+                total += int((task / "schedstat").read_text().split()[0])
     return total / 1e9
 
 
@@ -154,7 +156,8 @@ def spu_child(data_dir: Path, state: str) -> Iterator[SpuChild]:
     config = ServerConfig(data_dir, scrub=state == "cold_scrubbing")
     with EmbeddedSpu(data_dir, mode="process", config=config) as spu:
         assert spu.pid is not None
-        yield SpuChild(spu.addr, spu.pid, task_cpu_seconds(spu.pid))
+        # the scrub starts once the SPU is ready: all of its CPU counts, even before the read
+        yield SpuChild(spu.addr, spu.pid, task_cpu_seconds(spu.pid, but=scrub.THREAD_NAME))
 
 
 # -- the read paths: each reads the whole topic once and returns the records it saw -------------
