@@ -114,7 +114,12 @@ class SpuServer:
                 from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
 
                 broker = Broker(
-                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                    partitions,
+                    signals,
+                    self._executor,
+                    self.config.spu_id,
+                    streams.topic_deleted,
+                    cluster=self.cluster,
                 )
                 assert self._budget is not None  # made by the first _listen
                 shared = SharedLimits(self._budget, self._connection_count)
@@ -149,6 +154,7 @@ class SpuServer:
         assert agent.replicas is not None and self.private_addr is not None
         agent.public_addr = "{}:{}".format(*self.public_addr)
         agent.private_addr = "{}:{}".format(*self.private_addr)
+        agent.kafka_addr = "{}:{}".format(*self.kafka_addr) if self.kafka_addr else ""
         self._spawn(agent.tick())
         self._spawn(agent.run())
         self._spawn(agent.replicas.manage_isr())
