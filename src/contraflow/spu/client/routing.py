@@ -17,7 +17,8 @@ from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
-# Consumer offsets too: the leader holds the partition to check an offset against.
+# Consumer offsets too: the leader holds the partition to check an offset against;
+# exactly-once staging and commits: the leader appends them.
 ROUTED_APIS = frozenset(
     {
         ApiKey.PRODUCE,
@@ -26,6 +27,8 @@ ROUTED_APIS = frozenset(
         ApiKey.LIST_OFFSETS,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
+        ApiKey.TXN_STAGE,
+        ApiKey.TXN_COMMIT,  # a cluster commits per partition (`cluster_commits`)
     }
 )
 
