@@ -116,9 +116,12 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
 
     launcher = python_worker_launcher(root) if is_local_master(master) else None
     os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
+    # Spark's driver-side Python processes (the data-source lookup at session start) use this one.
+    os.environ["PYSPARK_DRIVER_PYTHON"] = launcher or sys.executable
     if launcher is not None and prestart.enabled():
         os.environ[PRESTART_VARIABLE] = prestart.ensure_server()  # starts now, beside the JVM
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    else:
+        os.environ.pop(PRESTART_VARIABLE, None)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         package_root = str(Path(contraflow.__file__).resolve().parent.parent)
@@ -161,7 +164,7 @@ def python_worker_launcher(root: Path) -> str | None:
         "unset IFS\n"
         "PYTHONPATH=$kept\n"
         "export PYTHONPATH\n"
-        f'if [ -n "${{{PRESTART_VARIABLE}:-}}" ]; then\n'
+        f'if [ -n "${{{PRESTART_VARIABLE}:-}}" ] && [ "$1" = -m ]; then\n'
         f'  exec {shlex.join(prestart.client_command())} "${PRESTART_VARIABLE}" "$@"\n'
         "fi\n"
         f'exec {shlex.quote(sys.executable)} "$@"\n'
