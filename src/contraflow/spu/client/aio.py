@@ -19,7 +19,8 @@ from typing import Any
 from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
-from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
+from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
+from contraflow.spu.cluster.internal import INTERNAL_TOPICS
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
 from contraflow.spu.protocol.compression import Compression
@@ -105,7 +106,10 @@ class AsyncSpuClient:
         addr = routes.leader_addr(topic, partition)
         if addr is None:
             await self.refresh_routes()
-            addr = (await self.routes()).leader_addr(topic, partition)
+            routes = await self.routes()
+            addr = routes.leader_addr(topic, partition)
+        if addr is None and topic in INTERNAL_TOPICS and topic not in routes.metadata.topics:
+            return await self.connection()  # any SPU creates the cluster's own topic on demand
         if addr is None:
             raise SpuError(ErrorCode.NOT_LEADER, f"{topic}/{partition} has no leader right now")
         return await self.connection(addr)
@@ -187,7 +191,7 @@ class AsyncSpuClient:
         delay = self.retry.initial_s
         while True:
             try:
-                conn = await self.partition_connection(fields["topic"], fields["partition"])
+                conn = await self.partition_connection(*route_of(api, fields))
                 return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
