@@ -73,3 +73,13 @@ def test_offsets_of_an_unknown_topic_are_refused(tmp_path: Path) -> None:
         # one SPU: the tables have one replica
         assert partition_state(cluster, OFFSETS_TOPIC)[2] == [0]
         assert [e[0] for e in replica_log(tmp_path / "spu-0", OFFSETS_TOPIC)] == [0]
+
+
+def test_a_topic_created_again_does_not_inherit_the_old_offsets(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, spus=1) as cluster, SpuClient(cluster.bootstrap) as client:
+        client.create_topic("again", TopicConfig())
+        client.produce("again", 0, values(5))
+        client.commit_offset("reader", "again", 0, 5)
+        client.delete_topic("again")
+        client.create_topic("again", TopicConfig())
+        assert client.fetch_offset("reader", "again", 0) is None

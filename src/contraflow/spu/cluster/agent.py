@@ -127,8 +127,10 @@ class ClusterAgent:
         """SPUs the cluster knows (registered, alive or not)."""
         return 1 if self.metadata is None else len(self.metadata["spus"])
 
-    def knows_topic(self, name: str) -> bool:
-        return self.metadata is not None and name in self.metadata["topics"]
+    def topic_created_ms(self, name: str) -> int | None:
+        """When the controller created topic `name`; None if it does not exist."""
+        topic = None if self.metadata is None else self.metadata["topics"].get(name)
+        return None if topic is None else int(topic["created_ms"])
 
     async def alter_isr(self, tp: TopicPartition, epoch: int, isr: list[int]) -> list[int]:
         fields = {

@@ -265,11 +265,11 @@ class Handlers:
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
         if self._cluster is not None:
-            self._check_topic(req.topic)
             if req.offset < 0:
                 raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {req.offset}")
             key = offset_key(req.consumer, req.topic, req.partition)
-            await self._cluster_table("offsets").put(key, req.offset)
+            value = [req.offset, self._topic_created(req.topic)]
+            await self._cluster_table("offsets").put(key, value)
             return Reply()
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
@@ -280,15 +280,20 @@ class Handlers:
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
         if self._cluster is not None:
-            self._check_topic(req.topic)
+            created = self._topic_created(req.topic)
             key = offset_key(req.consumer, req.topic, req.partition)
-            return Reply({"offset": await self._cluster_table("offsets").get(key)})
+            found = await self._cluster_table("offsets").get(key)
+            # an offset committed before the topic was deleted and created again is not its
+            return Reply({"offset": found[0] if found is not None and found[1] == created else None})
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
 
-    def _check_topic(self, topic: str) -> None:
+    def _topic_created(self, topic: str) -> int:
+        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
         assert self._cluster is not None
-        if not self._cluster.knows_topic(topic):
+        created = self._cluster.topic_created_ms(topic)
+        if created is None:
             raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
+        return created
 
     def _cluster_table(self, which: str) -> ReplicatedTable:
         """In a cluster, consumer offsets and control values are replicated tables."""
