@@ -43,7 +43,9 @@ def test_encoded_batches_and_producer_batches_survive_a_leader_sigkill_exactly_o
         async def main() -> None:
             kill = asyncio.Event()
             writer = asyncio.create_task(write(cluster.bootstrap, kill))
-            await asyncio.wait([writer, asyncio.create_task(kill.wait())], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                [writer, asyncio.create_task(kill.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
             assert not writer.done(), writer.exception()
             leader = (await asyncio.to_thread(partition_state, cluster, "channel"))[0]
             await asyncio.to_thread(cluster.signal, f"spu-{leader}", signal.SIGKILL)

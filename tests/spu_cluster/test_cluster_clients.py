@@ -164,18 +164,6 @@ def test_cluster_options_are_checked_in_one_line(tmp_path: Path) -> None:
     assert exposed.returncode != 0 and "refusing to serve the controller" in exposed.stderr
 
 
-def test_exactly_once_commits_are_refused_in_a_cluster_with_the_reason(tmp_path: Path) -> None:
-    with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
-        client.create_topic("eo", REPLICATED)
-        with pytest.raises(SpuError) as err:
-            client.stage("query", 1, "eo", 0, encode_batch(values(1)))
-        assert err.value.code is ErrorCode.UNSUPPORTED_API and "not replicated yet" in str(err.value)
-        with pytest.raises(SpuError) as err:
-            client.commit("query", 1)
-        assert err.value.code is ErrorCode.UNSUPPORTED_API
-        assert client.list_offsets("eo", 0, "latest", isolation="uncommitted") == 0
-
-
 def test_consumer_offsets_go_to_the_leader_of_a_partition_only_some_spus_hold(tmp_path: Path) -> None:
     with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
         client.create_topic("narrow", TopicConfig(partitions=3))  # one replica each, on three SPUs

@@ -54,7 +54,10 @@ def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_pa
                 fresh.set_control("credit/billing/orders", 501 + round)
             cluster.start_spu(leader)
             for topic in (OFFSETS_TOPIC, CONTROL_TOPIC):
-                wait_for(f"SPU {leader} back in sync", lambda t=topic: leader in partition_state(cluster, t)[3])
+                wait_for(
+                    f"SPU {leader} back in sync",
+                    lambda t=topic, n=leader: n in partition_state(cluster, t)[3],
+                )
         assert client.fetch_offset("billing", "orders", 0) == 44
         logs = [replica_log(tmp_path / f"spu-{n}", OFFSETS_TOPIC) for n in range(3)]
         assert logs[0] == logs[1] == logs[2] and len(logs[0]) == 6

@@ -278,7 +278,9 @@ class LogConnector(Connector[LogOptions]):
             first, last = remaining[0].offset, remaining[-1].offset
             batch = encode_batch(*self._columns(remaining, last))
             await self._client.stage(self.producer_id, first, self.options.topic, self.sink_partition, batch)
-            await self._client.commit(self.producer_id, first, expected_batches=1)
+            await self._client.commit(
+                self.producer_id, first, partitions={(self.options.topic, self.sink_partition): 1}
+            )
         self._written_through = events[-1].offset
 
     async def _through_from_ledger(self, batch_id: int) -> int | None:

@@ -13,11 +13,12 @@ import contextlib
 import mmap
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
+from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
 from contraflow.spu.cluster.internal import INTERNAL_TOPICS, cluster_replication
@@ -131,6 +132,10 @@ class AsyncSpuClient:
                     raise
                 self._routes = Routes(False)  # an SPU from before clusters: alone
         return self._routes
+
+    async def in_cluster(self) -> bool:
+        """True when the SPU(s) this client talks to form a cluster."""
+        return (await self.routes()).cluster
 
     async def refresh_routes(self) -> None:
         """Ask every SPU we know for metadata; keep the newest version anyone has."""
@@ -423,21 +428,46 @@ class AsyncSpuClient:
         return bool((await self.request(ApiKey.TXN_STAGE, fields, parts)).fields["staged"])
 
     async def commit(
-        self, producer_id: str, batch_id: int, expected_batches: int | None = None
+        self,
+        producer_id: str,
+        batch_id: int,
+        expected_batches: int | None = None,
+        *,
+        partitions: Mapping[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Make the staged batches visible atomically; the end offset per partition.
-        Idempotent: a committed batch id returns the offsets recorded the first time."""
+        """Make the staged batches visible; the end offset per partition. Idempotent: a
+        committed batch id returns the offsets recorded the first time.
+
+        `partitions`: how many record batches were staged per (topic, partition). A lone
+        SPU commits the whole batch atomically (and checks the total, or
+        `expected_batches`); a cluster needs `partitions` and commits each partition
+        once at its leader (`cluster_commits`)."""
+        if await self.in_cluster():
+            if partitions is None:
+                raise SpuError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "an SPU cluster commits per partition: pass partitions={(topic, partition): batches}",
+                )
+            return await commit_partitions(self, producer_id, batch_id, partitions)
+        if expected_batches is None and partitions is not None:
+            expected_batches = sum(partitions.values())
         fields = {"producer_id": producer_id, "batch_id": batch_id, "expected_batches": expected_batches}
         ends = _offsets((await self.request(ApiKey.TXN_COMMIT, fields)).fields["end_offsets"])
         assert ends is not None
         return ends
 
     async def abort(self, producer_id: str, batch_id: int) -> bool:
+        """Drop what was staged for the batch (on every SPU of a cluster)."""
+        if await self.in_cluster():
+            return await abort_everywhere(self, producer_id, batch_id)
         fields = {"producer_id": producer_id, "batch_id": batch_id}
         return bool((await self.request(ApiKey.TXN_ABORT, fields)).fields["aborted"])
 
     async def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
-        """The end offsets recorded when the batch was committed, None if it never was."""
+        """The end offsets recorded when the batch was committed, None if it never was
+        (a cluster: where it is committed and replicated, asked of every leader)."""
+        if await self.in_cluster():
+            return await cluster_ledger(self, producer_id, batch_id)
         fields = {"producer_id": producer_id, "batch_id": batch_id}
         return _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
 

@@ -18,6 +18,7 @@ from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
+# Exactly-once staging and commits too: the leader appends them.
 ROUTED_APIS = frozenset(
     {
         ApiKey.PRODUCE,
@@ -28,6 +29,8 @@ ROUTED_APIS = frozenset(
         ApiKey.OFFSET_FETCH,
         ApiKey.CONTROL_SET,
         ApiKey.CONTROL_GET,
+        ApiKey.TXN_STAGE,
+        ApiKey.TXN_COMMIT,  # a cluster commits per partition (`cluster_commits`)
     }
 )
 # ... except these, which go to the leader of the replicated table that holds them.

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
 # Replication between SPUs and the controller's own APIs are not for clients.
-PRIVATE_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH})
+PRIVATE_APIS = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH, ApiKey.REPLICA_STAGE}
+)
 PUBLIC_APIS = frozenset(ApiKey) - PRIVATE_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR} | {
     ApiKey.API_VERSIONS
 }

@@ -35,6 +35,7 @@ from contraflow.spu.storage.control import ControlValues, check_control_value
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.agent import ClusterAgent
+    from contraflow.spu.cluster.commits import ClusterCommits
     from contraflow.spu.cluster.replication import ReplicaManager
     from contraflow.spu.cluster.tables import ReplicatedTable
 
@@ -44,9 +45,7 @@ T = TypeVar("T")
 # pipelined produces to different partitions do not wait for each other; produces
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
-# The batch ledger is one SPU's file: a cluster cannot keep these exactly-once yet.
-NOT_REPLICATED = frozenset({ApiKey.TXN_STAGE, ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.TXN_LEDGER})
+PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE})  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -81,6 +80,11 @@ class Handlers:
         self._partitions = partitions
         self._cluster = cluster
         self._replicas = None if cluster is None else cluster.replicas
+        self._commits: ClusterCommits | None = None  # a cluster's per-partition commits
+        if self._replicas is not None:
+            from contraflow.spu.cluster.commits import ClusterCommits
+
+            self._commits = ClusterCommits(transactions, partitions, self._replicas, executor)
         self._store = partitions.store
         self._txns = transactions
         self._streams = streams
@@ -111,6 +115,7 @@ class Handlers:
             ApiKey.METADATA: self.metadata,
             ApiKey.REPLICA_FETCH: self.replica_fetch,
             ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
+            ApiKey.REPLICA_STAGE: self.replica_stage,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -120,12 +125,6 @@ class Handlers:
         handler = self._table.get(api)
         if handler is None:
             raise SpuError(ErrorCode.UNSUPPORTED_API, f"an SPU does not serve {api.name}")
-        if self._cluster is not None and api in NOT_REPLICATED:
-            raise SpuError(
-                ErrorCode.UNSUPPORTED_API,
-                f"{api.name}: exactly-once batch commits are not replicated yet, so an SPU cluster "
-                "refuses them (docs/spu-cluster.md); use a single SPU for exactly-once writers",
-            )
         payload = body[header.meta_length :]
         try:
             if api in PER_PARTITION_ORDER:
@@ -343,6 +342,8 @@ class Handlers:
     ) -> Reply:
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
+        if self._commits is not None:
+            self._commits.check_stage(req.producer_id, req.batch_id, tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
             req.producer_id,
@@ -354,11 +355,42 @@ class Handlers:
             sequence=req.sequence,
             owner=conn.id,
         )
+        if self._commits is not None:  # the in-sync followers keep a copy: a new leader can commit it
+            await self._commits.copy_staging(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
+
+    async def replica_stage(
+        self, conn: Connection, req: m.TxnStageRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """A follower keeps its leader's staging (dropped when the commit is copied, or expired)."""
+        tp = (req.topic, req.partition)
+        self._partitions.check_exists(tp)
+        self._txns.stage(
+            req.producer_id,
+            req.batch_id,
+            tp,
+            split_batches(payload, verify=True),
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=("copy", req.producer_id, req.batch_id, req.writer),
+        )
+        return Reply()
 
     async def txn_commit(
         self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._commits is not None:
+            if req.topic is None or req.partition is None:
+                raise SpuError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "an SPU cluster commits one partition at a time, at its leader: name topic and partition",
+                )
+            tp = (req.topic, req.partition)
+            done = await self._commits.commit(req.producer_id, req.batch_id, tp, req.expected_batches)
+            return Reply(
+                {"end_offsets": [[*tp, done.end_offset]], "already_committed": done.already_committed}
+            )
         result = await self._blocking(self._txns.commit, req.producer_id, req.batch_id, req.expected_batches)
         ends = [[t, p, o] for (t, p), o in sorted(result.end_offsets.items())]
         return Reply({"end_offsets": ends, "already_committed": result.already_committed})
@@ -371,6 +403,10 @@ class Handlers:
     async def txn_ledger(
         self, conn: Connection, req: m.TxnLedgerRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._commits is not None:  # what this SPU's led partitions say; the client asks all
+            found, led = self._commits.ledger(req.producer_id, req.batch_id)
+            listed_here = [[t, p, o] for (t, p), o in sorted(found.items())]
+            return Reply({"end_offsets": listed_here, "led": [[t, p] for t, p in sorted(led)]})
         ends = self._txns.ledger(req.producer_id, req.batch_id)
         listed = None if ends is None else [[t, p, o] for (t, p), o in sorted(ends.items())]
         return Reply({"end_offsets": listed})

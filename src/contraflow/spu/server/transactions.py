@@ -161,6 +161,27 @@ class TransactionCoordinator:
                 self._release(pending.batches())
             return pending
 
+    def pending_batches(self) -> list[TxnKey]:
+        """The (producer, batch) pairs with staging kept."""
+        with self._lock:
+            return list(self._pending)
+
+    def take_partition(self, producer_id: str, batch_id: int, tp: TopicPartition) -> list[bytes | memoryview]:
+        """Remove and return what was staged for one partition of the batch, in staging
+        order per writer (a cluster commits each partition on its own)."""
+        with self._lock:
+            pending = self._pending.get((producer_id, batch_id))
+            if pending is None:
+                return []
+            taken: list[_Staged] = []
+            for stage in pending.writers.values():
+                taken.extend(b for b in stage.batches if b.tp == tp)
+                stage.batches = [b for b in stage.batches if b.tp != tp]
+            self._release(taken)
+            if not pending.batches():  # every partition taken: the batch's staging is over
+                del self._pending[(producer_id, batch_id)]
+            return [b.data for b in taken]
+
     def staged_bytes(self, owner: Hashable) -> int:
         with self._lock:
             return self._owner_bytes.get(owner, 0)
