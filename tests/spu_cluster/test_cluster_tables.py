@@ -3,12 +3,13 @@ leader still has after the old one is SIGKILLed."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from pathlib import Path
 
 import pytest
 
-from contraflow.spu.client import SpuClient
+from contraflow.spu.client import AsyncSpuClient, SpuClient
 from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.storage.config import TopicConfig
@@ -86,3 +87,24 @@ def test_a_topic_created_again_does_not_inherit_the_old_offsets(tmp_path: Path) 
         client.delete_topic("again")
         client.create_topic("again", TopicConfig())
         assert client.fetch_offset("reader", "again", 0) is None
+
+
+def test_the_first_requests_at_every_spu_at_once_create_the_table_once(tmp_path: Path) -> None:
+    """Each SPU gets a first request before the table's topic exists: one creates it, the
+    others find its leader (no UNKNOWN_TOPIC reaches a client)."""
+    with local_cluster(tmp_path) as cluster:
+        with SpuClient(cluster.bootstrap) as admin:
+            admin.create_topic("t", TopicConfig(partitions=3))
+
+        async def commit_everywhere() -> None:
+            clients = [AsyncSpuClient(m.addr) for m in cluster.spus()]
+            try:
+                await asyncio.gather(*(c.commit_offset(f"c{i}", "t", i, i) for i, c in enumerate(clients)))
+                got = await asyncio.gather(*(c.fetch_offset(f"c{i}", "t", i) for i, c in enumerate(clients)))
+                assert got == [0, 1, 2]
+            finally:
+                for c in clients:
+                    await c.close()
+
+        asyncio.run(commit_everywhere())
+        assert OFFSETS_TOPIC in [t for t in cluster.metadata()["topics"]]

@@ -587,20 +587,3 @@ class StreamFetch:
             with contextlib.suppress(SpuError):
                 await conn.request(ApiKey.STREAM_CLOSE, {"stream_id": self._stream_id}, (), 5.0)
         self._queue = None
-
-
-def is_cluster(addr: str, timeout_s: float = 5.0) -> bool:
-    """True if the SPU(s) at `addr` belong to a cluster (a blocking one-off METADATA);
-    False for a lone SPU, and when nothing answers (the caller's own connect reports that)."""
-
-    async def ask() -> bool:
-        retry = RetryPolicy(attempts=1)
-        async with AsyncSpuClient(
-            addr, retry=retry, request_timeout_s=timeout_s, connect_timeout_s=timeout_s
-        ) as c:
-            return (await c.routes()).cluster
-
-    try:
-        return asyncio.run(ask())
-    except SpuError:
-        return False

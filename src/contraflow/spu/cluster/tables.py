@@ -98,7 +98,13 @@ class ReplicatedTable:
             if err.code is not ErrorCode.UNKNOWN_TOPIC:
                 raise
             await self._create()
-            state = self._replicas.leader(self.tp)
+            try:
+                state = self._replicas.leader(self.tp)
+            except SpuError as again:
+                if again.code is not ErrorCode.UNKNOWN_TOPIC:
+                    raise
+                # another SPU created it first; the next heartbeat tells us who leads it
+                raise SpuError(ErrorCode.NOT_LEADER, f"{self.tp[0]} is being created") from None
         if state.epoch != self._epoch:
             async with self._building:
                 if state.epoch != self._epoch:
