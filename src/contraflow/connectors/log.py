@@ -287,7 +287,7 @@ class LogConnector(Connector[LogOptions]):
         """The last channel offset a batch committed under `batch_id` wrote; None if there was none."""
         assert self._client is not None
         o = self.options
-        ends = await self._client.ledger(self.producer_id, batch_id)
+        ends = await self._client.ledger(self.producer_id, batch_id, topics=[o.topic])
         end = ends.get((o.topic, self.sink_partition)) if ends else None
         if end is None:
             return None

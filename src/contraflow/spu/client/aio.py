@@ -13,7 +13,7 @@ import contextlib
 import mmap
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
@@ -463,13 +463,21 @@ class AsyncSpuClient:
         fields = {"producer_id": producer_id, "batch_id": batch_id}
         return bool((await self.request(ApiKey.TXN_ABORT, fields)).fields["aborted"])
 
-    async def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
+    async def ledger(
+        self, producer_id: str, batch_id: int, *, topics: Iterable[str] | None = None
+    ) -> dict[TopicPartition, int] | None:
         """The end offsets recorded when the batch was committed, None if it never was
-        (a cluster: where it is committed and replicated, asked of every leader)."""
+        (a cluster: where it is committed and replicated, asked of every leader).
+        `topics`: only those (in a cluster, partitions of other topics without a leader
+        then do not hold the answer up)."""
         if await self.in_cluster():
-            return await cluster_ledger(self, producer_id, batch_id)
+            return await cluster_ledger(self, producer_id, batch_id, topics)
         fields = {"producer_id": producer_id, "batch_id": batch_id}
-        return _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
+        ends = _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
+        if ends is None or topics is None:
+            return ends
+        wanted = set(topics)
+        return {tp: end for tp, end in ends.items() if tp[0] in wanted} or None
 
     async def set_control(self, name: str, value: Any) -> None:
         """Publish a small JSON value for other processes (None removes it)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
@@ -51,16 +51,19 @@ async def commit_partitions(
 
 
 async def cluster_ledger(
-    client: AsyncSpuClient, producer_id: str, batch_id: int
+    client: AsyncSpuClient, producer_id: str, batch_id: int, topics: Iterable[str] | None = None
 ) -> dict[TopicPartition, int] | None:
-    """The batch's end offsets in every partition where it is committed, None if nowhere."""
+    """The batch's end offsets in every partition (of `topics`, default all) where it is
+    committed, None if nowhere."""
     deadline = time.monotonic() + client.failover_timeout_s
     fields = {"producer_id": producer_id, "batch_id": batch_id}
     while True:
         routes = await client.routes()
+        named = routes.metadata.topics if topics is None else set(topics)
         wanted = {
             (name, n)
             for name, record in routes.metadata.topics.items()
+            if name in named
             for n in range(len(record.partitions))
         }
         addrs = {a for a in (routes.leader_addr(*tp) for tp in wanted) if a is not None}
@@ -69,7 +72,7 @@ async def cluster_ledger(
         answered: set[TopicPartition] = set()
         for answer in answers:
             if isinstance(answer, tuple):
-                ends.update(answer[0])
+                ends.update((tp, end) for tp, end in answer[0].items() if tp in wanted)
                 answered.update(answer[1])
             elif not (isinstance(answer, SpuError) and (answer.retriable or answer.code in REROUTE)):
                 raise answer

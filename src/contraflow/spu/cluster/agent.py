@@ -55,6 +55,7 @@ class ClusterAgent:
         self._beat = asyncio.Lock()  # one heartbeat (and one apply) at a time
         self.public_addr = ""
         self.private_addr = ""
+        self.kafka_addr = ""
 
     def suspended(self) -> bool:
         """True while this SPU may have been replaced: its event loop did not run for a
@@ -88,6 +89,7 @@ class ClusterAgent:
             "session": self.session,
             "public_addr": self.public_addr,
             "private_addr": self.private_addr,
+            "kafka_addr": self.kafka_addr,
             "partitions": self.replicas.reports(),
         }
         async with self._beat:

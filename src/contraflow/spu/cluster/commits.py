@@ -72,13 +72,16 @@ class ClusterCommits:
         self._replicas.leader(tp)
 
     async def copy_staging(self, tp: TopicPartition, req: m.TxnStageRequest, payload: memoryview) -> None:
-        """Hand a stage request to every in-sync follower and wait for them (one that fails
-        only lacks the copy: were it elected, the commit would fail cleanly)."""
+        """Hand a stage request to every in-sync follower and wait for them, as long as a
+        follower may lag before it leaves the in-sync set (one that fails or is slower only
+        lacks the copy: were it elected, the commit would fail cleanly)."""
         state = self._replicas.leader(tp)
         fields = dataclasses.asdict(req)
         followers = [r for r in state.isr if r != self._replicas.spu_id]
         clients = [self._replicas.private_client(r) for r in followers]
-        results = await asyncio.gather(*(_copy(c, fields, payload) for c in clients), return_exceptions=True)
+        wait_s = state.partition.config.replica_lag_time_max_ms / 1000
+        copies = (asyncio.wait_for(_copy(c, fields, payload), wait_s) for c in clients)
+        results = await asyncio.gather(*copies, return_exceptions=True)
         for follower, result in zip(followers, results, strict=True):
             if isinstance(result, BaseException):
                 log.info("staging of %s/%d not copied to SPU %d: %s", tp[0], tp[1], follower, result)

@@ -143,8 +143,9 @@ def verify_crc(buf: Buffer) -> bool:
     return bool(stored == compute_crc(buf))
 
 
-def check_batch(buf: Buffer) -> BatchHeader:
-    """Validate framing, magic, counts and CRC of exactly one batch; return its header."""
+def check_batch(buf: Buffer, *, crc: bool = True) -> BatchHeader:
+    """Validate framing, magic, counts and CRC of exactly one batch; return its header.
+    `crc=False` leaves the CRC out, for a batch whose CRC its caller checked already."""
     header = BatchHeader.parse(buf)
     if header.magic != MAGIC:
         raise CorruptBatchError(f"unknown batch magic {header.magic} (expected {MAGIC})")
@@ -154,7 +155,7 @@ def check_batch(buf: Buffer) -> BatchHeader:
         raise CorruptBatchError(
             f"inconsistent record count {header.record_count} / last offset delta {header.last_offset_delta}"
         )
-    if not verify_crc(buf):
+    if crc and not verify_crc(buf):
         raise CorruptBatchError("batch CRC32C mismatch")
     try:
         Compression(header.attributes & CODEC_MASK)

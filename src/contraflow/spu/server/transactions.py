@@ -53,7 +53,10 @@ class _Staged:
 class _WriterStage:
     attempt: int
     batches: list[_Staged] = field(default_factory=list)
-    last_sequence: int = -1
+    # Per partition: a writer's stage requests to one partition arrive in order (one
+    # connection, per-partition order; a leader's copies likewise), those to different
+    # partitions need not (another SPU's copies, a commit's copy still on its way).
+    last_sequence: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,9 +141,9 @@ class TransactionCoordinator:
                     self._release(stage.batches)
                 stage = pending.writers[writer] = _WriterStage(attempt)
             if sequence is not None:
-                if sequence <= stage.last_sequence:
+                if sequence <= stage.last_sequence.get(tp, -1):
                     return True  # a resend of what is staged already
-                stage.last_sequence = sequence
+                stage.last_sequence[tp] = sequence
             stage.batches.extend(_Staged(tp, b, owner) for b in batches)
             self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + size
             pending.touched = time.monotonic()
