@@ -259,6 +259,7 @@ class HeartbeatRequest:
     public_addr: str
     private_addr: str
     partitions: list[list[Any]] = dataclasses.field(default_factory=list)
+    kafka_addr: str = ""  # its Kafka listener, if it has one (Kafka clients' Metadata lists it)
 
 
 @dataclass(frozen=True, slots=True)

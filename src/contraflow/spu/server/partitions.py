@@ -253,8 +253,9 @@ class Partitions:
             return base, last
 
     def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
-        """A transaction's append: made durable by the `sync` after all of them (one fsync)."""
-        return self.partition(tp).append_encoded(batch, wait_durable=False)
+        """A transaction's append: made durable by the `sync` after all of them (one fsync).
+        Its CRC was checked when it was staged (`txn_stage`), not again here."""
+        return self.partition(tp).append_encoded(batch, wait_durable=False, crc_checked=True)
 
     def sync(self, tp: TopicPartition) -> None:
         self.partition(tp).flush()
