@@ -184,12 +184,3 @@ def test_a_deleted_topic_leaves_every_spu_and_can_be_created_again(tmp_path: Pat
         client.create_topic("gone", REPLICATED)
         client.produce("gone", 0, values(2, "new"), acks=Acks.COMMITTED)
         assert [bytes(v) for b in client.fetch("gone", 0, 0).batches for v in b.values()] == values(2, "new")
-
-
-def test_contraflow_run_refuses_a_cluster_before_starting_anything(tmp_path: Path) -> None:
-    flow = Path(__file__).resolve().parents[2] / "examples" / "classify" / "flow.troy"
-    with local_cluster(tmp_path / "cluster") as cluster:
-        ran = run_cli("run", flow, "--spu", cluster.bootstrap, "--data-dir", tmp_path / "run", "--no-api")
-    assert ran.returncode != 0
-    assert "is an SPU cluster: pipelines need exactly-once batch commits" in ran.stderr
-    assert not (tmp_path / "run" / "runtime.json").exists()

@@ -137,14 +137,22 @@ class SpuServer:
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
         from contraflow.spu.cluster.agent import ClusterAgent
+        from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
         from contraflow.spu.cluster.producers import ProducerTable
         from contraflow.spu.cluster.replication import ReplicaManager
+        from contraflow.spu.cluster.tables import ReplicatedTable
 
         assert self.config.controller_addr is not None
         agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
         partitions.producers = ProducerTable()
         agent.replicas = ReplicaManager(
             self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
+        )
+        agent.offsets, agent.controls = (
+            ReplicatedTable(
+                topic, partitions, agent.replicas, self._executor, agent.create_topic, agent.spu_count
+            )
+            for topic in (OFFSETS_TOPIC, CONTROL_TOPIC)
         )
         return agent
 
