@@ -37,6 +37,7 @@ runs on a fresh directory.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -48,6 +49,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import read_paths
+from contraflow.spark import session
 from contraflow.spu.protocol.batch import BatchHeader, decode_batch, encode_batch
 from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.partition import Partition
@@ -202,7 +205,56 @@ def rates(seconds: float) -> dict[str, float]:
     }
 
 
+def measure_mode(policy: FlushPolicy, batches: list[list[bytes]], encoded: list[bytes]) -> dict[str, object]:
+    """Produce and in-process consume figures for one flush policy (medians of REPEATS runs)."""
+    reopens = {f"{name}_{kind}": (name, kind) for name in CONSUMERS for kind in CHECKS}
+    samples: dict[str, list[float]] = {
+        name: [] for name in ("raw", "produce_encoded", "produce_records", *CONSUMERS, *reopens)
+    }
+    for _ in range(REPEATS):
+        # each run gets its own directory, removed right away, so dirty pages
+        # from one run do not throttle the next
+        with scratch() as root:
+            samples["raw"].append(run_raw(root, encoded, fsync=policy.mode == "every_batch"))
+        with scratch() as root:
+            seconds, part = run_produce_encoded(root, encoded, policy)
+            samples["produce_encoded"].append(seconds)
+            for name, per_batch in CONSUMERS.items():
+                samples[name].append(run_consume(part, per_batch))
+            part.close()
+            for _ in range(REOPEN_ROUNDS):  # round robin: all kinds see the same load
+                for label, (name, kind) in reopens.items():
+                    samples[label].append(run_consume_reopened(root, CONSUMERS[name], kind))
+        with scratch() as root:
+            samples["produce_records"].append(run_produce_records(root, batches, policy))
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    return {
+        **{name: rates(median[name]) for name in ("raw", "produce_encoded", "produce_records", *CONSUMERS)},
+        "produce_encoded_vs_raw": round(median["raw"] / median["produce_encoded"], 3),
+        "produce_records_vs_raw": round(median["raw"] / median["produce_records"], 3),
+        **{
+            f"{name}_vs_produce_encoded": round(median["produce_encoded"] / median[name], 2)
+            for name in CONSUMERS
+        },
+        "micro_reopened": {
+            "what": "in-process micro consumers of a fresh read-only open, CPU of the reading thread "
+            "(not a read path: see read_paths)",
+            **{label: rates(median[label]) for label in reopens},
+            **{
+                f"{name}_{kind}_vs_unchecked": round(
+                    median[f"{name}_unchecked"] / median[f"{name}_{kind}"], 3
+                )
+                for name in CONSUMERS
+                for kind in ("recalled", "cold")
+            },
+        },
+    }
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-spark", action="store_true", help="leave the Spark source out of read_paths")
+    args = parser.parse_args()
     batches = make_values()
     encoded = [encode_batch(values) for values in batches]
     results: dict[str, object] = {
@@ -212,44 +264,14 @@ def main() -> None:
         "repeats": REPEATS,
     }
     for mode, policy in MODES.items():
-        reopens = {f"{name}_{kind}": (name, kind) for name in CONSUMERS for kind in CHECKS}
-        samples: dict[str, list[float]] = {
-            name: [] for name in ("raw", "produce_encoded", "produce_records", *CONSUMERS, *reopens)
-        }
-        for _ in range(REPEATS):
-            # each run gets its own directory, removed right away, so dirty pages
-            # from one run do not throttle the next
-            with scratch() as root:
-                samples["raw"].append(run_raw(root, encoded, fsync=policy.mode == "every_batch"))
-            with scratch() as root:
-                seconds, part = run_produce_encoded(root, encoded, policy)
-                samples["produce_encoded"].append(seconds)
-                for name, per_batch in CONSUMERS.items():
-                    samples[name].append(run_consume(part, per_batch))
-                part.close()
-                for _ in range(REOPEN_ROUNDS):  # round robin: all kinds see the same load
-                    for label, (name, kind) in reopens.items():
-                        samples[label].append(run_consume_reopened(root, CONSUMERS[name], kind))
-            with scratch() as root:
-                samples["produce_records"].append(run_produce_records(root, batches, policy))
-        median = {name: statistics.median(values) for name, values in samples.items()}
-        results[mode] = {
-            **{name: rates(seconds) for name, seconds in median.items()},
-            "produce_encoded_vs_raw": round(median["raw"] / median["produce_encoded"], 3),
-            "produce_records_vs_raw": round(median["raw"] / median["produce_records"], 3),
-            **{
-                f"{name}_vs_produce_encoded": round(median["produce_encoded"] / median[name], 2)
-                for name in CONSUMERS
-            },
-            **{
-                f"{name}_{kind}_vs_unchecked": round(
-                    median[f"{name}_unchecked"] / median[f"{name}_{kind}"], 3
-                )
-                for name in CONSUMERS
-                for kind in ("recalled", "cold")
-            },
-        }
-    results["targets"] = {"produce_vs_raw": 0.7, "consume_vs_produce": 3.0, "checked_vs_unchecked": 0.8}
+        results[mode] = measure_mode(policy, batches, encoded)
+    spark = None if args.no_spark else session()
+    results["read_paths"] = read_paths.measure(read_paths.RECORDS, read_paths.ROUNDS, spark)
+    results["targets"] = {
+        "produce_vs_raw": 0.7,
+        "consume_vs_produce": 3.0,
+        "read_paths.*.cold_vs_unchecked": 0.8,
+    }
     json.dump(results, sys.stdout, indent=2)
     sys.stdout.write("\n")
 

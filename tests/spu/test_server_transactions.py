@@ -100,6 +100,19 @@ def test_a_resent_stage_with_the_same_sequence_is_staged_once(tmp_path: Path) ->
         assert all_values(client, "out", 0) == [b"s0", b"s1"]
 
 
+def test_stages_of_one_writer_to_two_partitions_may_arrive_in_any_order(tmp_path: Path) -> None:
+    """Sequence numbers are the writer's, but only one partition's stages keep their order
+    on the way (in a cluster each partition's go through its own leader)."""
+    with running_spu(tmp_path / "d") as spu, SpuClient(spu.addr) as client:
+        make_topics(client)
+        for sequence, partition in ((1, 1), (0, 0), (3, 1), (2, 0), (2, 0)):  # the last one: a resend
+            batch = encode_batch([b"s%d" % sequence])
+            client.stage("q", 5, "out", partition, batch, writer="w", sequence=sequence)
+        assert client.commit("q", 5, expected_batches=4) == {("out", 0): 2, ("out", 1): 2}
+        assert all_values(client, "out", 0) == [b"s0", b"s2"]
+        assert all_values(client, "out", 1) == [b"s1", b"s3"]
+
+
 def test_staged_bytes_per_connection_are_limited(tmp_path: Path) -> None:
     limits = small_limits(max_staged_bytes=2000)
     with running_spu(tmp_path / "d", limits=limits) as spu, SpuClient(spu.addr) as client:

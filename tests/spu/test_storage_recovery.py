@@ -157,9 +157,11 @@ def test_corruption_inside_a_closed_segment_is_reported_not_skipped(tmp_path: Pa
     log_file.write_bytes(bytes(raw))
 
     scrubbed = open_partition(directory)  # the index still checks out, so open succeeds...
-    with pytest.raises(CorruptSegmentError) as caught:
-        scrubbed.verify()  # ...and a scrub finds it
-    assert (caught.value.path, caught.value.position) == (log_file, victim_pos)
+    damage = scrubbed.verify()  # ...and a scrub finds it, naming offset, segment and bytes
+    end = victim_pos + victim.total_size
+    assert damage == [
+        f"offset {victim.base_offset}: CRC32C mismatch (segment {log_file}, bytes {victim_pos}..{end})"
+    ]
     before, error = read_until_error(scrubbed)  # ...and so does every read
     assert [v for _, v in before] == written[: victim.base_offset]
     assert isinstance(error, CorruptSegmentError) and error.position == victim_pos

@@ -278,14 +278,16 @@ class LogConnector(Connector[LogOptions]):
             first, last = remaining[0].offset, remaining[-1].offset
             batch = encode_batch(*self._columns(remaining, last))
             await self._client.stage(self.producer_id, first, self.options.topic, self.sink_partition, batch)
-            await self._client.commit(self.producer_id, first, expected_batches=1)
+            await self._client.commit(
+                self.producer_id, first, partitions={(self.options.topic, self.sink_partition): 1}
+            )
         self._written_through = events[-1].offset
 
     async def _through_from_ledger(self, batch_id: int) -> int | None:
         """The last channel offset a batch committed under `batch_id` wrote; None if there was none."""
         assert self._client is not None
         o = self.options
-        ends = await self._client.ledger(self.producer_id, batch_id)
+        ends = await self._client.ledger(self.producer_id, batch_id, topics=[o.topic])
         end = ends.get((o.topic, self.sink_partition)) if ends else None
         if end is None:
             return None

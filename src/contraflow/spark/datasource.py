@@ -7,14 +7,15 @@ method talks to the SPU over the network and keeps no shared state.
 Source: replayable by offset, admission-controlled by Spark's read limit and by
 the credit the runtime publishes, committing consumer offsets on the SPU.
 Sink: each task stages its rows on the SPU under (query id, batch id); the
-driver commits the batch as one SPU transaction, so a batch Spark replays
-after a crash is a no-op rather than a duplicate.
+driver commits the batch as one SPU transaction (in a cluster: each partition
+once, at its leader), so a batch Spark replays after a crash is a no-op rather
+than a duplicate.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -355,7 +356,12 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             return
         client = _client(self.options.spu)
         try:
-            client.commit(staged[0].query_id, batchId, expected_batches=sum(m.batches for m in staged))
+            client.commit(
+                staged[0].query_id,
+                batchId,
+                expected_batches=sum(m.batches for m in staged),
+                partitions=Counter(route for m in staged for route in m.routes),
+            )
         finally:
             client.close()
 

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 import crc32c
@@ -29,6 +29,9 @@ from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.errors import StorageError
 from contraflow.spu.units import parse_count, parse_duration_ms, parse_size, parse_time_ms
+
+if TYPE_CHECKING:
+    from contraflow.spu.storage.partition import Partition
 
 DEFAULT_DATA_DIR = "contraflow-data"
 PRODUCE_BATCH_LINES = 1000
@@ -237,6 +240,56 @@ def topic_describe(name: str, as_json: bool, data_dir: str) -> None:
             click.echo(f"partition {p.partition}: {line}")
 
 
+@topic.command("verify")
+@click.argument("name")
+@log_data_dir_option
+@click.option("--partition", default=None, metavar="P", help="Verify only partition P (default: all).")
+@_errors_as_user_errors
+def topic_verify(name: str, data_dir: str, partition: str | None) -> None:
+    """CRC-check every batch of topic NAME on disk (a scrub); exit 1 naming each bad batch.
+
+    It reads the data directory's files read-only, whether or not an SPU runs
+    from it, and writes nothing. A running SPU does the same in the background
+    at start-up, so that reads do not have to (docs/spu-storage.md)."""
+    from contraflow.spu.storage.store import Store
+
+    store = Store(log_dir(Path(data_dir)), read_only=True)
+    try:
+        bad = sum(
+            _verify_partition(store.partition(name, p))
+            for p in _chosen_partitions(name, store.topic_config(name).partitions, partition)
+        )
+    finally:
+        store.close()
+    if bad:
+        raise UserError(f"topic {name!r}: {bad} bad stretch(es) of the log, listed above")
+
+
+def _verify_partition(part: Partition) -> int:
+    """Verify one partition, print what was checked and what is bad; returns the bad count."""
+    started = time.monotonic()
+    damage = [str(cut) for cut in part.recovery.truncated] + part.verify()
+    size = sum(seg.size for seg in part.segments)
+    verdict = "ok" if not damage else f"{len(damage)} bad"
+    click.echo(
+        f"{part.topic}/{part.number}: offsets {part.log_start_offset}..{part.log_end_offset - 1}, "
+        f"{len(part.segments)} segment(s), {size} bytes checked in {time.monotonic() - started:.2f} s: {verdict}"
+    )
+    for line in damage:
+        click.echo(f"  {line}")
+    return len(damage)
+
+
+def _chosen_partitions(topic: str, count: int, partition: str | None) -> list[int]:
+    """All `count` partitions, or the one `--partition` names (checked against the topic)."""
+    if partition is None:
+        return list(range(count))
+    p = parse_count(partition, "partition", minimum=0)
+    if p >= count:
+        raise UserError(f"topic {topic!r} has no partition {p} (it has {count}: 0..{count - 1})")
+    return [p]
+
+
 @topic.command("delete")
 @click.argument("name")
 @data_dir_option
@@ -414,14 +467,7 @@ def consume(
         start = parse_time_ms(from_time)
     log = open_log(data_dir, read_only=True)
     try:
-        count = log.describe_topic(name).config.partitions
-        if partition is None:
-            partitions = list(range(count))
-        else:
-            p = parse_count(partition, "partition", minimum=0)
-            if p >= count:
-                raise UserError(f"topic {name!r} has no partition {p} (it has {count}: 0..{count - 1})")
-            partitions = [p]
+        partitions = _chosen_partitions(name, log.describe_topic(name).config.partitions, partition)
         positions = {p: _start_offset(log, name, p, start, start_offset) for p in partitions}
         _consume_loop(log, name, positions, exit_at_end)
     except KeyboardInterrupt:

@@ -207,6 +207,8 @@ class EmbeddedSpu:
         ]  # fmt: skip
         if self.config.kafka_addr is not None:
             args += ["--kafka-addr", self.config.kafka_addr]
+        if not self.config.scrub:
+            args.append("--no-scrub")
         self._process = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, preexec_fn=_die_with_parent)
         line = self._read_ready_line()
         fields = dict(part.split("=", 1) for part in line.split()[2:])

@@ -85,6 +85,12 @@ def spu() -> None:
     metavar="DURATION",
     help="Close a connection with no request, no running work and no stream for this long.",
 )
+@click.option(
+    "--no-scrub",
+    "no_scrub",
+    is_flag=True,
+    help="Do not CRC-check the existing log in the background at start (reads still check it).",
+)
 @listener_options("the SPU (clients present it before any request)", "the SPU")
 def run(
     data_dir: str,
@@ -97,6 +103,7 @@ def run(
     max_connections: str,
     frame_timeout: str,
     idle_timeout: str,
+    no_scrub: bool,
     token: str | None,
     insecure: bool,
     tls_cert: Path | None,
@@ -121,8 +128,6 @@ def run(
             parse_addr(controller_addr)
         except ValueError as err:
             raise UserError(f"--sc: {err}") from None
-        if kafka_addr is not None:  # its produces would bypass the partition leaders
-            raise UserError("--kafka-addr is not available in a cluster (--sc) yet")
     if kafka_addr is not None:
         try:
             host, _ = parse_addr(kafka_addr)
@@ -147,6 +152,7 @@ def run(
         limits=limits,
         token=token,
         tls=server_tls(tls_cert, tls_key),
+        scrub=not no_scrub,
     )
     # The loop hands appends to worker threads and back: a shorter GIL switch
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.

@@ -13,15 +13,24 @@ import contextlib
 import mmap
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
+from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
-from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
+from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
+from contraflow.spu.cluster.internal import INTERNAL_TOPICS, cluster_replication
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
-from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
+from contraflow.spu.protocol.batch import (
+    HEADER_SIZE,
+    Headers,
+    batch_size_at,
+    encode_batch,
+    iter_batches,
+    numbered,
+)
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import REROUTE
 from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
@@ -105,7 +114,10 @@ class AsyncSpuClient:
         addr = routes.leader_addr(topic, partition)
         if addr is None:
             await self.refresh_routes()
-            addr = (await self.routes()).leader_addr(topic, partition)
+            routes = await self.routes()
+            addr = routes.leader_addr(topic, partition)
+        if addr is None and topic in INTERNAL_TOPICS and topic not in routes.metadata.topics:
+            return await self.connection()  # any SPU creates the cluster's own topic on demand
         if addr is None:
             raise SpuError(ErrorCode.NOT_LEADER, f"{topic}/{partition} has no leader right now")
         return await self.connection(addr)
@@ -120,6 +132,10 @@ class AsyncSpuClient:
                     raise
                 self._routes = Routes(False)  # an SPU from before clusters: alone
         return self._routes
+
+    async def in_cluster(self) -> bool:
+        """True when the SPU(s) this client talks to form a cluster."""
+        return (await self.routes()).cluster
 
     async def refresh_routes(self) -> None:
         """Ask every SPU we know for metadata; keep the newest version anyone has."""
@@ -187,7 +203,7 @@ class AsyncSpuClient:
         delay = self.retry.initial_s
         while True:
             try:
-                conn = await self.partition_connection(fields["topic"], fields["partition"])
+                conn = await self.partition_connection(*route_of(api, fields))
                 return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
@@ -215,6 +231,14 @@ class AsyncSpuClient:
 
     async def create_topic(self, name: str, config: TopicConfig | None = None) -> None:
         await self.request(ApiKey.CREATE_TOPIC, {"name": name, "config": (config or TopicConfig()).to_dict()})
+
+    async def replicated_config(self, config: TopicConfig) -> TopicConfig:
+        """`config` replicated as a cluster replicates its own topics (min(3, SPUs) replicas,
+        min(2, replicas) in sync) when this client talks to a cluster; as it is for a lone SPU."""
+        if not (await self.routes()).cluster:
+            return config
+        await self.refresh_routes()  # the newest metadata: a bootstrap SPU's may predate the last SPU
+        return cluster_replication(config, len((await self.routes()).metadata.spus))
 
     async def delete_topic(self, name: str) -> None:
         await self.request(ApiKey.DELETE_TOPIC, {"name": name})
@@ -244,12 +268,12 @@ class AsyncSpuClient:
             return await self.produce_encoded(topic, partition, batch, acks)
         return await self._produce_idempotent(
             (topic, partition),
-            lambda field: encode_batch(values, keys, headers, timestamps, compression, producer_id=field),
+            lambda field: [encode_batch(values, keys, headers, timestamps, compression, producer_id=field)],
             acks,
         )
 
     async def _produce_idempotent(
-        self, tp: TopicPartition, encode: Callable[[int], Buffer], acks: Acks
+        self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
     ) -> tuple[int, int]:
         """Number the batch (producer id, sequence) and send it. Batches must reach the leader
         in sequence order, so a partition's produces take turns from numbering to being
@@ -271,7 +295,7 @@ class AsyncSpuClient:
         try:
             while True:
                 try:
-                    return await self._produce([encode(producer_field(*ids))], tp[0], tp[1], acks, next_turn)
+                    return await self._produce(encode(producer_field(*ids)), tp[0], tp[1], acks, next_turn)
                 except SpuError as err:
                     if err.code is not ErrorCode.OUT_OF_ORDER_SEQUENCE or time.monotonic() > deadline:
                         raise
@@ -298,8 +322,15 @@ class AsyncSpuClient:
     async def produce_encoded(
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
     ) -> tuple[int, int]:
-        """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
-        return await self._produce(_parts(batch), topic, partition, acks, None)
+        """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer.
+        One whole batch to a cluster is numbered like `produce`'s (idempotent retries)."""
+        parts = _parts(batch)
+        single = len(parts) == 1 and len(parts[0]) >= HEADER_SIZE and batch_size_at(parts[0]) == len(parts[0])
+        if not single or acks is Acks.NONE or not self.idempotent or not (await self.routes()).cluster:
+            return await self._produce(parts, topic, partition, acks, None)
+        return await self._produce_idempotent(
+            (topic, partition), lambda field: numbered(parts[0], field), acks
+        )
 
     async def _produce(
         self,
@@ -397,23 +428,56 @@ class AsyncSpuClient:
         return bool((await self.request(ApiKey.TXN_STAGE, fields, parts)).fields["staged"])
 
     async def commit(
-        self, producer_id: str, batch_id: int, expected_batches: int | None = None
+        self,
+        producer_id: str,
+        batch_id: int,
+        expected_batches: int | None = None,
+        *,
+        partitions: Mapping[TopicPartition, int] | None = None,
     ) -> dict[TopicPartition, int]:
-        """Make the staged batches visible atomically; the end offset per partition.
-        Idempotent: a committed batch id returns the offsets recorded the first time."""
+        """Make the staged batches visible; the end offset per partition. Idempotent: a
+        committed batch id returns the offsets recorded the first time.
+
+        `partitions`: how many record batches were staged per (topic, partition). A lone
+        SPU commits the whole batch atomically (and checks the total, or
+        `expected_batches`); a cluster needs `partitions` and commits each partition
+        once at its leader (`cluster_commits`)."""
+        if await self.in_cluster():
+            if partitions is None:
+                raise SpuError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "an SPU cluster commits per partition: pass partitions={(topic, partition): batches}",
+                )
+            return await commit_partitions(self, producer_id, batch_id, partitions)
+        if expected_batches is None and partitions is not None:
+            expected_batches = sum(partitions.values())
         fields = {"producer_id": producer_id, "batch_id": batch_id, "expected_batches": expected_batches}
         ends = _offsets((await self.request(ApiKey.TXN_COMMIT, fields)).fields["end_offsets"])
         assert ends is not None
         return ends
 
     async def abort(self, producer_id: str, batch_id: int) -> bool:
+        """Drop what was staged for the batch (on every SPU of a cluster)."""
+        if await self.in_cluster():
+            return await abort_everywhere(self, producer_id, batch_id)
         fields = {"producer_id": producer_id, "batch_id": batch_id}
         return bool((await self.request(ApiKey.TXN_ABORT, fields)).fields["aborted"])
 
-    async def ledger(self, producer_id: str, batch_id: int) -> dict[TopicPartition, int] | None:
-        """The end offsets recorded when the batch was committed, None if it never was."""
+    async def ledger(
+        self, producer_id: str, batch_id: int, *, topics: Iterable[str] | None = None
+    ) -> dict[TopicPartition, int] | None:
+        """The end offsets recorded when the batch was committed, None if it never was
+        (a cluster: where it is committed and replicated, asked of every leader).
+        `topics`: only those (in a cluster, partitions of other topics without a leader
+        then do not hold the answer up)."""
+        if await self.in_cluster():
+            return await cluster_ledger(self, producer_id, batch_id, topics)
         fields = {"producer_id": producer_id, "batch_id": batch_id}
-        return _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
+        ends = _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
+        if ends is None or topics is None:
+            return ends
+        wanted = set(topics)
+        return {tp: end for tp, end in ends.items() if tp[0] in wanted} or None
 
     async def set_control(self, name: str, value: Any) -> None:
         """Publish a small JSON value for other processes (None removes it)."""
@@ -531,20 +595,3 @@ class StreamFetch:
             with contextlib.suppress(SpuError):
                 await conn.request(ApiKey.STREAM_CLOSE, {"stream_id": self._stream_id}, (), 5.0)
         self._queue = None
-
-
-def is_cluster(addr: str, timeout_s: float = 5.0) -> bool:
-    """True if the SPU(s) at `addr` belong to a cluster (a blocking one-off METADATA);
-    False for a lone SPU, and when nothing answers (the caller's own connect reports that)."""
-
-    async def ask() -> bool:
-        retry = RetryPolicy(attempts=1)
-        async with AsyncSpuClient(
-            addr, retry=retry, request_timeout_s=timeout_s, connect_timeout_s=timeout_s
-        ) as c:
-            return (await c.routes()).cluster
-
-    try:
-        return asyncio.run(ask())
-    except SpuError:
-        return False

@@ -5,12 +5,14 @@ the driver a `StagedWork` (picklable: it travels in Spark's commit message);
 the driver commits the whole batch with `commit_batch`. The writer numbers its
 stage requests (a resent request is a no-op on the SPU), identifies itself by
 writer name and attempt (a retried task replaces its failed attempt's staging),
-and counts its batches so the commit can tell a complete batch from one whose
-staging was lost (then it fails, and the micro-batch is replayed).
+and counts its batches per partition so the commit can tell a complete batch
+from one whose staging was lost (then it fails, and the micro-batch is
+replayed); a cluster commits each partition at its leader with its count.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Unpack
@@ -30,6 +32,7 @@ class StagedWork:
     writer: str
     attempt: int
     batches: int
+    partitions: dict[TopicPartition, int] = field(default_factory=dict)  # batches per partition
 
 
 @dataclass(eq=False)  # a writer with state: identity, not value, equality
@@ -47,6 +50,7 @@ class BatchWriter:
     sequence: int = field(default=0, init=False)
     # The SPU said the batch was committed before (a replay): nothing more to stage.
     already_committed: bool = field(default=False, init=False)
+    staged: Counter[TopicPartition] = field(default_factory=Counter, init=False)
 
     def write(
         self, topic: str, partition: int, values: Sequence[Buffer], **fields: Unpack[RecordFields]
@@ -66,10 +70,13 @@ class BatchWriter:
             sequence=self.sequence,
         )
         self.sequence += 1
+        self.staged[(topic, partition)] += 1
         self.already_committed = not staged  # a replay of a committed batch: skip the rest
 
     def done(self) -> StagedWork:
-        return StagedWork(self.writer, self.attempt, 0 if self.already_committed else self.sequence)
+        if self.already_committed:
+            return StagedWork(self.writer, self.attempt, 0)
+        return StagedWork(self.writer, self.attempt, self.sequence, dict(self.staged))
 
 
 def commit_batch(
@@ -80,8 +87,13 @@ def commit_batch(
     Only the final attempt of each writer counts (what the caller collected from
     successful tasks). A batch id that was committed before answers with the
     recorded offsets whatever was staged now."""
-    ledger = client.ledger(producer_id, batch_id)
-    if ledger is not None:
-        return client.commit(producer_id, batch_id)
+    work = list(work)
+    partitions: Counter[TopicPartition] = Counter()
+    for w in work:
+        partitions.update(w.partitions)
+    if not client.in_cluster():
+        ledger = client.ledger(producer_id, batch_id)
+        if ledger is not None:
+            return client.commit(producer_id, batch_id)
     expected = sum(w.batches for w in work)
-    return client.commit(producer_id, batch_id, expected_batches=expected)
+    return client.commit(producer_id, batch_id, expected_batches=expected, partitions=dict(partitions))

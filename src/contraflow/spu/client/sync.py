@@ -156,6 +156,7 @@ class SpuClient:
 
     api_versions = blocking(AsyncSpuClient.api_versions)
     create_topic = blocking(AsyncSpuClient.create_topic)
+    replicated_config = blocking(AsyncSpuClient.replicated_config)
     delete_topic = blocking(AsyncSpuClient.delete_topic)
     list_topics = blocking(AsyncSpuClient.list_topics)
     describe_topic = blocking(AsyncSpuClient.describe_topic)
@@ -173,6 +174,7 @@ class SpuClient:
     # A blocking iterator over pushed batches, opened before this returns.
     stream = streaming(AsyncSpuClient.stream)
 
+    in_cluster = blocking(AsyncSpuClient.in_cluster)
     stage = blocking(AsyncSpuClient.stage)
     # `stage` without waiting; stages of one partition still apply in the order they were sent.
     stage_soon = soon(AsyncSpuClient.stage)

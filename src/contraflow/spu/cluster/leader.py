@@ -4,13 +4,16 @@ in-sync set, and produces waiting for their batch to be committed.
 The high watermark is the lowest log end among the in-sync replicas, where the
 leader's own end counts only what its flush policy made durable and a
 follower's end is what it reported in its last fetch (it fetches from its own
-log end, after appending per its flush policy). It never moves backwards.
+log end, after appending per its flush policy). It never moves backwards, and
+never stops inside an exactly-once commit (`clamp`): readers see a partition's
+commit whole or not at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contraflow.spu.protocol import ErrorCode, SpuError
@@ -29,9 +32,16 @@ class LeaderState:
     """Lives on the server's event loop; one per partition this SPU leads (one epoch)."""
 
     def __init__(
-        self, spu_id: int, partition: Partition, epoch: int, isr: list[int], epoch_start: int
+        self,
+        spu_id: int,
+        partition: Partition,
+        epoch: int,
+        isr: list[int],
+        epoch_start: int,
+        clamp: Callable[[int], int] = lambda offset: offset,
     ) -> None:
         self.spu_id = spu_id
+        self._clamp = clamp  # moves a candidate high watermark out of unfinished commits
         self.partition = partition
         self.epoch = epoch
         self.epoch_start = epoch_start  # first offset written in this epoch
@@ -80,7 +90,7 @@ class LeaderState:
         for replica in self.isr:
             if replica != self.spu_id:
                 ends.append(self.progress(replica).offset)
-        candidate = min(ends)
+        candidate = self._clamp(min(ends))
         if candidate <= self.partition.high_watermark:
             return False
         self.partition.set_high_watermark(candidate, persist=False)

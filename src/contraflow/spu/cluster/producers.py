@@ -3,8 +3,10 @@
 A produce whose batch repeats the last sequence number of its producer is a
 retry: it is answered with the offsets recorded the first time and not appended
 again; a gap in the sequence is refused (OUT_OF_ORDER_SEQUENCE). The table is
-rebuilt from a replica's own log when it starts to lead or follow, and kept up
-to date from every batch a follower copies, so it survives failovers.
+rebuilt from a replica's own log when it starts to lead or follow (`log_scan`),
+and kept up to date from every batch a follower copies, so it survives failovers.
+Batches written by an exactly-once commit carry a commit mark in the same
+header field (`commit_marks.py`) and are not producers' batches.
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ from dataclasses import dataclass
 
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import BatchHeader
+from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
 from contraflow.spu.protocol.idempotence import split_producer_field
-from contraflow.spu.storage.partition import Partition
 
 TopicPartition = tuple[str, int]
-REBUILD_READ_BYTES = 4 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,16 +65,11 @@ class ProducerTable:
         if ids is not None:
             self._last[(tp, ids[0])] = LastBatch(ids[1], base, last)
 
-    def rebuild(self, tp: TopicPartition, part: Partition) -> None:
-        """Forget what was known of `tp` and read the producers' last batches from its log."""
-        with self.lock(tp):
-            self._last = {k: v for k, v in self._last.items() if k[0] != tp}
-            offset = part.log_start_offset
-            while True:
-                result = part.read(offset, REBUILD_READ_BYTES, isolation="uncommitted")
-                if not result.batches:
-                    return
-                for view in result.batches:
-                    header = BatchHeader.parse(view)
-                    self.record(tp, header.producer_id, header.base_offset, header.last_offset)
-                offset = result.next_offset
+    def observe(self, tp: TopicPartition, header: BatchHeader) -> None:
+        """A batch in the log (copied, or read back): remember it if a producer numbered it."""
+        if not header.attributes & TRANSACTIONAL:
+            self.record(tp, header.producer_id, header.base_offset, header.last_offset)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """Before `tp` is read back from its log. Caller holds `lock(tp)`."""
+        self._last = {k: v for k, v in self._last.items() if k[0] != tp}

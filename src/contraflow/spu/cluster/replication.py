@@ -8,7 +8,9 @@ epoch history diverges from the leader's (KIP-101) and then fetches from the
 leader's private port, appending the batches as they are (offsets and epochs
 kept). As the leader it serves those fetches, keeps the high watermark and the
 in-sync set (changes go through the controller), and fails waiting produces
-when it stops leading.
+when it stops leading. Both roles keep the idempotent producers' table and the
+batch ledger (`ledger.py`) from the batches in their log; a replica that starts
+leading first cuts off a commit its old leader left unfinished.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.client.connection import Response, RetryPolicy
 from contraflow.spu.cluster.epochs import NO_EPOCH, EpochHistory
 from contraflow.spu.cluster.leader import LeaderState
+from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
+from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.cluster.metadata import ClusterMetadata, PartitionState
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
@@ -79,7 +83,10 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task[None]] = set()
         assert partitions.producers is not None
         self._producers = partitions.producers
-        self._producers_known: set[TopicPartition] = set()
+        self.ledger = ReplicatedLedger()
+        # A follower copied a commit's last batch: its copy of that staging is not needed.
+        self.on_commit_copied: Callable[[TopicPartition, CommitKey], None] = lambda tp, key: None
+        self._log_known: set[TopicPartition] = set()  # producers and ledger read from the log
         self._checkpointed: dict[TopicPartition, int] = {}  # high watermarks last written
 
     # -- state from the controller ---------------------------------------------------------------
@@ -132,11 +139,20 @@ class ReplicaManager:
             old.resign(f"{tp[0]}/{tp[1]} has a new epoch {state.leader_epoch}")
         part = self._partitions.partition(tp)
         history = self.history(tp)
-        await self._know_producers(tp, part)
+        await self._know_log(tp, part)
+        await self._cut_unfinished_commit(tp, part)
         start = part.log_end_offset
         await self._blocking(history.assign, state.leader_epoch, start)
         part.leader_epoch = state.leader_epoch
-        self._leaders[tp] = LeaderState(self.spu_id, part, state.leader_epoch, state.isr, start)
+        ranges = self._partitions.commit_ranges
+        ranges.forget(tp)
+        for commit in self.ledger.ranges_after(tp, part.high_watermark):
+            ranges.add_closed(tp, commit.start, commit.end)  # not replicated everywhere yet
+
+        def clamp(offset: int) -> int:
+            return ranges.visible(tp, offset)
+
+        self._leaders[tp] = LeaderState(self.spu_id, part, state.leader_epoch, state.isr, start, clamp)
         log.info("leading %s/%d at epoch %d from offset %d", tp[0], tp[1], state.leader_epoch, start)
         self._high_watermark_moved(tp, self._leaders[tp])
 
@@ -151,17 +167,33 @@ class ReplicaManager:
             self._resign(tp, f"topic {name} was deleted")
             await self._stop_following(tp)
             self._histories.pop(tp, None)
-            self._producers_known.discard(tp)
+            self._log_known.discard(tp)
         if exists:
             await self._blocking(self._store.delete_topic, name)
             self._signals.wake_topic(name)
 
-    async def _know_producers(self, tp: TopicPartition, part: Partition) -> None:
-        """Read the idempotent producers' last batches from the log (once per partition:
-        afterwards appends and copies keep the table current)."""
-        if tp not in self._producers_known:
-            await self._blocking(self._producers.rebuild, tp, part)
-            self._producers_known.add(tp)
+    async def _know_log(self, tp: TopicPartition, part: Partition) -> None:
+        """Read the idempotent producers' last batches and the commits from the log (once
+        per partition: afterwards appends and copies keep both current)."""
+        if tp not in self._log_known:
+            await self._blocking(self._read_log, tp, part)
+            self._log_known.add(tp)
+
+    def _read_log(self, tp: TopicPartition, part: Partition) -> None:
+        with self._producers.lock(tp):
+            self._producers.forget(tp)
+            self.ledger.forget(tp)
+            for header in batch_headers(part):
+                self._producers.observe(tp, header)
+                self.ledger.observe(tp, header)
+
+    async def _cut_unfinished_commit(self, tp: TopicPartition, part: Partition) -> None:
+        """The old leader died while a commit appended: its batches so far go (the client's
+        commit failed or fails, and the replayed batch writes them again, once)."""
+        start = self.ledger.unfinished_start(tp)
+        if start is not None:
+            log.warning("%s/%d: cutting an unfinished commit at offset %d", tp[0], tp[1], start)
+            await self._blocking(self._truncate, tp, part, start)
 
     def history(self, tp: TopicPartition) -> EpochHistory:
         found = self._histories.get(tp)
@@ -186,6 +218,10 @@ class ReplicaManager:
                 f"SPU {self.spu_id} was cut off from the controller; it may no longer lead {tp[0]}/{tp[1]}",
             )
         return state
+
+    def led_partitions(self) -> list[TopicPartition]:
+        """The partitions this SPU leads now (none while it may be fenced)."""
+        return [] if self._suspended() else list(self._leaders)
 
     def check_produce(self, tp: TopicPartition, acks: Acks) -> LeaderState:
         state = self.leader(tp)
@@ -334,8 +370,9 @@ class ReplicaManager:
             with contextlib.suppress(Exception):
                 await busy  # an append already in a worker thread finishes first
 
-    def _client(self, leader: int) -> AsyncSpuClient | None:
-        record = self._meta.spus.get(leader)
+    def private_client(self, spu: int) -> AsyncSpuClient | None:
+        """A client of another SPU's private port (None: not registered)."""
+        record = self._meta.spus.get(spu)
         if record is None:
             return None
         client = self._clients.get(record.private_addr)
@@ -350,10 +387,11 @@ class ReplicaManager:
 
     async def _follow(self, tp: TopicPartition, leader: int, epoch: int) -> None:
         part = self._partitions.partition(tp)
-        await self._know_producers(tp, part)
+        self._partitions.commit_ranges.forget(tp)  # the leader keeps them
+        await self._know_log(tp, part)
         truncated = False
         while True:
-            client = self._client(leader)
+            client = self.private_client(leader)
             try:
                 if client is None:
                     raise SpuError(ErrorCode.NOT_LEADER, f"SPU {leader} is not registered")
@@ -408,7 +446,7 @@ class ReplicaManager:
     def _truncate(self, tp: TopicPartition, part: Partition, offset: int) -> None:
         part.truncate_to(offset)
         self.history(tp).truncate_from(part.log_end_offset)
-        self._producers.rebuild(tp, part)  # the cut batches' sequence numbers are gone too
+        self._read_log(tp, part)  # the cut batches' sequence numbers and commits are gone too
 
     async def _copy(self, tp: TopicPartition, part: Partition, response: Response) -> None:
         payload = response.payload
@@ -432,7 +470,10 @@ class ReplicaManager:
             if header.leader_epoch > history.latest:
                 history.assign(header.leader_epoch, header.base_offset)
             part.append_encoded(batch, assign_offsets=False, wait_durable=not one_fsync)
-            self._producers.record(tp, header.producer_id, header.base_offset, header.last_offset)
+            self._producers.observe(tp, header)
+            completed = self.ledger.observe(tp, header)
+            if completed is not None:
+                self.on_commit_copied(tp, completed)
         if one_fsync:
             part.flush()
 

@@ -45,6 +45,7 @@ class ApiKey(IntEnum):
     OFFSET_FOR_EPOCH = 22  # private port: where an epoch ends in the leader's log (truncation)
     SC_HEARTBEAT = 23  # controller port: an SPU registers and stays alive
     SC_ALTER_ISR = 24  # controller port: a leader changes its in-sync set
+    REPLICA_STAGE = 25  # private port: a leader copies exactly-once staging to its in-sync followers
 
 
 class Acks(IntEnum):
@@ -177,11 +178,15 @@ class TxnStageRequest:
 @dataclass(frozen=True, slots=True)
 class TxnCommitRequest:
     """`expected_batches`: how many record batches the writer staged; a mismatch (staging
-    lost to an SPU restart or timeout) fails the commit instead of committing a part."""
+    lost to an SPU restart or timeout) fails the commit instead of committing a part.
+    In a cluster a commit names one partition (`topic`, `partition`) and goes to its
+    leader; `expected_batches` then counts that partition's batches."""
 
     producer_id: str
     batch_id: int
     expected_batches: int | None = None
+    topic: str | None = None
+    partition: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +258,7 @@ class HeartbeatRequest:
     public_addr: str
     private_addr: str
     partitions: list[list[Any]] = dataclasses.field(default_factory=list)
+    kafka_addr: str = ""  # its Kafka listener, if it has one (Kafka clients' Metadata lists it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +296,7 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.OFFSET_FOR_EPOCH: OffsetForEpochRequest,
     ApiKey.SC_HEARTBEAT: HeartbeatRequest,
     ApiKey.SC_ALTER_ISR: AlterIsrRequest,
+    ApiKey.REPLICA_STAGE: TxnStageRequest,  # the client's stage request, as the leader got it
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.

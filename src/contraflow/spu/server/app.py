@@ -27,6 +27,7 @@ from contraflow.spu.server.rollback import truncate_partition_dir
 from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
 from contraflow.spu.server.transactions import TransactionCoordinator
+from contraflow.spu.storage.scrub import Scrubber
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
@@ -37,7 +38,9 @@ log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
 # Replication between SPUs and the controller's own APIs are not for clients.
-PRIVATE_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH})
+PRIVATE_APIS = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH, ApiKey.REPLICA_STAGE}
+)
 PUBLIC_APIS = frozenset(ApiKey) - PRIVATE_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR} | {
     ApiKey.API_VERSIONS
 }
@@ -57,6 +60,7 @@ class ServerConfig:
     tls: ssl.SSLContext | None = None  # serve TLS on the public and private ports
     kafka_addr: str | None = None  # the Kafka protocol listener (docs/kafka.md), off by default
     controller_addr: str | None = None  # join the cluster of this controller (docs/spu-cluster.md)
+    scrub: bool = True  # CRC-check the existing log in the background (storage/scrub.py)
 
 
 class SpuServer:
@@ -79,6 +83,7 @@ class SpuServer:
         self.kafka_addr: tuple[str, int] | None = None
         self._kafka: KafkaListener | None = None
         self.cluster: ClusterAgent | None = None
+        self.scrubber: Scrubber | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -109,7 +114,12 @@ class SpuServer:
                 from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
 
                 broker = Broker(
-                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                    partitions,
+                    signals,
+                    self._executor,
+                    self.config.spu_id,
+                    streams.topic_deleted,
+                    cluster=self.cluster,
                 )
                 assert self._budget is not None  # made by the first _listen
                 shared = SharedLimits(self._budget, self._connection_count)
@@ -119,19 +129,30 @@ class SpuServer:
             await self.stop()  # e.g. the port is taken: release the data directory again
             raise
         self._spawn(self._expire_staging())
+        if self.config.scrub:  # once the caller has announced the SPU ready
+            self.scrubber = Scrubber(store)
+            loop.call_soon(self.scrubber.start)
         if self.cluster is not None:
             self._start_cluster(self.cluster)
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
         from contraflow.spu.cluster.agent import ClusterAgent
+        from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
         from contraflow.spu.cluster.producers import ProducerTable
         from contraflow.spu.cluster.replication import ReplicaManager
+        from contraflow.spu.cluster.tables import ReplicatedTable
 
         assert self.config.controller_addr is not None
         agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
         partitions.producers = ProducerTable()
         agent.replicas = ReplicaManager(
             self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
+        )
+        agent.offsets, agent.controls = (
+            ReplicatedTable(
+                topic, partitions, agent.replicas, self._executor, agent.create_topic, agent.spu_count
+            )
+            for topic in (OFFSETS_TOPIC, CONTROL_TOPIC)
         )
         return agent
 
@@ -141,6 +162,7 @@ class SpuServer:
         assert agent.replicas is not None and self.private_addr is not None
         agent.public_addr = "{}:{}".format(*self.public_addr)
         agent.private_addr = "{}:{}".format(*self.private_addr)
+        agent.kafka_addr = "{}:{}".format(*self.kafka_addr) if self.kafka_addr else ""
         self._spawn(agent.tick())
         self._spawn(agent.run())
         self._spawn(agent.replicas.manage_isr())
@@ -231,6 +253,8 @@ class SpuServer:
         for server in self._servers:
             await server.wait_closed()
         self._executor.shutdown(wait=True)
+        if self.scrubber is not None:
+            self.scrubber.stop()
         if self._ledger is not None:
             self._ledger.close()
         if self._store is not None:

@@ -31,11 +31,13 @@ from contraflow.spu.server.partitions import AppendRequest, Partitions, split_ba
 from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.config import TopicConfig
-from contraflow.spu.storage.control import ControlValues
+from contraflow.spu.storage.control import ControlValues, check_control_value
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.agent import ClusterAgent
+    from contraflow.spu.cluster.commits import ClusterCommits
     from contraflow.spu.cluster.replication import ReplicaManager
+    from contraflow.spu.cluster.tables import ReplicatedTable
 
 T = TypeVar("T")
 
@@ -43,12 +45,15 @@ T = TypeVar("T")
 # pipelined produces to different partitions do not wait for each other; produces
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE})  # produces: see OrderedAppender
-# The batch ledger is one SPU's file: a cluster cannot keep these exactly-once yet.
-NOT_REPLICATED = frozenset({ApiKey.TXN_STAGE, ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.TXN_LEDGER})
+PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE})  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
+
+
+def offset_key(consumer: str, topic: str, partition: int) -> str:
+    """A consumer offset's key in a cluster's offsets table (names cannot hold '/')."""
+    return f"{consumer}/{topic}/{partition}"
 
 
 def read_budget(conn: Connection, max_bytes: int) -> int:
@@ -75,6 +80,11 @@ class Handlers:
         self._partitions = partitions
         self._cluster = cluster
         self._replicas = None if cluster is None else cluster.replicas
+        self._commits: ClusterCommits | None = None  # a cluster's per-partition commits
+        if self._replicas is not None:
+            from contraflow.spu.cluster.commits import ClusterCommits
+
+            self._commits = ClusterCommits(transactions, partitions, self._replicas, executor)
         self._store = partitions.store
         self._txns = transactions
         self._streams = streams
@@ -105,6 +115,7 @@ class Handlers:
             ApiKey.METADATA: self.metadata,
             ApiKey.REPLICA_FETCH: self.replica_fetch,
             ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
+            ApiKey.REPLICA_STAGE: self.replica_stage,
         }
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -114,12 +125,6 @@ class Handlers:
         handler = self._table.get(api)
         if handler is None:
             raise SpuError(ErrorCode.UNSUPPORTED_API, f"an SPU does not serve {api.name}")
-        if self._cluster is not None and api in NOT_REPLICATED:
-            raise SpuError(
-                ErrorCode.UNSUPPORTED_API,
-                f"{api.name}: exactly-once batch commits are not replicated yet, so an SPU cluster "
-                "refuses them (docs/spu-cluster.md); use a single SPU for exactly-once writers",
-            )
         payload = body[header.meta_length :]
         try:
             if api in PER_PARTITION_ORDER:
@@ -258,7 +263,13 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
-        self._leader_check(req.topic, req.partition)
+        if self._cluster is not None:
+            if req.offset < 0:
+                raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {req.offset}")
+            key = offset_key(req.consumer, req.topic, req.partition)
+            value = [req.offset, self._topic_created(req.topic)]
+            await self._cluster_table("offsets").put(key, value)
+            return Reply()
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
         )
@@ -267,8 +278,28 @@ class Handlers:
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
-        self._leader_check(req.topic, req.partition)
+        if self._cluster is not None:
+            created = self._topic_created(req.topic)
+            key = offset_key(req.consumer, req.topic, req.partition)
+            found = await self._cluster_table("offsets").get(key)
+            # an offset committed before the topic was deleted and created again is not its
+            return Reply({"offset": found[0] if found is not None and found[1] == created else None})
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
+
+    def _topic_created(self, topic: str) -> int:
+        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
+        assert self._cluster is not None
+        created = self._cluster.topic_created_ms(topic)
+        if created is None:
+            raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
+        return created
+
+    def _cluster_table(self, which: str) -> ReplicatedTable:
+        """In a cluster, consumer offsets and control values are replicated tables."""
+        assert self._cluster is not None
+        table = self._cluster.offsets if which == "offsets" else self._cluster.controls
+        assert table is not None
+        return table
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -311,6 +342,8 @@ class Handlers:
     ) -> Reply:
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
+        if self._commits is not None:
+            self._commits.check_stage(req.producer_id, req.batch_id, tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
             req.producer_id,
@@ -322,11 +355,42 @@ class Handlers:
             sequence=req.sequence,
             owner=conn.id,
         )
+        if self._commits is not None:  # the in-sync followers keep a copy: a new leader can commit it
+            await self._commits.copy_staging(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
+
+    async def replica_stage(
+        self, conn: Connection, req: m.TxnStageRequest, payload: memoryview, cid: int
+    ) -> Reply:
+        """A follower keeps its leader's staging (dropped when the commit is copied, or expired)."""
+        tp = (req.topic, req.partition)
+        self._partitions.check_exists(tp)
+        self._txns.stage(
+            req.producer_id,
+            req.batch_id,
+            tp,
+            split_batches(payload, verify=True),
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=("copy", req.producer_id, req.batch_id, req.writer),
+        )
+        return Reply()
 
     async def txn_commit(
         self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._commits is not None:
+            if req.topic is None or req.partition is None:
+                raise SpuError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "an SPU cluster commits one partition at a time, at its leader: name topic and partition",
+                )
+            tp = (req.topic, req.partition)
+            done = await self._commits.commit(req.producer_id, req.batch_id, tp, req.expected_batches)
+            return Reply(
+                {"end_offsets": [[*tp, done.end_offset]], "already_committed": done.already_committed}
+            )
         result = await self._blocking(self._txns.commit, req.producer_id, req.batch_id, req.expected_batches)
         ends = [[t, p, o] for (t, p), o in sorted(result.end_offsets.items())]
         return Reply({"end_offsets": ends, "already_committed": result.already_committed})
@@ -339,6 +403,10 @@ class Handlers:
     async def txn_ledger(
         self, conn: Connection, req: m.TxnLedgerRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._commits is not None:  # what this SPU's led partitions say; the client asks all
+            found, led = self._commits.ledger(req.producer_id, req.batch_id)
+            listed_here = [[t, p, o] for (t, p), o in sorted(found.items())]
+            return Reply({"end_offsets": listed_here, "led": [[t, p] for t, p in sorted(led)]})
         ends = self._txns.ledger(req.producer_id, req.batch_id)
         listed = None if ends is None else [[t, p, o] for (t, p), o in sorted(ends.items())]
         return Reply({"end_offsets": listed})
@@ -348,10 +416,16 @@ class Handlers:
     async def control_set(
         self, conn: Connection, req: m.ControlSetRequest, payload: memoryview, cid: int
     ) -> Reply:
-        await self._blocking(self._control.set, req.name, req.value)
+        check_control_value(req.name, req.value)
+        if self._cluster is not None:
+            await self._cluster_table("controls").put(req.name, req.value)
+        else:
+            await self._blocking(self._control.set, req.name, req.value)
         return Reply()
 
     async def control_get(
         self, conn: Connection, req: m.ControlGetRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return Reply({"value": await self._cluster_table("controls").get(req.name)})
         return Reply({"value": self._control.get(req.name)})

@@ -3,9 +3,10 @@
 Everything the server writes goes through here so three rules hold in one place:
 - a per-partition write gate keeps plain produces out while a transaction
   commits, so a commit's appends are contiguous and can be undone by truncation;
-- while a commit appends, a fence at its first offset caps committed reads, and
-  only `publish` (after the ledger's commit record) lifts it, so a committed
-  reader never sees part of a transaction;
+- a commit's offsets are a `CommitRange`: committed reads stop where it starts
+  until it is appended and the high watermark has passed its end (on a lone SPU
+  `publish`, after the ledger's commit record and the fsync; in a cluster once
+  the in-sync replicas hold it), so a committed reader never sees part of one;
 - every publish wakes the partition's tailing streams.
 With a single SPU the leader is the whole in-sync set: the engine's high
 watermark follows the fsynced end, and `acks=committed` waits for that fsync.
@@ -27,6 +28,8 @@ from contraflow.spu.protocol.batch import (
     batch_size_at,
     check_batch,
 )
+from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
+from contraflow.spu.server.commit_ranges import CommitRanges
 from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
@@ -136,8 +139,8 @@ class Partitions:
         self._on_publish = on_publish
         self._gates: dict[TopicPartition, SharedGate] = {}
         self._gates_lock = threading.Lock()
-        # tp -> first offset of a commit in progress: committed reads stop there.
-        self._fences: dict[TopicPartition, int] = {}
+        # Commits in progress or not yet committed: committed reads stop where they start.
+        self.commit_ranges = CommitRanges()
         # In a cluster: idempotent producers' last batches (retries are answered, not appended).
         self.producers: ProducerTable | None = None
 
@@ -209,7 +212,7 @@ class Partitions:
     def _check_not_fenced(self, tp: TopicPartition) -> None:
         """Gate held and still fenced: a commit failed midway; appending now would put
         acknowledged records behind data the restart will cut away."""
-        if tp in self._fences:
+        if self.commit_ranges.failed_midway(tp):
             raise SpuError(
                 ErrorCode.STORAGE_ERROR,
                 f"{tp[0]}/{tp[1]} holds a half-written transaction after a storage failure; restart the SPU",
@@ -219,8 +222,9 @@ class Partitions:
         return self.partition(tp).log_end_offset
 
     def fence(self, tp: TopicPartition, offset: int) -> None:
+        """A commit starts appending at `offset` (write gate held alone)."""
         self._check_not_fenced(tp)
-        self._fences[tp] = offset
+        self.commit_ranges.open(tp, offset)
 
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
@@ -234,6 +238,10 @@ class Partitions:
         if producers is None:
             return append(batch, wait_durable=wait)
         header = BatchHeader.parse(batch)
+        if header.attributes & TRANSACTIONAL:
+            raise SpuError(
+                ErrorCode.INVALID_ARGUMENT, "a produced batch must not carry a commit mark (attribute 0x08)"
+            )
         if header.producer_id < 0:
             return append(batch, wait_durable=wait)
         with producers.lock(tp):
@@ -245,15 +253,17 @@ class Partitions:
             return base, last
 
     def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
-        """A transaction's append: made durable by the `sync` after all of them (one fsync)."""
-        return self.partition(tp).append_encoded(batch, wait_durable=False)
+        """A transaction's append: made durable by the `sync` after all of them (one fsync).
+        Its CRC was checked when it was staged (`txn_stage`), not again here."""
+        return self.partition(tp).append_encoded(batch, wait_durable=False, crc_checked=True)
 
     def sync(self, tp: TopicPartition) -> None:
         self.partition(tp).flush()
 
     def publish(self, tp: TopicPartition) -> None:
-        """Lift a commit's fence and wake the partition's tailing streams."""
-        self._fences.pop(tp, None)
+        """A commit appended everything: its range ends here; wake the tailing streams
+        (and followers, which copy it)."""
+        self.commit_ranges.close(tp, self.log_end(tp))
         self._on_publish(tp)
 
     # -- reads (event loop: page cache, no fsync) ------------------------------------------------
@@ -277,13 +287,13 @@ class Partitions:
         batches = result.batches
         slices = [FileSlice(s.file, s.position, s.length) for s in result.slices]
         high_watermark, next_offset = result.high_watermark, result.next_offset
-        # Read the fence after the data: a fence seen missing here means the commit
-        # that wrote any fenced data had finished (all of it is committed).
-        fence = self._fences.get(tp)
-        if fence is not None:
-            high_watermark = min(high_watermark, fence)
-            if isolation == "committed" and next_offset > fence:
-                batches, slices, next_offset = _cut_at(batches, slices, fence, offset)
+        # Ask for the commit ranges after the data: a range seen gone here means the
+        # commit that wrote any data in it had finished (all of it is committed).
+        visible = self.commit_ranges.visible(tp, high_watermark)
+        if visible < high_watermark:
+            high_watermark = visible
+            if isolation == "committed" and next_offset > visible:
+                batches, slices, next_offset = _cut_at(batches, slices, visible, offset)
         size = sum(s.length for s in slices)
         sendfile = size >= SENDFILE_MIN_BYTES and not views
         parts: list[Part] = list(slices) if sendfile else list(batches)
@@ -297,8 +307,7 @@ class Partitions:
         if at == "latest":
             if isolation != "committed":
                 return int(part.log_end_offset)
-            fence = self._fences.get(tp)
-            return int(part.high_watermark if fence is None else min(fence, part.high_watermark))
+            return int(self.commit_ranges.visible(tp, part.high_watermark))
         result = part.offset_for_timestamp(int(at))
         return None if result is None else int(result)
 

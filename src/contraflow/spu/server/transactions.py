@@ -53,7 +53,10 @@ class _Staged:
 class _WriterStage:
     attempt: int
     batches: list[_Staged] = field(default_factory=list)
-    last_sequence: int = -1
+    # Per partition: a writer's stage requests to one partition arrive in order (one
+    # connection, per-partition order; a leader's copies likewise), those to different
+    # partitions need not (another SPU's copies, a commit's copy still on its way).
+    last_sequence: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,9 +141,9 @@ class TransactionCoordinator:
                     self._release(stage.batches)
                 stage = pending.writers[writer] = _WriterStage(attempt)
             if sequence is not None:
-                if sequence <= stage.last_sequence:
+                if sequence <= stage.last_sequence.get(tp, -1):
                     return True  # a resend of what is staged already
-                stage.last_sequence = sequence
+                stage.last_sequence[tp] = sequence
             stage.batches.extend(_Staged(tp, b, owner) for b in batches)
             self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + size
             pending.touched = time.monotonic()
@@ -160,6 +163,27 @@ class TransactionCoordinator:
             if pending is not None:
                 self._release(pending.batches())
             return pending
+
+    def pending_batches(self) -> list[TxnKey]:
+        """The (producer, batch) pairs with staging kept."""
+        with self._lock:
+            return list(self._pending)
+
+    def take_partition(self, producer_id: str, batch_id: int, tp: TopicPartition) -> list[bytes | memoryview]:
+        """Remove and return what was staged for one partition of the batch, in staging
+        order per writer (a cluster commits each partition on its own)."""
+        with self._lock:
+            pending = self._pending.get((producer_id, batch_id))
+            if pending is None:
+                return []
+            taken: list[_Staged] = []
+            for stage in pending.writers.values():
+                taken.extend(b for b in stage.batches if b.tp == tp)
+                stage.batches = [b for b in stage.batches if b.tp != tp]
+            self._release(taken)
+            if not pending.batches():  # every partition taken: the batch's staging is over
+                del self._pending[(producer_id, batch_id)]
+            return [b.data for b in taken]
 
     def staged_bytes(self, owner: Hashable) -> int:
         with self._lock:

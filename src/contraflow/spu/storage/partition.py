@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import io
+import logging
 import os
 import threading
 import time
@@ -27,6 +28,7 @@ from contraflow.spu.protocol.batch import (
     check_batch,
     encode_batch,
     stamped_prefix,
+    verify_crc,
 )
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage import boot_checks
@@ -50,6 +52,8 @@ from contraflow.spu.storage.recovery import (
 )
 from contraflow.spu.storage.segment import BadBatchError, Segment, SegmentSettings
 
+log = logging.getLogger("contraflow.spu.storage")
+
 DEFAULT_READ_BYTES = 1 << 20
 CHECKPOINT_BYTES = 4 << 20  # the recovery point moves after this much fsynced data...
 CHECKPOINT_SECONDS = 1.0  # ...or this long after it last moved, whichever comes first
@@ -62,7 +66,8 @@ class PartitionStats:
     appends: int = 0
     fsyncs: int = 0
     rolls: int = 0
-    corrupt_batches: int = 0  # distinct bad batches reads have met
+    corrupt_batches: int = 0  # distinct bad batches reads (or the scrubber) have met
+    scrubbed_bytes: int = 0  # bytes the background scrubber CRC-checked ahead of reads
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,7 @@ class Partition:
         self._closed = False
         self.stats = PartitionStats()
         self.read_errors: dict[tuple[int, int], str] = {}  # (segment base, byte) -> what a read met
+        self._scrub_failed: set[tuple[int, int]] = set()  # (segment base, byte) the scrubber found bad
         if writable:
             directory.mkdir(parents=True, exist_ok=True)
         checkpoint = read_offset(directory / HIGH_WATERMARK)
@@ -225,7 +231,12 @@ class Partition:
         return self._append(memoryview(batch), BatchHeader.parse(batch))
 
     def append_encoded(
-        self, batch: Buffer, *, assign_offsets: bool = True, wait_durable: bool = True
+        self,
+        batch: Buffer,
+        *,
+        assign_offsets: bool = True,
+        wait_durable: bool = True,
+        crc_checked: bool = False,
     ) -> tuple[int, int]:
         """Append a producer-built batch: the CRC is checked, the offset and leader epoch
         are stamped (without copying the body); returns (first offset, last offset).
@@ -234,10 +245,12 @@ class Partition:
         keeps its offsets and epoch, and must start exactly at the log end. With
         `wait_durable=False` the flush policy's fsync is left to the caller's next
         `flush()`, so a writer appending several batches at once (a transaction
-        commit) pays for one fsync instead of one per batch."""
+        commit) pays for one fsync instead of one per batch. `crc_checked=True`:
+        the caller checked this very buffer's CRC when it arrived (a staged
+        transaction batch), so it is not computed again."""
         view = memoryview(batch)
         try:
-            header = check_batch(view)
+            header = check_batch(view, crc=not crc_checked)
         except CorruptBatchError as err:
             raise InvalidBatchError(f"rejected batch for {self.topic}/{self.number}: {err}") from None
         return self._append(view, header, assign=assign_offsets, wait_durable=wait_durable)
@@ -478,14 +491,61 @@ class Partition:
             self._bases = [s.base_offset for s in self.segments]
             self._leo = self._durable_end = self._hw = self._leo_of_segments()
 
-    def verify(self) -> None:
-        """CRC-check every batch of every segment (a scrub); raises CorruptSegmentError
-        naming the segment and byte position of the first bad batch."""
+    def verify(self) -> list[str]:
+        """CRC-check every batch of every segment again (a full scrub, whatever earlier checks
+        covered; it records nothing): one line per bad stretch, naming the offset, the
+        segment file and the byte range. Empty when every batch is intact."""
         with self._lock:
-            for seg in self.segments:
-                error, position = seg.verify()
-                if error is not None:
-                    raise CorruptSegmentError(seg.log_path, position, error)
+            segments = list(self.segments)
+        return [
+            f"offset {d.offset}: {d.reason} (segment {seg.log_path}, bytes {d.start}..{d.end})"
+            for seg in segments
+            for d in seg.verify()
+        ]
+
+    def scrub_step(self, max_bytes: int) -> int:
+        """Check about `max_bytes` of the batches no read or earlier step has checked (the
+        background scrubber's unit of work), so later reads of them only look them up.
+        The CRC runs without the lock: appends and reads never wait for it. Returns the
+        bytes checked, 0 once every batch is checked (or known bad). A bad batch is
+        counted and reported as a read meeting it would be."""
+        with self._lock:
+            found = self._next_unchecked(max_bytes)
+            if found is None:
+                return 0
+            seg, spans = found
+            file, views = seg.file, [seg.view(start, end) for start, end in spans]
+        intact = [verify_crc(view) for view in views]
+        with self._lock:
+            if self._closed or seg.file is not file or seg not in self.segments:
+                return 1  # cut or deleted meanwhile: the next step looks again
+            try:
+                seg.take_checked(spans, intact)
+            except BadBatchError as err:
+                self._scrub_failed.add((seg.base_offset, err.position))
+                log.error("scrub: %s", self._corrupt(err))
+        walked = spans[-1][1] - spans[0][0]
+        self.stats.scrubbed_bytes += walked
+        return walked
+
+    def _next_unchecked(self, max_bytes: int) -> tuple[Segment, list[tuple[int, int]]] | None:
+        """The first segment with batches no check covers, and their spans (lock held)."""
+        if self._closed:
+            return None
+        for seg in self.segments:
+            pos = seg.first_unchecked()
+            if pos is None or (seg.base_offset, pos) in self._scrub_failed:
+                continue
+            spans = seg.unchecked_spans(pos, max_bytes)
+            if spans:
+                return seg, spans
+        return None
+
+    def record_checks(self) -> None:
+        """Record what was checked so far (`crc-checked`) for the next open in this boot."""
+        with self._lock:
+            if self.writable and not self._closed:
+                boot_checks.remember(self.directory, self.segments)
 
     def _leo_of_segments(self) -> int:
         return self.segments[-1].next_offset if self.segments else 0

@@ -36,6 +36,13 @@ class RangeSet:
         self._starts[lo:hi] = [start]
         self._ends[lo:hi] = [end]
 
+    def first_gap(self, size: int, start: int = 0) -> int | None:
+        """The first position in [start, size) no range covers; None if all of it is covered."""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i >= 0 and self._ends[i] > start:
+            start = self._ends[i]  # ranges never touch: the end of one is outside every other
+        return start if start < size else None
+
     def ranges(self) -> list[tuple[int, int]]:
         return list(zip(self._starts, self._ends, strict=True))
 

@@ -91,6 +91,16 @@ class ScanOutcome:
     holes: tuple[Hole, ...] = ()
 
 
+@dataclass(frozen=True)
+class Damage:
+    """A bad stretch a verification found: bytes [start, end) from offset `offset` on."""
+
+    start: int
+    end: int
+    offset: int
+    reason: str
+
+
 class BadBatchError(CorruptBatchError):
     """A read reached a batch that fails its checks, or a hole."""
 
@@ -264,19 +274,65 @@ class Segment:
             candidate = buf.find(marker, candidate + 1)
         return None
 
-    def verify(self) -> tuple[str | None, int]:
-        """CRC-check every batch without touching the indexes: (error or None, position)."""
+    def verify(self) -> list[Damage]:
+        """CRC-check every batch again (whatever earlier checks covered), without touching
+        the indexes or the checked ranges: each bad stretch found, the check resuming at
+        the next intact batch after it."""
         pos, expected = 0, self.base_offset
+        damage: list[Damage] = []
         while pos < self.size:
             header, error = self._check_at(pos, expected)
             if header is None:
-                return error, pos
+                found = self._resync(pos + 1, expected)
+                damage.append(Damage(pos, found[0] if found else self.size, expected, error))
+                if found is None:
+                    break
+                pos, expected = found[0], found[1].base_offset
+                continue
             pos += header.total_size
             expected = header.next_offset
-        return None, pos
+        return damage
+
+    def first_unchecked(self) -> int | None:
+        """Position of the first batch no check has covered yet (known holes aside), None if none."""
+        pos = self.verified.first_gap(self.size)
+        while pos is not None and pos in self.holes:
+            pos = self.verified.first_gap(self.size, self.holes[pos].end)
+        return pos
+
+    def unchecked_spans(self, pos: int, max_bytes: int) -> list[tuple[int, int]]:
+        """Byte spans of the batches from `pos` (a batch boundary) on that no check covers
+        yet, found by their headers alone: about `max_bytes` of them, at least one."""
+        spans: list[tuple[int, int]] = []
+        for start, header in self.headers_from(pos):
+            end = start + header.total_size
+            if (spans and end - pos > max_bytes) or self.verified.covers(start, end):
+                break
+            spans.append((start, end))
+        return spans
+
+    def take_checked(self, spans: Sequence[tuple[int, int]], crc_intact: Sequence[bool]) -> None:
+        """Mark a scrub's batches as checked, given their CRC results (computed without the
+        partition's lock); each batch's other checks run here, as a read's would. The first
+        bad batch raises BadBatchError (the ones before it are marked)."""
+        expected: int | None = None
+        for (start, end), intact in zip(spans, crc_intact, strict=True):
+            header, error = self._check_frame(start, expected)
+            if header is None or not intact or start + header.total_size != end:
+                offset = expected if expected is not None else self.header_at(start).base_offset
+                raise BadBatchError(self.log_path, start, offset, error or "CRC32C mismatch")
+            self.verified.add(start, end)
+            expected = header.next_offset
 
     def _check_at(self, pos: int, expected_offset: int | None) -> tuple[BatchHeader | None, str]:
         """Check the batch at `pos` (its base offset too, unless `expected_offset` is None)."""
+        header, error = self._check_frame(pos, expected_offset)
+        if header is not None and not verify_crc(self.view(pos, pos + header.total_size)):
+            return None, "CRC32C mismatch"
+        return header, error
+
+    def _check_frame(self, pos: int, expected_offset: int | None) -> tuple[BatchHeader | None, str]:
+        """`_check_at` without the CRC: magic, length, offset and counts."""
         if self.size - pos < HEADER_SIZE:
             return None, f"torn batch header ({self.size - pos} bytes left)"
         header = self.header_at(pos)
@@ -288,8 +344,6 @@ class Segment:
             return None, f"batch offset {header.base_offset} where {expected_offset} was expected"
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return None, "inconsistent record count"
-        if not verify_crc(self.view(pos, pos + header.total_size)):
-            return None, "CRC32C mismatch"
         return header, ""
 
     def scan_appended(self) -> ScanOutcome:
