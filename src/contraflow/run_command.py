@@ -80,7 +80,10 @@ class RunOptions:
 @click.option("--no-api", is_flag=True, help="Do not start the REST API.")
 @click.option("--master", default=None, help="Spark master URL (default local[*]), e.g. spark://host:7077.")
 @click.option(
-    "--spu", default=None, metavar="HOST:PORT", help="Use this SPU instead of starting an embedded one."
+    "--spu",
+    default=None,
+    metavar="HOST:PORT[,HOST:PORT...]",
+    help="Use this SPU, or these SPUs of a cluster, instead of starting an embedded one.",
 )
 @click.option(
     "--spu-port",
@@ -238,22 +241,8 @@ def preflight(options: RunOptions) -> None:
         check_port_free(options.api, "the REST API", "--api HOST:PORT or --no-api")
     if options.spu is None:
         check_port_free(f"127.0.0.1:{options.spu_port}", "the embedded SPU", "--spu-port")
-    else:
-        _refuse_a_cluster(options.spu)
     check_data_dir(options.data_dir)
     check_java()
-
-
-def _refuse_a_cluster(spu: str) -> None:
-    """Pipelines write through exactly-once batch commits, which an SPU cluster does not
-    replicate yet: say so now rather than at the first micro-batch."""
-    from contraflow.spu.client.aio import is_cluster
-
-    if is_cluster(spu):
-        raise UserError(
-            f"--spu {spu} is an SPU cluster: pipelines need exactly-once batch commits, which a "
-            "cluster does not replicate yet (docs/spu-cluster.md); use a single SPU"
-        )
 
 
 @contextlib.contextmanager

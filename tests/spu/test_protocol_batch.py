@@ -16,6 +16,7 @@ from contraflow.spu.protocol.batch import (
     decode_batch,
     encode_batch,
     iter_batches,
+    numbered,
     stamp,
     stamped_prefix,
     verify_crc,
@@ -148,3 +149,12 @@ def test_random_records_round_trip(
     assert batch.timestamps() == stamps
     assert batch.header.max_timestamp == max(stamps)
     assert batch.record_count == len(values)
+
+
+def test_a_numbered_batch_keeps_its_records_and_gets_a_valid_crc() -> None:
+    original = bytes(encode_batch([b"a", b"bb"], [b"k", None], compression=Compression.LZ4))
+    header, body = numbered(original, 12345)
+    batch = bytes(header) + bytes(body)
+    assert check_batch(batch).producer_id == 12345
+    assert [bytes(v) for v in decode_batch(batch).values()] == [b"a", b"bb"]
+    assert BatchHeader.parse(original).producer_id == -1, "the caller's batch is left alone"

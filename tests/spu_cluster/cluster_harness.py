@@ -16,8 +16,8 @@ SESSION_TIMEOUT = "1s"
 
 
 @contextmanager
-def local_cluster(root: Path, spus: int = 3) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(root, session_timeout=SESSION_TIMEOUT)
+def local_cluster(root: Path, spus: int = 3, *, kafka: bool = False) -> Iterator[LocalCluster]:
+    cluster = LocalCluster(root, session_timeout=SESSION_TIMEOUT, kafka=kafka)
     cluster.start(spus)
     try:
         yield cluster

@@ -7,6 +7,7 @@ import struct
 import time
 from typing import Any
 
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.spu.spu_harness import recv_exactly
@@ -88,3 +89,43 @@ class KafkaWire:
 
     def close(self) -> None:
         self.sock.close()
+
+
+# -- request bodies written by hand ----------------------------------------------------------------
+
+
+def produce_body(topic: str, batch: bytes, acks: int = -1) -> Writer:
+    body = Writer().string(None).int16(acks).int32(5000)
+    return body.array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).bytes_(batch)))
+
+
+def produce_result(reply: Reader) -> tuple[int, int]:
+    [(_, [(error, base)])] = reply.array(
+        lambda r: (
+            r.string(),
+            r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64(), p.int64())[1:3]),
+        )
+    )
+    return error, base
+
+
+def sequenced_batch(producer_id: int, base_sequence: int, values: list[bytes]) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, producer_id, 0, base_sequence, 1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000, None, value, [])
+    return bytes(builder.build())
+
+
+def list_end_offset(topic: str) -> Writer:
+    return (
+        Writer()
+        .int32(-1)
+        .array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).int64(-1)))
+    )
+
+
+def end_offset(reply: Reader) -> tuple[int, int]:
+    [(_, [(_, error, _, end)])] = reply.array(
+        lambda r: (r.string(), r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64())))
+    )
+    return error, end

@@ -6,12 +6,19 @@ from __future__ import annotations
 import socket
 
 import pytest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from kafka_harness import KafkaWire, create_topic
+from kafka_harness import (
+    KafkaWire,
+    create_topic,
+    end_offset,
+    list_end_offset,
+    produce_body,
+    produce_result,
+    sequenced_batch,
+)
 
 from contraflow.spu.kafka.apis.base import ApiKey
 from contraflow.spu.kafka.errors import KafkaErrorCode
-from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.kafka.wire import Writer
 
 
 @pytest.fixture()
@@ -53,28 +60,6 @@ def test_unsupported_version_and_malformed_body_get_error_codes(wire: KafkaWire)
     assert ApiKey.FETCH in _api_versions_ok(wire, 10)
 
 
-def _produce_body(topic: str, batch: bytes, acks: int = -1) -> Writer:
-    body = Writer().string(None).int16(acks).int32(5000)
-    return body.array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).bytes_(batch)))
-
-
-def _produce_result(reply: Reader) -> tuple[int, int]:
-    [(_, [(error, base)])] = reply.array(
-        lambda r: (
-            r.string(),
-            r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64(), p.int64())[1:3]),
-        )
-    )
-    return error, base
-
-
-def _batch(producer_id: int, base_sequence: int, values: list[bytes]) -> bytes:
-    builder = DefaultRecordBatchBuilder(2, 0, 0, producer_id, 0, base_sequence, 1 << 20)
-    for i, value in enumerate(values):
-        builder.append(i, 1_700_000_000_000, None, value, [])
-    return bytes(builder.build())
-
-
 def test_idempotent_producer_retry_is_not_appended_twice(
     wire: KafkaWire, bootstrap: str, fresh_name: str
 ) -> None:
@@ -83,34 +68,19 @@ def test_idempotent_producer_retry_is_not_appended_twice(
     init.int32()
     assert init.int16() == 0
     producer_id = init.int64()
-    first = _batch(producer_id, 0, [b"a", b"b"])
-    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, first), cid=2)) == (0, 0)
+    first = sequenced_batch(producer_id, 0, [b"a", b"b"])
+    assert produce_result(wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, first), cid=2)) == (0, 0)
     # The same batch again (a retry after a lost response): same offsets, nothing appended.
-    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, first), cid=3)) == (0, 0)
-    second = _batch(producer_id, 2, [b"c"])
-    assert _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, second), cid=4)) == (
+    assert produce_result(wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, first), cid=3)) == (0, 0)
+    second = sequenced_batch(producer_id, 2, [b"c"])
+    assert produce_result(wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, second), cid=4)) == (
         0,
         2,
     )
-    gap = _batch(producer_id, 7, [b"d"])
-    error, _ = _produce_result(wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, gap), cid=5))
+    gap = sequenced_batch(producer_id, 7, [b"d"])
+    error, _ = produce_result(wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, gap), cid=5))
     assert error == KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert _end_offset(wire.request(ApiKey.LIST_OFFSETS, 1, _list_end_offset(fresh_name), cid=6)) == (0, 3)
-
-
-def _list_end_offset(topic: str) -> Writer:
-    return (
-        Writer()
-        .int32(-1)
-        .array([topic], lambda w, t: w.string(t).array([0], lambda w2, p: w2.int32(p).int64(-1)))
-    )
-
-
-def _end_offset(reply: Reader) -> tuple[int, int]:
-    [(_, [(_, error, _, end)])] = reply.array(
-        lambda r: (r.string(), r.array(lambda p: (p.int32(), p.int16(), p.int64(), p.int64())))
-    )
-    return error, end
+    assert end_offset(wire.request(ApiKey.LIST_OFFSETS, 1, list_end_offset(fresh_name), cid=6)) == (0, 3)
 
 
 def test_pipelined_produces_are_appended_and_answered_in_order(
@@ -123,28 +93,30 @@ def test_pipelined_produces_are_appended_and_answered_in_order(
     sizes = [1, 3, 60_000, 2, 1, 30_000, 4, 1, 7, 50_000, 1, 2]  # records per request
     for cid, count in enumerate(sizes, start=1):
         values = [b"r%d-%d" % (cid, i) for i in range(count)]
-        wire.send(ApiKey.PRODUCE, 5, _produce_body(fresh_name, _batch(-1, -1, values), acks=1), cid=cid)
-    wire.send(ApiKey.LIST_OFFSETS, 1, _list_end_offset(fresh_name), cid=len(sizes) + 1)
+        wire.send(
+            ApiKey.PRODUCE, 5, produce_body(fresh_name, sequenced_batch(-1, -1, values), acks=1), cid=cid
+        )
+    wire.send(ApiKey.LIST_OFFSETS, 1, list_end_offset(fresh_name), cid=len(sizes) + 1)
     wire.sock.shutdown(socket.SHUT_WR)
-    bases = [_produce_result(wire.response(cid)) for cid in range(1, len(sizes) + 1)]
+    bases = [produce_result(wire.response(cid)) for cid in range(1, len(sizes) + 1)]
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     assert bases == [(0, start) for start in starts]
-    assert _end_offset(wire.response(len(sizes) + 1)) == (0, sum(sizes))
+    assert end_offset(wire.response(len(sizes) + 1)) == (0, sum(sizes))
 
 
 def test_corrupt_batch_and_unknown_topic_get_partition_errors(
     wire: KafkaWire, bootstrap: str, fresh_name: str
 ) -> None:
     create_topic(bootstrap, fresh_name)
-    batch = bytearray(_batch(-1, -1, [b"x" * 50]))
+    batch = bytearray(sequenced_batch(-1, -1, [b"x" * 50]))
     batch[-5] ^= 0xFF  # flip a value byte: the CRC no longer matches
-    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, bytes(batch)), cid=1)
-    assert _produce_result(reply)[0] == KafkaErrorCode.CORRUPT_MESSAGE
-    good = _batch(-1, -1, [b"y"])
-    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body("no.such.topic", good), cid=2)
-    assert _produce_result(reply)[0] == KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    reply = wire.request(ApiKey.PRODUCE, 5, _produce_body(fresh_name, good, acks=2), cid=3)
-    assert _produce_result(reply)[0] == KafkaErrorCode.INVALID_REQUIRED_ACKS
+    reply = wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, bytes(batch)), cid=1)
+    assert produce_result(reply)[0] == KafkaErrorCode.CORRUPT_MESSAGE
+    good = sequenced_batch(-1, -1, [b"y"])
+    reply = wire.request(ApiKey.PRODUCE, 5, produce_body("no.such.topic", good), cid=2)
+    assert produce_result(reply)[0] == KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    reply = wire.request(ApiKey.PRODUCE, 5, produce_body(fresh_name, good, acks=2), cid=3)
+    assert produce_result(reply)[0] == KafkaErrorCode.INVALID_REQUIRED_ACKS
 
 
 def test_oversized_frame_closes_the_connection_with_a_log_line(

@@ -192,7 +192,8 @@ class EventStream:
         if not self._topic_ready:
             if self.topic not in await self._client.list_topics():
                 try:
-                    await self._client.create_topic(self.topic, TopicConfig(partitions=1))
+                    config = await self._client.replicated_config(TopicConfig(partitions=1))
+                    await self._client.create_topic(self.topic, config)
                 except SpuError as err:  # another runtime on the same SPU created it first
                     if err.code != ErrorCode.TOPIC_EXISTS:
                         raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -53,6 +54,7 @@ from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
+from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.config import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
@@ -169,9 +171,12 @@ class FlowInstance:
         once its sinks are connected): a query's start takes seconds, and what the sources read
         meanwhile waits in the channels for its first micro-batch."""
         existing = set(await self.client.list_topics())
+        config = await self.client.replicated_config(TopicConfig(partitions=1))
+        if (await self.client.routes()).cluster:  # what a source appended must survive its leader
+            self.producer.settings = dataclasses.replace(self.producer.settings, acks=Acks.COMMITTED)
         for topic in self.topology.channels:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
-                await self.client.create_topic(topic, TopicConfig(partitions=1))
+                await self.client.create_topic(topic, config)
         starting = self._pipelines_to_start()
         self.qos = QosFeed(
             self.id, {alias: self.graph.pipelines[alias] for alias in starting}, self.routes, self.client

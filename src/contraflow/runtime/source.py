@@ -129,7 +129,8 @@ class SourceRunner:
                 last_headers = None
                 if marker is not None and topic == data_topic:
                     last_headers = [*runs.last_headers, *marker]
-                _, last = await self.client.produce_encoded(topic, 0, runs.encode(last_headers))
+                batch = runs.encode(last_headers)
+                _, last = await self.client.produce_encoded(topic, 0, batch, self.producer.settings.acks)
                 done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 done.set_result(last)
                 appends[topic] = done

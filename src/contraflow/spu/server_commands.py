@@ -128,8 +128,6 @@ def run(
             parse_addr(controller_addr)
         except ValueError as err:
             raise UserError(f"--sc: {err}") from None
-        if kafka_addr is not None:  # its produces would bypass the partition leaders
-            raise UserError("--kafka-addr is not available in a cluster (--sc) yet")
     if kafka_addr is not None:
         try:
             host, _ = parse_addr(kafka_addr)

@@ -20,9 +20,17 @@ from contraflow.security import client_token
 from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
-from contraflow.spu.client.routing import ROUTED_APIS, Routes, split_bootstrap
+from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
+from contraflow.spu.cluster.internal import INTERNAL_TOPICS, cluster_replication
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
-from contraflow.spu.protocol.batch import Headers, encode_batch, iter_batches
+from contraflow.spu.protocol.batch import (
+    HEADER_SIZE,
+    Headers,
+    batch_size_at,
+    encode_batch,
+    iter_batches,
+    numbered,
+)
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import REROUTE
 from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
@@ -106,7 +114,10 @@ class AsyncSpuClient:
         addr = routes.leader_addr(topic, partition)
         if addr is None:
             await self.refresh_routes()
-            addr = (await self.routes()).leader_addr(topic, partition)
+            routes = await self.routes()
+            addr = routes.leader_addr(topic, partition)
+        if addr is None and topic in INTERNAL_TOPICS and topic not in routes.metadata.topics:
+            return await self.connection()  # any SPU creates the cluster's own topic on demand
         if addr is None:
             raise SpuError(ErrorCode.NOT_LEADER, f"{topic}/{partition} has no leader right now")
         return await self.connection(addr)
@@ -192,7 +203,7 @@ class AsyncSpuClient:
         delay = self.retry.initial_s
         while True:
             try:
-                conn = await self.partition_connection(fields["topic"], fields["partition"])
+                conn = await self.partition_connection(*route_of(api, fields))
                 return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
                 if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
@@ -220,6 +231,14 @@ class AsyncSpuClient:
 
     async def create_topic(self, name: str, config: TopicConfig | None = None) -> None:
         await self.request(ApiKey.CREATE_TOPIC, {"name": name, "config": (config or TopicConfig()).to_dict()})
+
+    async def replicated_config(self, config: TopicConfig) -> TopicConfig:
+        """`config` replicated as a cluster replicates its own topics (min(3, SPUs) replicas,
+        min(2, replicas) in sync) when this client talks to a cluster; as it is for a lone SPU."""
+        if not (await self.routes()).cluster:
+            return config
+        await self.refresh_routes()  # the newest metadata: a bootstrap SPU's may predate the last SPU
+        return cluster_replication(config, len((await self.routes()).metadata.spus))
 
     async def delete_topic(self, name: str) -> None:
         await self.request(ApiKey.DELETE_TOPIC, {"name": name})
@@ -249,12 +268,12 @@ class AsyncSpuClient:
             return await self.produce_encoded(topic, partition, batch, acks)
         return await self._produce_idempotent(
             (topic, partition),
-            lambda field: encode_batch(values, keys, headers, timestamps, compression, producer_id=field),
+            lambda field: [encode_batch(values, keys, headers, timestamps, compression, producer_id=field)],
             acks,
         )
 
     async def _produce_idempotent(
-        self, tp: TopicPartition, encode: Callable[[int], Buffer], acks: Acks
+        self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
     ) -> tuple[int, int]:
         """Number the batch (producer id, sequence) and send it. Batches must reach the leader
         in sequence order, so a partition's produces take turns from numbering to being
@@ -276,7 +295,7 @@ class AsyncSpuClient:
         try:
             while True:
                 try:
-                    return await self._produce([encode(producer_field(*ids))], tp[0], tp[1], acks, next_turn)
+                    return await self._produce(encode(producer_field(*ids)), tp[0], tp[1], acks, next_turn)
                 except SpuError as err:
                     if err.code is not ErrorCode.OUT_OF_ORDER_SEQUENCE or time.monotonic() > deadline:
                         raise
@@ -303,8 +322,15 @@ class AsyncSpuClient:
     async def produce_encoded(
         self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
     ) -> tuple[int, int]:
-        """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer."""
-        return await self._produce(_parts(batch), topic, partition, acks, None)
+        """Append encoded batch(es); (-1, -1) with acks=NONE, which gets no answer.
+        One whole batch to a cluster is numbered like `produce`'s (idempotent retries)."""
+        parts = _parts(batch)
+        single = len(parts) == 1 and len(parts[0]) >= HEADER_SIZE and batch_size_at(parts[0]) == len(parts[0])
+        if not single or acks is Acks.NONE or not self.idempotent or not (await self.routes()).cluster:
+            return await self._produce(parts, topic, partition, acks, None)
+        return await self._produce_idempotent(
+            (topic, partition), lambda field: numbered(parts[0], field), acks
+        )
 
     async def _produce(
         self,
@@ -569,20 +595,3 @@ class StreamFetch:
             with contextlib.suppress(SpuError):
                 await conn.request(ApiKey.STREAM_CLOSE, {"stream_id": self._stream_id}, (), 5.0)
         self._queue = None
-
-
-def is_cluster(addr: str, timeout_s: float = 5.0) -> bool:
-    """True if the SPU(s) at `addr` belong to a cluster (a blocking one-off METADATA);
-    False for a lone SPU, and when nothing answers (the caller's own connect reports that)."""
-
-    async def ask() -> bool:
-        retry = RetryPolicy(attempts=1)
-        async with AsyncSpuClient(
-            addr, retry=retry, request_timeout_s=timeout_s, connect_timeout_s=timeout_s
-        ) as c:
-            return (await c.routes()).cluster
-
-    try:
-        return asyncio.run(ask())
-    except SpuError:
-        return False

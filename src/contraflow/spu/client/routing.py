@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
 
 # Requests about one partition's records: in a cluster they go to its leader.
-# Consumer offsets too: the leader holds the partition to check an offset against;
-# exactly-once staging and commits: the leader appends them.
+# Exactly-once staging and commits too: the leader appends them.
 ROUTED_APIS = frozenset(
     {
         ApiKey.PRODUCE,
@@ -27,10 +27,25 @@ ROUTED_APIS = frozenset(
         ApiKey.LIST_OFFSETS,
         ApiKey.OFFSET_COMMIT,
         ApiKey.OFFSET_FETCH,
+        ApiKey.CONTROL_SET,
+        ApiKey.CONTROL_GET,
         ApiKey.TXN_STAGE,
         ApiKey.TXN_COMMIT,  # a cluster commits per partition (`cluster_commits`)
     }
 )
+# ... except these, which go to the leader of the replicated table that holds them.
+TABLE_OF_API = {
+    ApiKey.OFFSET_COMMIT: OFFSETS_TOPIC,
+    ApiKey.OFFSET_FETCH: OFFSETS_TOPIC,
+    ApiKey.CONTROL_SET: CONTROL_TOPIC,
+    ApiKey.CONTROL_GET: CONTROL_TOPIC,
+}
+
+
+def route_of(api: ApiKey, fields: dict[str, Any]) -> tuple[str, int]:
+    """The partition whose leader serves this request in a cluster."""
+    table = TABLE_OF_API.get(api)
+    return (fields["topic"], fields["partition"]) if table is None else (table, 0)
 
 
 def split_bootstrap(addr: str) -> list[str]:

@@ -156,6 +156,7 @@ class SpuClient:
 
     api_versions = blocking(AsyncSpuClient.api_versions)
     create_topic = blocking(AsyncSpuClient.create_topic)
+    replicated_config = blocking(AsyncSpuClient.replicated_config)
     delete_topic = blocking(AsyncSpuClient.delete_topic)
     list_topics = blocking(AsyncSpuClient.list_topics)
     describe_topic = blocking(AsyncSpuClient.describe_topic)

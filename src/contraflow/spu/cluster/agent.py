@@ -15,7 +15,7 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.client.connection import RetryPolicy
@@ -25,6 +25,10 @@ from contraflow.spu.cluster.replication import ReplicaManager
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
 from contraflow.spu.server.connection import Reply
 from contraflow.spu.server.partitions import TopicPartition
+from contraflow.spu.storage.config import TopicConfig
+
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.tables import ReplicatedTable
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,9 @@ class ClusterAgent:
             controller_addr, request_timeout_s=5.0, connect_timeout_s=1.0, retry=RetryPolicy(attempts=1)
         )
         self.replicas: ReplicaManager | None = None  # set by the server once storage is open
+        # consumer offsets and control values, also set by the server (cluster/tables.py)
+        self.offsets: ReplicatedTable | None = None
+        self.controls: ReplicatedTable | None = None
         self.metadata: dict[str, Any] | None = None
         self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
         self._last_tick = time.monotonic()
@@ -48,6 +55,7 @@ class ClusterAgent:
         self._beat = asyncio.Lock()  # one heartbeat (and one apply) at a time
         self.public_addr = ""
         self.private_addr = ""
+        self.kafka_addr = ""
 
     def suspended(self) -> bool:
         """True while this SPU may have been replaced: its event loop did not run for a
@@ -81,6 +89,7 @@ class ClusterAgent:
             "session": self.session,
             "public_addr": self.public_addr,
             "private_addr": self.private_addr,
+            "kafka_addr": self.kafka_addr,
             "partitions": self.replicas.reports(),
         }
         async with self._beat:
@@ -112,6 +121,18 @@ class ClusterAgent:
         if api is ApiKey.CREATE_TOPIC or api is ApiKey.DELETE_TOPIC:
             await self.heartbeat()  # learn the change now rather than at the next beat
         return Reply(dict(response.fields))
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None:
+        await self.forward(ApiKey.CREATE_TOPIC, {"name": name, "config": config.to_dict()})
+
+    def spu_count(self) -> int:
+        """SPUs the cluster knows (registered, alive or not)."""
+        return 1 if self.metadata is None else len(self.metadata["spus"])
+
+    def topic_created_ms(self, name: str) -> int | None:
+        """When the controller created topic `name`; None if it does not exist."""
+        topic = None if self.metadata is None else self.metadata["topics"].get(name)
+        return None if topic is None else int(topic["created_ms"])
 
     async def alter_isr(self, tp: TopicPartition, epoch: int, isr: list[int]) -> list[int]:
         fields = {

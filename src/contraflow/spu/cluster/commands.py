@@ -93,11 +93,12 @@ def cluster() -> None:
 
 @cluster.command("start")
 @click.option("--spus", default="3", show_default=True, metavar="N", help="How many SPUs.")
+@click.option("--kafka", is_flag=True, help="Give each SPU a Kafka listener too (docs/kafka.md).")
 @_cluster_dir
-def cluster_start(spus: str, data_dir: str) -> None:
-    """Start the controller and the SPUs; print the SPUs' public addresses."""
+def cluster_start(spus: str, kafka: bool, data_dir: str) -> None:
+    """Start the controller and the SPUs; print the SPUs' public (and Kafka) addresses."""
     count = parse_count(spus, "--spus", minimum=1)
-    local = LocalCluster(Path(data_dir))
+    local = LocalCluster(Path(data_dir), kafka=kafka)
     if local.running():
         raise UserError(
             f"a cluster already runs from {data_dir}; `contraflow cluster stop --data-dir {data_dir}`"
@@ -111,6 +112,8 @@ def cluster_start(spus: str, data_dir: str) -> None:
     click.echo(f"controller {local.sc_addr}")
     click.echo(f"spus {local.bootstrap}")
     click.echo(f"use --spu {local.bootstrap}")
+    if kafka:
+        click.echo(f"kafka bootstrap.servers={local.kafka_bootstrap}")
 
 
 @cluster.command("status")
@@ -122,7 +125,10 @@ def cluster_status(data_dir: str) -> None:
     local = _started(data_dir)
     for m in local.members.values():
         name = "controller" if m.role == "sc" else f"spu {m.id}"
-        click.echo(f"{name:<12} {m.addr:<22} pid {m.pid:<8} {'running' if alive(m.pid) else 'stopped'}")
+        kafka = f" kafka {m.kafka_addr}" if m.kafka_addr else ""
+        click.echo(
+            f"{name:<12} {m.addr:<22} pid {m.pid:<8} {'running' if alive(m.pid) else 'stopped'}{kafka}"
+        )
     try:
         metadata = local.metadata()
     except SpuError as err:

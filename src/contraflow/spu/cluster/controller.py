@@ -151,8 +151,9 @@ class Controller:
         what it held in memory, so it stops leading (epoch bump) like a lost SPU."""
         changed = False
         record = self._meta.spus.get(req.spu_id)
-        if record is None or (record.public_addr, record.private_addr) != (req.public_addr, req.private_addr):
-            self._meta.spus[req.spu_id] = SpuRecord(req.spu_id, req.public_addr, req.private_addr)
+        heard = SpuRecord(req.spu_id, req.public_addr, req.private_addr, req.kafka_addr)
+        if record != heard:
+            self._meta.spus[req.spu_id] = heard
             changed = True
             log.info("SPU %d registered at %s (private %s)", req.spu_id, req.public_addr, req.private_addr)
         known = self._sessions.get(req.spu_id)

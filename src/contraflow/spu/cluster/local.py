@@ -38,6 +38,7 @@ class Member:
     pid: int
     addr: str
     private_addr: str = ""
+    kafka_addr: str = ""  # its Kafka listener (`cluster start --kafka`), "" without one
 
     @property
     def name(self) -> str:
@@ -54,9 +55,10 @@ def alive(pid: int) -> bool:
 
 
 class LocalCluster:
-    def __init__(self, root: Path, *, session_timeout: str = "2s") -> None:
+    def __init__(self, root: Path, *, session_timeout: str = "2s", kafka: bool = False) -> None:
         self.root = root.resolve()
         self.session_timeout = session_timeout
+        self.kafka = kafka  # each SPU gets a Kafka listener (docs/kafka.md)
         self.members: dict[str, Member] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self.load()
@@ -68,6 +70,7 @@ class LocalCluster:
         if path.exists():
             members = [Member(**m) for m in orjson.loads(path.read_bytes())]
             self.members = {m.name: m for m in members}
+            self.kafka = self.kafka or any(m.kafka_addr for m in members)
 
     def _save(self) -> None:
         data = [asdict(m) for m in self.members.values()]
@@ -84,6 +87,11 @@ class LocalCluster:
     def bootstrap(self) -> str:
         """The SPUs' public addresses, as `--spu` takes them."""
         return ",".join(m.addr for m in self.spus())
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The SPUs' Kafka listeners, as Kafka's bootstrap.servers takes them."""
+        return ",".join(m.kafka_addr for m in self.spus() if m.kafka_addr)
 
     def running(self) -> bool:
         return any(alive(m.pid) for m in self.members.values())
@@ -114,8 +122,11 @@ class LocalCluster:
         args = ["spu", "run", "--id", str(n), "--sc", self.sc_addr, "--data-dir", str(self.root / name)]
         args += ["--public-addr", old.addr if old else "127.0.0.1:0"]
         args += ["--private-addr", old.private_addr if old else "127.0.0.1:0"]
+        if self.kafka:
+            args += ["--kafka-addr", old.kafka_addr if old and old.kafka_addr else "127.0.0.1:0"]
         fields = self._launch(name, args, SPU_READY)
-        member = Member("spu", n, self._procs[name].pid, fields["public"], fields["private"])
+        pid = self._procs[name].pid
+        member = Member("spu", n, pid, fields["public"], fields["private"], fields.get("kafka", ""))
         self.members[name] = member
         self._save()
         return member

@@ -18,12 +18,20 @@ NO_LEADER = -1
 
 @dataclass
 class SpuRecord:
+    """`kafka_addr`: the SPU's Kafka listener ("" without one; docs/kafka.md)."""
+
     id: int
     public_addr: str
     private_addr: str
+    kafka_addr: str = ""
 
     def to_list(self) -> list[Any]:
-        return [self.id, self.public_addr, self.private_addr]
+        return [self.id, self.public_addr, self.private_addr, self.kafka_addr]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> SpuRecord:
+        spu_id, public, private, *kafka = data  # written before Kafka listeners: three fields
+        return cls(int(spu_id), str(public), str(private), str(kafka[0]) if kafka else "")
 
 
 @dataclass
@@ -85,7 +93,7 @@ class ClusterMetadata:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ClusterMetadata:
-        spus = {int(i): SpuRecord(int(i), str(pub), str(priv)) for i, pub, priv in data["spus"]}
+        spus = {int(s[0]): SpuRecord.from_list(s) for s in data["spus"]}
         topics = {name: TopicRecord.from_dict(name, t) for name, t in data["topics"].items()}
         return cls(int(data["version"]), spus, topics)
 

@@ -6,16 +6,20 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
+from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.ordered import OrderedJobs
 from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
+from contraflow.spu.kafka.topology import ClusterTopology, LoneTopology, Node, Topology
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.signals import PartitionSignals, TopicPartition
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.store import Store
+
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.agent import ClusterAgent
 
 T = TypeVar("T")
 
@@ -41,19 +45,38 @@ class Broker:
     node_id: int
     on_topic_deleted: Callable[[str], None]
     settings: KafkaSettings = field(default_factory=KafkaSettings)
+    cluster: ClusterAgent | None = None  # this SPU's link to its cluster's controller, if any
     host: str = "127.0.0.1"
     port: int = 0
     coordinator: GroupCoordinator = field(init=False)
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
     sequences: SequenceTracker = field(default_factory=SequenceTracker)
+    sequences_epoch: dict[TopicPartition, int] = field(default_factory=dict)  # rebuilt at (cluster)
     batches: KafkaBatchCache = field(init=False)
     read_ahead: set[tuple[TopicPartition, int]] = field(default_factory=set)  # being encoded ahead
-    appends: OrderedJobs[TopicPartition, int] = field(init=False)  # produces, in order per partition
+    appends: OrderedJobs[TopicPartition, tuple[int, int]] = field(init=False)  # in order per partition
+    topology: Topology = field(init=False)
 
     def __post_init__(self) -> None:
         self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
         self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
         self.appends = OrderedJobs(self.executor)
+        if self.cluster is None:
+            self.topology = LoneTopology(self.partitions, self.me, self.blocking)
+        else:
+            self.topology = ClusterTopology(self.cluster, self.me)
+
+    def check_coordinator(self, group: str) -> None:
+        """Group requests belong to the group's coordinator (which moves in a cluster)."""
+        coordinator = self.topology.coordinator(group)
+        if coordinator.id != self.node_id:
+            raise KafkaError(
+                KafkaErrorCode.NOT_COORDINATOR, f"group {group!r} is coordinated by broker {coordinator.id}"
+            )
+
+    def me(self) -> Node:
+        """This broker as clients reach it (the listener's bound address)."""
+        return Node(self.node_id, self.host, self.port)
 
     @property
     def store(self) -> Store:
@@ -62,9 +85,3 @@ class Broker:
     async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Run storage work that may fsync (or transcode a lot) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
-
-    def partition_count(self, topic: str) -> int:
-        return self.store.topic_config(topic).partitions
-
-    def create_topic(self, name: str, partitions: int) -> None:
-        self.store.create_topic(name, TopicConfig(partitions=partitions))

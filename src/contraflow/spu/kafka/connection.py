@@ -26,6 +26,7 @@ from contraflow.spu.server.budget import ByteBudget
 
 _SIZE = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview
+GATHER_BELOW = 16 * 1024  # answer parts smaller than this are copied together into one write
 
 
 class BadFrameError(ConnectionError):
@@ -99,12 +100,33 @@ class FrameConnection(asyncio.BufferedProtocol):
 
     # -- writing --------------------------------------------------------------------------------------
 
-    def write(self, parts: Iterable[Buffer]) -> None:
+    async def send(self, parts: Iterable[Buffer]) -> None:
+        """Write an answer: small parts gathered into one write (a small answer is one
+        send), each large part on its own once the transport's buffer is empty.
+
+        The transport sends a part straight from its buffer when nothing is queued
+        before it and copies only what the socket did not take; `writelines` would
+        first join every part into one bytes object (16 MiB for a large fetch) and
+        then copy the unsent rest of it again."""
+        small = bytearray()
+        for part in parts:
+            if len(part) < GATHER_BELOW:
+                small += part
+                continue
+            if small:
+                await self._write(small)
+                small = bytearray()
+            await self._write(part)
+        if small:
+            await self._write(small)
+
+    async def _write(self, data: Buffer) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(parts)
+            self.transport.write(data)
+        await self.drain()
 
     async def drain(self) -> None:
-        """Wait while the transport's write buffer is over its high-water mark."""
+        """Wait while the transport holds unsent bytes (its high-water mark is 0)."""
         if self._writable is not None:
             await asyncio.shield(self._writable)
         if self._lost is not None:
@@ -124,6 +146,7 @@ class FrameConnection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         transport.pause_reading()  # until a frame is asked for
+        transport.set_write_buffer_limits(high=0)  # `send` waits for each part to leave
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._on_open(self)

@@ -22,6 +22,9 @@ class KafkaErrorCode(enum.IntEnum):
     OFFSET_OUT_OF_RANGE = 1
     CORRUPT_MESSAGE = 2
     UNKNOWN_TOPIC_OR_PARTITION = 3
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
     INVALID_TOPIC_EXCEPTION = 17
@@ -29,6 +32,7 @@ class KafkaErrorCode(enum.IntEnum):
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
     UNKNOWN_MEMBER_ID = 25
+    NOT_ENOUGH_REPLICAS = 19
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     INVALID_COMMIT_OFFSET_SIZE = 28
@@ -63,6 +67,14 @@ _SPU_CODES: dict[SpuErrorCode, KafkaErrorCode] = {
     SpuErrorCode.CORRUPT_BATCH: KafkaErrorCode.CORRUPT_MESSAGE,
     SpuErrorCode.TOPIC_EXISTS: KafkaErrorCode.TOPIC_ALREADY_EXISTS,
     SpuErrorCode.STORAGE_ERROR: KafkaErrorCode.KAFKA_STORAGE_ERROR,
+    # a cluster (kafka/topology.py): the client re-reads the metadata and retries
+    SpuErrorCode.NOT_LEADER: KafkaErrorCode.NOT_LEADER_OR_FOLLOWER,
+    SpuErrorCode.FENCED_LEADER_EPOCH: KafkaErrorCode.NOT_LEADER_OR_FOLLOWER,
+    SpuErrorCode.SHUTTING_DOWN: KafkaErrorCode.NOT_LEADER_OR_FOLLOWER,
+    SpuErrorCode.NOT_ENOUGH_REPLICAS: KafkaErrorCode.NOT_ENOUGH_REPLICAS,
+    SpuErrorCode.TIMEOUT: KafkaErrorCode.REQUEST_TIMED_OUT,
+    SpuErrorCode.NO_CONTROLLER: KafkaErrorCode.REQUEST_TIMED_OUT,
+    SpuErrorCode.OUT_OF_ORDER_SEQUENCE: KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
 }
 
 _EXCEPTIONS: list[tuple[type[BaseException], KafkaErrorCode]] = [

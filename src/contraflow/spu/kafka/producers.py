@@ -1,23 +1,33 @@
 """Idempotent producers: producer ids and per-partition sequence checks.
 
-InitProducerId hands out ids that stay unique across restarts (they start from
-the clock). For each (producer id, partition) the last few batches' sequence
-numbers are remembered, so a retried batch is answered with the offsets it got
-the first time instead of being appended twice, and a gap is refused with
-OUT_OF_ORDER_SEQUENCE_NUMBER. Like Kafka, five in-flight batches are covered.
-The sequence state lives in memory: after an SPU restart the first batch of a
-producer on a partition is accepted whatever its sequence.
+InitProducerId hands out random 32-bit ids (unique across restarts and across
+the SPUs of a cluster with high probability). For each (producer id,
+partition) the last few batches' sequence numbers are remembered, so a retried
+batch is answered with the offsets it got the first time instead of being
+appended twice, and a gap is refused with OUT_OF_ORDER_SEQUENCE_NUMBER. Like
+Kafka, five in-flight batches are covered.
+
+Each log batch also carries its Kafka producer id and base sequence (in the
+log's producer field, as a negative number: the cluster's own idempotence
+table, `cluster/producers.py`, counts batches and leaves negative fields
+alone). Followers copy it with the batch, so an SPU that starts leading a
+partition rebuilds the sequences from its own log (`rebuild`) and a producer's
+retry after a failover is still recognised. A lone SPU keeps the sequences in
+memory only: after its restart the first batch of a producer on a partition is
+accepted whatever its sequence.
 """
 
 from __future__ import annotations
 
-import itertools
+import secrets
 import threading
-import time
 from collections import OrderedDict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
+from contraflow.spu.protocol.batch import BatchHeader
+from contraflow.spu.protocol.idempotence import NO_PRODUCER, SEQUENCE_BITS, SEQUENCE_MASK
 
 REMEMBERED_BATCHES = 5
 MAX_TRACKED = 100_000  # (producer, partition) pairs; the least recently used are forgotten
@@ -42,11 +52,24 @@ class _PartitionState:
 
 
 class ProducerIds:
-    def __init__(self) -> None:
-        self._next = itertools.count(time.time_ns() // 1_000)
-
     def allocate(self) -> int:
-        return next(self._next)
+        return secrets.randbits(32) or 1  # never 0: see log_producer_field
+
+
+def log_producer_field(producer_id: int, base_sequence: int) -> int:
+    """A Kafka batch's producer id and base sequence as the log batch's producer field:
+    the bitwise inverse of (id << 31 | sequence), so always below -1 (-1: no producer)."""
+    if not 0 < producer_id < 1 << 32 or base_sequence < 0:
+        return NO_PRODUCER  # not an id handed out here (or not idempotent): nothing to keep
+    return ~((producer_id << SEQUENCE_BITS) | (base_sequence & SEQUENCE_MASK))
+
+
+def kafka_producer_of(field: int) -> tuple[int, int] | None:
+    """(producer id, base sequence) from a log producer field written by `log_producer_field`."""
+    if field >= NO_PRODUCER:
+        return None
+    packed = ~field
+    return packed >> SEQUENCE_BITS, packed & SEQUENCE_MASK
 
 
 class SequenceTracker:
@@ -85,6 +108,18 @@ class SequenceTracker:
                     f"sequence {base_sequence} of producer {key[0]} on {key[1]}/{key[2]}, expected {expected}",
                 )
             return None
+
+    def rebuild(self, tp: tuple[str, int], headers: Iterable[BatchHeader]) -> None:
+        """Forget what was known of `tp` and learn its producers' batches from its log."""
+        with self._lock:
+            for key in [k for k in self._states if k[1:] == tp]:
+                del self._states[key]
+        for header in headers:
+            found = kafka_producer_of(header.producer_id)
+            if found is not None:
+                producer, sequence = found
+                batch = SequencedBatch(sequence, header.record_count, header.base_offset)
+                self.record((producer, *tp), 0, batch)  # every id handed out here has epoch 0
 
     def record(self, key: tuple[int, str, int], epoch: int, batch: SequencedBatch) -> None:
         with self._lock:

@@ -31,6 +31,7 @@ from aiokafka.codec import (
 )
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
+from contraflow.spu.kafka.producers import log_producer_field
 from contraflow.spu.kafka.rows import KafkaRows, RecordFramingError, kafka_rows
 from contraflow.spu.kafka.varints import Int64s
 from contraflow.spu.protocol.batch import (
@@ -157,7 +158,7 @@ def from_kafka(raw: memoryview) -> ProducedBatch:
         keys=_key_column(rows),
         headers=headers,
         compression=Compression.NONE if codec == _SNAPPY else Compression(codec),
-        producer_id=producer_id,
+        producer_id=log_producer_field(producer_id, sequence),
         timestamps=_timestamps(base_ts, max_ts, rows.timestamp_deltas, attributes),
     )
     exact = bool((rows.value_lengths >= 0).all())

@@ -183,5 +183,4 @@ async def _send_in_order(replies: Replies, conn: FrameConnection) -> None:
     while (answer := await replies.get()) is not None:
         parts = await answer
         if parts is not None:
-            conn.write(parts)
-            await conn.drain()
+            await conn.send(parts)

@@ -57,10 +57,12 @@ CRC_START: Final = 21  # attributes onwards are covered by the CRC
 EPOCH_POS: Final = 12
 MAGIC_POS: Final = 16
 CRC_POS: Final = 17
+PRODUCER_POS: Final = 43
 _CRC = struct.Struct(">I")
 _STAMP = struct.Struct(">qii")  # base_offset, batch_length, leader_epoch
 _STAMP_EPOCH = struct.Struct(">i")
 _BASE_OFFSET = struct.Struct(">q")
+_PRODUCER = struct.Struct(">q")
 _BASE_AND_LENGTH = struct.Struct(">qi")
 
 CODEC_MASK: Final = 0x07
@@ -167,6 +169,17 @@ def stamp(buf: bytearray | memoryview, base_offset: int, leader_epoch: int | Non
     _BASE_OFFSET.pack_into(buf, 0, base_offset)
     if leader_epoch is not None:
         _STAMP_EPOCH.pack_into(buf, EPOCH_POS, leader_epoch)
+
+
+def numbered(batch: Buffer, producer_id: int) -> list[Buffer]:
+    """One encoded batch with its producer field set (idempotent produce), as a new header
+    and the untouched rest: the CRC is recomputed over both, the body is not copied."""
+    view = memoryview(batch)
+    header = bytearray(view[:HEADER_SIZE])
+    _PRODUCER.pack_into(header, PRODUCER_POS, producer_id)
+    crc = crc32c.crc32c(view[HEADER_SIZE:], crc32c.crc32c(memoryview(header)[CRC_START:]))
+    _CRC.pack_into(header, CRC_POS, crc)
+    return [header, view[HEADER_SIZE:]]
 
 
 def stamped_prefix(buf: Buffer, base_offset: int, leader_epoch: int | None = None) -> bytes:

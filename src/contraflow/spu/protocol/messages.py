@@ -163,7 +163,8 @@ class TxnStageRequest:
     `writer`/`attempt` let a retried task replace what its failed attempt staged:
     staging under a writer with a new attempt number discards that writer's
     earlier staged batches first. `sequence` (increasing per writer attempt)
-    makes a resent stage request (a retry after a lost answer) a no-op.
+    makes a resent stage request (a retry after a lost answer) a no-op; it is
+    compared with the writer's last one for the same partition.
     """
 
     producer_id: str
@@ -258,6 +259,7 @@ class HeartbeatRequest:
     public_addr: str
     private_addr: str
     partitions: list[list[Any]] = dataclasses.field(default_factory=list)
+    kafka_addr: str = ""  # its Kafka listener, if it has one (Kafka clients' Metadata lists it)
 
 
 @dataclass(frozen=True, slots=True)

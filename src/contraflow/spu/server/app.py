@@ -114,7 +114,12 @@ class SpuServer:
                 from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
 
                 broker = Broker(
-                    partitions, signals, self._executor, self.config.spu_id, streams.topic_deleted
+                    partitions,
+                    signals,
+                    self._executor,
+                    self.config.spu_id,
+                    streams.topic_deleted,
+                    cluster=self.cluster,
                 )
                 assert self._budget is not None  # made by the first _listen
                 shared = SharedLimits(self._budget, self._connection_count)
@@ -132,14 +137,22 @@ class SpuServer:
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
         from contraflow.spu.cluster.agent import ClusterAgent
+        from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
         from contraflow.spu.cluster.producers import ProducerTable
         from contraflow.spu.cluster.replication import ReplicaManager
+        from contraflow.spu.cluster.tables import ReplicatedTable
 
         assert self.config.controller_addr is not None
         agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
         partitions.producers = ProducerTable()
         agent.replicas = ReplicaManager(
             self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
+        )
+        agent.offsets, agent.controls = (
+            ReplicatedTable(
+                topic, partitions, agent.replicas, self._executor, agent.create_topic, agent.spu_count
+            )
+            for topic in (OFFSETS_TOPIC, CONTROL_TOPIC)
         )
         return agent
 
@@ -149,6 +162,7 @@ class SpuServer:
         assert agent.replicas is not None and self.private_addr is not None
         agent.public_addr = "{}:{}".format(*self.public_addr)
         agent.private_addr = "{}:{}".format(*self.private_addr)
+        agent.kafka_addr = "{}:{}".format(*self.kafka_addr) if self.kafka_addr else ""
         self._spawn(agent.tick())
         self._spawn(agent.run())
         self._spawn(agent.replicas.manage_isr())

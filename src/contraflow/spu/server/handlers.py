@@ -31,12 +31,13 @@ from contraflow.spu.server.partitions import AppendRequest, Partitions, split_ba
 from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.config import TopicConfig
-from contraflow.spu.storage.control import ControlValues
+from contraflow.spu.storage.control import ControlValues, check_control_value
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.agent import ClusterAgent
     from contraflow.spu.cluster.commits import ClusterCommits
     from contraflow.spu.cluster.replication import ReplicaManager
+    from contraflow.spu.cluster.tables import ReplicatedTable
 
 T = TypeVar("T")
 
@@ -48,6 +49,11 @@ PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE})  # pro
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
+
+
+def offset_key(consumer: str, topic: str, partition: int) -> str:
+    """A consumer offset's key in a cluster's offsets table (names cannot hold '/')."""
+    return f"{consumer}/{topic}/{partition}"
 
 
 def read_budget(conn: Connection, max_bytes: int) -> int:
@@ -257,7 +263,13 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
-        self._leader_check(req.topic, req.partition)
+        if self._cluster is not None:
+            if req.offset < 0:
+                raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {req.offset}")
+            key = offset_key(req.consumer, req.topic, req.partition)
+            value = [req.offset, self._topic_created(req.topic)]
+            await self._cluster_table("offsets").put(key, value)
+            return Reply()
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
         )
@@ -266,8 +278,28 @@ class Handlers:
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
-        self._leader_check(req.topic, req.partition)
+        if self._cluster is not None:
+            created = self._topic_created(req.topic)
+            key = offset_key(req.consumer, req.topic, req.partition)
+            found = await self._cluster_table("offsets").get(key)
+            # an offset committed before the topic was deleted and created again is not its
+            return Reply({"offset": found[0] if found is not None and found[1] == created else None})
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
+
+    def _topic_created(self, topic: str) -> int:
+        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
+        assert self._cluster is not None
+        created = self._cluster.topic_created_ms(topic)
+        if created is None:
+            raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
+        return created
+
+    def _cluster_table(self, which: str) -> ReplicatedTable:
+        """In a cluster, consumer offsets and control values are replicated tables."""
+        assert self._cluster is not None
+        table = self._cluster.offsets if which == "offsets" else self._cluster.controls
+        assert table is not None
+        return table
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -384,10 +416,16 @@ class Handlers:
     async def control_set(
         self, conn: Connection, req: m.ControlSetRequest, payload: memoryview, cid: int
     ) -> Reply:
-        await self._blocking(self._control.set, req.name, req.value)
+        check_control_value(req.name, req.value)
+        if self._cluster is not None:
+            await self._cluster_table("controls").put(req.name, req.value)
+        else:
+            await self._blocking(self._control.set, req.name, req.value)
         return Reply()
 
     async def control_get(
         self, conn: Connection, req: m.ControlGetRequest, payload: memoryview, cid: int
     ) -> Reply:
+        if self._cluster is not None:
+            return Reply({"value": await self._cluster_table("controls").get(req.name)})
         return Reply({"value": self._control.get(req.name)})

@@ -37,13 +37,7 @@ class ControlValues:
 
     def set(self, name: str, value: Any) -> None:
         """Publish `value` under `name`; None removes the name."""
-        if not name or len(name) > MAX_NAME_LENGTH:
-            raise UserError(f"control value names have 1 to {MAX_NAME_LENGTH} characters, not {len(name)}")
-        encoded = orjson.dumps(value)
-        if len(encoded) > MAX_VALUE_BYTES:
-            raise UserError(
-                f"control value {name!r} is {len(encoded)} bytes; at most {MAX_VALUE_BYTES} allowed"
-            )
+        check_control_value(name, value)
         with self._lock:
             if self._values.get(name) == value:
                 return
@@ -52,3 +46,12 @@ class ControlValues:
             else:
                 self._values[name] = value
             write_atomic(self._path, orjson.dumps(self._values))
+
+
+def check_control_value(name: str, value: Any) -> None:
+    """Names of 1-255 characters, values of at most 64 KiB as JSON (lone SPU and cluster alike)."""
+    if not name or len(name) > MAX_NAME_LENGTH:
+        raise UserError(f"control value names have 1 to {MAX_NAME_LENGTH} characters, not {len(name)}")
+    encoded = orjson.dumps(value)
+    if len(encoded) > MAX_VALUE_BYTES:
+        raise UserError(f"control value {name!r} is {len(encoded)} bytes; at most {MAX_VALUE_BYTES} allowed")

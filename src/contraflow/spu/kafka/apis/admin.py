@@ -1,9 +1,9 @@
-"""CreateTopics and DeleteTopics on the SPU's store.
+"""CreateTopics and DeleteTopics: on the SPU's store, or through the controller of its cluster.
 
-There is one SPU, so a replication factor above 1 is refused with
-INVALID_REPLICATION_FACTOR and explicit replica assignments with
-INVALID_REQUEST. Topic configs Kafka clients commonly set map onto the
-SPU's topic settings; any other config is refused with INVALID_CONFIG.
+A lone SPU refuses a replication factor above 1 with INVALID_REPLICATION_FACTOR;
+a cluster places the replicas itself, so explicit replica assignments are
+refused with INVALID_REQUEST. Topic configs Kafka clients commonly set map onto
+the SPU's topic settings; any other config is refused with INVALID_CONFIG.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ CONFIGS = {
     "retention.ms": "retention_ms",
     "retention.bytes": "retention_bytes",
     "segment.bytes": "segment_bytes",
+    "min.insync.replicas": "min_in_sync_replicas",
 }
 IGNORED_CONFIGS = {"cleanup.policy": "delete"}  # what the SPU does anyway
 
@@ -42,11 +43,13 @@ def _read_new_topic(r: Reader) -> NewTopic:
 
 
 def topic_config(broker: Broker, topic: NewTopic) -> TopicConfig:
-    if topic.replication not in (-1, 1):
+    if topic.replication > 1 and broker.cluster is None:
         raise KafkaError(
             KafkaErrorCode.INVALID_REPLICATION_FACTOR,
-            f"replication factor {topic.replication}: one SPU serves",
+            f"replication factor {topic.replication}: one SPU serves (an SPU cluster replicates)",
         )
+    if topic.replication == 0 or topic.replication < -1:
+        raise KafkaError(KafkaErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor {topic.replication}")
     if topic.assigned:
         raise KafkaError(KafkaErrorCode.INVALID_REQUEST, "explicit replica assignments are not supported")
     partitions = broker.settings.default_partitions if topic.partitions == -1 else topic.partitions
@@ -61,17 +64,18 @@ def topic_config(broker: Broker, topic: NewTopic) -> TopicConfig:
         settings[CONFIGS[key]] = int(value)
     if settings.get("retention_ms", 0) < 0:
         del settings["retention_ms"]  # Kafka's -1: keep forever
+    replication = max(1, topic.replication)  # Kafka's -1: the broker's default (1)
     try:
-        return TopicConfig(partitions=partitions, **settings)  # type: ignore[arg-type]
+        return TopicConfig(partitions=partitions, replication_factor=replication, **settings)  # type: ignore[arg-type]
     except ValueError as err:
         raise KafkaError(KafkaErrorCode.INVALID_CONFIG, str(err)) from None
 
 
-def _create(broker: Broker, topic: NewTopic, validate_only: bool) -> tuple[str, int, str | None]:
+async def _create(broker: Broker, topic: NewTopic, validate_only: bool) -> tuple[str, int, str | None]:
     try:
         config = topic_config(broker, topic)
         if not validate_only:
-            broker.store.create_topic(topic.name, config)
+            await broker.topology.create_topic(topic.name, config)
         return topic.name, 0, None
     except Exception as err:
         error = to_kafka_error(err)
@@ -83,7 +87,7 @@ async def create_topics(broker: Broker, request: KafkaRequest) -> Writer:
     topics = body.array(_read_new_topic)
     body.int32()  # timeout
     validate_only = body.boolean() if version >= 1 else False
-    results = [await broker.blocking(_create, broker, topic, validate_only) for topic in topics]
+    results = [await _create(broker, topic, validate_only) for topic in topics]
     out = response(version, 2)
 
     def write_result(w: Writer, result: tuple[str, int, str | None]) -> None:
@@ -94,9 +98,9 @@ async def create_topics(broker: Broker, request: KafkaRequest) -> Writer:
     return out.array(results, write_result)
 
 
-def _delete(broker: Broker, name: str) -> tuple[str, int]:
+async def _delete(broker: Broker, name: str) -> tuple[str, int]:
     try:
-        broker.store.delete_topic(name)
+        await broker.topology.delete_topic(name)
         return name, 0
     except Exception as err:
         return name, int(to_kafka_error(err).code)
@@ -105,7 +109,7 @@ def _delete(broker: Broker, name: str) -> tuple[str, int]:
 async def delete_topics(broker: Broker, request: KafkaRequest) -> Writer:
     names = request.body.array(Reader.string)
     request.body.int32()  # timeout
-    results = [await broker.blocking(_delete, broker, name) for name in names]
+    results = [await _delete(broker, name) for name in names]
     for name, error in results:
         if not error:
             broker.on_topic_deleted(name)

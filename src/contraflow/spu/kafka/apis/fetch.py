@@ -1,8 +1,9 @@
 """Fetch and ListOffsets.
 
 A fetch reads whole batches from the log at the committed (high-watermark)
-level and transcodes each to a Kafka batch with its codec. When less than
-min_bytes is there it waits, up to max_wait_ms, for an append to any requested
+level of partitions this SPU leads (else NOT_LEADER_OR_FOLLOWER: in a cluster
+the client then asks the metadata who leads now) and transcodes each to a
+Kafka batch with its codec. When less than min_bytes is there it waits, up to max_wait_ms, for an append to any requested
 partition to wake it (the SPU's partition signals), re-reading now and then for
 data that waits for an fsync to become committed. Fetch sessions (KIP-227) are
 not kept: the response's session id 0 tells clients to send full fetches.
@@ -61,6 +62,7 @@ def _read_all(broker: Broker, fetches: list[PartitionFetch], max_bytes: int) -> 
         # Like Kafka, a partition returns at least one whole batch even past the budget.
         budget = min(fetch.max_bytes, max_bytes - total)
         try:
+            broker.topology.check_leader(fetch.tp)
             view = broker.partitions.read(fetch.tp, fetch.offset, max(1, budget), COMMITTED, views=True)
         except Exception as err:
             fetch.error = error_code_of(err)
@@ -168,6 +170,7 @@ def _fetch_response(version: int, fetches: list[PartitionFetch]) -> Writer:
 def _lookup(broker: Broker, tp: TopicPartition, timestamp: int) -> tuple[int, int, int]:
     """(error, timestamp, offset) for Kafka's -1 (latest), -2 (earliest) or a time in ms."""
     try:
+        broker.topology.check_leader(tp)
         if timestamp == LATEST:
             return 0, -1, int(broker.partitions.list_offset(tp, "latest", COMMITTED) or 0)
         if timestamp == EARLIEST:

@@ -1,28 +1,40 @@
-"""Metadata: this SPU is the only broker, the controller and every partition's leader."""
+"""Metadata: the brokers, the controller and each partition's leader, replicas and
+in-sync set, as the SPU's topology tells them (`kafka/topology.py`)."""
 
 from __future__ import annotations
 
 from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, KafkaRequest, response
 from contraflow.spu.kafka.broker import CLUSTER_ID, Broker
 from contraflow.spu.kafka.errors import KafkaErrorCode, error_code_of
+from contraflow.spu.kafka.topology import Node, PartitionLeadership
 from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.errors import TopicExistsError, TopicNotFoundError
 
+NO_LEADER = -1
+TopicAnswer = tuple[str, int, list[PartitionLeadership]]  # name, error code, partitions
 
-def _topic_partitions(broker: Broker, name: str, auto_create: bool) -> tuple[int, int]:
-    """(error code, partition count) of a requested topic, creating it when allowed."""
+
+async def _topic(broker: Broker, name: str, auto_create: bool) -> TopicAnswer:
+    """A requested topic's partitions, creating the topic first when allowed."""
+    topology = broker.topology
     try:
-        return 0, broker.partition_count(name)
+        return name, 0, topology.partitions_of(name)
     except TopicNotFoundError:
         if not auto_create:
-            return int(KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION), 0
+            return name, int(KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION), []
+    except Exception as err:
+        return name, error_code_of(err), []
     try:
-        broker.create_topic(name, broker.settings.default_partitions)
+        await topology.create_topic(name, TopicConfig(partitions=broker.settings.default_partitions))
     except TopicExistsError:
         pass  # created meanwhile by another request
     except Exception as err:
-        return error_code_of(err), 0
-    return 0, broker.partition_count(name)
+        return name, error_code_of(err), []
+    try:
+        return name, 0, topology.partitions_of(name)
+    except TopicNotFoundError:  # a cluster SPU learns of it with the next heartbeat: ask again
+        return name, int(KafkaErrorCode.LEADER_NOT_AVAILABLE), []
 
 
 async def metadata(broker: Broker, request: KafkaRequest) -> Writer:
@@ -31,38 +43,42 @@ async def metadata(broker: Broker, request: KafkaRequest) -> Writer:
     if version == 0 and not names:
         names = None  # v0 asks for every topic with an empty list
     allow_create = body.boolean() if version >= 4 else True
+    topology = broker.topology
     if names is None:
-        names, allow_create = broker.store.list_topics(), False
+        names, allow_create = topology.topic_names(), False
     auto_create = allow_create and broker.settings.auto_create_topics
-    topics = [(name, *await broker.blocking(_topic_partitions, broker, name, auto_create)) for name in names]
+    topics = [await _topic(broker, name, auto_create) for name in names]
 
     out = response(version, 3)
 
-    def write_broker(w: Writer, _: object) -> None:
-        w.int32(broker.node_id).string(broker.host).int32(broker.port)
+    def write_broker(w: Writer, node: Node) -> None:
+        w.int32(node.id).string(node.host).int32(node.port)
         if version >= 1:
             w.string(None)  # rack
 
-    out.array([None], write_broker)
+    out.array(topology.brokers(), write_broker)
     if version >= 2:
         out.string(CLUSTER_ID)
     if version >= 1:
-        out.int32(broker.node_id)  # controller
+        out.int32(topology.controller_id())
 
-    def write_partition(w: Writer, index: int) -> None:
-        w.int16(0).int32(index).int32(broker.node_id)
+    def write_partition(w: Writer, p: PartitionLeadership) -> None:
+        error = KafkaErrorCode.LEADER_NOT_AVAILABLE if p.leader == NO_LEADER else 0
+        w.int16(error).int32(p.index).int32(p.leader)
         if version >= 7:
-            w.int32(-1)  # leader epoch: not tracked, so clients skip epoch validation
-        w.int32_array([broker.node_id]).int32_array([broker.node_id])
+            # Not told: clients then skip leader-epoch validation (OffsetForLeaderEpoch,
+            # which this listener does not serve) and follow the leader the metadata names.
+            w.int32(-1)
+        w.int32_array(p.replicas).int32_array(p.isr)
         if version >= 5:
             w.int32_array([])  # offline replicas
 
-    def write_topic(w: Writer, topic: tuple[str, int, int]) -> None:
-        name, error, count = topic
+    def write_topic(w: Writer, topic: TopicAnswer) -> None:
+        name, error, partitions = topic
         w.int16(error).string(name)
         if version >= 1:
             w.boolean(False)  # internal
-        w.array(range(count), write_partition)
+        w.array(partitions, write_partition)
         if version >= 8:
             w.int32(NO_AUTHORIZED_OPERATIONS)
 

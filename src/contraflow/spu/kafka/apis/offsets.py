@@ -46,6 +46,7 @@ async def offset_commit(broker: Broker, request: KafkaRequest) -> Writer:
     topics = body.array(lambda r: (r.string(), r.array(read_partition)))
     try:
         check_group_id(group_id)
+        broker.check_coordinator(group_id)
         broker.coordinator.check_commit(group_id, generation, member_id)
         results = await broker.blocking(_commit_all, broker, group_id, topics)
     except Exception as err:
@@ -59,7 +60,8 @@ async def offset_commit(broker: Broker, request: KafkaRequest) -> Writer:
 def _fetch_all(broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list:
     """Worker thread: (topic, [(partition, offset, error)]); None asks for every committed one."""
     if topics is None:
-        topics = [(name, list(range(broker.partition_count(name)))) for name in broker.store.list_topics()]
+        topology = broker.topology
+        topics = [(name, list(range(len(topology.partitions_of(name))))) for name in topology.topic_names()]
         listing = True
     else:
         listing = False
@@ -85,6 +87,7 @@ async def offset_fetch(broker: Broker, request: KafkaRequest) -> Writer:
     topics = body.nullable_array(lambda r: (r.string(), r.array(Reader.int32)))
     try:
         check_group_id(group_id)
+        broker.check_coordinator(group_id)
         results, error = await broker.blocking(_fetch_all, broker, group_id, topics), 0
     except Exception as err:
         results, error = [], error_code_of(err)

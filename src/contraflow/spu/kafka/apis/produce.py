@@ -4,9 +4,11 @@ A produce request's batches for one partition are transcoded and appended in
 the SPU's thread pool, in the order the requests came (pipelined requests to a
 partition go to the pool together), through the same `Partitions` door as the
 SPU's own produces, so Kafka and contraflow producers share ordering, fsync grouping and
-transaction fences. acks=-1 (all) waits for the fsync; with one SPU the leader
-is the whole in-sync set, so acks=1 gets the same durability from the flush
-policy. acks=0 gets no response, as in Kafka.
+transaction fences. What acks waits for is the topology's (`kafka/topology.py`):
+on a lone SPU acks=-1 (all) waits for the fsync (the leader is the whole
+in-sync set, so acks=1 gets the same durability from the flush policy); in a
+cluster only the partition's leader appends, and acks=-1 waits for the
+in-sync replicas. acks=0 gets no response, as in Kafka.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
+from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.producers import SequencedBatch
 from contraflow.spu.kafka.records import ProducedBatch, from_kafka, split_kafka_batches
 from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.server.partitions import TopicPartition
 
 NO_TIMESTAMP = -1
 
@@ -42,42 +47,59 @@ def _read_topic(r: Reader) -> tuple[str, list[tuple[int, memoryview | None]]]:
     return r.string(), r.array(_read_partition)
 
 
-def _append(broker: Broker, topic: str, index: int, records: memoryview, durable: bool) -> int:
-    """Worker thread: transcode, check sequences, append; returns the first offset."""
-    tp = (topic, index)
+Offsets = tuple[int, int]  # first and last offset of what a request appended
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A partition's append, queued, and what the topology needs to know once it is done."""
+
+    appended: asyncio.Future[Offsets]
+    leading: Any
+    acks: int
+
+
+def _append(broker: Broker, tp: TopicPartition, records: memoryview, durable: bool, epoch: int) -> Offsets:
+    """Worker thread: transcode, check sequences, append; returns the first and last offsets.
+    `epoch`: the leader epoch this SPU appends at in a cluster (-1 alone): the producers'
+    sequences are read back from the log the first time at each epoch."""
     broker.partitions.check_exists(tp)
-    first = -1
+    if epoch >= 0 and broker.sequences_epoch.get(tp) != epoch:
+        broker.sequences.rebuild(tp, batch_headers(broker.partitions.partition(tp)))
+        broker.sequences_epoch[tp] = epoch
+    first, last = -1, -1
     for raw in split_kafka_batches(records):
         batch = from_kafka(raw)
-        base = _append_once(broker, tp, batch, durable)
+        base, last = _append_once(broker, tp, batch, durable)
         first = base if first < 0 else first
-    return first
+    return first, last
 
 
-def _append_once(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
+def _append_once(broker: Broker, tp: TopicPartition, batch: ProducedBatch, durable: bool) -> Offsets:
     if batch.producer_id < 0:
         return _append_plain(broker, tp, batch, durable)
     key = (batch.producer_id, *tp)
     seen = broker.sequences.duplicate_of(key, batch.producer_epoch, batch.base_sequence, batch.record_count)
     if seen is not None:
-        return seen
-    base = _append_plain(broker, tp, batch, durable)
+        return seen, seen + batch.record_count - 1
+    base, last = _append_plain(broker, tp, batch, durable)
     broker.sequences.record(
         key, batch.producer_epoch, SequencedBatch(batch.base_sequence, batch.record_count, base)
     )
-    return base
+    return base, last
 
 
-def _append_plain(broker: Broker, tp: tuple[str, int], batch: ProducedBatch, durable: bool) -> int:
-    base, _ = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+def _append_plain(broker: Broker, tp: TopicPartition, batch: ProducedBatch, durable: bool) -> Offsets:
+    # from_kafka checked the client's CRC and computed the log batch's: no second pass
+    base, last = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable, built_here=True)
     if batch.as_sent is not None:
         broker.batches.remember_as_sent(tp, base, batch.log_batch, batch.as_sent)
-    return base
+    return base, last
 
 
 def _start_partition(
-    broker: Broker, topic: str, index: int, records: memoryview | None, acks: int, transactional: bool
-) -> asyncio.Future[int] | KafkaError:
+    broker: Broker, tp: TopicPartition, records: memoryview | None, acks: int, transactional: bool
+) -> Started | KafkaError:
     """The partition's append, queued at once (so pipelined requests keep their order)."""
     if transactional:
         code = KafkaErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -86,16 +108,24 @@ def _start_partition(
         return KafkaError(KafkaErrorCode.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {acks}")
     if records is None:
         return KafkaError(KafkaErrorCode.CORRUPT_MESSAGE, "the partition's records are null")
-    return broker.appends.submit((topic, index), partial(_append, broker, topic, index, records, acks == -1))
+    topology = broker.topology
+    try:
+        leading = topology.check_produce(tp, acks)
+        epoch = topology.check_leader(tp)
+    except Exception as err:
+        return to_kafka_error(err)
+    job = partial(_append, broker, tp, records, topology.durable_append(acks), epoch)
+    return Started(broker.appends.submit(tp, job), leading, acks)
 
 
 async def _partition_result(
-    broker: Broker, topic: str, index: int, started: asyncio.Future[int] | KafkaError
+    broker: Broker, topic: str, index: int, started: Started | KafkaError
 ) -> PartitionResult:
     try:
         if isinstance(started, KafkaError):
             raise started
-        base = await started
+        base, last = await started.appended
+        await broker.topology.committed((topic, index), started.leading, last + 1, started.acks)
         log_start = broker.partitions.partition((topic, index)).log_start_offset
         return PartitionResult(index, base_offset=base, log_start_offset=log_start)
     except Exception as err:
@@ -113,7 +143,7 @@ async def produce(broker: Broker, request: KafkaRequest) -> Writer | None:
         (
             name,
             [
-                (index, _start_partition(broker, name, index, records, acks, transactional))
+                (index, _start_partition(broker, (name, index), records, acks, transactional))
                 for index, records in partitions
             ],
         )

@@ -1,0 +1,207 @@
+"""Who serves what, as Kafka clients are told, and the checks a produce or fetch makes.
+
+A lone SPU (`LoneTopology`) is the only broker, the controller, every
+partition's leader and every group's coordinator. An SPU of a cluster
+(`ClusterTopology`, docs/spu-cluster.md) tells what the controller decided:
+every SPU with a Kafka listener is a broker (node id = SPU id), each
+partition's leader, replicas and in-sync set are the cluster's. A produce,
+fetch or offset lookup on an SPU that does not lead the partition fails with
+NOT_LEADER_OR_FOLLOWER, so the client re-reads the metadata and goes to the
+leader; acks=-1 waits for the in-sync replicas (NOT_ENOUGH_REPLICAS below
+the topic's minimum), acks=1 for the leader's append only. Topic admin goes
+through the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.server.partitions import Partitions, TopicPartition
+from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.storage.errors import TopicNotFoundError
+
+if TYPE_CHECKING:
+    from contraflow.spu.cluster.agent import ClusterAgent
+    from contraflow.spu.cluster.leader import LeaderState
+    from contraflow.spu.cluster.metadata import ClusterMetadata
+
+Blocking = Callable[..., Awaitable[Any]]  # runs storage work off the event loop
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A broker as Kafka's Metadata and FindCoordinator describe it."""
+
+    id: int
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    index: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+
+
+class Topology(Protocol):
+    def brokers(self) -> list[Node]: ...
+
+    def controller_id(self) -> int: ...
+
+    def topic_names(self) -> list[str]: ...
+
+    def partitions_of(self, topic: str) -> list[PartitionLeadership]:
+        """Raises TopicNotFoundError."""
+        ...
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    def coordinator(self, group: str) -> Node: ...
+
+    def durable_append(self, acks: int) -> bool:
+        """Whether the append itself waits for the fsync (else `committed` does the waiting)."""
+        ...
+
+    def check_produce(self, tp: TopicPartition, acks: int) -> Any:
+        """Before the append: raises unless this SPU may take it; returns what `committed` needs."""
+        ...
+
+    async def committed(self, tp: TopicPartition, leading: Any, end: int, acks: int) -> None:
+        """After the append up to `end`: wait as long as `acks` asks for."""
+        ...
+
+    def check_leader(self, tp: TopicPartition) -> int:
+        """Raises unless this SPU serves the partition's records; returns its leader epoch
+        (-1 on a lone SPU)."""
+        ...
+
+
+class LoneTopology:
+    """One SPU: this broker is everything; acks=-1 waits for the fsync."""
+
+    def __init__(self, partitions: Partitions, me: Callable[[], Node], blocking: Blocking) -> None:
+        self._partitions = partitions
+        self._me = me
+        self._blocking = blocking
+
+    def brokers(self) -> list[Node]:
+        return [self._me()]
+
+    def controller_id(self) -> int:
+        return self._me().id
+
+    def topic_names(self) -> list[str]:
+        return self._partitions.store.list_topics()
+
+    def partitions_of(self, topic: str) -> list[PartitionLeadership]:
+        me = self._me().id
+        count = self._partitions.store.topic_config(topic).partitions
+        return [PartitionLeadership(n, me, [me], [me]) for n in range(count)]
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None:
+        await self._blocking(self._partitions.store.create_topic, name, config)
+
+    async def delete_topic(self, name: str) -> None:
+        await self._blocking(self._partitions.store.delete_topic, name)
+
+    def coordinator(self, group: str) -> Node:
+        return self._me()
+
+    def durable_append(self, acks: int) -> bool:
+        return acks == -1  # with one SPU the leader is the whole in-sync set
+
+    def check_produce(self, tp: TopicPartition, acks: int) -> None:
+        return None
+
+    async def committed(self, tp: TopicPartition, leading: Any, end: int, acks: int) -> None:
+        return None
+
+    def check_leader(self, tp: TopicPartition) -> int:
+        return -1
+
+
+class ClusterTopology:
+    """An SPU of a cluster: what the controller last said (heartbeats, every 250 ms)."""
+
+    def __init__(self, agent: ClusterAgent, me: Callable[[], Node]) -> None:
+        assert agent.replicas is not None
+        self._agent = agent
+        self._replicas = agent.replicas
+        self._me = me
+        self._parsed: ClusterMetadata | None = None
+
+    def _metadata(self) -> ClusterMetadata:
+        from contraflow.spu.cluster.metadata import ClusterMetadata
+
+        raw = self._agent.metadata
+        if raw is None:
+            raise SpuError(ErrorCode.NO_CONTROLLER, f"SPU {self._agent.spu_id} has not heard the controller")
+        if self._parsed is None or self._parsed.version != raw["version"]:
+            self._parsed = ClusterMetadata.from_dict(raw)
+        return self._parsed
+
+    def brokers(self) -> list[Node]:
+        """Every SPU with a Kafka listener; this one as it is bound even before the
+        controller has heard of its listener."""
+        me = self._me()
+        nodes = {me.id: me}
+        for spu in self._metadata().spus.values():
+            if spu.kafka_addr and spu.id != me.id:
+                host, port = parse_addr(spu.kafka_addr)
+                nodes[spu.id] = Node(spu.id, host, port)
+        return sorted(nodes.values(), key=lambda n: n.id)
+
+    def controller_id(self) -> int:
+        return min(n.id for n in self.brokers())  # Kafka clients only send admin requests to it
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._metadata().topics)
+
+    def partitions_of(self, topic: str) -> list[PartitionLeadership]:
+        record = self._metadata().topics.get(topic)
+        if record is None:
+            raise TopicNotFoundError(f"topic {topic!r} does not exist")
+        return [
+            PartitionLeadership(n, p.leader, list(p.replicas), list(p.isr))
+            for n, p in enumerate(record.partitions)
+        ]
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None:
+        await self._agent.forward(ApiKey.CREATE_TOPIC, {"name": name, "config": config.to_dict()})
+
+    async def delete_topic(self, name: str) -> None:
+        await self._agent.forward(ApiKey.DELETE_TOPIC, {"name": name})
+
+    def coordinator(self, group: str) -> Node:
+        """One SPU coordinates every group, the same one whichever SPU is asked: the
+        lowest-numbered broker that leads a partition (so a live one), else this SPU."""
+        brokers = {n.id: n for n in self.brokers()}
+        leaders = {
+            p.leader for t in self._metadata().topics.values() for p in t.partitions if p.leader in brokers
+        }
+        return brokers[min(leaders)] if leaders else self._me()
+
+    def durable_append(self, acks: int) -> bool:
+        return False  # the flush policy's fsync only: acks=-1 waits for the in-sync replicas
+
+    def check_produce(self, tp: TopicPartition, acks: int) -> LeaderState:
+        return self._replicas.check_produce(tp, _acks(acks))
+
+    async def committed(self, tp: TopicPartition, leading: Any, end: int, acks: int) -> None:
+        await self._replicas.appended(tp, leading, end, _acks(acks))
+
+    def check_leader(self, tp: TopicPartition) -> int:
+        return self._replicas.leader(tp).epoch
+
+
+def _acks(kafka_acks: int) -> Acks:
+    """Kafka's -1 (all) waits for the in-sync set, 1 for the leader; 0 answers nothing."""
+    return {-1: Acks.COMMITTED, 1: Acks.LEADER, 0: Acks.NONE}[kafka_acks]

@@ -1,0 +1,148 @@
+"""A flow run by `contraflow run --spu A,B,C` against an SPU cluster, fed while SPUs die.
+
+The flow reads topic `in` (a `log` source), passes every event through to
+topic `passed` and counts each group's events in tumbling windows of 10 into
+topic `counted` (a stateful pipeline), both through `log` sinks (exactly
+once). The test writes the input at a steady rate from a thread, so the flow
+is mid-stream whenever something is killed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+
+from contraflow.spu.client import SpuClient
+from contraflow.spu.protocol import Acks
+from contraflow.spu.storage.config import TopicConfig
+
+GROUPS = 4
+WINDOW = 10
+TOPICS = ("in", "passed", "counted")
+
+FLOW = """
+define flow clustered
+flow
+  define connector input from log with codec = "json", config = {"topic": "in"} end;
+  define connector passed from log with codec = "json", config = {"topic": "passed"} end;
+  define connector counted from log with codec = "json", config = {"topic": "counted"} end;
+  define pipeline pass
+  pipeline
+    select event from in into out;
+  end;
+  define pipeline count
+  pipeline
+    define window tens from tumbling with size = WINDOW_SIZE end;
+    select {"g": group[0], "count": aggr::stats::count(), "min": aggr::stats::min(event.n),
+            "max": aggr::stats::max(event.n)}
+    from in[tens] group by set(event.g) into out;
+  end;
+  create connector input;
+  create connector passed;
+  create connector counted;
+  create pipeline pass;
+  create pipeline count;
+  connect /connector/input to /pipeline/pass;
+  connect /connector/input to /pipeline/count;
+  connect /pipeline/pass to /connector/passed;
+  connect /pipeline/count to /connector/counted;
+end;
+deploy flow clustered;
+""".replace("WINDOW_SIZE", str(WINDOW))
+
+
+def write_flow(directory: Path) -> Path:
+    path = directory / "clustered.troy"
+    path.write_text(FLOW)
+    return path
+
+
+def create_topics(client: SpuClient) -> None:
+    config = client.replicated_config(TopicConfig(partitions=1))
+    assert config.replication_factor == 3 and config.min_in_sync_replicas == 2
+    for topic in TOPICS:
+        client.create_topic(topic, config)
+
+
+def event(n: int) -> dict[str, object]:
+    return {"n": n, "g": f"g{n % GROUPS}"}
+
+
+class Feeder(threading.Thread):
+    """Produces events 0..count-1 to `in` (acks=all, idempotent) at `per_second`."""
+
+    def __init__(self, bootstrap: str, count: int, per_second: float) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.count, self.per_second = bootstrap, count, per_second
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        chunk = 10
+        try:
+            with SpuClient(self.bootstrap) as client:
+                start = time.monotonic()
+                for first in range(0, self.count, chunk):
+                    values = [orjson.dumps(event(n)) for n in range(first, min(first + chunk, self.count))]
+                    client.produce("in", 0, values, acks=Acks.COMMITTED)
+                    delay = start + (first + chunk) / self.per_second - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+        except BaseException as err:
+            self.error = err
+
+    def finish(self, timeout_s: float) -> None:
+        self.join(timeout_s)
+        assert not self.is_alive(), "the feeder did not finish"
+        assert self.error is None, f"the feeder failed: {self.error!r}"
+
+
+def read_topic(client: SpuClient, topic: str) -> list[dict[str, object]]:
+    """Every committed record of the topic's partition 0, decoded."""
+    out: list[dict[str, object]] = []
+    offset = 0
+    while True:
+        result = client.fetch(topic, 0, offset)
+        records = [r for b in result.batches for r in b.records(start_offset=offset)]
+        if not records:
+            return out
+        out += [orjson.loads(r.value) for r in records]
+        offset = records[-1].offset + 1
+
+
+def passed_numbers(client: SpuClient) -> list[int]:
+    return [int(e["n"]) for e in read_topic(client, "passed")]  # type: ignore[call-overload]
+
+
+def expected_windows(count: int) -> dict[str, list[tuple[int, int, int]]]:
+    """Per group, the (count, min, max) of each full window of its events, in order."""
+    numbers: dict[str, list[int]] = defaultdict(list)
+    for n in range(count):
+        numbers[f"g{n % GROUPS}"].append(n)
+    return {
+        g: [(WINDOW, ns[i], ns[i + WINDOW - 1]) for i in range(0, len(ns) - WINDOW + 1, WINDOW)]
+        for g, ns in numbers.items()
+    }
+
+
+def counted_windows(client: SpuClient) -> dict[str, list[tuple[int, int, int]]]:
+    windows: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for e in read_topic(client, "counted"):
+        windows[str(e["g"])].append((int(e["count"]), int(e["min"]), int(e["max"])))  # type: ignore[call-overload]
+    return dict(windows)
+
+
+def assert_exactly_once(client: SpuClient, count: int) -> None:
+    """Input, pass-through output and windows: each event and each window once, none missing."""
+    assert [int(e["n"]) for e in read_topic(client, "in")] == list(range(count)), "input"  # type: ignore[call-overload]
+    passed = passed_numbers(client)
+    assert len(passed) == len(set(passed)), f"{len(passed) - len(set(passed))} events passed twice"
+    assert sorted(passed) == list(range(count)), f"{count - len(set(passed))} events missing"
+    windows = counted_windows(client)
+    for group, expected in expected_windows(count).items():
+        got = windows.get(group, [])
+        # the counts continued through the kills: every window full, none twice, none lost
+        assert sorted(got) == expected, f"{group}: {sorted(got)[:5]}... != {expected[:5]}..."

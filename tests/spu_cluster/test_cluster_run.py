@@ -1,0 +1,52 @@
+"""`contraflow run FLOW --spu A,B,C` on a 3-SPU cluster: the SPU leading the flow's output
+is SIGKILLed mid-stream and restarted; every event and every window comes out once."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from contraflow.spu.client import SpuClient
+from tests.e2e.run_process import RunProcess
+from tests.spu_cluster.cluster_harness import local_cluster, partition_state, wait_for
+from tests.spu_cluster.flow_harness import (
+    Feeder,
+    assert_exactly_once,
+    create_topics,
+    passed_numbers,
+    write_flow,
+)
+
+EVENTS = 2000
+
+
+def test_a_flow_survives_the_sigkill_of_its_outputs_leader(tmp_path: Path) -> None:
+    with local_cluster(tmp_path / "cluster") as cluster, SpuClient(cluster.bootstrap) as client:
+        create_topics(client)
+        run = RunProcess(
+            write_flow(tmp_path),
+            tmp_path / "data",
+            tmp_path,
+            tmp_path / "run.log",
+            "--spu",
+            cluster.bootstrap,
+        )
+        try:
+            run.wait_until(run.running, 240, "the flow to start")
+            feeder = Feeder(cluster.bootstrap, EVENTS, per_second=100)
+            feeder.start()
+            run.wait_until(lambda: len(passed_numbers(client)) >= EVENTS // 4, 180, "a quarter of the events")
+            leader = partition_state(cluster, "passed")[0]
+            cluster.signal(f"spu-{leader}", signal.SIGKILL)
+            assert len(passed_numbers(client)) < EVENTS, "the flow finished before the SIGKILL"
+            time.sleep(2)
+            cluster.start_spu(leader)
+            feeder.finish(120)
+            run.wait_until(lambda: len(passed_numbers(client)) >= EVENTS, 180, "every event")
+            time.sleep(3)  # anything written twice would be there by now
+            assert run.terminate() == 0, run.tail()
+        finally:
+            run.kill()
+        assert_exactly_once(client, EVENTS)
+        wait_for("the restarted SPU back in sync", lambda: leader in partition_state(cluster, "passed")[3])
