@@ -32,7 +32,7 @@ from contraflow.spu.cluster.internal import OFFSETS_TOPIC
 from contraflow.spu.cluster.local import LocalCluster
 from contraflow.spu.kafka.apis.base import ApiKey
 from contraflow.spu.kafka.errors import KafkaErrorCode
-from contraflow.spu.kafka.wire import Writer
+from contraflow.spu.kafka.wire import Reader, Writer
 
 TOPIC = "events"
 
@@ -262,3 +262,24 @@ def test_group_offsets_survive_the_coordinators_sigkill(tmp_path: Path) -> None:
         rest = consume(second, 40, timeout_s=90)
         second.close()
         assert [int(m.value()) for m in taken + rest] == list(range(100))
+        assert is_internal(KafkaWire(bootstrap.split(",")[0]), OFFSETS_TOPIC)
+
+
+def is_internal(wire: KafkaWire, topic: str) -> bool:
+    """Metadata v1's internal flag of `topic` (confluent-kafka does not expose it)."""
+    reply = wire.request(ApiKey.METADATA, 1, Writer().array([topic], Writer.string), cid=11)
+    reply.array(lambda r: (r.int32(), r.string(), r.int32(), r.nullable_string()))  # brokers
+    reply.int32()  # controller
+    [(error, name, internal)] = reply.array(
+        lambda r: (
+            r.int16(),
+            r.string(),
+            r.boolean(),
+            r.array(
+                lambda p: (p.int16(), p.int32(), p.int32(), p.array(Reader.int32), p.array(Reader.int32))
+            ),
+        )[:3]
+    )
+    wire.close()
+    assert (error, name) == (0, topic)
+    return internal
