@@ -111,6 +111,16 @@ def warm_up(bootstrap: str, run: RunProcess, client: SpuClient) -> None:
     run.wait_until(lambda: len(passed_numbers(client)) >= WARM_UP, 300, "the first events")
 
 
+def feed_mid_stream(bootstrap: str, run: RunProcess, client: SpuClient, count: int) -> Feeder:
+    """Feed events WARM_UP..count-1 at 50/s; return once the flow has output some of them
+    while the feeder still has events to write: the moment to kill things."""
+    feeder = Feeder(bootstrap, WARM_UP, count, per_second=50)
+    feeder.start()
+    run.wait_until(lambda: len(passed_numbers(client)) >= 2 * WARM_UP, 120, "events after the warm-up")
+    assert feeder.is_alive(), "the input ended before anything was killed"
+    return feeder
+
+
 def read_topic(client: SpuClient, topic: str) -> list[dict[str, object]]:
     """Every committed record of the topic's partition 0, decoded."""
     out: list[dict[str, object]] = []

@@ -13,12 +13,10 @@ from contraflow.spu.client import SpuClient
 from tests.e2e.run_process import RunProcess
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, wait_for
 from tests.spu_cluster.flow_harness import (
-    WARM_UP,
-    Feeder,
     assert_exactly_once,
     create_topics,
     everything_out,
-    passed_numbers,
+    feed_mid_stream,
     warm_up,
     write_flow,
 )
@@ -41,12 +39,9 @@ def test_a_flow_survives_the_sigkill_of_its_outputs_leader(tmp_path: Path) -> No
         try:
             run.wait_until(run.running, 240, "the flow to start")
             warm_up(cluster.bootstrap, run, client)
-            feeder = Feeder(cluster.bootstrap, WARM_UP, EVENTS, per_second=100)
-            feeder.start()
-            run.wait_until(lambda: len(passed_numbers(client)) >= EVENTS // 4, 120, "a quarter of the events")
+            feeder = feed_mid_stream(cluster.bootstrap, run, client, EVENTS)
             leader = partition_state(cluster, "passed")[0]
             cluster.signal(f"spu-{leader}", signal.SIGKILL)
-            assert len(passed_numbers(client)) < EVENTS, "the flow finished before the SIGKILL"
             time.sleep(2)
             cluster.start_spu(leader)
             feeder.finish(120)
