@@ -104,6 +104,16 @@ def test_staging_survives_its_leader_and_a_commit_that_cannot_land_fails_cleanly
         assert ends == {("eo", 0): 6, ("eo", 1): 6}
         for p in range(2):
             assert read_all(client, "eo", p) == values(3, f"b2p{p}-") + values(3, f"b3p{p}-")
+        # an aborted batch leaves no staging anywhere: not at the leaders, not in the copies
+        cluster.start_spu(killed)
+        wait_for("the old leader to rejoin", lambda: killed in partition_state(cluster, "eo", 0)[3])
+        aborted = stage_batch(client, 4, "eo", range(2))
+        assert client.abort(QUERY, 4)
+        cluster.signal(f"spu-{partition_state(cluster, 'eo', 0)[0]}", signal.SIGKILL)
+        with pytest.raises(SpuError) as err:
+            client.commit(QUERY, 4, partitions=aborted)
+        assert err.value.code is ErrorCode.UNKNOWN_TRANSACTION
+        assert client.ledger(QUERY, 4) is None
 
 
 def test_an_unfinished_commit_is_cut_when_its_replica_starts_leading(tmp_path: Path) -> None:

@@ -161,7 +161,8 @@ class FlowMonitor:
         if consumed is None:
             return await self._committed_lineage(alias, run)
         try:
-            ends = await self.client.ledger(batch.query_id, batch.batch_id)
+            outputs = [c.topic for c in self.topology.outputs_of("pipeline", alias).values()]
+            ends = await self.client.ledger(batch.query_id, batch.batch_id, topics=outputs)
         except SpuError as err:
             if err.code != ErrorCode.STALE_TRANSACTION:
                 raise

@@ -26,6 +26,7 @@ from contraflow.spu.server.budget import ByteBudget
 
 _SIZE = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview
+GATHER_BELOW = 16 * 1024  # answer parts smaller than this are copied together into one write
 
 
 class BadFrameError(ConnectionError):
@@ -100,17 +101,28 @@ class FrameConnection(asyncio.BufferedProtocol):
     # -- writing --------------------------------------------------------------------------------------
 
     async def send(self, parts: Iterable[Buffer]) -> None:
-        """Write an answer part after part, each once the transport's buffer is empty.
+        """Write an answer: small parts gathered into one write (a small answer is one
+        send), each large part on its own once the transport's buffer is empty.
 
         The transport sends a part straight from its buffer when nothing is queued
         before it and copies only what the socket did not take; `writelines` would
         first join every part into one bytes object (16 MiB for a large fetch) and
         then copy the unsent rest of it again."""
+        small = bytearray()
         for part in parts:
-            if self.transport is None or self.transport.is_closing():
-                break
-            self.transport.write(part)
-            await self.drain()
+            if len(part) < GATHER_BELOW:
+                small += part
+                continue
+            if small:
+                await self._write(small)
+                small = bytearray()
+            await self._write(part)
+        if small:
+            await self._write(small)
+
+    async def _write(self, data: Buffer) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
         await self.drain()
 
     async def drain(self) -> None:

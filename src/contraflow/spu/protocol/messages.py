@@ -163,7 +163,8 @@ class TxnStageRequest:
     `writer`/`attempt` let a retried task replace what its failed attempt staged:
     staging under a writer with a new attempt number discards that writer's
     earlier staged batches first. `sequence` (increasing per writer attempt)
-    makes a resent stage request (a retry after a lost answer) a no-op.
+    makes a resent stage request (a retry after a lost answer) a no-op; it is
+    compared with the writer's last one for the same partition.
     """
 
     producer_id: str

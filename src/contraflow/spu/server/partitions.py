@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ErrorCode, SpuError
@@ -103,10 +104,13 @@ def split_batches(payload: memoryview, *, verify: bool) -> list[memoryview]:
 
 @dataclass(frozen=True, slots=True)
 class AppendRequest:
-    """One produce request's batches; `durable`: answer only once fsynced (acks=committed)."""
+    """One produce request's batches; `durable`: answer only once fsynced (acks=committed);
+    `built_here`: the SPU encoded them itself just now (the Kafka listener, after checking
+    the client's CRC), so their CRC is not checked a second time."""
 
     batches: list[memoryview]
     durable: bool
+    built_here: bool = False
 
 
 AppendResult = tuple[int, int] | Exception
@@ -173,9 +177,11 @@ class Partitions:
             for gate in reversed(taken):
                 gate.release_exclusive()
 
-    def produce(self, tp: TopicPartition, batches: list[memoryview], durable: bool) -> tuple[int, int]:
+    def produce(
+        self, tp: TopicPartition, batches: list[memoryview], durable: bool, *, built_here: bool = False
+    ) -> tuple[int, int]:
         """Append one plain produce; returns (first offset, last offset)."""
-        (result,) = self.produce_many(tp, [AppendRequest(batches, durable)])
+        (result,) = self.produce_many(tp, [AppendRequest(batches, durable, built_here)])
         if isinstance(result, BaseException):
             raise result
         return result
@@ -194,7 +200,9 @@ class Partitions:
                     self._check_not_fenced(tp)
                     first, last = -1, -1
                     for batch in request.batches:
-                        base, last = self._append_once(tp, batch, wait=not one_fsync)
+                        base, last = self._append_once(
+                            tp, batch, wait=not one_fsync, crc_checked=request.built_here
+                        )
                         first = base if first < 0 else first
                     results.append((first, last))
                 except Exception as err:
@@ -229,11 +237,13 @@ class Partitions:
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
 
-    def _append_once(self, tp: TopicPartition, batch: memoryview, *, wait: bool) -> tuple[int, int]:
+    def _append_once(
+        self, tp: TopicPartition, batch: memoryview, *, wait: bool, crc_checked: bool
+    ) -> tuple[int, int]:
         """A produced batch: appended, unless (in a cluster) it repeats an idempotent
         producer's last batch, which answers the offsets it got the first time.
         `wait`: for the flush policy's fsync (else the caller syncs once for many)."""
-        append = self.partition(tp).append_encoded
+        append = partial(self.partition(tp).append_encoded, crc_checked=crc_checked)
         producers = self.producers
         if producers is None:
             return append(batch, wait_durable=wait)

@@ -90,7 +90,8 @@ def _append_once(broker: Broker, tp: TopicPartition, batch: ProducedBatch, durab
 
 
 def _append_plain(broker: Broker, tp: TopicPartition, batch: ProducedBatch, durable: bool) -> Offsets:
-    base, last = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable)
+    # from_kafka checked the client's CRC and computed the log batch's: no second pass
+    base, last = broker.partitions.produce(tp, [memoryview(batch.log_batch)], durable, built_here=True)
     if batch.as_sent is not None:
         broker.batches.remember_as_sent(tp, base, batch.log_batch, batch.as_sent)
     return base, last
