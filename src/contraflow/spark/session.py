@@ -173,15 +173,24 @@ def python_worker_launcher(root: Path) -> str | None:
 
 
 def package_zip(target_dir: Path) -> Path:
-    """Zip the installed contraflow package so cluster executors can import it (`--py-files`)."""
+    """Zip the installed contraflow package so cluster executors can import it (`--py-files`).
+
+    Python cannot import a namespace package (a directory of modules without
+    `__init__.py`, like `contraflow.lang.trickle`) from a zip, so each gets an
+    empty `__init__.py` in the archive."""
     import contraflow
 
     package_dir = Path(contraflow.__file__).parent
     target = target_dir / "contraflow-pyfiles.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(package_dir.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                archive.write(path, Path("contraflow") / path.relative_to(package_dir))
+            if "__pycache__" in path.parts:
+                continue
+            name = Path("contraflow") / path.relative_to(package_dir)
+            if path.is_file():
+                archive.write(path, name)
+            elif any(path.glob("*.py")) and not (path / "__init__.py").exists():
+                archive.writestr(str(name / "__init__.py"), "")
     return target
 
 
