@@ -359,7 +359,8 @@ def run_flow(
         samples: list[tuple[float, float]] = []
         while "high" not in marks:
             if process.poll() is not None:
-                raise RuntimeError(f"{name}: contraflow run exited with {process.returncode}; see {log.name}")
+                tail = Path(log.name).read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{name}: contraflow run exited with {process.returncode}:\n{tail}")
             if time.perf_counter() - started > TIMEOUT_S:
                 raise RuntimeError(f"{name}: no steady state within {TIMEOUT_S} s")
             time.sleep(SAMPLE_S)
@@ -373,7 +374,8 @@ def run_flow(
                         marks[mark] = (now, cpu_by_kind(process.pid), stage_seconds(metrics))
         first_output = next((t for t, d in samples if d > 0), started) - started
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited on its own
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         log.close()
     (t0, cpu0, stages0), (t1, cpu1, stages1) = marks["low"], marks["high"]

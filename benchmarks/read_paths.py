@@ -41,7 +41,10 @@ of the rounds' own ratios: one round's states run back to back) and
 sample of each, as timeit reports on a busy machine), and for the
 paths run in processes this one can measure (fetch, stream, consume) the
 same ratios in CPU time, `cpu_<state>_vs_unchecked` (this process plus the
-SPU child: the scrubber's CPU counts too); `spu_cpu_s` is the SPU's share.
+SPU child: the scrubber's CPU counts too); `spu_cpu_s` is the SPU's share, and
+`<state>_vs_unchecked_serial_spu_cpu` the ratio if the SPU's extra CPU in
+that state were all added to the unchecked read's time (the bound used for
+the Spark source, whose JVM and workers this script does not measure).
 """
 
 from __future__ import annotations
@@ -302,9 +305,18 @@ def summarise(samples: dict[str, list[Sample]], records: int) -> dict[str, Any]:
         "samples_s": {state: [round(s.wall, 4) for s in runs] for state, runs in samples.items()},
     }
     if all(s.spu for runs in samples.values() for s in runs):
-        result["spu_cpu_s"] = {
-            state: round(statistics.median(s.spu_cpu for s in runs), 4) for state, runs in samples.items()
-        }
+        spu_cpu = {state: statistics.median(s.spu_cpu for s in runs) for state, runs in samples.items()}
+        result["spu_cpu_s"] = {state: round(c, 4) for state, c in spu_cpu.items()}
+        # the checking's CPU in the SPU, as if it were added to the read's own time
+        unchecked_wall = statistics.median(s.wall for s in samples["unchecked"])
+        result.update(
+            {
+                f"{state}_vs_unchecked_serial_spu_cpu": round(
+                    unchecked_wall / (unchecked_wall + max(0.0, spu_cpu[state] - spu_cpu["unchecked"])), 3
+                )
+                for state in checked
+            }
+        )
     if all(s.cpu == s.cpu for runs in samples.values() for s in runs):  # no NaN: CPU measured
         result["cpu_s"] = {
             state: round(statistics.median(s.cpu for s in runs), 4) for state, runs in samples.items()

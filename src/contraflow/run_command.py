@@ -176,7 +176,10 @@ def run(
         check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     fresh_data_dir = not options.data_dir.exists()
     preflight(options)
+    from contraflow.heap import keep_freed_heap
     from contraflow.process_output import quiet_process_output
+
+    keep_freed_heap()  # the runtime and its embedded SPU free and reuse batches' worth of memory
     from contraflow.spark.session import start_session
 
     log_file = options.data_dir / LOG_FILE

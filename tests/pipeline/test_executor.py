@@ -216,6 +216,35 @@ def test_interval_windows_close_by_event_time_and_by_tick(query: Any) -> None:
     assert executor.next_deadline_ns() is None and executor.snapshot() == {"select_1": None}
 
 
+def test_a_one_expression_window_script_windows_and_fails_like_a_full_script(query: Any) -> None:
+    """`script event.t end` runs as a compiled expression; its results and its errors (with the
+    script's position) must be those of the same value computed by a script with a statement."""
+
+    def run(script: str) -> list[tuple[str, Any]]:
+        executor = PipelineExecutor(
+            query(
+                f"""
+                define window w from tumbling
+                with interval = 10
+                script {script} end;
+                select {{"k": group[0], "n": aggr::stats::count()}} from in[w] group by event.k into out;
+                """
+            )
+        )
+        out = []
+        for i, raw in enumerate([b'{"k":"a","t":1}', b'{"k":"a","t":4}', b'{"k":"a"}', b'{"k":"a","t":12}']):
+            out += [(port, event.decoded) for port, event in executor.process("in", Event.from_raw(raw), i)]
+        return out
+
+    fast = run("event.t")
+    assert [port for port, _ in fast] == ["err", "out"]
+    assert fast[1][1] == {"k": "a", "n": 2}
+    assert fast[0][1]["node"] == "select_1" and fast[0][1]["position"].startswith("query.trickle:4:")
+    slow = run("let x = 0; event.t")
+    assert [port for port, _ in slow] == ["err", "out"] and slow[1] == fast[1]
+    assert fast[0][1]["error"] == slow[0][1]["error"]
+
+
 def test_an_open_window_survives_a_move_with_all_its_events(query: Any) -> None:
     graph = query(
         """

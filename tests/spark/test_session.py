@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyspark
 
-from contraflow.spark.session import python_worker_launcher
+from contraflow.spark.session import package_zip, python_worker_launcher
 
 BUNDLED = Path(pyspark.__file__).resolve().parent / "python" / "lib"
 
@@ -68,3 +68,18 @@ PRELOADED = (
 def test_local_workers_fork_with_contraflows_task_code_imported(spark) -> None:
     found = {r.modules for r in spark.range(1).mapInArrow(modules_already_there, "modules string").collect()}
     assert found == {",".join(sorted(PRELOADED))}
+
+
+def test_executors_import_every_module_of_the_shipped_zip(tmp_path: Path) -> None:
+    """Cluster executors import contraflow from the zip `package_zip` ships, namespace
+    directories (contraflow.lang.trickle, .troy) included: a stateful pipeline needs them."""
+    shipped = package_zip(tmp_path)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import contraflow.lang.trickle.parser as t, contraflow.lang.troy.compiler as c;"
+        "print(t.__file__); print(c.__file__)"
+    )
+    printed = subprocess.run(
+        [sys.executable, "-c", code, str(shipped)], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    assert all(line.startswith(str(shipped)) for line in printed) and len(printed) == 2

@@ -19,10 +19,12 @@ import orjson
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.storage.config import TopicConfig
+from tests.e2e.run_process import RunProcess
 
 GROUPS = 4
 WINDOW = 10
 TOPICS = ("in", "passed", "counted")
+WARM_UP = 100
 
 FLOW = """
 define flow clustered
@@ -73,22 +75,22 @@ def event(n: int) -> dict[str, object]:
 
 
 class Feeder(threading.Thread):
-    """Produces events 0..count-1 to `in` (acks=all, idempotent) at `per_second`."""
+    """Produces events start..count-1 to `in` (acks=all, idempotent) at `per_second`."""
 
-    def __init__(self, bootstrap: str, count: int, per_second: float) -> None:
+    def __init__(self, bootstrap: str, start: int, count: int, per_second: float) -> None:
         super().__init__(daemon=True)
-        self.bootstrap, self.count, self.per_second = bootstrap, count, per_second
+        self.bootstrap, self.first, self.count, self.per_second = bootstrap, start, count, per_second
         self.error: BaseException | None = None
 
     def run(self) -> None:
         chunk = 10
         try:
             with SpuClient(self.bootstrap) as client:
-                start = time.monotonic()
-                for first in range(0, self.count, chunk):
+                began = time.monotonic()
+                for first in range(self.first, self.count, chunk):
                     values = [orjson.dumps(event(n)) for n in range(first, min(first + chunk, self.count))]
                     client.produce("in", 0, values, acks=Acks.COMMITTED)
-                    delay = start + (first + chunk) / self.per_second - time.monotonic()
+                    delay = began + (first + chunk - self.first) / self.per_second - time.monotonic()
                     if delay > 0:
                         time.sleep(delay)
         except BaseException as err:
@@ -98,6 +100,25 @@ class Feeder(threading.Thread):
         self.join(timeout_s)
         assert not self.is_alive(), "the feeder did not finish"
         assert self.error is None, f"the feeder failed: {self.error!r}"
+
+
+def warm_up(bootstrap: str, run: RunProcess, client: SpuClient) -> None:
+    """The first WARM_UP events through the flow: its queries and Spark's executors and Python
+    workers are up, so what follows streams (a first micro-batch takes many seconds)."""
+    feeder = Feeder(bootstrap, 0, WARM_UP, per_second=1000)
+    feeder.start()
+    feeder.finish(60)
+    run.wait_until(lambda: len(passed_numbers(client)) >= WARM_UP, 300, "the first events")
+
+
+def feed_mid_stream(bootstrap: str, run: RunProcess, client: SpuClient, count: int) -> Feeder:
+    """Feed events WARM_UP..count-1 at 50/s; return once the flow has output some of them
+    while the feeder still has events to write: the moment to kill things."""
+    feeder = Feeder(bootstrap, WARM_UP, count, per_second=50)
+    feeder.start()
+    run.wait_until(lambda: len(passed_numbers(client)) >= 2 * WARM_UP, 120, "events after the warm-up")
+    assert feeder.is_alive(), "the input ended before anything was killed"
+    return feeder
 
 
 def read_topic(client: SpuClient, topic: str) -> list[dict[str, object]]:
@@ -133,6 +154,12 @@ def counted_windows(client: SpuClient) -> dict[str, list[tuple[int, int, int]]]:
     for e in read_topic(client, "counted"):
         windows[str(e["g"])].append((int(e["count"]), int(e["min"]), int(e["max"])))  # type: ignore[call-overload]
     return dict(windows)
+
+
+def everything_out(client: SpuClient, count: int) -> bool:
+    """As many events passed and windows counted as the input makes (or more: duplicates)."""
+    windows = sum(len(w) for w in counted_windows(client).values())
+    return len(passed_numbers(client)) >= count and windows >= sum(map(len, expected_windows(count).values()))
 
 
 def assert_exactly_once(client: SpuClient, count: int) -> None:

@@ -16,6 +16,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_harness import (
     KafkaWire,
+    consume,
+    consumer,
     end_offset,
     list_end_offset,
     produce,
@@ -26,10 +28,11 @@ from kafka_harness import (
 from tests.cli_process import run_cli
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
+from contraflow.spu.cluster.internal import OFFSETS_TOPIC
 from contraflow.spu.cluster.local import LocalCluster
 from contraflow.spu.kafka.apis.base import ApiKey
 from contraflow.spu.kafka.errors import KafkaErrorCode
-from contraflow.spu.kafka.wire import Writer
+from contraflow.spu.kafka.wire import Reader, Writer
 
 TOPIC = "events"
 
@@ -234,3 +237,49 @@ def test_kafka_clients_follow_a_new_leader_after_a_sigkill(tmp_path: Path) -> No
         new_leader = partition_state(cluster, TOPIC)[0]
         logged = [int(value) for _, _, value in replica_log(cluster.root / f"spu-{new_leader}", TOPIC)]
         assert logged == list(range(RECORDS))
+
+
+def test_group_offsets_survive_the_coordinators_sigkill(tmp_path: Path) -> None:
+    """A group's committed offsets live in the cluster's replicated consumer-offsets table,
+    whose leader coordinates the group: after that SPU is SIGKILLed, the group carries on
+    from its commit at the next coordinator."""
+    with local_cluster(tmp_path / "cluster", kafka=True) as cluster:
+        create_replicated(cluster)
+        bootstrap = cluster.kafka_bootstrap
+        produce(bootstrap, TOPIC, [(None, b"%d" % i) for i in range(100)], acks="all")
+        first = consumer(bootstrap, "billing")
+        first.subscribe([TOPIC])
+        taken = consume(first, 60, timeout_s=60)
+        first.commit(message=taken[-1], asynchronous=False)
+        first.close()
+        coordinator = partition_state(cluster, OFFSETS_TOPIC)[0]
+        cluster.signal(f"spu-{coordinator}", signal.SIGKILL)
+        wait_for(
+            "a new coordinator", lambda: partition_state(cluster, OFFSETS_TOPIC)[0] not in (coordinator, -1)
+        )
+        second = consumer(bootstrap, "billing")
+        second.subscribe([TOPIC])
+        rest = consume(second, 40, timeout_s=90)
+        second.close()
+        assert [int(m.value()) for m in taken + rest] == list(range(100))
+        assert is_internal(KafkaWire(bootstrap.split(",")[0]), OFFSETS_TOPIC)
+
+
+def is_internal(wire: KafkaWire, topic: str) -> bool:
+    """Metadata v1's internal flag of `topic` (confluent-kafka does not expose it)."""
+    reply = wire.request(ApiKey.METADATA, 1, Writer().array([topic], Writer.string), cid=11)
+    reply.array(lambda r: (r.int32(), r.string(), r.int32(), r.nullable_string()))  # brokers
+    reply.int32()  # controller
+    [(error, name, internal)] = reply.array(
+        lambda r: (
+            r.int16(),
+            r.string(),
+            r.boolean(),
+            r.array(
+                lambda p: (p.int16(), p.int32(), p.int32(), p.array(Reader.int32), p.array(Reader.int32))
+            ),
+        )[:3]
+    )
+    wire.close()
+    assert (error, name) == (0, topic)
+    return internal

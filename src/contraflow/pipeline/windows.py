@@ -27,8 +27,9 @@ from typing import Any
 
 from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import PipelineGraph, WindowSpec
+from contraflow.lang.script import ast as sast
 from contraflow.lang.script.aggr import Aggregate
-from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_script
+from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_expr, compile_script
 from contraflow.lang.script.stdlib.win_ import WINDOW
 from contraflow.pipeline.grouping import group_key
 from contraflow.pipeline.item import copy_value
@@ -79,6 +80,10 @@ class Windows:
             if spec.script is not None
             else None
             for spec in specs
+        ]
+        # A window script that is one plain expression (`event.ts`): its value without a script run.
+        self.script_values = [
+            _value_function(spec, node, graph) if not spec.has_state else None for spec in specs
         ]
         limits = [spec.max_groups for spec in specs if spec.max_groups is not None]
         self.max_groups = min(limits) if limits else None
@@ -249,10 +254,16 @@ class Windows:
                 for total, pane in zip(merged, aggs, strict=True):
                     total.merge(pane)
         name = self.names[level]
+        emitted.append((self._emit(merged, event, meta, group, name), group.value, name))
+
+    def _emit(self, aggs: list[Aggregate], event: Any, meta: dict[str, Any], group: Group, name: str) -> Any:
+        """The select's target for a closing window; `win::cardinality()` reads the group count
+        while it runs, and 0 again after it (outside a window)."""
         WINDOW.cardinality = len(self.groups) if group.value is not None else 0
-        emitted.append(
-            (self.select.emit(merged, event, meta, None, self.args, group.value, name), group.value, name)
-        )
+        try:
+            return self.select.emit(aggs, event, meta, None, self.args, group.value, name)
+        finally:
+            WINDOW.cardinality = 0
 
     def _event_time(self, level: int, event: Any, meta: dict[str, Any], now_ns: int) -> int:
         return now_ns if self.scripts[level] is None else self._script_value(level, event, meta, now_ns)
@@ -261,7 +272,14 @@ class Windows:
         script = self.scripts[level]
         if script is None:
             return default
-        value = script.run(event, meta, None, self.args).event
+        value_of = self.script_values[level]
+        if value_of is None:
+            value = script.run(event, meta, None, self.args).event
+        else:
+            try:
+                value = value_of(event, meta, None, self.args, None, None)
+            except Exception:  # noqa: BLE001 - the script run raises it with the script's position
+                value = script.run(event, meta, None, self.args).event
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise WindowScriptError(
                 f"the script of window '{self.names[level]}' must give a non-negative integer, got {value!r}"
@@ -315,9 +333,7 @@ class Windows:
         frame = group.frames[level]
         if frame.n > 0 or self.specs[level].emit_empty_windows:
             name = self.names[level]
-            WINDOW.cardinality = len(self.groups) if group.value is not None else 0
-            value = self.select.emit(frame.aggs, event, meta, None, self.args, group.value, name)
-            emitted.append((value, group.value, name))
+            emitted.append((self._emit(frame.aggs, event, meta, group, name), group.value, name))
             if level + 1 < len(self.specs):
                 self._step(group, level + 1, event, meta, frame.aggs, now_ns, emitted, tick_ns)
         for agg in frame.aggs:  # the next frame has merged them already: reuse the objects
@@ -408,3 +424,17 @@ def _pane_count(spec: WindowSpec) -> int | None:
         return None
     length = spec.size if spec.size is not None else spec.interval_ns
     return max(1, (length or 1) // (spec.slide or 1))
+
+
+# Expressions that only compute a value: a script made of one of them is that value.
+_VALUE_EXPRESSIONS = (sast.Literal, sast.Path, sast.Binary, sast.Unary, sast.Present, sast.Call)
+
+
+def _value_function(spec: WindowSpec, node: str, graph: PipelineGraph) -> Any:
+    """The compiled expression of a window script that is one value expression, else None."""
+    script = spec.script.ast if spec.script is not None else None
+    if script is None or script.fns or script.consts or script.uses or script.result_const:
+        return None
+    if len(script.exprs) != 1 or not isinstance(script.exprs[0], _VALUE_EXPRESSIONS):
+        return None
+    return compile_expr(script.exprs[0], name=node, consts=graph.constants, fns=graph.functions).fn

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contraflow.heap import heap_environment
 from contraflow.spark import prestart
 from contraflow.spark.checkpoint import checkpoint_root
 from contraflow.spark.pools import write_allocation_file
@@ -69,6 +70,8 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
             # Cancelled tasks' Python workers are killed this soon (bounded cancellation).
             "spark.python.task.killTimeout": "1s",
             "spark.python.worker.reuse": "true",
+            # Executors' Python workers keep freed heap for the next batch (see contraflow.heap).
+            **{f"spark.executorEnv.{name}": value for name, value in heap_environment().items()},
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2_CONFIG} {_class_cache()}".strip(),
         }
         | _local_network_conf(master)
@@ -118,16 +121,19 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
     os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
     # Spark's driver-side Python processes (the data-source lookup at session start) use this one.
     os.environ["PYSPARK_DRIVER_PYTHON"] = launcher or sys.executable
-    if launcher is not None and prestart.enabled():
-        os.environ[PRESTART_VARIABLE] = prestart.ensure_server()  # starts now, beside the JVM
-    else:
-        os.environ.pop(PRESTART_VARIABLE, None)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        for name, value in heap_environment().items():  # the JVM and its workers start with it
+            os.environ.setdefault(name, value)
         package_root = str(Path(contraflow.__file__).resolve().parent.parent)
         paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
         if package_root not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, paths)])
+    # Last: the server's environment (the heap setting above, PYTHONPATH) is what its forks inherit.
+    if launcher is not None and prestart.enabled():
+        os.environ[PRESTART_VARIABLE] = prestart.ensure_server()  # starts now, beside the JVM
+    else:
+        os.environ.pop(PRESTART_VARIABLE, None)
 
 
 def python_worker_launcher(root: Path) -> str | None:
@@ -179,15 +185,24 @@ def python_worker_launcher(root: Path) -> str | None:
 
 
 def package_zip(target_dir: Path) -> Path:
-    """Zip the installed contraflow package so cluster executors can import it (`--py-files`)."""
+    """Zip the installed contraflow package so cluster executors can import it (`--py-files`).
+
+    Python cannot import a namespace package (a directory of modules without
+    `__init__.py`, like `contraflow.lang.trickle`) from a zip, so each gets an
+    empty `__init__.py` in the archive."""
     import contraflow
 
     package_dir = Path(contraflow.__file__).parent
     target = target_dir / "contraflow-pyfiles.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(package_dir.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                archive.write(path, Path("contraflow") / path.relative_to(package_dir))
+            if "__pycache__" in path.parts:
+                continue
+            name = Path("contraflow") / path.relative_to(package_dir)
+            if path.is_file():
+                archive.write(path, name)
+            elif any(path.glob("*.py")) and not (path / "__init__.py").exists():
+                archive.writestr(str(name / "__init__.py"), "")
     return target
 
 

@@ -8,6 +8,7 @@ The processes are Spark's own (`spark-class` from the pyspark package).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -44,19 +45,20 @@ class StandaloneCluster:
         self.ui_port = free_port()
         self.master_url = f"spark://127.0.0.1:{self.port}"
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._workers: list[subprocess.Popen[bytes]] = []
 
-    def _spawn(self, *args: str, name: str) -> None:
+    def _spawn(self, *args: str, name: str) -> subprocess.Popen[bytes]:
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.work_dir / "logs"))
         log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process group
-        self._processes.append(
-            subprocess.Popen(
-                [str(spark_class()), *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
+        process = subprocess.Popen(
+            [str(spark_class()), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # a worker's executors join its group (see `kill_worker`)
         )
+        self._processes.append(process)
+        return process
 
     def start(self, timeout_s: float = 90.0) -> str:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -70,7 +72,32 @@ class StandaloneCluster:
             str(self.ui_port),
             name="master",
         )
+        self._wait_for_master(timeout_s)
         for i in range(self.workers):
+            self._start_worker(i)
+        self._wait_for_workers(timeout_s)
+        return self.master_url
+
+    def _wait_for_master(self, timeout_s: float) -> None:
+        """The master's real ports, from its log: a port `free_port` picked may have been taken
+        by another process meanwhile, and the master then binds the next one."""
+        log = self.work_dir / "master.log"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            master = re.search(r"Starting Spark master at spark://[\d.]+:(\d+)", text)
+            ui = re.search(r"Bound MasterWebUI to .*:(\d+)\s*$", text, re.MULTILINE)
+            if master and ui:
+                self.port, self.ui_port = int(master[1]), int(ui[1])
+                self.master_url = f"spark://127.0.0.1:{self.port}"
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the Spark master did not start in {timeout_s:.0f}s (see {log})")
+            time.sleep(0.2)
+
+    def _start_worker(self, i: int) -> None:
+        self._workers.append(
             self._spawn(
                 "org.apache.spark.deploy.worker.Worker",
                 self.master_url,
@@ -86,8 +113,13 @@ class StandaloneCluster:
                 str(self.work_dir / f"worker-{i}"),
                 name=f"worker-{i}",
             )
-        self._wait_for_workers(timeout_s)
-        return self.master_url
+        )
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker `i` with the executors it runs (its process group): a machine lost."""
+        worker = self._workers[i]
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
 
     def alive_workers(self) -> int:
         try:

@@ -27,7 +27,11 @@ with contextlib.suppress(ImportError):  # a worker imports whatever is missing i
     import contraflow.pipeline.spark.stateless  # noqa: F401
     import contraflow.spark.datasource  # noqa: F401
 
+import gc
+
 from pyspark.daemon import manager
 
 if __name__ == "__main__":
+    # What the imports built lives as long as the workers: collections need not rescan it.
+    gc.freeze()
     manager()

@@ -150,6 +150,25 @@ def test_group_streams_are_stable_and_spread_the_groups(query) -> None:
     assert first.stream(b"not json", None) == "0"
 
 
+def test_remembered_streams_match_a_fresh_hash_and_memory_stays_bounded(query, monkeypatch) -> None:
+    import contraflow.pipeline.spark.keying as keying
+
+    graph = query(
+        "define window w from tumbling with size = 2 end;\n"
+        "select aggr::stats::count() from in[w] group by event.k into out;"
+    )
+    select = independent_groups(graph)
+    assert select is not None
+    monkeypatch.setattr(keying, "_REMEMBERED_GROUPS", 8)
+    warm = GroupStreams(graph, select)
+    values: list[Any] = [f"key{i}" for i in range(20)] + [7, 7.5, None, ["a"], {"x": 1}]
+    first_pass = [warm.stream(orjson.dumps({"k": v}), None) for v in values]
+    second_pass = [warm.stream(orjson.dumps({"k": v}), None) for v in values]
+    fresh = [GroupStreams(graph, select).stream(orjson.dumps({"k": v}), None) for v in values]
+    assert first_pass == second_pass == fresh
+    assert 0 < len(warm._remembered) <= 8
+
+
 @pytest.mark.parametrize("partitions", [2, 3])
 def test_stream_keys_spread_the_streams_evenly_over_sparks_partitions(spark, partitions: int) -> None:
     from pyspark.sql import functions as F

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 GROUP_STREAMS = 16
 # How many spellings of a stream's number `stream_keys` tries per partition before giving up.
 _SPELLINGS_PER_PARTITION = 32
+# String group values whose stream `GroupStreams` remembers; past this many the memory starts afresh.
+_REMEMBERED_GROUPS = 65_536
 
 
 def independent_groups(graph: PipelineGraph) -> str | None:
@@ -123,11 +125,28 @@ class GroupStreams:
             return self.first
         return self.stream_of(event, item[1])
 
+    @cached_property
+    def _remembered(self) -> dict[str, str]:
+        """String group value -> its stream key: groups are few next to events, and hashing the
+        same value again for every event was a tenth of a split pipeline's first stage."""
+        return {}
+
     def stream_of(self, event: Any, meta: dict[str, Any] | None) -> str:
         """The stream key of a decoded event."""
         try:
-            key = group_key([self._group_of(event, meta or {}, None, self.graph.args, None, None)])
+            value = self._group_of(event, meta or {}, None, self.graph.args, None, None)
         except Exception:  # noqa: BLE001 - the select reports it, in its stream
             return self.first
+        if type(value) is not str:
+            return self._stream_of_key(group_key([value]))
+        remembered = self._remembered
+        stream = remembered.get(value)
+        if stream is None:
+            if len(remembered) >= _REMEMBERED_GROUPS:
+                remembered.clear()
+            stream = remembered[value] = self._stream_of_key(value)
+        return stream
+
+    def _stream_of_key(self, key: str | bytes) -> str:
         data = key.encode() if isinstance(key, str) else key
         return self.keys[zlib.crc32(data) % GROUP_STREAMS]

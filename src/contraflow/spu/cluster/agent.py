@@ -22,6 +22,7 @@ from contraflow.spu.client.connection import RetryPolicy
 from contraflow.spu.cluster.controller import DEFAULT_SESSION_TIMEOUT_S
 from contraflow.spu.cluster.metadata import ClusterMetadata
 from contraflow.spu.cluster.replication import ReplicaManager
+from contraflow.spu.cluster.tables import offset_key
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
 from contraflow.spu.server.connection import Reply
 from contraflow.spu.server.partitions import TopicPartition
@@ -128,6 +129,28 @@ class ClusterAgent:
     def spu_count(self) -> int:
         """SPUs the cluster knows (registered, alive or not)."""
         return 1 if self.metadata is None else len(self.metadata["spus"])
+
+    async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
+        """Store a consumer offset in the replicated offsets table (this SPU must lead it)."""
+        if offset < 0:
+            raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {offset}")
+        assert self.offsets is not None
+        await self.offsets.put(offset_key(consumer, topic, partition), [offset, self._created(topic)])
+
+    async def committed_offset(self, consumer: str, topic: str, partition: int) -> int | None:
+        """The consumer's committed offset of this life of the topic (None: none committed)."""
+        assert self.offsets is not None
+        created = self._created(topic)
+        found = await self.offsets.get(offset_key(consumer, topic, partition))
+        # an offset committed before the topic was deleted and created again is not its
+        return int(found[0]) if found is not None and found[1] == created else None
+
+    def _created(self, topic: str) -> int:
+        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
+        created = self.topic_created_ms(topic)
+        if created is None:
+            raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
+        return created
 
     def topic_created_ms(self, name: str) -> int | None:
         """When the controller created topic `name`; None if it does not exist."""

@@ -38,6 +38,11 @@ REBUILD_READ_BYTES = 4 << 20
 CreateTopic = Callable[[str, TopicConfig], Awaitable[None]]
 
 
+def offset_key(consumer: str, topic: str, partition: int) -> str:
+    """A consumer offset's key in a cluster's offsets table (names cannot hold '/')."""
+    return f"{consumer}/{topic}/{partition}"
+
+
 class ReplicatedTable:
     """One internal topic's table, served by whichever SPU leads its partition 0."""
 
@@ -112,6 +117,11 @@ class ReplicatedTable:
                     self._values = await loop.run_in_executor(self._executor, _read_table, state.partition)
                     self._epoch = state.epoch
         return state
+
+    async def ensure_exists(self) -> None:
+        """Create the table's topic if the cluster has none yet (e.g. before anyone asks
+        for its leader: the Kafka listener's FindCoordinator)."""
+        await self._create()
 
     async def _create(self) -> None:
         """The first request of the cluster's life for this table creates its topic."""

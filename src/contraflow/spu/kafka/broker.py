@@ -66,9 +66,9 @@ class Broker:
         else:
             self.topology = ClusterTopology(self.cluster, self.me)
 
-    def check_coordinator(self, group: str) -> None:
+    async def check_coordinator(self, group: str) -> None:
         """Group requests belong to the group's coordinator (which moves in a cluster)."""
-        coordinator = self.topology.coordinator(group)
+        coordinator = await self.topology.coordinator(group)
         if coordinator.id != self.node_id:
             raise KafkaError(
                 KafkaErrorCode.NOT_COORDINATOR, f"group {group!r} is coordinated by broker {coordinator.id}"

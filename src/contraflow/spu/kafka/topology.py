@@ -4,7 +4,9 @@ A lone SPU (`LoneTopology`) is the only broker, the controller, every
 partition's leader and every group's coordinator. An SPU of a cluster
 (`ClusterTopology`, docs/spu-cluster.md) tells what the controller decided:
 every SPU with a Kafka listener is a broker (node id = SPU id), each
-partition's leader, replicas and in-sync set are the cluster's. A produce,
+partition's leader, replicas and in-sync set are the cluster's, and the
+leader of the cluster's replicated consumer-offsets table coordinates every
+group and keeps its committed offsets. A produce,
 fetch or offset lookup on an SPU that does not lead the partition fails with
 NOT_LEADER_OR_FOLLOWER, so the client re-reads the metadata and goes to the
 leader; acks=-1 waits for the in-sync replicas (NOT_ENOUGH_REPLICAS below
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from contraflow.spu.cluster.internal import OFFSETS_TOPIC
+from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.server.partitions import Partitions, TopicPartition
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from contraflow.spu.cluster.metadata import ClusterMetadata
 
 Blocking = Callable[..., Awaitable[Any]]  # runs storage work off the event loop
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +69,14 @@ class Topology(Protocol):
 
     async def delete_topic(self, name: str) -> None: ...
 
-    def coordinator(self, group: str) -> Node: ...
+    async def coordinator(self, group: str) -> Node:
+        """The broker that coordinates `group`; KafkaError COORDINATOR_NOT_AVAILABLE while
+        there is none yet (clients ask again)."""
+        ...
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None: ...
+
+    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None: ...
 
     def durable_append(self, acks: int) -> bool:
         """Whether the append itself waits for the fsync (else `committed` does the waiting)."""
@@ -112,8 +124,17 @@ class LoneTopology:
     async def delete_topic(self, name: str) -> None:
         await self._blocking(self._partitions.store.delete_topic, name)
 
-    def coordinator(self, group: str) -> Node:
+    async def coordinator(self, group: str) -> Node:
         return self._me()
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        await self._blocking(self._partitions.store.commit_consumer_offset, group, topic, partition, offset)
+
+    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
+        found: int | None = await self._blocking(
+            self._partitions.store.consumer_offset, group, topic, partition
+        )
+        return found
 
     def durable_append(self, acks: int) -> bool:
         return acks == -1  # with one SPU the leader is the whole in-sync set
@@ -180,14 +201,30 @@ class ClusterTopology:
     async def delete_topic(self, name: str) -> None:
         await self._agent.forward(ApiKey.DELETE_TOPIC, {"name": name})
 
-    def coordinator(self, group: str) -> Node:
-        """One SPU coordinates every group, the same one whichever SPU is asked: the
-        lowest-numbered broker that leads a partition (so a live one), else this SPU."""
-        brokers = {n.id: n for n in self.brokers()}
-        leaders = {
-            p.leader for t in self._metadata().topics.values() for p in t.partitions if p.leader in brokers
-        }
-        return brokers[min(leaders)] if leaders else self._me()
+    async def coordinator(self, group: str) -> Node:
+        """Every group is coordinated by the leader of the cluster's consumer-offsets table
+        (as Kafka's coordinator leads its __consumer_offsets partition), so group state and
+        committed offsets live on one SPU and move together on a failover. The cluster's
+        first group request creates the table."""
+        table = self._metadata().partition(OFFSETS_TOPIC, 0)
+        if table is None:
+            assert self._agent.offsets is not None
+            await self._agent.offsets.ensure_exists()
+            raise KafkaError(KafkaErrorCode.COORDINATOR_NOT_AVAILABLE, f"creating {OFFSETS_TOPIC}")
+        node = next((n for n in self.brokers() if n.id == table.leader), None)
+        if node is None:
+            raise KafkaError(
+                KafkaErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"{OFFSETS_TOPIC} has no leader with a Kafka listener (leader {table.leader})",
+            )
+        return node
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        await _as_coordinator(self._agent.commit_offset(group, topic, partition, offset))
+
+    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
+        found: int | None = await _as_coordinator(self._agent.committed_offset(group, topic, partition))
+        return found
 
     def durable_append(self, acks: int) -> bool:
         return False  # the flush policy's fsync only: acks=-1 waits for the in-sync replicas
@@ -200,6 +237,17 @@ class ClusterTopology:
 
     def check_leader(self, tp: TopicPartition) -> int:
         return self._replicas.leader(tp).epoch
+
+
+async def _as_coordinator(work: Awaitable[T]) -> T:
+    """The offsets table answers NOT_LEADER once its leadership moved: for a Kafka client
+    that means its group coordinator moved."""
+    try:
+        return await work
+    except SpuError as err:
+        if err.code is ErrorCode.NOT_LEADER:
+            raise KafkaError(KafkaErrorCode.NOT_COORDINATOR, str(err)) from None
+        raise
 
 
 def _acks(kafka_acks: int) -> Acks:

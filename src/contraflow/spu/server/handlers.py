@@ -51,11 +51,6 @@ CONNECTION_ORDER = frozenset(
 )
 
 
-def offset_key(consumer: str, topic: str, partition: int) -> str:
-    """A consumer offset's key in a cluster's offsets table (names cannot hold '/')."""
-    return f"{consumer}/{topic}/{partition}"
-
-
 def read_budget(conn: Connection, max_bytes: int) -> int:
     """A read's byte budget, kept well inside the frame limit (a client sized its
     buffers for that); at least one whole batch is always returned anyway."""
@@ -264,11 +259,7 @@ class Handlers:
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
         if self._cluster is not None:
-            if req.offset < 0:
-                raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {req.offset}")
-            key = offset_key(req.consumer, req.topic, req.partition)
-            value = [req.offset, self._topic_created(req.topic)]
-            await self._cluster_table("offsets").put(key, value)
+            await self._cluster.commit_offset(req.consumer, req.topic, req.partition, req.offset)
             return Reply()
         await self._blocking(
             self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
@@ -279,20 +270,9 @@ class Handlers:
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
         if self._cluster is not None:
-            created = self._topic_created(req.topic)
-            key = offset_key(req.consumer, req.topic, req.partition)
-            found = await self._cluster_table("offsets").get(key)
-            # an offset committed before the topic was deleted and created again is not its
-            return Reply({"offset": found[0] if found is not None and found[1] == created else None})
+            offset = await self._cluster.committed_offset(req.consumer, req.topic, req.partition)
+            return Reply({"offset": offset})
         return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
-
-    def _topic_created(self, topic: str) -> int:
-        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
-        assert self._cluster is not None
-        created = self._cluster.topic_created_ms(topic)
-        if created is None:
-            raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
-        return created
 
     def _cluster_table(self, which: str) -> ReplicatedTable:
         """In a cluster, consumer offsets and control values are replicated tables."""

@@ -13,8 +13,15 @@ from contraflow.spu.kafka.wire import Reader, Writer
 
 
 async def find_coordinator(broker: Broker, request: KafkaRequest) -> Writer:
-    node = broker.topology.coordinator(request.body.string())  # a group id (or transactional id)
-    out = response(request.version, 1).int16(0)
+    out = response(request.version, 1)
+    try:
+        node = await broker.topology.coordinator(request.body.string())  # a group (or transactional) id
+    except KafkaError as err:
+        out.int16(err.code)
+        if request.version >= 1:
+            out.string(str(err))
+        return out.int32(-1).string("").int32(-1)
+    out.int16(0)
     if request.version >= 1:
         out.string(None)  # error message
     return out.int32(node.id).string(node.host).int32(node.port)
@@ -35,7 +42,7 @@ async def join_group(broker: Broker, request: KafkaRequest) -> Writer:
     protocol_type = body.string()
     protocols = body.array(_read_protocol)
     try:
-        broker.check_coordinator(group_id)
+        await broker.check_coordinator(group_id)
         result = await broker.coordinator.join(
             group_id,
             member_id,
@@ -66,7 +73,7 @@ async def sync_group(broker: Broker, request: KafkaRequest) -> Writer:
         body.nullable_string()  # group instance id
     assignments = body.array(_read_protocol)
     try:
-        broker.check_coordinator(group_id)
+        await broker.check_coordinator(group_id)
         assignment, error = await broker.coordinator.sync(group_id, generation, member_id, assignments), 0
     except KafkaError as err:
         assignment, error = b"", int(err.code)
@@ -77,7 +84,7 @@ async def heartbeat(broker: Broker, request: KafkaRequest) -> Writer:
     body, version = request.body, request.version
     group_id, generation, member_id = body.string(), body.int32(), body.string()
     try:
-        broker.check_coordinator(group_id)
+        await broker.check_coordinator(group_id)
         broker.coordinator.heartbeat(group_id, generation, member_id)
         error = 0
     except KafkaError as err:
@@ -88,7 +95,7 @@ async def heartbeat(broker: Broker, request: KafkaRequest) -> Writer:
 async def leave_group(broker: Broker, request: KafkaRequest) -> Writer:
     group_id, member_id = request.body.string(), request.body.string()
     try:
-        broker.check_coordinator(group_id)
+        await broker.check_coordinator(group_id)
         broker.coordinator.leave(group_id, member_id)
         error = 0
     except KafkaError as err:

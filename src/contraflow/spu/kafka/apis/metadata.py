@@ -3,6 +3,7 @@ in-sync set, as the SPU's topology tells them (`kafka/topology.py`)."""
 
 from __future__ import annotations
 
+from contraflow.spu.cluster.internal import INTERNAL_TOPICS
 from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, KafkaRequest, response
 from contraflow.spu.kafka.broker import CLUSTER_ID, Broker
 from contraflow.spu.kafka.errors import KafkaErrorCode, error_code_of
@@ -77,7 +78,7 @@ async def metadata(broker: Broker, request: KafkaRequest) -> Writer:
         name, error, partitions = topic
         w.int16(error).string(name)
         if version >= 1:
-            w.boolean(False)  # internal
+            w.boolean(name in INTERNAL_TOPICS)  # a cluster's own tables: clients list them apart
         w.array(partitions, write_partition)
         if version >= 8:
             w.int32(NO_AUTHORIZED_OPERATIONS)

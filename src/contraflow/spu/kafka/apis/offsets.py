@@ -1,6 +1,7 @@
 """OffsetCommit and OffsetFetch: a group's positions, stored as the SPU's consumer
-offsets (the group id is the consumer name), so they survive restarts and are
-the same offsets `contraflow` tools see. Commit metadata strings are not kept."""
+offsets (the group id is the consumer name; on a cluster, the replicated
+consumer-offsets table), so they survive restarts and failovers and are the
+same offsets `contraflow` tools see. Commit metadata strings are not kept."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from contraflow.spu.kafka.wire import Reader, Writer
 NO_OFFSET = -1
 
 
-def _commit_all(broker: Broker, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]) -> list:
-    """Worker thread: store each offset; one error code per partition."""
+async def _commit_all(broker: Broker, group_id: str, topics: list[tuple[str, list[tuple[int, int]]]]) -> list:
+    """Store each offset; one error code per partition."""
     results = []
     for name, partitions in topics:
         codes = []
         for index, offset in partitions:
             try:
-                broker.store.commit_consumer_offset(group_id, name, index, offset)
+                await broker.topology.commit_offset(group_id, name, index, offset)
                 codes.append((index, 0))
             except Exception as err:
                 codes.append((index, error_code_of(err)))
@@ -46,9 +47,9 @@ async def offset_commit(broker: Broker, request: KafkaRequest) -> Writer:
     topics = body.array(lambda r: (r.string(), r.array(read_partition)))
     try:
         check_group_id(group_id)
-        broker.check_coordinator(group_id)
+        await broker.check_coordinator(group_id)
         broker.coordinator.check_commit(group_id, generation, member_id)
-        results = await broker.blocking(_commit_all, broker, group_id, topics)
+        results = await _commit_all(broker, group_id, topics)
     except Exception as err:
         code = error_code_of(err)
         results = [(name, [(index, code) for index, _ in parts]) for name, parts in topics]
@@ -57,8 +58,8 @@ async def offset_commit(broker: Broker, request: KafkaRequest) -> Writer:
     )
 
 
-def _fetch_all(broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list:
-    """Worker thread: (topic, [(partition, offset, error)]); None asks for every committed one."""
+async def _fetch_all(broker: Broker, group_id: str, topics: list[tuple[str, list[int]]] | None) -> list:
+    """(topic, [(partition, offset, error)]); None asks for every committed one."""
     if topics is None:
         topology = broker.topology
         topics = [(name, list(range(len(topology.partitions_of(name))))) for name in topology.topic_names()]
@@ -70,7 +71,7 @@ def _fetch_all(broker: Broker, group_id: str, topics: list[tuple[str, list[int]]
         rows = []
         for index in indexes:
             try:
-                offset = broker.store.consumer_offset(group_id, name, index)
+                offset = await broker.topology.committed_offset(group_id, name, index)
                 rows.append((index, NO_OFFSET if offset is None else offset, 0))
             except Exception as err:
                 rows.append((index, NO_OFFSET, error_code_of(err)))
@@ -87,8 +88,8 @@ async def offset_fetch(broker: Broker, request: KafkaRequest) -> Writer:
     topics = body.nullable_array(lambda r: (r.string(), r.array(Reader.int32)))
     try:
         check_group_id(group_id)
-        broker.check_coordinator(group_id)
-        results, error = await broker.blocking(_fetch_all, broker, group_id, topics), 0
+        await broker.check_coordinator(group_id)
+        results, error = await _fetch_all(broker, group_id, topics), 0
     except Exception as err:
         results, error = [], error_code_of(err)
     out = response(version, 3)
