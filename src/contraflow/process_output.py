@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,24 @@ def quiet_process_output(log_path: Path) -> Iterator[tuple[IO[bytes], IO[bytes]]
             for fd, original in zip((1, 2), saved, strict=True):
                 os.dup2(original, fd)
                 os.close(original)
+
+
+@contextlib.contextmanager
+def exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM ends the block as `SystemExit(143)` in the main thread, so `with` blocks and
+    `finally` clauses run (temporary directories go, Spark stops) instead of the process
+    vanishing with its files left behind. Only the first one does: a second SIGTERM must not
+    cut that cleanup short. The previous handler comes back afterwards."""
+
+    def terminate(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

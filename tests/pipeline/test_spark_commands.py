@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import orjson
@@ -10,7 +14,7 @@ import orjson
 from contraflow.pipeline.local import compile_query, run_local
 from contraflow.pipeline.spark.state import FORMAT, import_path
 from contraflow.spark.checkpoint import checkpoint_path
-from tests.cli_process import run_cli
+from tests.cli_process import run_cli, start_cli
 
 QUERY = """
 define window three_ns from tumbling with interval = 3 end;
@@ -80,3 +84,33 @@ def test_state_import_rejects_a_file_that_is_not_a_snapshot(tmp_path: Path) -> N
     file.write_text('{"keys": 1}')
     result = contraflow("state", "import", "main", "p", str(file), "--data-dir", str(tmp_path))
     assert result.returncode != 0 and b"not a pipeline state snapshot" in result.stderr
+
+
+def test_query_killed_by_sigterm_removes_its_temporary_directory(tmp_path: Path) -> None:
+    query = tmp_path / "pass.trickle"
+    query.write_text("select event from in into out;\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = start_cli(
+        "query",
+        str(query),
+        env={"TMPDIR": str(temp)},
+        stdin=subprocess.PIPE,  # left open: the query waits for the rest of its input
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list(temp.glob("contraflow-query-*/spark")):  # Spark is starting
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+        assert process.returncode == 128 + signal.SIGTERM, stderr.decode()
+        assert b"Traceback" not in stderr
+        assert list(temp.glob("contraflow-query-*")) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # Spark's JVM, wherever it got to
+        process.wait()

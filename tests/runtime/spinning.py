@@ -74,7 +74,8 @@ def alive(pid: int) -> bool:
 def python_workers() -> list[int]:
     """Spark's Python worker processes of this test run's session. Spark's launcher detaches
     them (their parent is init), so they are known by the session's own worker launcher in
-    their environment (`contraflow.spark.session` sets $PYSPARK_PYTHON)."""
+    their environment (`contraflow.spark.session` sets $PYSPARK_PYTHON). Those forked from the
+    pre-started Python (`contraflow.spark.prestart`) show its command line."""
     marker = f"PYSPARK_PYTHON={os.environ['PYSPARK_PYTHON']}".encode()
     workers = []
     for entry in os.listdir("/proc"):
@@ -86,7 +87,8 @@ def python_workers() -> list[int]:
         except OSError:
             continue
         program, _, arguments = command.partition(b"\0")
-        if b"python" in program and b"pyspark" in arguments and marker in environment:  # not the JVM
+        spark_python = b"pyspark" in arguments or b"contraflow.spark.prestart" in arguments
+        if b"python" in program and spark_python and marker in environment:  # not the JVM
             workers.append(int(entry))
     return workers
 

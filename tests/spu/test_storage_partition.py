@@ -158,6 +158,17 @@ def test_append_encoded_checks_crc_and_stamps_offsets(tmp_path: Path) -> None:
     assert part.log_end_offset == 3
 
 
+def test_a_batch_checked_on_arrival_still_gets_its_framing_checked(tmp_path: Path) -> None:
+    """`crc_checked=True` (a staged transaction batch, CRC-checked when staged) skips only the CRC."""
+    part = make(tmp_path)
+    staged = encode_batch([b"a", b"b"])
+    assert part.append_encoded(staged, crc_checked=True) == (0, 1)
+    torn = bytes(staged)[:-3]
+    with pytest.raises(InvalidBatchError, match="length"):
+        part.append_encoded(torn, crc_checked=True)
+    assert [v for _, v in read_all(part)] == [b"a", b"b"] and part.log_end_offset == 2
+
+
 def test_reads_are_zero_copy_views_and_sendfile_slices(tmp_path: Path) -> None:
     part = make(tmp_path)
     fill(part, 30)

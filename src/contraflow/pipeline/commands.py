@@ -41,12 +41,15 @@ def query(file: Path, ingest_ns: str) -> None:
     from contraflow.lang.commands import compile_path
     from contraflow.lang.graph import PipelineGraph
     from contraflow.pipeline.spark.local import quiet_process_output, run_on_spark, start_local_session
-    from contraflow.process_output import ticking
+    from contraflow.process_output import exit_on_sigterm, ticking
 
     if file.suffix != ".trickle":
         raise UserError(f"{file}: contraflow query runs a .trickle file")
     # A JVM still starting when a mistake ends the command may leave files behind: not an error.
-    with tempfile.TemporaryDirectory(prefix="contraflow-query-", ignore_cleanup_errors=True) as tmp:
+    with (
+        exit_on_sigterm(),  # a SIGTERM still removes the temporary directory
+        tempfile.TemporaryDirectory(prefix="contraflow-query-", ignore_cleanup_errors=True) as tmp,
+    ):
         work = Path(tmp)
         with quiet_process_output(work / "spark.log") as (out, err):
             spark = start_local_session(work)  # seconds: under way while the file compiles and input is read

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contraflow.heap import heap_environment
+from contraflow.spark import prestart
 from contraflow.spark.checkpoint import checkpoint_root
 from contraflow.spark.pools import write_allocation_file
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DEFAULT_DATA_DIR = "contraflow-data"
+# The pre-started Python (contraflow.spark.prestart) local Python workers fork from, when set.
+PRESTART_VARIABLE = "CONTRAFLOW_PRESTART"
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties").resolve().as_uri()
 
 
@@ -116,7 +119,8 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
 
     launcher = python_worker_launcher(root) if is_local_master(master) else None
     os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # Spark's driver-side Python processes (the data-source lookup at session start) use this one.
+    os.environ["PYSPARK_DRIVER_PYTHON"] = launcher or sys.executable
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         for name, value in heap_environment().items():  # the JVM and its workers start with it
@@ -125,6 +129,11 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
         paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
         if package_root not in paths:
             os.environ["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, paths)])
+    # Last: the server's environment (the heap setting above, PYTHONPATH) is what its forks inherit.
+    if launcher is not None and prestart.enabled():
+        os.environ[PRESTART_VARIABLE] = prestart.ensure_server()  # starts now, beside the JVM
+    else:
+        os.environ.pop(PRESTART_VARIABLE, None)
 
 
 def python_worker_launcher(root: Path) -> str | None:
@@ -161,6 +170,9 @@ def python_worker_launcher(root: Path) -> str | None:
         "unset IFS\n"
         "PYTHONPATH=$kept\n"
         "export PYTHONPATH\n"
+        f'if [ -n "${{{PRESTART_VARIABLE}:-}}" ] && [ "$1" = -m ]; then\n'
+        f'  exec {shlex.join(prestart.client_command())} "${PRESTART_VARIABLE}" "$@"\n'
+        "fi\n"
         f'exec {shlex.quote(sys.executable)} "$@"\n'
     )
     launcher = root.resolve() / "python-worker"

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.events import encode_value
-from contraflow.pipeline.executor import Traced
+from contraflow.pipeline.executor import Traced, no_cyclic_gc
 from contraflow.pipeline.item import UNDECODED
 from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
 from contraflow.pipeline.spark.keying import GroupStreams
@@ -95,7 +95,11 @@ class PackEvents:
             self.prefix.apply_signals(self.prefix.executor())
         for rows in batches:
             if rows.num_rows:
-                yield self._envelopes(rows)
+                # The collector stays off until the batch's decoded events are gone (see
+                # `no_cyclic_gc`): back on while they lived, its first pass scanned them all.
+                with no_cyclic_gc():
+                    envelopes = self._envelopes(rows)
+                yield envelopes
 
     def _envelopes(self, rows: pa.RecordBatch) -> pa.RecordBatch:
         events, sources = self._events(rows)

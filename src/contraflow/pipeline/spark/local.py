@@ -27,7 +27,7 @@ from contraflow.pipeline.spark.plan import IngestMode
 from contraflow.process_output import quiet_process_output
 
 PRODUCE_CHUNK = 1000
-TAIL_INTERVAL_S = 0.2  # how often the output topics are read while the query runs
+TAIL_INTERVAL_S = 0.05  # how often the output topics are read while the query runs (two SPU requests)
 __all__ = ["quiet_process_output", "run_on_spark", "start_local_session"]
 
 

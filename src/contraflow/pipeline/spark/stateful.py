@@ -64,6 +64,12 @@ class PipelineProcessor(StatefulProcessor):
         self.timer: Any = UNKNOWN
 
     @cached_property
+    def _metas_read_only(self) -> bool:
+        """Whether no node can change an event's metadata (selects only read it): events with the
+        same metadata bytes may then share one decoded dict."""
+        return all(node.kind in ("input", "output", "select") for node in self.plan.graph.nodes.values())
+
+    @cached_property
     def fresh(self) -> dict[str, str]:
         """Each node's state text before any event."""
         return {node: _json(value) for node, value in self.plan.initial_state().items()}
@@ -86,7 +92,7 @@ class PipelineProcessor(StatefulProcessor):
         targets = events.column("target").to_pylist()
         values = events.column("value").to_pylist()
         raw_metas = events.column("meta").to_pylist()
-        metas = [orjson.loads(m) if m else None for m in raw_metas] if any(raw_metas) else None
+        metas = _decode_metas(raw_metas, self._metas_read_only) if any(raw_metas) else None
         ingest = events.column("ingest_ns").to_pylist()
         for target, start, end in _runs(targets):
             if target.startswith(FINAL_OUTPUT):
@@ -201,6 +207,25 @@ class PipelineProcessor(StatefulProcessor):
         if wanted is not None and wanted not in current:
             self.handle.registerTimer(wanted)
         self.timer = wanted
+
+
+def _decode_metas(raw: list[bytes | None], share: bool) -> list[Any]:
+    """Each event's metadata dict (None for none); with `share`, one dict per distinct value:
+    a group key set by the prefix (`$region`) repeats across a whole batch."""
+    if not share:
+        return [orjson.loads(m) if m else None for m in raw]
+    decoded: dict[bytes, Any] = {}
+    metas: list[Any] = []
+    append = metas.append
+    for packed in raw:
+        if not packed:
+            append(None)
+            continue
+        meta = decoded.get(packed)
+        if meta is None:
+            meta = decoded[packed] = orjson.loads(packed)
+        append(meta)
+    return metas
 
 
 def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
