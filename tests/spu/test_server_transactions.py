@@ -215,3 +215,18 @@ def test_committed_readers_never_see_a_commit_in_progress(tmp_path: Path) -> Non
             parts.publish(tp)
         assert parts.read(tp, 0, 1 << 20, "committed").next_offset == 3
         assert published[-1] == tp
+
+
+def test_stages_of_one_partition_that_arrive_out_of_order_commit_in_the_writers_order(
+    tmp_path: Path,
+) -> None:
+    """A retried stage request can reach the SPU after the ones that followed it (a new
+    connection): it is staged, not taken for a resend, and the batch commits in number order."""
+    with running_spu(tmp_path / "d") as spu, SpuClient(spu.addr) as client:
+        make_topics(client)
+        for sequence in (1, 2, 0, 3, 1):  # the last one: a resend
+            batch = encode_batch([b"s%d" % sequence])
+            client.stage("q", 6, "out", 0, batch, writer="w", sequence=sequence)
+        client.stage("q", 6, "out", 0, encode_batch([b"other"]), writer="v", sequence=0)
+        assert client.commit("q", 6, expected_batches=5) == {("out", 0): 5}
+        assert all_values(client, "out", 0) == [b"s0", b"s1", b"s2", b"s3", b"other"]

@@ -85,6 +85,7 @@ class AsyncSpuClient:
         self._conns: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._routes: Routes | None = None  # learnt on the first partition request
+        self._routes_lock = asyncio.Lock()
         self.idempotent = idempotent
         self._producer_id = new_producer_id()
         self._sequences: dict[TopicPartition, int] = {}
@@ -123,15 +124,25 @@ class AsyncSpuClient:
         return await self.connection(addr)
 
     async def routes(self) -> Routes:
+        """What the SPUs answered to METADATA, asked once however many requests wait for it.
+
+        Concurrent first callers wait for the one lookup, in the order they called:
+        pipelined requests (a writer's numbered stage requests) must leave in the order
+        they were made, and two lookups could answer in either order."""
         if self._routes is None:
-            try:
-                answer = await self.request(ApiKey.METADATA, {})
-                self._routes = Routes.from_answer(answer.fields)
-            except SpuError as err:
-                if err.code is not ErrorCode.UNSUPPORTED_API:
-                    raise
-                self._routes = Routes(False)  # an SPU from before clusters: alone
+            async with self._routes_lock:
+                if self._routes is None:
+                    self._routes = await self._ask_routes()
         return self._routes
+
+    async def _ask_routes(self) -> Routes:
+        try:
+            answer = await self.request(ApiKey.METADATA, {})
+        except SpuError as err:
+            if err.code is not ErrorCode.UNSUPPORTED_API:
+                raise
+            return Routes(False)  # an SPU from before clusters: alone
+        return Routes.from_answer(answer.fields)
 
     async def in_cluster(self) -> bool:
         """True when the SPU(s) this client talks to form a cluster."""

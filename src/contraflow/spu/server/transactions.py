@@ -47,16 +47,25 @@ class _Staged:
     tp: TopicPartition
     data: bytes | memoryview
     owner: Hashable
+    sequence: int | None = None  # the stage request's number, if the writer numbers them
 
 
 @dataclass
 class _WriterStage:
+    """One writer attempt's staging. Numbered stage requests may arrive in any order (a
+    retry on a new connection overtakes the requests that followed it, another SPU's
+    copies): a number seen before is a resend, and the batches commit in number order."""
+
     attempt: int
     batches: list[_Staged] = field(default_factory=list)
-    # Per partition: a writer's stage requests to one partition arrive in order (one
-    # connection, per-partition order; a leader's copies likewise), those to different
-    # partitions need not (another SPU's copies, a commit's copy still on its way).
-    last_sequence: dict[TopicPartition, int] = field(default_factory=dict)
+    seen: dict[TopicPartition, set[int]] = field(default_factory=dict)
+
+    def in_order(self) -> list[_Staged]:
+        """The batches in the writer's order: by request number where every one has one
+        (a stable sort keeps a request's batches together), else as they arrived."""
+        if any(b.sequence is None for b in self.batches):
+            return list(self.batches)
+        return sorted(self.batches, key=lambda b: b.sequence or 0)
 
 
 @dataclass
@@ -65,7 +74,7 @@ class _Pending:
     touched: float = 0.0
 
     def batches(self) -> list[_Staged]:
-        return [b for w in self.writers.values() for b in w.batches]
+        return [b for w in self.writers.values() for b in w.in_order()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,10 +150,11 @@ class TransactionCoordinator:
                     self._release(stage.batches)
                 stage = pending.writers[writer] = _WriterStage(attempt)
             if sequence is not None:
-                if sequence <= stage.last_sequence.get(tp, -1):
+                seen = stage.seen.setdefault(tp, set())
+                if sequence in seen:
                     return True  # a resend of what is staged already
-                stage.last_sequence[tp] = sequence
-            stage.batches.extend(_Staged(tp, b, owner) for b in batches)
+                seen.add(sequence)
+            stage.batches.extend(_Staged(tp, b, owner, sequence) for b in batches)
             self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + size
             pending.touched = time.monotonic()
         return True
@@ -178,7 +188,7 @@ class TransactionCoordinator:
                 return []
             taken: list[_Staged] = []
             for stage in pending.writers.values():
-                taken.extend(b for b in stage.batches if b.tp == tp)
+                taken.extend(b for b in stage.in_order() if b.tp == tp)
                 stage.batches = [b for b in stage.batches if b.tp != tp]
             self._release(taken)
             if not pending.batches():  # every partition taken: the batch's staging is over
