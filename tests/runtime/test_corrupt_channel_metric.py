@@ -70,7 +70,8 @@ def test_a_corrupt_batch_in_a_channel_shows_in_its_gauge(tmp_path: Path) -> None
         finally:
             await monitor.client.close()
 
-    with spu_process(tmp_path) as (_, addr):
+    # no background scrub: here the snk connector's own read must find the bad batch
+    with spu_process(tmp_path, "--no-scrub") as (_, addr):
         asyncio.run(observe(addr))
         assert corrupt_batches(metrics) == 0, "nothing read the bad batch yet"
         with SpuClient(addr) as reader, pytest.raises(SpuError, match=f"offset {victim.base_offset}"):
