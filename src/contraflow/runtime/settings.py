@@ -5,7 +5,7 @@ reserved args (defaults in the `define flow ... args`, overridden per
 deployment with `deploy flow x from f with ... end`):
 
     channels = {
-      "default":    {"capacity": 500000, "capacity_bytes": 134217728,
+      "default":    {"capacity": 1000000, "capacity_bytes": 268435456,
                      "high_watermark": 1.0, "low_watermark": 0.5},
       "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
     },
@@ -50,8 +50,8 @@ class SettingsError(UserError):
 class ChannelSettings:
     """Bounds of one channel: back-pressure starts at `high_watermark` x capacity and ends below `low`."""
 
-    capacity: int = 500_000
-    capacity_bytes: int = 128 << 20
+    capacity: int = 1_000_000
+    capacity_bytes: int = 256 << 20
     high_watermark: float = 1.0
     low_watermark: float = 0.5
 

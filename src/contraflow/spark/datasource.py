@@ -15,9 +15,8 @@ than a duplicate.
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +51,7 @@ from contraflow.spark.offsets import (
     to_spark_offset,
 )
 from contraflow.spark.options import SinkOptions, SourceOptions, source_schema
+from contraflow.spark.staging import ConnectionStager, StageRequest
 
 log = logging.getLogger(__name__)
 
@@ -301,17 +301,21 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         batch_id = int(task.getLocalProperty(BATCH_ID_PROPERTY) or -1)
         if not query_id or batch_id < 0:
             raise RuntimeError("the contraflow sink only runs in streaming queries (no query or batch id)")
-        client = _client(self.options.spu)
+        stager = ConnectionStager(
+            lambda: _client(self.options.spu),
+            bytes_per_connection=self.options.stage_bytes_per_connection,
+            in_flight=STAGES_IN_FLIGHT,
+        )
         try:
             return self._stage_all(
-                client, iterator, query_id, batch_id, task.partitionId(), task.attemptNumber()
+                stager, iterator, query_id, batch_id, task.partitionId(), task.attemptNumber()
             )
         finally:
-            client.close()
+            stager.close()
 
     def _stage_all(
         self,
-        client: Any,
+        stager: ConnectionStager,
         iterator: Iterator[pa.RecordBatch],
         query_id: str,
         batch_id: int,
@@ -320,34 +324,20 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
     ) -> StagedBatches:
         partition_counts: dict[str, int] = {}
         staged = StagedBatches(query_id, 0, 0)
-        in_flight: deque[Future[bool]] = deque()
         for rows in iterator:
             if rows.num_rows == 0:
                 continue
             for topic in _topics_named(rows, self.options.topic):
                 if topic not in partition_counts:
-                    partition_counts[topic] = len(client.describe_topic(topic).partitions)
+                    partition_counts[topic] = len(stager.client.describe_topic(topic).partitions)
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
-                if len(in_flight) >= STAGES_IN_FLIGHT:
-                    in_flight.popleft().result()
-                in_flight.append(
-                    client.stage_soon(
-                        query_id,
-                        batch_id,
-                        route.topic,
-                        route.partition,
-                        batch,
-                        writer=str(task),
-                        attempt=attempt,
-                        sequence=staged.batches,
-                    )
-                )
+                request = StageRequest(query_id, batch_id, route.topic, route.partition, str(task), attempt)
+                stager.stage(batch, request, sequence=staged.batches)
                 staged.batches += 1
                 staged.records += routed.num_rows
                 staged.routes.append((route.topic, route.partition))
-        for pending in in_flight:
-            pending.result()
+        stager.finish()
         return staged
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

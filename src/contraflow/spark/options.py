@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from contraflow.errors import UserError
 from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
+from contraflow.spark.staging import DEFAULT_BYTES_PER_CONNECTION
 from contraflow.spark.transform import SCHEMA_OPTION, TRANSFORM_OPTION, RowsTransform, read_transform
 from contraflow.spu.units import parse_count
 
@@ -118,9 +119,18 @@ class SinkOptions:
     spu: str
     topic: str | None
     compression: str | None
+    # `stageBytesPerConnection`: a write task opens another connection past this many staged
+    # bytes (see `contraflow.spark.staging`); below the SPU's `max_staged_bytes`.
+    stage_bytes_per_connection: int = DEFAULT_BYTES_PER_CONNECTION
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         return cls(
-            spu=spu_address(options), topic=_get(options, "topic"), compression=_get(options, "compression")
+            spu=spu_address(options),
+            topic=_get(options, "topic"),
+            compression=_get(options, "compression"),
+            stage_bytes_per_connection=_int(
+                options, "stageBytesPerConnection", DEFAULT_BYTES_PER_CONNECTION, minimum=1
+            )
+            or DEFAULT_BYTES_PER_CONNECTION,
         )

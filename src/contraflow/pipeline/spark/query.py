@@ -237,7 +237,8 @@ def _stateful_rows(
                 lambda port: (
                     PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups),
                     ENVELOPE_DDL,
-                )
+                ),
+                spread=True,
             ).values()
         )
     )

@@ -1,0 +1,89 @@
+"""A sink task's stage requests, spread over as many SPU connections as its output needs.
+
+The SPU counts staged bytes against the connection that sent them until the
+batch commits, and refuses a connection more than `max_staged_bytes` (64 MiB
+by default) so one client cannot fill its memory. One task's share of a
+micro-batch can be larger than that: a stateful pipeline whose groups all
+land in one partition, large events, channels sized for large batches. So a
+task moves to a new connection before one would go over its share
+(`stageBytesPerConnection`, 48 MiB by default). That is safe because stage
+requests are numbered per writer, not per connection: the SPU commits them in
+the writer's order whichever connection each came by, and a closed
+connection's staged batches stay until the commit or abort.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_BYTES_PER_CONNECTION = 48 << 20
+
+
+@dataclass(frozen=True)
+class StageRequest:
+    """Where a task's batches go: one (query, micro-batch) transaction, one partition, one writer."""
+
+    query_id: str
+    batch_id: int
+    topic: str
+    partition: int
+    writer: str
+    attempt: int
+
+
+class ConnectionStager:
+    """Sends stage requests with at most `in_flight` outstanding, and at most
+    `bytes_per_connection` staged per connection (a single larger request still goes, alone)."""
+
+    def __init__(self, connect: Callable[[], Any], *, bytes_per_connection: int, in_flight: int) -> None:
+        self._connect = connect
+        self._limit = bytes_per_connection
+        self._max_in_flight = in_flight
+        self._pending: deque[Future[bool]] = deque()
+        self._client: Any = connect()
+        self._bytes = 0
+        self.connections = 1
+
+    @property
+    def client(self) -> Any:
+        """The connection now in use (also for the task's other requests, e.g. describing topics)."""
+        return self._client
+
+    def stage(self, batch: bytes | bytearray, request: StageRequest, *, sequence: int) -> None:
+        """Send one encoded record batch, the writer's `sequence`-th."""
+        if self._bytes and self._bytes + len(batch) > self._limit:
+            self._next_connection()
+        while len(self._pending) >= self._max_in_flight:
+            self._pending.popleft().result()
+        self._pending.append(
+            self._client.stage_soon(
+                request.query_id,
+                request.batch_id,
+                request.topic,
+                request.partition,
+                batch,
+                writer=request.writer,
+                attempt=request.attempt,
+                sequence=sequence,
+            )
+        )
+        self._bytes += len(batch)
+
+    def finish(self) -> None:
+        """Wait until every request sent was answered (raises the first failure)."""
+        while self._pending:
+            self._pending.popleft().result()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _next_connection(self) -> None:
+        self.finish()
+        self._client.close()
+        self._client = self._connect()
+        self._bytes = 0
+        self.connections += 1
