@@ -17,7 +17,8 @@ Input: EVENTS JSON lines of about 200 bytes (`ts` in ms, `user_id`, `event`,
   per region and window in a dict): the per-core ceiling;
 - `pyspark`: the same work as a plain Structured Streaming query (JVM JSON
   reader with a schema, `availableNow`, noop sink), rate = rows / execution
-  time of its micro-batches after the first (start-up left out).
+  time of its micro-batches after the first (start-up left out), run in a child
+  process so its JVM is gone before the flows run.
 
 A flow's rate is its steady state: the time its counter (events delivered by
 the sink for passthrough, events read by the pipeline for w1, both from
@@ -407,7 +408,26 @@ def compare_spu_modes(source: Path, work: Path, count: int) -> dict[str, Any]:
     } | {"process_vs_thread": round(runs["process"]["events_per_s"] / runs["thread"]["events_per_s"], 3)}
 
 
+def plain_pyspark_in_child(source: Path, work: Path, count: int) -> dict[str, Any]:
+    """`plain_pyspark` in a child process: a stopped session's JVM lives on until its Python
+    exits, and the flows measured next should not share the box with it."""
+    child = subprocess.run(
+        [sys.executable, __file__, f"--pyspark-child={source},{work},{count}"],
+        stdout=subprocess.PIPE,
+        check=True,
+        timeout=TIMEOUT_S,
+    )
+    return dict(orjson.loads(child.stdout.splitlines()[-1]))
+
+
 def main() -> None:
+    child = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--pyspark-child=")), "")
+    if child:
+        source, work, events = child.split(",")
+        with contextlib.redirect_stdout(sys.stderr):
+            rates = plain_pyspark(Path(source), Path(work), int(events))
+        print(json.dumps(rates))
+        return
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     only = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")), "")
     count = int(args[0]) if args else EVENTS
@@ -419,8 +439,7 @@ def main() -> None:
         if "python" in wanted:
             result["python"] = python_loop(source)
         if "pyspark" in wanted:
-            with contextlib.redirect_stdout(sys.stderr):
-                result["pyspark"] = plain_pyspark(source, work, count)
+            result["pyspark"] = plain_pyspark_in_child(source, work, count)
         for name, body in (("passthrough", PASSTHROUGH), ("w1", W1)):
             if name in wanted:
                 result[name] = run_flow(name, body, source, work, count)
