@@ -36,7 +36,7 @@ from contraflow.connectors.base import Connector, ConnectorContext, connector_cl
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
-from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query
+from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query, transient_failure
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.connection import SharedConnect
@@ -62,6 +62,7 @@ log = logging.getLogger("contraflow.runtime.flow")
 STOP_GRACE_S = 0.5  # connector tasks told to stop get this long before they are cancelled
 EARLIER_STOP_S = 60.0  # a redeploy waits this long for its pipelines' last runs to stop
 CONNECT_WARNING_S = 60.0  # one terminal warning per connector and minute while it cannot connect
+QUERY_RESTARTS = 3  # a pipeline's query is started again this often after a transient failure
 
 
 @dataclass
@@ -111,6 +112,7 @@ class FlowInstance:
         self.error: str | None = None
         self.connectors: dict[str, ConnectorInstance] = {}
         self.pipelines: dict[str, PipelineRun] = {}
+        self.query_restarts: dict[str, int] = {}  # pipeline alias -> restarts after transient failures
         self.acks: dict[str, AckTracker] = {}
         self.client = AsyncSpuClient(services.spu_addr)
         self.producer = AsyncProducer(
@@ -236,25 +238,47 @@ class FlowInstance:
     async def _start_pipelines(self, starting: dict[str, list[PipelineInput]]) -> None:
         """Each query starts in a thread (planning, Python workers: seconds), the loop runs on."""
         for alias, inputs in starting.items():
-            outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
-            await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
-            for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
-                await control.credit(inp.consumer, inp.topic).set_async(
-                    self.client, admitted(self.settings.priority, None)
-                )
-            self.pipelines[alias] = await asyncio.to_thread(
-                start_pipeline_query,
-                self.services.spark,
-                self.id,
-                alias,
-                self.graph.pipelines[alias],
-                spu=self.services.spu_addr,
-                inputs=inputs,
-                outputs=outputs,
-                data_dir=self.services.data_dir,
-                trigger=self.settings.pipeline(alias).trigger(timers=has_timers(self.graph.pipelines[alias])),
-                pool=self.settings.priority,
+            await self._start_pipeline(alias, inputs)
+
+    async def _start_pipeline(self, alias: str, inputs: list[PipelineInput]) -> None:
+        outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
+        await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
+        for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
+            await control.credit(inp.consumer, inp.topic).set_async(
+                self.client, admitted(self.settings.priority, None)
             )
+        self.pipelines[alias] = await asyncio.to_thread(
+            start_pipeline_query,
+            self.services.spark,
+            self.id,
+            alias,
+            self.graph.pipelines[alias],
+            spu=self.services.spu_addr,
+            inputs=inputs,
+            outputs=outputs,
+            data_dir=self.services.data_dir,
+            trigger=self.settings.pipeline(alias).trigger(timers=has_timers(self.graph.pipelines[alias])),
+            pool=self.settings.priority,
+        )
+
+    async def restart_pipeline(self, alias: str, why: str) -> None:
+        """Stop a pipeline's query run (if it still runs) and start it again: it resumes from its
+        checkpoint, and the sink's exactly-once commits make a replayed batch a no-op."""
+        run = self.pipelines[alias]
+        self.query_restarts[alias] = self.query_restarts.get(alias, 0) + 1
+        log.warning("flow %s: pipeline %s restarts after a transient failure: %s", self.id, alias, why)
+        self.services.events.emit("pipeline_restarted", self.id, pipeline=alias, error=why)
+        await asyncio.to_thread(run.stop)
+        await self._start_pipeline(alias, run.inputs)
+
+    async def _pipeline_failed(self, alias: str, error: str) -> None:
+        """A query run died: started again after a transient failure (a few times), else the flow fails."""
+        if transient_failure(error) and self.query_restarts.get(alias, 0) < QUERY_RESTARTS:
+            await self.restart_pipeline(alias, _headline(error))
+            return
+        self.state, self.error = "failed", f"pipeline {alias}: {error}"
+        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
+        self.services.events.emit("batch_failed", self.id, pipeline=alias, error=_headline(error))
 
     def _build_runners(self, alias: str, inst: ConnectorInstance) -> None:
         cls = type(inst.connector)
@@ -340,14 +364,10 @@ class FlowInstance:
                     )
                     await self.qos.publish()
                 self.watchdog.check(self.monitor.last_batch, self.monitor.input_waiting, self._busy())
-                for alias, run in self.pipelines.items():
+                for alias, run in list(self.pipelines.items()):
                     error = run.error()
                     if error and self.state not in ("failed", "draining", "stopped"):
-                        self.state, self.error = "failed", f"pipeline {alias}: {error}"
-                        log.error("flow %s: pipeline %s failed: %s", self.id, alias, error)
-                        self.services.events.emit(
-                            "batch_failed", self.id, pipeline=alias, error=_headline(error)
-                        )
+                        await self._pipeline_failed(alias, error)
             except asyncio.CancelledError:
                 raise
             except Exception:

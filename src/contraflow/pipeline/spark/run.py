@@ -90,6 +90,19 @@ class PipelineRun:
         self.listener.forget(self.run_id)
 
 
+# Failures of a query's run that say nothing about the pipeline or its data: Spark gives a
+# Python worker it starts a fixed 10 s to connect back, which a loaded machine can miss.
+TRANSIENT_FAILURES = (
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
+
+
+def transient_failure(error: str) -> bool:
+    """Whether a query that died of `error` may simply be started again (from its checkpoint)."""
+    return any(sign in error for sign in TRANSIENT_FAILURES)
+
+
 def start_pipeline_query(
     spark: Any,
     flow_id: str,
