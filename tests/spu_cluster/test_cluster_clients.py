@@ -84,11 +84,19 @@ def test_a_resent_batch_is_written_once_even_after_a_failover(tmp_path: Path) ->
             asyncio.run(produce_raw(leader_addr, "once", gap))
         assert err.value.code is ErrorCode.OUT_OF_ORDER_SEQUENCE
         cluster.signal(f"spu-{leader}", signal.SIGKILL)
-        wait_for("a new leader", lambda: partition_state(cluster, "once")[0] not in (leader, -1))
-        new_leader = partition_state(cluster, "once")[0]
-        new_addr = cluster.members[f"spu-{new_leader}"].addr
+        new_addr = ""
+
+        def a_new_leader_serves() -> bool:
+            """Whichever replica leads now (the controller may move it again on a loaded machine)."""
+            nonlocal new_addr
+            candidate = partition_state(cluster, "once")[0]
+            if candidate in (leader, -1):
+                return False
+            new_addr = cluster.members[f"spu-{candidate}"].addr
+            return _leads(new_addr)
+
         # the answer to `second` was "lost": the producer resends it to the new leader
-        wait_for("the new leader to take produces", lambda: _leads(new_addr))
+        wait_for("a new leader that takes produces", a_new_leader_serves, timeout_s=60.0)
         assert asyncio.run(produce_raw(new_addr, "once", second)) == (10, 19)
         got = [v for b in client.fetch("once", 0, 0, 1 << 20).batches for v in b.values()]
         assert got == values(10, "first") + values(10, "second")

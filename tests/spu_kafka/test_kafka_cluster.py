@@ -110,6 +110,22 @@ def leads(wire: KafkaWire) -> bool:
     return end_offset(wire.request(ApiKey.LIST_OFFSETS, 1, list_end_offset(TOPIC), cid=7))[0] == 0
 
 
+def next_leader(cluster: LocalCluster, old: int, timeout_s: float = 60.0) -> tuple[int, KafkaWire]:
+    """The SPU that leads partition 0 after `old`, once it knows it does, with a connection to it.
+    The controller may move the leadership again meanwhile (an SPU that missed a heartbeat on a
+    loaded machine): whichever replica leads when one answers as leader is the next leader."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        candidate = partition_state(cluster, TOPIC)[0]
+        if candidate not in (old, -1):
+            wire = KafkaWire(kafka_addr(cluster, candidate))
+            if leads(wire):
+                return candidate, wire
+            wire.close()
+        time.sleep(0.2)
+    raise AssertionError(f"no SPU took over partition 0 from SPU {old} within {timeout_s} s")
+
+
 def test_a_retried_batch_is_recognised_by_the_next_leader(tmp_path: Path) -> None:
     """An idempotent producer's batch, acknowledged by the old leader and copied to the
     others, sent again to the new leader (a retry after a lost answer): the same offsets,
@@ -123,10 +139,7 @@ def test_a_retried_batch_is_recognised_by_the_next_leader(tmp_path: Path) -> Non
         assert produce_result(wire.request(ApiKey.PRODUCE, 5, produce_body(TOPIC, first), cid=2)) == (0, 0)
         wire.close()
         cluster.signal(f"spu-{leader}", signal.SIGKILL)
-        wait_for("a new leader", lambda: partition_state(cluster, TOPIC)[0] not in (leader, -1))
-        new_leader = partition_state(cluster, TOPIC)[0]
-        wire = KafkaWire(kafka_addr(cluster, new_leader))
-        wait_for("the new leader to know", lambda: leads(wire))
+        new_leader, wire = next_leader(cluster, leader)
         retried = wire.request(ApiKey.PRODUCE, 5, produce_body(TOPIC, first), cid=3)
         assert produce_result(retried) == (0, 0)
         second = sequenced_batch(producer_id, 2, [b"c"])
