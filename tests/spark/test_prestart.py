@@ -115,3 +115,26 @@ def grandparent(batches):  # runs in a Python worker, which forks from Spark's w
 def test_local_spark_python_workers_fork_from_the_server(spark) -> None:
     found = {r.pid for r in spark.range(1).mapInArrow(grandparent, "pid long").collect()}
     assert found == {server_pid()}
+
+
+def test_a_request_that_is_not_json_leaves_the_server_serving(probe: Path) -> None:
+    """A broken request is that request's problem: the server (and the Spark workers forked
+    from it) lives on, and the next command is still forked from it."""
+    import socket
+
+    from contraflow.spark.prestart_client import HEADER
+
+    name = prestart.ensure_server()
+    server = prestart.running_server()
+    assert server is not None
+    garbage = b"{not json"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as broken, open(os.devnull, "rb") as null:
+        broken.connect("\0" + name)
+        socket.send_fds(broken, [HEADER.pack(len(garbage))], [null.fileno()] * 3)
+        broken.sendall(garbage)
+        broken.settimeout(10)
+        assert broken.recv(64) in (b"", b"\0" * 8), "dropped or declined, nothing else"
+    assert server.poll() is None, "the server still runs"
+    process = stand_in(probe, "3")
+    out, _ = process.communicate("x\n", timeout=60)
+    assert int(out.splitlines()[0].split(" ", 2)[1]) == server.pid

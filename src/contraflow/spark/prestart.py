@@ -152,7 +152,12 @@ class _Server:
     def run(self) -> None:
         while self.running:
             for key, _ in self.selector.select():
-                key.data(key.fileobj)
+                try:
+                    key.data(key.fileobj)
+                except Exception:  # noqa: BLE001 - one request's trouble must not end the server
+                    # Spark's Python workers forked from it (its daemons) would be orphaned, and
+                    # every later command would start cold.
+                    traceback.print_exc()
 
     def _parent_gone(self, fd: int) -> None:
         if not os.read(fd, 4096):
@@ -243,8 +248,11 @@ class _Server:
 
     def _stand_in_gone(self, connection: socket.socket) -> None:
         """The stand-in died (SIGKILL): its child must not live on without it."""
-        if connection.recv(1):
-            return
+        try:
+            if connection.recv(1):
+                return
+        except OSError:  # reset by a peer that died with data unread: gone all the same
+            pass
         for child in self.children.values():
             if child.connection is connection:
                 with contextlib.suppress(ProcessLookupError):
