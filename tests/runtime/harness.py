@@ -43,6 +43,21 @@ def troy(fid: str, body: str, args: str = "") -> str:
     return f"define flow {fid}\n{head}flow\n{JSON_LINES}\n{body}\nend;\ndeploy flow {fid};\n"
 
 
+def files_through_pass(fid: str, source: Path, sink: Path, args: str = "") -> str:
+    """`troy` of the simplest flow: a json-lines file -> `pass` -> a json-lines file (truncated)."""
+    return troy(
+        fid,
+        f"""
+  create connector input from lines with path = "{source}" end;
+  create connector output from lines with path = "{sink}", mode = "truncate" end;
+  create pipeline pass;
+  connect /connector/input to /pipeline/pass;
+  connect /pipeline/pass to /connector/output;
+""",
+        args=args,
+    )
+
+
 def write_events(path: Path, count: int, start: int = 0) -> list[dict[str, Any]]:
     events = [{"n": i, "msg": f"event number {i}"} for i in range(start, start + count)]
     path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))

@@ -7,23 +7,15 @@ from pathlib import Path
 
 import orjson
 
-from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
+from tests.runtime.harness import files_through_pass, flow_id, read_events, running, wait_for, write_events
 
 
 def test_every_event_arrives_once_in_order_and_the_source_is_acked(spark, spu_addr, tmp_path: Path) -> None:
     sent = write_events(tmp_path / "in.jsonl", 500)
     out = tmp_path / "out.jsonl"
     fid = flow_id("files")
-    source = troy(
-        fid,
-        f"""
-  create connector input from lines with path = "{tmp_path}/in.jsonl" end;
-  create connector output from lines with path = "{out}", mode = "truncate" end;
-  create pipeline pass;
-  connect /connector/input to /pipeline/pass;
-  connect /pipeline/pass to /connector/output;
-""",
-        args='pipelines = {"pass": {"trigger_ms": 200}}',
+    source = files_through_pass(
+        fid, tmp_path / "in.jsonl", out, args='pipelines = {"pass": {"trigger_ms": 200}}'
     )
 
     async def scenario() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from contraflow.pipeline.spark.run import transient_failure
 from contraflow.runtime.flow import QUERY_RESTARTS
-from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
+from tests.runtime.harness import files_through_pass, flow_id, read_events, running, wait_for, write_events
 
 CONNECT_BACK = (
     "org.apache.spark.SparkException: Python worker failed to connect back.\n"
@@ -31,16 +31,7 @@ def test_a_restarted_query_delivers_every_event_once_and_a_fourth_failure_fails_
     sent = write_events(tmp_path / "in.jsonl", 2_000)
     out = tmp_path / "out.jsonl"
     fid = flow_id("restart")
-    source = troy(
-        fid,
-        f"""
-  create connector input from lines with path = "{tmp_path}/in.jsonl" end;
-  create connector output from lines with path = "{out}", mode = "truncate" end;
-  create pipeline pass;
-  connect /connector/input to /pipeline/pass;
-  connect /pipeline/pass to /connector/output;
-""",
-    )
+    source = files_through_pass(fid, tmp_path / "in.jsonl", out)
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
