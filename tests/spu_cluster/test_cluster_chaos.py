@@ -68,28 +68,28 @@ class CommittedReader(threading.Thread):
         self.seen: list[tuple[int, bytes]] = []
         self.stop = threading.Event()
         self.failures: list[str] = []
+        self.position = 0  # kept across connections: a failed fetch must not rewind the reader
 
     def run(self) -> None:
-        position = 0
         while not self.stop.is_set():
             try:
                 with SpuClient(self.bootstrap) as client:
-                    position = self._read(client, position)
+                    self._read(client)
             except Exception as err:  # noqa: BLE001 - reported by the test if it never catches up
-                self.failures.append(f"at {position}: {type(err).__name__}: {err}")
+                self.failures.append(f"at {self.position}: {type(err).__name__}: {err}")
                 time.sleep(0.2)
 
-    def _read(self, client: SpuClient, position: int) -> int:
+    def _read(self, client: SpuClient) -> None:
         while not self.stop.is_set():
-            result = client.fetch(TOPIC, 0, position, 1 << 20, isolation="committed")
+            result = client.fetch(TOPIC, 0, self.position, 1 << 20, isolation="committed")
             for batch in result.batches:
                 for offset, value in zip(batch.offsets(), batch.values(), strict=True):
-                    if offset >= position:
+                    if offset >= self.position:
                         self.seen.append((offset, bytes(value)))
-            position = max(position, result.next_offset)
+                        self.position = offset + 1
+            self.position = max(self.position, result.next_offset)
             if not result.batches:
                 time.sleep(0.01)
-        return position
 
 
 def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer) -> int:

@@ -87,9 +87,10 @@ class Connection:
                 ),
                 timeout_s,
             )
+            # inside the try: a peer that dies right after accepting leaves a closed socket
+            tune_socket(writer.get_extra_info("socket"))
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
-        tune_socket(writer.get_extra_info("socket"))
         return cls(reader, writer)
 
     def next_id(self) -> int:

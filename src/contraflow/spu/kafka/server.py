@@ -126,13 +126,13 @@ class KafkaListener:
             )
             conn.abort()
             return
-        tune_socket(conn.transport.get_extra_info("socket"))
         try:
+            tune_socket(conn.transport.get_extra_info("socket"))
             await self._serve(conn)
         except BadFrameError as err:
             log.warning("closing %s: %s", conn.peer, err)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
+        except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
+            pass  # the peer went away (OSError covers a socket closed before it was tuned)
         finally:
             connections.close()
             conn.close()

@@ -205,7 +205,10 @@ class SpuServer:
                 writer.transport.abort()
                 return
             try:
-                tune_socket(writer.get_extra_info("socket"))
+                try:
+                    tune_socket(writer.get_extra_info("socket"))
+                except OSError:
+                    return  # the peer closed the connection before it was served
                 conn = Connection(reader, writer, dispatch, limits, allowed, budget, self.config.token)
                 self._connections.add(conn)
                 try:
