@@ -33,7 +33,13 @@ def partition_state(
     return int(leader), int(epoch), list(replicas), sorted(isr)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+# Generous: late in a full suite on a loaded box, one replica applied a topic's deletion 30 s
+# after the other two (its heartbeats stopped meanwhile; most likely an fsync of its metadata
+# apply stalled behind the disk's writeback). Waiting longer costs nothing when the check passes.
+WAIT_S = 90.0
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         if time.monotonic() > deadline:
