@@ -34,8 +34,8 @@ def partition_state(
 
 
 # Generous: late in a full suite on a loaded box, one replica applied a topic's deletion 30 s
-# after the other two (its heartbeats stopped meanwhile; most likely an fsync of its metadata
-# apply stalled behind the disk's writeback). Waiting longer costs nothing when the check passes.
+# after the other two (its heartbeats stopped meanwhile, so one metadata apply was stuck; the
+# cause was not found). Waiting longer costs nothing when the check passes sooner.
 WAIT_S = 90.0
 
 
