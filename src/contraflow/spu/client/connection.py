@@ -87,10 +87,11 @@ class Connection:
                 ),
                 timeout_s,
             )
-            # inside the try: a peer that dies right after accepting leaves a closed socket
-            tune_socket(writer.get_extra_info("socket"))
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
+        if not tune_socket(writer.get_extra_info("socket")):
+            writer.close()
+            raise SpuError(ErrorCode.CONNECTION_ERROR, f"the SPU at {addr} closed the connection at once")
         return cls(reader, writer)
 
     def next_id(self) -> int:

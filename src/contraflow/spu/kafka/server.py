@@ -127,12 +127,12 @@ class KafkaListener:
             conn.abort()
             return
         try:
-            tune_socket(conn.transport.get_extra_info("socket"))
-            await self._serve(conn)
+            if tune_socket(conn.transport.get_extra_info("socket")):  # False: the peer already left
+                await self._serve(conn)
         except BadFrameError as err:
             log.warning("closing %s: %s", conn.peer, err)
-        except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
-            pass  # the peer went away (OSError covers a socket closed before it was tuned)
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass
         finally:
             connections.close()
             conn.close()

@@ -9,11 +9,18 @@ import socket
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
 
 
-def tune_socket(sock: socket.socket) -> None:
-    """Large buffers and no Nagle delay (frames are written whole, latency matters)."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+def tune_socket(sock: socket.socket) -> bool:
+    """Large buffers and no Nagle delay (frames are written whole, latency matters).
+
+    False when the socket is already closed: a peer that dies right after the
+    connection is accepted leaves nothing to tune, serve or send on."""
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+    except OSError:
+        return False
+    return True
 
 
 def parse_addr(addr: str) -> tuple[str, int]:

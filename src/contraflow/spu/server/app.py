@@ -205,9 +205,7 @@ class SpuServer:
                 writer.transport.abort()
                 return
             try:
-                try:
-                    tune_socket(writer.get_extra_info("socket"))
-                except OSError:
+                if not tune_socket(writer.get_extra_info("socket")):
                     return  # the peer closed the connection before it was served
                 conn = Connection(reader, writer, dispatch, limits, allowed, budget, self.config.token)
                 self._connections.add(conn)
