@@ -7,13 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contraflow.errors import UserError
+from contraflow.spark.checkpoint import parse_offsets
 from contraflow.spark.offsets import (
     Ramp,
     parse_starting_offsets,
     plan_end,
+    run_count,
     smallest_budget,
+    to_partition_offsets,
     to_spark_offset,
 )
+from contraflow.spark.options import SourceOptions
 
 
 def test_starting_offsets_keywords_and_json() -> None:
@@ -33,6 +37,26 @@ def test_bad_starting_offsets_are_user_errors(bad: str) -> None:
 
 def test_spark_offset_uses_string_keys_in_partition_order() -> None:
     assert to_spark_offset({2: 9, 0: 1}) == {"0": 1, "2": 9}
+
+
+def test_a_run_count_rides_along_the_partitions_without_being_one() -> None:
+    spark = to_spark_offset({1: 4, 0: 2}, run=3)
+    assert spark == {"0": 2, "1": 4, "run": 3}
+    assert to_partition_offsets(spark) == {0: 2, 1: 4}
+    assert parse_offsets('{"0": 2, "1": 4, "run": 3}') == {0: 2, 1: 4}
+    assert run_count(spark) == 3
+    assert run_count(to_spark_offset({0: 2})) == 0 and "run" not in to_spark_offset({0: 2})
+
+
+@pytest.mark.parametrize(("raw", "wanted"), [(None, False), ("true", True), ("False", False)])
+def test_batch_at_start_is_a_flag(raw: str | None, wanted: bool) -> None:
+    options = {"topic": "t"} | ({"batchAtStart": raw} if raw is not None else {})
+    assert SourceOptions.parse(options).batch_at_start is wanted
+
+
+def test_a_batch_at_start_that_is_not_a_flag_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="batchAtStart must be true or false"):
+        SourceOptions.parse({"topic": "t", "batchAtStart": "soon"})
 
 
 def test_unlimited_budget_reads_everything() -> None:

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from contraflow.spark.offsets import partition_entries
+
 CHECKPOINTS = "checkpoints"  # the directory under a data dir (contraflow.spark.session sets it as Spark's)
 
 
@@ -36,7 +38,7 @@ def parse_offsets(raw: Any) -> dict[int, int]:
             return {}
     if not isinstance(raw, dict):
         return {}
-    return {int(p): int(o) for p, o in raw.items()}
+    return {int(p): int(o) for p, o in partition_entries(raw)}  # type: ignore[call-overload]
 
 
 def newest_batch(checkpoint: str | os.PathLike[str], log: str) -> int | None:

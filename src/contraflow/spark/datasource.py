@@ -46,6 +46,7 @@ from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
     plan_end,
+    run_count,
     smallest_budget,
     to_partition_offsets,
     to_spark_offset,
@@ -125,6 +126,7 @@ class TopicStreamReader(DataSourceStreamReader):
         self._spu: Any = None
         # Driver side: this reader lives as long as the query, so the ramp spans its batches.
         self._ramp = Ramp(options.ramp_records) if options.ramp_records else None
+        self._batch_due_at_start = options.batch_at_start
 
     @property
     def spu(self) -> Any:
@@ -180,7 +182,11 @@ class TopicStreamReader(DataSourceStreamReader):
         budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit(), ramp)
         if self._ramp is not None:
             self._ramp.observe(sum(max(0, end - begin.get(p, 0)) for p, end in latest.items()))
-        return to_spark_offset(plan_end(begin, latest, budget))
+        run = run_count(start)
+        if self._batch_due_at_start:  # a new run count is a new offset: Spark plans a batch now
+            self._batch_due_at_start = False
+            run += 1
+        return to_spark_offset(plan_end(begin, latest, budget), run)
 
     def reportLatestOffset(self) -> dict[str, int]:
         return to_spark_offset(self._offsets_at("latest"))

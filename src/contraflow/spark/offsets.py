@@ -6,6 +6,13 @@ the end offset of a micro-batch from three limits: Spark's read limit
 (`maxOffsetsPerTrigger` or the trigger's), and the credit the runtime
 publishes on the SPU for back-pressure. The smallest wins; zero credit means
 the micro-batch reads nothing.
+
+A source that must run a batch as soon as its query starts (a pipeline whose
+timers live in the checkpoint) also counts its query runs under RUN_KEY: a new
+count is a new offset, so Spark plans a batch even with no new records. Spark
+runs its own empty "no-data" batches only after a batch of the same run, so
+without this a query stopped between batches would never fire a pending timer
+until input arrived.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 from contraflow.errors import UserError
 
 PartitionOffsets = dict[int, int]
+RUN_KEY = "run"
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ def parse_starting_offsets(text: str | None) -> StartingOffsets:
 def to_partition_offsets(raw: Mapping[str, object]) -> PartitionOffsets:
     """Spark's JSON offset (string keys) to {partition: offset}; -2 means earliest, -1 latest."""
     result: PartitionOffsets = {}
-    for key, value in raw.items():
+    for key, value in partition_entries(raw):
         try:
             partition, offset = int(key), int(value)  # type: ignore[call-overload]
         except (TypeError, ValueError) as err:
@@ -57,9 +65,24 @@ def to_partition_offsets(raw: Mapping[str, object]) -> PartitionOffsets:
     return result
 
 
-def to_spark_offset(offsets: PartitionOffsets) -> dict[str, int]:
-    """{partition: offset} to the JSON object Spark stores in its offset log."""
-    return {str(p): o for p, o in sorted(offsets.items())}
+def partition_entries(raw: Mapping[str, object]) -> list[tuple[str, object]]:
+    """The (partition, offset) entries of a Spark offset, without its run count."""
+    return [(key, value) for key, value in raw.items() if key != RUN_KEY]
+
+
+def run_count(raw: Mapping[str, object]) -> int:
+    """How many query runs asked for a batch at start before this offset (see RUN_KEY)."""
+    value = raw.get(RUN_KEY, 0)
+    return value if isinstance(value, int) else 0
+
+
+def to_spark_offset(offsets: PartitionOffsets, run: int = 0) -> dict[str, int]:
+    """{partition: offset} (and the run count, when there is one) to the JSON object Spark
+    stores in its offset log."""
+    spark = {str(p): o for p, o in sorted(offsets.items())}
+    if run:
+        spark[RUN_KEY] = run
+    return spark
 
 
 def plan_end(start: PartitionOffsets, latest: PartitionOffsets, budget: int | None) -> PartitionOffsets:

@@ -57,6 +57,7 @@ class SourceOptions:
     payload_only: bool = False  # `columns = payload`: value and packed headers only
     ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
     min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
+    batch_at_start: bool = False  # `batchAtStart`: a batch as soon as the query runs (see offsets.RUN_KEY)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -80,6 +81,7 @@ class SourceOptions:
             payload_only=_columns(options) == PAYLOAD_COLUMNS,
             ramp_records=_int(options, "rampRecords", minimum=1),
             min_partitions=_int(options, "minPartitions", minimum=1),
+            batch_at_start=_flag(options, "batchAtStart"),
         )
 
 
@@ -101,6 +103,13 @@ def source_schema(options: Mapping[str, str], default: str, payload: str) -> str
     if explicit:
         return explicit
     return payload if _columns(options) == PAYLOAD_COLUMNS else default
+
+
+def _flag(options: Mapping[str, str], name: str) -> bool:
+    raw = (_get(options, name) or "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise UserError(f"option {name} must be true or false, not {raw!r}")
+    return raw == "true"
 
 
 def _partition_list(raw: str | None) -> tuple[int, ...] | None:

@@ -448,17 +448,19 @@ def test_nested_pipelines_keep_their_own_state_across_micro_batches(pipeline) ->
 # --- timers across restarts, moves and keys -------------------------------------------------------
 
 
-def test_a_pending_batch_timeout_survives_a_query_restart(pipeline) -> None:
-    """Stop once the events are in the batch's state, before its timeout; the restarted query flushes it."""
+def test_a_pending_batch_timeout_survives_a_query_restart_between_batches(pipeline) -> None:
+    """Stop between batches once the events are in the batch's state, before its timeout; the
+    restarted query flushes it without new input (Spark alone would wait for input to plan a batch)."""
     p = pipeline(
         f"""
-        define operator b from generic::batch with count = 10, timeout = {20 * SECOND_NS} end;
+        define operator b from generic::batch with count = 10, timeout = {2 * SECOND_NS} end;
         create operator b;
         select event from in into b;
         select event from b into out;
         """
-    ).start(trigger=TICK)
+    )
     p.feed(1, 2)
+    p.start(trigger="1 hour")  # one batch at start, then nothing more before the stop
     poll(lambda: [p.query.lastProgress], lambda found: bool(found[0] and found[0]["numInputRows"]), 30)
     p.stop()
     assert p.values() == []  # stopped with the batch pending

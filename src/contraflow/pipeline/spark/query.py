@@ -166,6 +166,8 @@ class _Reader:
         )
         if spread:
             reader = reader.option("minPartitions", str(self.spark.sparkContext.defaultParallelism))
+        if self.plan.ticks:  # timers in the checkpoint fire at once, not at the next input
+            reader = reader.option("batchAtStart", "true")
         if step is not None:
             reader = reader.options(**transform_options(*step(port)))
         return reader.load()
