@@ -14,6 +14,15 @@ SPU runs in a child process (`contraflow spu run --kafka-addr`).
   partition the partition's fetch size sets how much each round trip carries).
   own: `AsyncSpuClient.fetch` of 1 MiB after 1 MiB, every value materialised.
 - ratio: kafka / own (target >= 0.5 for both).
+- produce_tail_ms: how long the last Kafka acknowledgement came after the
+  application's last `produce_batch` returned. A few milliseconds mean the SPU
+  kept up and the client's own enqueueing set the pace.
+- native (only when `kcat` is installed: `apt-get install kcat`): the same
+  records produced by kcat, librdkafka's C command-line client with no Python
+  layer, from a file of lines with the same producer settings; its rate counts
+  the process's start (tens of milliseconds). It tells what librdkafka itself
+  reaches against the SPU, so the ratio can be read as the client's or the
+  server's doing.
 - spu_cpu_us_per_record: CPU time of the SPU process per record in each phase
   (what transcoding Kafka batches costs the server); client_cpu_us_per_record:
   the same for this process (the client, with librdkafka's threads).
@@ -32,7 +41,9 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -53,32 +64,47 @@ FETCH_BYTES = 1 << 20
 CONFIG = TopicConfig(segment_bytes=512 << 20, flush=FlushPolicy.never())
 
 
+PRODUCER_SETTINGS: dict[str, str | int] = {
+    "linger.ms": 5,
+    "acks": 1,
+    "batch.size": 1 << 20,
+    "queue.buffering.max.messages": 2_000_000,
+    "queue.buffering.max.kbytes": 1 << 21,
+}
+KCAT = shutil.which("kcat")
+
+
 def values() -> list[bytes]:
     return [(b"%012d" % i).ljust(RECORD_BYTES, b"x") for i in range(RECORDS)]
 
 
-def kafka_produce(bootstrap: str, topic: str, records: list[bytes]) -> float:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "acks": 1,
-            "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 2_000_000,
-            "queue.buffering.max.kbytes": 1 << 21,
-        }
-    )
+def kafka_produce(bootstrap: str, topic: str, records: list[bytes], tails_ms: list[float]) -> float:
+    """Records/s through confluent-kafka; appends the acknowledgement tail to `tails_ms`."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_SETTINGS})
     producer.list_topics(topic, timeout=10)  # connected before the clock starts, like the own client
     start = time.perf_counter()
     for first in range(0, RECORDS, BATCH_RECORDS):  # the client's batch call, like the own client's
         chunk = [{"value": value} for value in records[first : first + BATCH_RECORDS]]
         producer.produce_batch(topic, chunk, partition=0)
         producer.poll(0)  # no delivery callbacks to serve: the queue holds every record
+    enqueued = time.perf_counter()
     remaining = producer.flush(120)
     elapsed = time.perf_counter() - start
+    tails_ms.append((time.perf_counter() - enqueued) * 1e3)
     if remaining:
         raise RuntimeError(f"{remaining} records not acknowledged")
     return RECORDS / elapsed
+
+
+def native_produce(bootstrap: str, topic: str, lines: Path) -> float:
+    """Records/s of kcat producing every line of `lines` (its start included)."""
+    assert KCAT is not None
+    settings = [arg for key, value in PRODUCER_SETTINGS.items() for arg in ("-X", f"{key}={value}")]
+    start = time.perf_counter()
+    subprocess.run(
+        [KCAT, "-P", "-b", bootstrap, "-t", topic, "-p", "0", *settings, "-l", str(lines)], check=True
+    )
+    return RECORDS / (time.perf_counter() - start)
 
 
 def kafka_consume(bootstrap: str, topic: str) -> float:
@@ -157,9 +183,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 def own_cpu_seconds() -> float:
-    """User + system CPU time of this process (the client, with librdkafka's threads)."""
+    """User + system CPU time of this process (the client, with librdkafka's threads) and of
+    the children it waited for (kcat)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
 
 
 def measured(pid: int, run: Callable[[], float]) -> tuple[float, float, float]:
@@ -173,22 +201,30 @@ def measured(pid: int, run: Callable[[], float]) -> tuple[float, float, float]:
 Figures = dict[tuple[str, str], tuple[float, float, float]]
 
 
-def one_round(spu: EmbeddedSpu, records: list[bytes], number: int) -> Figures:
-    """Every phase once on fresh topics; own first in odd rounds, Kafka first in even ones."""
+def one_round(
+    spu: EmbeddedSpu, records: list[bytes], number: int, tails_ms: list[float], lines: Path | None
+) -> Figures:
+    """Every phase once on fresh topics; own first in odd rounds, Kafka first in even ones
+    (the native producer, when there is one, right after the Kafka one)."""
     assert spu.pid is not None
-    own, kafka = f"own-{number}", f"kafka-{number}"
-    asyncio.run(create(spu.addr, own, kafka))
+    own, kafka, native = f"own-{number}", f"kafka-{number}", f"native-{number}"
+    asyncio.run(create(spu.addr, own, kafka, native))
     phases: dict[tuple[str, str], Callable[[], float]] = {
         ("produce", "own"): lambda: asyncio.run(own_produce(spu.addr, own, records)),
-        ("produce", "kafka"): lambda: kafka_produce(spu.kafka_addr, kafka, records),
+        ("produce", "kafka"): lambda: kafka_produce(spu.kafka_addr, kafka, records, tails_ms),
         ("consume", "own"): lambda: asyncio.run(own_consume(spu.addr, own)),
         ("consume", "kafka"): lambda: kafka_consume(spu.kafka_addr, kafka),
     }
-    order = ("own", "kafka") if number % 2 else ("kafka", "own")
+    if lines is not None:
+        phases[("produce", "native")] = lambda: native_produce(spu.kafka_addr, native, lines)
+    order = ("own", "kafka", "native") if number % 2 else ("kafka", "native", "own")
     figures = {
-        (op, side): measured(spu.pid, phases[(op, side)]) for op in ("produce", "consume") for side in order
+        (op, side): measured(spu.pid, phases[(op, side)])
+        for op in ("produce", "consume")
+        for side in order
+        if (op, side) in phases
     }
-    asyncio.run(delete(spu.addr, own, kafka))
+    asyncio.run(delete(spu.addr, own, kafka, native))
     return figures
 
 
@@ -199,7 +235,7 @@ def summary(rounds: list[Figures], op: str) -> dict[str, object]:
         return statistics.median(r[(op, side)][field] for r in rounds)
 
     ratios = [r[(op, "kafka")][0] / r[(op, "own")][0] for r in rounds]
-    return {
+    result: dict[str, object] = {
         "kafka_records_per_s": round(median_of("kafka", 0)),
         "own_records_per_s": round(median_of("own", 0)),
         "ratio": round(statistics.median(ratios), 3),
@@ -210,18 +246,37 @@ def summary(rounds: list[Figures], op: str) -> dict[str, object]:
         "client_cpu_us_per_record_kafka": round(median_of("kafka", 2), 3),
         "client_cpu_us_per_record_own": round(median_of("own", 2), 3),
     }
+    if (op, "native") in rounds[0]:
+        native_ratios = [r[(op, "native")][0] / r[(op, "own")][0] for r in rounds]
+        result["native"] = {
+            "client": "kcat (librdkafka, no Python), process start included",
+            "records_per_s": round(median_of("native", 0)),
+            "ratio_to_own": round(statistics.median(native_ratios), 3),
+            "ratios": [round(r, 3) for r in native_ratios],
+            "spu_cpu_us_per_record": round(median_of("native", 1), 3),
+            "client_cpu_us_per_record": round(median_of("native", 2), 3),
+        }
+    return result
 
 
 def main() -> None:
     records = values()
+    tails_ms: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="kafka-bench-") as tmp,
         EmbeddedSpu(Path(tmp) / "data", mode="process", kafka_addr="127.0.0.1:0") as spu,
     ):
-        rounds = [one_round(spu, records, number) for number in range(1, ROUNDS + 1)]
+        lines = None
+        if KCAT is not None:  # the records hold no newline: one line each
+            lines = Path(tmp) / "records.txt"
+            lines.write_bytes(b"\n".join(records) + b"\n")
+        rounds = [one_round(spu, records, number, tails_ms, lines) for number in range(1, ROUNDS + 1)]
     result: dict[str, object] = {"records": RECORDS, "record_bytes": RECORD_BYTES, "rounds": ROUNDS}
     for op in ("produce", "consume"):
         result[op] = summary(rounds, op)
+    result["produce_tail_ms"] = [round(t, 1) for t in tails_ms]
+    if KCAT is None:
+        result["native"] = "kcat not installed (apt-get install kcat): no native librdkafka figure"
     print(json.dumps(result))
 
 
