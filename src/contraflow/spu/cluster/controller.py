@@ -273,14 +273,18 @@ class Controller:
             self._commit()
         return Reply({"isr": state.isr})
 
-    def _without_lost_additions(self, req: m.AlterIsrRequest, state: PartitionState, isr: list[int]) -> list[int]:
+    def _without_lost_additions(
+        self, req: m.AlterIsrRequest, state: PartitionState, isr: list[int]
+    ) -> list[int]:
         """`isr` less the replicas it adds that have no live session: an SPU this controller
         declared lost may still look caught up to its leader (its last fetch was recent),
         but taking it back would make every acks=all produce wait for it until the leader
         drops it again. It rejoins once its heartbeats are back."""
         lost = sorted(set(isr) - set(state.isr) - set(self._sessions))
         if lost:
-            log.debug("%s/%d: SPU(s) %s not taken back in sync: no live session", req.topic, req.partition, lost)
+            log.debug(
+                "%s/%d: SPU(s) %s not taken back in sync: no live session", req.topic, req.partition, lost
+            )
         return [r for r in isr if r not in lost]
 
     # -- topics ----------------------------------------------------------------------------------
