@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from contraflow.spark.offsets import partition_entries
+from contraflow.spark.offsets import to_partition_offsets
 
 CHECKPOINTS = "checkpoints"  # the directory under a data dir (contraflow.spark.session sets it as Spark's)
 
@@ -38,7 +38,7 @@ def parse_offsets(raw: Any) -> dict[int, int]:
             return {}
     if not isinstance(raw, dict):
         return {}
-    return {int(p): int(o) for p, o in partition_entries(raw)}  # type: ignore[call-overload]
+    return to_partition_offsets(raw)
 
 
 def newest_batch(checkpoint: str | os.PathLike[str], log: str) -> int | None:

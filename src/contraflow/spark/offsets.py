@@ -56,18 +56,15 @@ def parse_starting_offsets(text: str | None) -> StartingOffsets:
 def to_partition_offsets(raw: Mapping[str, object]) -> PartitionOffsets:
     """Spark's JSON offset (string keys) to {partition: offset}; -2 means earliest, -1 latest."""
     result: PartitionOffsets = {}
-    for key, value in partition_entries(raw):
+    for key, value in raw.items():
+        if key == RUN_KEY:  # not a partition
+            continue
         try:
             partition, offset = int(key), int(value)  # type: ignore[call-overload]
         except (TypeError, ValueError) as err:
             raise UserError(f"bad offset {key!r}: {value!r} (partitions and offsets are integers)") from err
         result[partition] = offset
     return result
-
-
-def partition_entries(raw: Mapping[str, object]) -> list[tuple[str, object]]:
-    """The (partition, offset) entries of a Spark offset, without its run count."""
-    return [(key, value) for key, value in raw.items() if key != RUN_KEY]
 
 
 def run_count(raw: Mapping[str, object]) -> int:
