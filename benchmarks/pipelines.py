@@ -28,6 +28,7 @@ import random
 import statistics
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import orjson
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark.listener import records_read
+from contraflow.pipeline.spark.listener import BatchProgress, query_listener
 from contraflow.pipeline.spark.local import quiet_process_output
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.spark import session
@@ -95,6 +96,7 @@ class Bench:
     def __init__(self, spark: Any, spu: SpuClient, addr: str, root: Path) -> None:
         self.spark, self.spu, self.addr, self.root = spark, spu, addr, root
         self.runs = 0
+        query_listener(spark)  # registered before the first query: it must see all of its batches
 
     def sink_topic(self) -> str:
         self.runs += 1
@@ -116,12 +118,25 @@ class Bench:
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
-        progress = [p for p in query.recentProgress if p["numInputRows"]]
-        rows = sum(records_read(source) for p in progress for source in p["sources"])
-        seconds = sum(p["durationMs"]["triggerExecution"] for p in progress) / 1000
-        planning = progress[0]["durationMs"].get("queryPlanning", 0) / 1000
-        assert rows == EVENTS, rows
+        batches = [b for b in self.finished_batches(str(query.runId)) if b.rows_in]
+        rows = sum(b.rows_in for b in batches)
+        seconds = sum(b.duration_s for b in batches)
+        planning = dict(batches[0].phases)["planning"]
+        assert rows == EVENTS, f"{rows} of {EVENTS} events read in {len(batches)} micro-batches"
         return rows / (seconds - planning), rows / seconds
+
+    def finished_batches(self, run_id: str) -> list[BatchProgress]:
+        """Every micro-batch of the run, from the session's listener: a query's own
+        `recentProgress` keeps only the last 100 (`spark.sql.streaming.numRecentProgressUpdates`)."""
+        listener = query_listener(self.spark)
+        deadline = time.monotonic() + 30
+        while not listener.ended(run_id):  # Spark's listener bus delivers events after the query ends
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Spark did not report the end of query run {run_id}")
+            time.sleep(0.05)
+        batches = listener.take(run_id)
+        listener.forget(run_id)
+        return batches
 
     def compare(self, ours: Callable[[str, str], Any], plain: Callable[[str, str], Any]) -> dict[str, Any]:
         """Runs alternate (the box is shared: load changes hit both sides alike); medians of REPEATS.

@@ -146,3 +146,12 @@ def test_payload_columns_are_the_value_and_the_packed_headers(
 def test_an_unknown_columns_option_is_refused(spark, spu_addr, two_partitions, checkpoint) -> None:
     with pytest.raises((PySparkException, StreamingQueryException), match="option columns"):
         collect(spark, spu_addr, two_partitions, checkpoint, columns="some")
+
+
+def test_available_now_reads_the_whole_backlog_through_a_ramp(
+    spark, spu_addr, two_partitions, checkpoint
+) -> None:
+    """The ramp caps each batch, not the run: Spark's own available-now fallback took the run's
+    target from one capped `latestOffset` and ended after the first 3 records."""
+    rows = collect(spark, spu_addr, two_partitions, checkpoint, rampRecords="3")
+    assert [r[2] for r in rows] == [*(b"a%d" % i for i in range(10)), *(b"b%d" % i for i in range(10))]

@@ -28,7 +28,13 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxBytes, ReadMaxRows
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import StructType
 
 from contraflow import control
@@ -118,8 +124,12 @@ def split_ranges(
     return ranges
 
 
-class TopicStreamReader(DataSourceStreamReader):
-    """Reads one SPU topic; offsets are {partition: next offset} as Spark JSON."""
+class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads one SPU topic; offsets are {partition: next offset} as Spark JSON.
+
+    Available-now is supported natively: without it Spark learns the run's
+    target from one `latestOffset` call, which the ramp (or the runtime's
+    credit) caps at a first small batch, and the run ended there."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
@@ -127,6 +137,8 @@ class TopicStreamReader(DataSourceStreamReader):
         # Driver side: this reader lives as long as the query, so the ramp spans its batches.
         self._ramp = Ramp(options.ramp_records) if options.ramp_records else None
         self._batch_due_at_start = options.batch_at_start
+        # Available-now: the latest offsets when the run started; no batch reads past them.
+        self._target: PartitionOffsets | None = None
 
     @property
     def spu(self) -> Any:
@@ -175,9 +187,12 @@ class TopicStreamReader(DataSourceStreamReader):
         limit = self.options.max_offsets_per_trigger
         return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._offsets_at("latest")
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, int]:
         begin = to_partition_offsets(start)
-        latest = self._offsets_at("latest")
+        latest = self._offsets_at("latest") if self._target is None else self._target
         ramp = self._ramp.budget() if self._ramp is not None else None
         budget = smallest_budget(self._limit_budget(limit, begin, latest), self._credit(), ramp)
         if self._ramp is not None:

@@ -153,6 +153,11 @@ class QueryListener(StreamingQueryListener):
         with self._lock:
             return self._ended.get(run_id)
 
+    def ended(self, run_id: str) -> bool:
+        """Whether Spark reported the run's end: every progress of the run was delivered before it."""
+        with self._lock:
+            return run_id in self._ended
+
     def forget(self, run_id: str) -> None:
         """Drop what is kept about a run nobody will ask about again."""
         with self._lock:
