@@ -1,6 +1,6 @@
 """Whole flows through `contraflow run` against the per-core Python ceiling and plain PySpark.
 
-Prints one JSON object. Usage: python benchmarks/hot_path.py [EVENTS] [--only=python,pyspark,passthrough,w1,spu]
+Prints one JSON object. Usage: python benchmarks/hot_path.py [EVENTS] [--only=python,pyspark,columnar,passthrough,w1,spu]
 (default: all but `spu`, the side-by-side run of the embedded SPU as a thread and as a child process).
 
 Input: EVENTS JSON lines of about 200 bytes (`ts` in ms, `user_id`, `event`,
@@ -16,9 +16,16 @@ Input: EVENTS JSON lines of about 200 bytes (`ts` in ms, `user_id`, `event`,
 - `python`: the same work as a plain loop (read lines, orjson, filter, count
   per region and window in a dict): the per-core ceiling;
 - `pyspark`: the same work as a plain Structured Streaming query (JVM JSON
-  reader with a schema, `availableNow`, noop sink), rate = rows / execution
-  time of its micro-batches after the first (start-up left out), run in a child
-  process so its JVM is gone before the flows run.
+  reader with a schema, `availableNow`, noop sink), rate = events offered (the
+  lines of the files each batch read, from the file source's log; its
+  `numInputRows` counts only the rows left after the scan's pushed-down
+  filter, kept as `rows_after_pushed_filter_per_s`) / execution time of its
+  micro-batches after the first (start-up left out), run in a child process so
+  its JVM is gone before the flows run;
+- `columnar`: the same work in polars and in pyarrow.compute, one thread
+  each, in 4 MiB chunks of lines (what one read task parses at a time), partial
+  counts merged at the end: the per-core ceiling of columnar execution. Each
+  flow also gets its ratio to each engine's rate.
 
 A flow's rate is its steady state: the time its counter (events delivered by
 the sink for passthrough, events read by the pipeline for w1, both from
@@ -46,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +154,12 @@ def python_loop(path: Path) -> dict[str, Any]:
                 key = (REGIONS.get(event["country"], "other"), event["ts"] // 10_000)
                 counts[key] = counts.get(key, 0) + 1
     elapsed = time.perf_counter() - started
-    return {"events_per_s": round(n / elapsed), "seconds": round(elapsed, 2), "groups": len(counts)}
+    return {
+        "events_per_s": round(n / elapsed),
+        "seconds": round(elapsed, 2),
+        "groups": len(counts),
+        "kept": sum(counts.values()),
+    }
 
 
 def plain_pyspark(path: Path, work: Path, count: int) -> dict[str, Any]:
@@ -158,7 +171,7 @@ def plain_pyspark(path: Path, work: Path, count: int) -> dict[str, Any]:
 
     files = work / "pyspark-in"
     files.mkdir()
-    split_lines(path, files, parts=12)
+    lines = split_lines(path, files, parts=12)
     spark = session(data_dir=work / "pyspark")
     schema = StructType(
         [
@@ -198,24 +211,139 @@ def plain_pyspark(path: Path, work: Path, count: int) -> dict[str, Any]:
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     spark.stop()
     steady = batches[1:] or batches
+    # Events offered, not `numInputRows`: the JSON scan applies the pushed-down filter, and its
+    # rows are only the events that passed it.
+    read = files_per_batch(work / "pyspark-checkpoint")
+    events = sum(lines[name] for p in steady for name in read[p["batchId"]])
     rows = sum(p["numInputRows"] for p in steady)
     seconds = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
     return {
-        "events_per_s": round(rows / seconds),
+        "events_per_s": round(events / seconds),
+        "rows_after_pushed_filter_per_s": round(rows / seconds),
         "wall_events_per_s": round(count / wall),
         "batches": len(batches),
     }
 
 
-def split_lines(path: Path, into: Path, parts: int) -> None:
-    """Cut the event file into `parts` files on line boundaries (the file source reads files per trigger)."""
+CHUNK_BYTES = 4 << 20  # what one read task of a flow parses at a time
+
+
+def line_chunks(path: Path, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The file in pieces of about `size` bytes, each ending at a line's end."""
+    with path.open("rb") as f:
+        rest = b""
+        while block := f.read(size):
+            block = rest + block
+            cut = block.rfind(b"\n") + 1
+            rest = block[cut:]
+            if cut:
+                yield block[:cut]
+        if rest:
+            yield rest
+
+
+def columnar_polars(path: Path) -> dict[str, Any]:
+    """The w1 work in polars, chunk by chunk, partial counts merged at the end (one thread: the
+    parent sets POLARS_MAX_THREADS=1 before polars is imported)."""
+    import io
+
+    import polars as pl
+
+    region = pl.col("country").replace_strict(REGIONS, default="other", return_dtype=pl.String)
+    started = time.perf_counter()
+    partials = []
+    for chunk in line_chunks(path):
+        frame = pl.read_ndjson(io.BytesIO(chunk))
+        partials.append(
+            frame.filter((pl.col("event") == "click") | (pl.col("value") >= 50))
+            .group_by(region.alias("region"), (pl.col("ts") // 10_000).alias("window"))
+            .agg(pl.len().alias("count"))
+        )
+    counts = pl.concat(partials).group_by("region", "window").agg(pl.col("count").sum())
+    return _ceiling(path, started, counts.height, int(counts["count"].sum()))
+
+
+def columnar_arrow(path: Path) -> dict[str, Any]:
+    """The w1 work in pyarrow.compute, chunk by chunk, on one thread."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    countries = pa.array(list(REGIONS))
+    names = pa.array(list(REGIONS.values()))
+    options = pj.ReadOptions(use_threads=False, block_size=CHUNK_BYTES + (1 << 20))
+    started = time.perf_counter()
+    partials = []
+    for chunk in line_chunks(path):
+        table = pj.read_json(io.BytesIO(chunk), read_options=options)
+        kept = table.filter(pc.or_(pc.equal(table["event"], "click"), pc.greater_equal(table["value"], 50)))
+        region = pc.fill_null(pc.take(names, pc.index_in(kept["country"], value_set=countries)), "other")
+        keyed = pa.table({"region": region, "window": pc.divide(kept["ts"], 10_000)})
+        partials.append(
+            keyed.group_by(["region", "window"], use_threads=False).aggregate([([], "count_all")])
+        )
+    counts = (
+        pa.concat_tables(partials)
+        .group_by(["region", "window"], use_threads=False)
+        .aggregate([("count_all", "sum")])
+    )
+    return _ceiling(path, started, counts.num_rows, pc.sum(counts["count_all_sum"]).as_py())
+
+
+def _ceiling(path: Path, started: float, groups: int, kept: int) -> dict[str, Any]:
+    elapsed = time.perf_counter() - started
+    events = sum(chunk.count(b"\n") for chunk in line_chunks(path))
+    return {
+        "events_per_s": round(events / elapsed),
+        "seconds": round(elapsed, 2),
+        "groups": groups,
+        "kept": kept,
+    }
+
+
+def columnar_in_child(source: Path) -> dict[str, Any]:
+    """w1 in polars and in pyarrow.compute, one thread each, in a child process (the thread
+    settings must be in place before either library starts its pools)."""
+    env = os.environ | {"POLARS_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    child = subprocess.run(
+        [sys.executable, __file__, f"--columnar-child={source}"],
+        stdout=subprocess.PIPE,
+        check=True,
+        timeout=TIMEOUT_S,
+        env=env,
+    )
+    return dict(orjson.loads(child.stdout.splitlines()[-1]))
+
+
+def split_lines(path: Path, into: Path, parts: int) -> dict[str, int]:
+    """Cut the event file into `parts` files on line boundaries (the file source reads files per
+    trigger); returns each file's name and line count."""
     data = path.read_bytes()
     step = len(data) // parts
     start = 0
+    lines = {}
     for n in range(parts):
         end = len(data) if n == parts - 1 else data.index(b"\n", start + step) + 1
-        (into / f"part-{n:03d}.json").write_bytes(data[start:end])
+        name = f"part-{n:03d}.json"
+        (into / name).write_bytes(data[start:end])
+        lines[name] = data.count(b"\n", start, end)
         start = end
+    return lines
+
+
+def files_per_batch(checkpoint: Path) -> dict[int, list[str]]:
+    """The file names each micro-batch of a file-source query read, from the source's metadata
+    log (`sources/0/N`: a version line, then one JSON entry per file)."""
+    read: dict[int, list[str]] = {}
+    for entry in (checkpoint / "sources" / "0").iterdir():
+        if entry.name.isdigit():
+            files = [json.loads(line) for line in entry.read_text().splitlines()[1:] if line.strip()]
+            read[int(entry.name)] = [Path(f["path"]).name for f in files]
+    return read
 
 
 def free_port() -> int:
@@ -421,6 +549,12 @@ def plain_pyspark_in_child(source: Path, work: Path, count: int) -> dict[str, An
 
 
 def main() -> None:
+    columnar = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--columnar-child=")), "")
+    if columnar:
+        print(
+            json.dumps({"polars": columnar_polars(Path(columnar)), "pyarrow": columnar_arrow(Path(columnar))})
+        )
+        return
     child = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--pyspark-child=")), "")
     if child:
         source, work, events = child.split(",")
@@ -431,7 +565,7 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     only = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")), "")
     count = int(args[0]) if args else EVENTS
-    wanted = set(only.split(",")) if only else {"python", "pyspark", "passthrough", "w1"}
+    wanted = set(only.split(",")) if only else {"python", "pyspark", "columnar", "passthrough", "w1"}
     work = Path(tempfile.mkdtemp(prefix="bench-hot-path-"))
     try:
         source = work / "events.jsonl"
@@ -440,6 +574,8 @@ def main() -> None:
             result["python"] = python_loop(source)
         if "pyspark" in wanted:
             result["pyspark"] = plain_pyspark_in_child(source, work, count)
+        if "columnar" in wanted:
+            result["columnar"] = columnar_in_child(source)
         for name, body in (("passthrough", PASSTHROUGH), ("w1", W1)):
             if name in wanted:
                 result[name] = run_flow(name, body, source, work, count)
@@ -447,6 +583,9 @@ def main() -> None:
                     if base in result:
                         rate = result[name]["events_per_s"] / result[base]["events_per_s"]
                         result[name][f"ratio_vs_{base}"] = round(rate, 4)
+                for engine, ceiling in result.get("columnar", {}).items():
+                    rate = result[name]["events_per_s"] / ceiling["events_per_s"]
+                    result[name][f"ratio_vs_columnar_{engine}"] = round(rate, 4)
         if "spu" in wanted:
             result["embedded_spu"] = compare_spu_modes(source, work, count)
         result["load_average"] = [round(x, 2) for x in os.getloadavg()]
