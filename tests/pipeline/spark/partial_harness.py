@@ -93,6 +93,13 @@ class TwoStages:
         self.processor._run(events, out, self.processor._run_events)
         self.outputs += [(t, orjson.loads(v)) for t, v, _ in out.rows()]
 
+    def by_topic(self) -> dict[str, list[Any]]:
+        """The outputs of each topic, in order."""
+        topics: dict[str, list[Any]] = {}
+        for topic, value in self.outputs:
+            topics.setdefault(topic, []).append(value)
+        return topics
+
     def snapshot(self) -> bytes:
         return orjson.dumps(self.processor.executor.snapshot(), option=orjson.OPT_SORT_KEYS)
 
