@@ -20,6 +20,7 @@ from pyspark.sql import Row
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.columns import OutputColumns
 from contraflow.pipeline.spark.envelopes import PackEvents
+from contraflow.pipeline.spark.keying import GroupStreams, independent_groups
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.plan import PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
@@ -55,10 +56,12 @@ class SourceBatch:
 
 @dataclass
 class TwoStages:
-    """`graph` split at its stateless prefix; `fold` turns partial aggregation on."""
+    """`graph` split at its stateless prefix; `fold` turns partial aggregation on; `streams` keys
+    the stateful stage by group stream where the query would (each key its own executor)."""
 
     graph: PipelineGraph
     fold: bool
+    streams: bool = False
     outputs: list[tuple[str, Any]] = field(default_factory=list)  # (topic, decoded value) in order
     crossed: int = 0  # rows that crossed to the stateful stage
 
@@ -71,11 +74,13 @@ class TwoStages:
         self.partials = (
             PartialAggregation(split.rest, select, split.cut_ports[0]) if self.fold and select else None
         )
+        independent = independent_groups(split.rest) if self.streams else None
+        groups = GroupStreams(split.rest, independent) if independent is not None else None
         self.pack = PackEvents(
-            "in", "timestamp", replace(plan, graph=split.prefix), split.cut_ports, None, None, self.partials
+            "in", "timestamp", replace(plan, graph=split.prefix), split.cut_ports, None, groups, self.partials
         )
         self.processor = PipelineProcessor(self.rest, sorted(self.rest.new_executor().snapshot()))
-        self.processor.executor = self.rest.new_executor()
+        self.executors: dict[str, Any] = {}
 
     @property
     def folds(self) -> bool:
@@ -83,13 +88,21 @@ class TwoStages:
 
     def micro_batch(self, batches: list[SourceBatch]) -> None:
         """One micro-batch: each source batch through its read task, then the stateful call."""
-        rows = []
+        keyed: dict[str, list[Row]] = {}
         for batch in batches:
-            envelopes = self.pack._envelopes(batch.rows("t"))
-            rows += [Row(**row) for row in envelopes.to_pylist()]
+            for row in self.pack._envelopes(batch.rows("t")).to_pylist():
+                keyed.setdefault(row["key"], []).append(Row(**row))
+        for key, rows in keyed.items():
+            self.run_key(key, rows)
+
+    def run_key(self, key: str, rows: list[Row]) -> None:
+        """The stateful call for one key's envelopes."""
         events = arrival_order(rows)
         self.crossed += events.num_rows
         out = OutputColumns(self.rest.outputs)
+        self.processor.executor = self.executors.get(key) or self.executors.setdefault(
+            key, self.rest.new_executor()
+        )
         self.processor._run(events, out, self.processor._run_events)
         self.outputs += [(t, orjson.loads(v)) for t, v, _ in out.rows()]
 
@@ -101,10 +114,12 @@ class TwoStages:
         return topics
 
     def snapshot(self) -> bytes:
-        return orjson.dumps(self.processor.executor.snapshot(), option=orjson.OPT_SORT_KEYS)
+        """Every key's state (as a state store keeps it: JSON)."""
+        states = {key: executor.snapshot() for key, executor in self.executors.items()}
+        return orjson.dumps(states, option=orjson.OPT_SORT_KEYS)
 
     def restart(self) -> None:
-        """Continue in a fresh executor from the state as a state store keeps it (JSON)."""
-        state = orjson.loads(self.snapshot())
-        self.processor.executor = self.rest.new_executor()
-        self.processor.executor.restore(state)
+        """Continue in fresh executors from the state as a state store keeps it."""
+        for key, state in orjson.loads(self.snapshot()).items():
+            self.executors[key] = self.rest.new_executor()
+            self.executors[key].restore(state)

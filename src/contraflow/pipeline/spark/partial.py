@@ -158,7 +158,10 @@ class _Folder:
         self.args = runner.args
         self.window = windows.names[0]
         self.by_script = windows.scripts[0] is not None
-        self.aggregates = [(call.cls, [arg.fn for arg in call.args]) for call in windows.select.aggregates]
+        calls = windows.select.aggregates
+        self.adders = [call.cls.add_to_partial for call in calls]
+        self.arguments = [[arg.fn for arg in call.args] for call in calls]
+        self.empty = [call.cls.EMPTY_PARTIAL for call in calls]
 
     def step(self, item: list[Any], now: int, segments: dict[Any, Segment]) -> tuple[Segment | None, bool]:
         """The segment the event joins (True) or heads (a new one, False); None when `where`
@@ -172,28 +175,30 @@ class _Folder:
             if keep is not True:
                 raise TypeError("`where` is not a boolean: the executor reports it")
         dims = None
+        key: Any = None
         if self.group_expr is not None:
             value = self.group_expr(event, meta, None, args, None, None)
             if type(value) not in _SCALARS:
                 raise TypeError("a group value that is not a scalar keeps the per-event path")
             dims = [value]
-        key = window_group_key(dims)
+            key = value if type(value) is str else window_group_key(dims)
         time = self.windows._script_value(0, event, meta, now) if self.by_script else now
-        contributions = [
-            [fn(event, meta, None, args, dims, self.window) for fn in fns] for _, fns in self.aggregates
-        ]
         segment = segments.get(key)
-        if segment is not None and time <= segment.time and now == segment.ingest_ns:
-            segment.tail = self._added(segment.tail, contributions)
-            return segment, True
-        empty = [cls.EMPTY_PARTIAL for cls, _ in self.aggregates]
-        return Segment(key, time, now, self._added(empty, contributions), empty), False
-
-    def _added(self, partials: list[Any], contributions: list[list[Any]]) -> list[Any]:
-        return [
-            cls.add_to_partial(partial, *values)
-            for (cls, _), partial, values in zip(self.aggregates, partials, contributions, strict=True)
+        joins = segment is not None and time <= segment.time and now == segment.ingest_ns
+        window = self.window
+        added = [
+            add(partial, *[fn(event, meta, None, args, dims, window) for fn in fns])
+            for add, fns, partial in zip(
+                self.adders,
+                self.arguments,
+                segment.tail if segment is not None and joins else self.empty,
+                strict=True,
+            )
         ]
+        if segment is not None and joins:
+            segment.tail = added
+            return segment, True
+        return Segment(key, time, now, added, self.empty), False
 
 
 def _rebuilt(
