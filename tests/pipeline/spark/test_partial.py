@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.script.aggr import AGGREGATES, Aggregate, Count, First, Last, Max, Min
+from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.spark.partial import partial_select
+from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
 
@@ -228,3 +229,14 @@ def test_folding_sends_one_row_per_segment() -> None:
     assert per_event.crossed == 12
     assert folded.crossed == 4  # a and b: one segment each per batch (20 <= 150 joins 150's)
     assert folded.outputs == per_event.outputs == [("o", {"k": "a", "n": 4}), ("o", {"k": "b", "n": 4})]
+
+
+def test_outputs_of_a_prefix_run_event_by_event_are_not_folded() -> None:
+    """After a failure the prefix runs one event at a time and keeps no items: nothing to fold."""
+    split = split_prefix(_compiled(COUNT))
+    assert split is not None
+    select = partial_select(split.rest)
+    assert select is not None
+    traced = Traced([split.cut_ports[0]] * 2, [b"1", b"2"], [None, None], [0, 1])
+    rows, partials = PartialAggregation(split.rest, select, split.cut_ports[0]).collapse(traced, [5, 5])
+    assert rows is traced and partials == [None, None]

@@ -121,7 +121,10 @@ class PartialAggregation:
 
     def collapse(self, traced: Traced, ingest: Sequence[int]) -> tuple[Traced, list[bytes | None]]:
         """The prefix's outputs with every segment's events replaced by its head, and each row's
-        segment (None for an ordinary row). `ingest` is each input row's ingest time."""
+        segment (None for an ordinary row). `ingest` is each input row's ingest time. Without the
+        items (the prefix ran event by event after a failure) nothing is folded."""
+        if len(traced.items) != len(traced.ports):
+            return traced, [None] * len(traced.ports)
         heads: dict[int, Segment] = {}
         folded: set[int] = set()  # rows folded into a segment, or dropped by `where`
         fold = _Folder(self._runner)
