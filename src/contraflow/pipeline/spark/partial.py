@@ -37,7 +37,7 @@ aggregates keep the per-event path (decided per pipeline when it starts).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -88,16 +88,20 @@ def _select_runner(graph: PipelineGraph, name: str) -> SelectRunner:
     return SelectRunner(graph.nodes[name], Context(), name, graph)
 
 
-@dataclass
 class Segment:
-    """A head event and the events of its group folded after it (their partial aggregates)."""
+    """A head event and the events of its group folded after it (their partial aggregates).
 
-    key: Any  # the group's key in `Windows.groups`
-    time: int  # the head's window time
-    ingest_ns: int
-    head: list[Any]  # the head's own partials, one per aggregate
-    tail: list[Any]  # the rest of the segment's partials
-    members: list[int] = field(default_factory=list)  # the rows folded into `tail`
+    A plain class with slots: one is made for most events of a batch."""
+
+    __slots__ = ("key", "time", "ingest_ns", "head", "tail", "members")
+
+    def __init__(self, key: Any, time: int, ingest_ns: int, head: list[Any], tail: list[Any]) -> None:
+        self.key = key  # the group's key in `Windows.groups`
+        self.time = time  # the head's window time
+        self.ingest_ns = ingest_ns
+        self.head = head  # the head's own partials, one per aggregate
+        self.tail = tail  # the rest of the segment's partials
+        self.members: list[int] = []  # the rows folded into `tail`
 
     def encode(self) -> bytes:
         """[key, time, head partials, tail count, tail partials]; a key that is a group's JSON
@@ -165,6 +169,7 @@ class _Folder:
         self.adders = [call.cls.add_to_partial for call in calls]
         self.arguments = [[arg.fn for arg in call.args] for call in calls]
         self.empty = [call.cls.EMPTY_PARTIAL for call in calls]
+        self.no_arguments = not any(self.arguments)
 
     def step(self, item: list[Any], now: int, segments: dict[Any, Segment]) -> tuple[Segment | None, bool]:
         """The segment the event joins (True) or heads (a new one, False); None when `where`
@@ -187,21 +192,22 @@ class _Folder:
             key = value if type(value) is str else window_group_key(dims)
         time = self.windows._script_value(0, event, meta, now) if self.by_script else now
         segment = segments.get(key)
-        joins = segment is not None and time <= segment.time and now == segment.ingest_ns
-        window = self.window
-        added = [
-            add(partial, *[fn(event, meta, None, args, dims, window) for fn in fns])
-            for add, fns, partial in zip(
-                self.adders,
-                self.arguments,
-                segment.tail if segment is not None and joins else self.empty,
-                strict=True,
-            )
-        ]
-        if segment is not None and joins:
-            segment.tail = added
+        if segment is not None and time <= segment.time and now == segment.ingest_ns:
+            segment.tail = self._added(segment.tail, event, meta, dims)
             return segment, True
-        return Segment(key, time, now, added, self.empty), False
+        return Segment(key, time, now, self._added(self.empty, event, meta, dims), self.empty), False
+
+    def _added(
+        self, partials: list[Any], event: Any, meta: dict[str, Any], dims: list[Any] | None
+    ) -> list[Any]:
+        """`partials` with the event's aggregate arguments added."""
+        if self.no_arguments:
+            return [add(partial) for add, partial in zip(self.adders, partials, strict=True)]
+        args, window = self.args, self.window
+        return [
+            add(partial, *[fn(event, meta, None, args, dims, window) for fn in fns])
+            for add, fns, partial in zip(self.adders, self.arguments, partials, strict=True)
+        ]
 
 
 def _rebuilt(
