@@ -104,7 +104,10 @@ class PipelineProcessor(StatefulProcessor):
         select = self._partial_select
         assert select is not None, "only a pipeline partial_select accepts gets folded events"
         partials = events.column(PARTIAL_COLUMN).to_pylist()
-        merge_partials(self.executor.node(select).windows, events, lambda part: plain(part, out), partials)
+        with no_cyclic_gc():  # as in `process_values`: rescans of the node state would be all it found
+            merge_partials(
+                self.executor.node(select).windows, events, lambda part: plain(part, out), partials
+            )
 
     def _run_events(self, events: pa.Table, out: OutputColumns) -> None:
         """An envelope's events, each run of one target through the executor's batch entry point."""
