@@ -24,7 +24,7 @@ from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
-from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark.plan import DEFAULT_EXECUTOR, IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
 from contraflow.pipeline.spark.state import pending_import
 from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
@@ -268,8 +268,11 @@ def _stateful_rows(
 
 def _partial_aggregation(rest: PipelinePlan, cut_ports: tuple[str, ...]) -> PartialAggregation | None:
     """What the read tasks fold before the shuffle, when the rest after a split allows it (an
-    event-path key is left out: it may send a segment's events to different keys)."""
-    select = partial_select(rest.graph) if cut_ports else None
+    event-path key is left out: it may send a segment's events to different keys; the stateful
+    merge folds into the default executor's windows, so another executor class is too)."""
+    if not cut_ports or rest.executor_class != DEFAULT_EXECUTOR:
+        return None
+    select = partial_select(rest.graph)
     return PartialAggregation(rest.graph, select, cut_ports[0]) if select is not None else None
 
 
