@@ -100,6 +100,11 @@ class PipelineExecutor:
         """The latest pending timer: one tick at this time fires every timer pending now."""
         return self._wired.deadline(latest=True)
 
+    def node(self, name: str) -> Any:
+        """The runner of node `name`: for a caller that folds events into a node's state itself
+        (see `contraflow.pipeline.spark.partial`)."""
+        return self._wired.runners[name]
+
     def _input(self, port: str) -> Push:
         push = self._inputs.get(port)
         if push is None:

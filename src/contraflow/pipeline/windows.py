@@ -115,6 +115,7 @@ class Windows:
         emitted: list[tuple[Any, Any, str]],
     ) -> None:
         """Feed one event to its group; appends (target value, group, window name) for every closed window."""
+        # `window_group_key(dims)`, inlined: this runs for every event.
         key = dims[0] if dims is not None and len(dims) == 1 and type(dims[0]) is str else group_key(dims)
         group = self.groups.get(key)
         if group is None:
@@ -407,6 +408,11 @@ class Windows:
                 restored.append(frame)
             self.groups[group_key(dims)] = Group(dims, restored)
         self.dropped = state.get("dropped", 0)
+
+
+def window_group_key(dims: list[Any] | None) -> Any:
+    """The key of a group in `Windows.groups`: a one-string group is its string."""
+    return dims[0] if dims is not None and len(dims) == 1 and type(dims[0]) is str else group_key(dims)
 
 
 def _frame_state(frame: Frame) -> list[Any]:

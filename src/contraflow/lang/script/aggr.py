@@ -5,6 +5,14 @@ window), `accumulate(*args)` per event, `merge(other)` to fold a finished
 window into the next tilt frame, and `emit()` for the window's value.
 `snapshot()`/`restore()` turn the running state into plain JSON-able values
 so the Spark executor can keep it in a state store.
+
+Aggregates whose folding is exact also define a *partial*: a run of events'
+contribution as a plain JSON value (`add_to_partial` per event, starting from
+`EMPTY_PARTIAL`), which `absorb` folds into a running aggregate with exactly
+the result of accumulating those events one by one (order, types and rounding
+included). Spark pre-aggregates a batch with it before the shuffle (see
+`contraflow.pipeline.spark.partial`). Float sums are left out: a sum split in
+two rounds differently from the sum in one sequence.
 """
 
 from __future__ import annotations
@@ -48,6 +56,21 @@ class Aggregate(ABC):
     def snapshot(self) -> Any:
         return dict(vars(self))
 
+    # -- partial aggregation (only where `partial_exact`) -------------------------------------
+
+    partial_exact: ClassVar[bool] = False
+    EMPTY_PARTIAL: ClassVar[Any] = None
+
+    @classmethod
+    def add_to_partial(cls, partial: Any, *args: Any) -> Any:
+        """`partial` with one more event's arguments (a new value; `partial` is left as it was).
+        Raises where `accumulate` would, and for a value the partial cannot carry exactly."""
+        raise NotImplementedError(f"{cls.name} has no exact partial")
+
+    def absorb(self, partial: Any) -> None:
+        """Fold a partial in: the same state as accumulating its events one by one."""
+        raise NotImplementedError(f"{self.name} has no exact partial")
+
     @classmethod
     def restore(cls, data: Any) -> Self:
         agg = cls()
@@ -70,6 +93,16 @@ class Count(Aggregate):
 
     def emit(self) -> Any:
         return self.n
+
+    partial_exact = True
+    EMPTY_PARTIAL = 0
+
+    @classmethod
+    def add_to_partial(cls, partial: Any, *args: Any) -> Any:
+        return partial + 1
+
+    def absorb(self, partial: Any) -> None:
+        self.n += partial
 
 
 class Sum(Aggregate):
@@ -95,12 +128,15 @@ class Min(Aggregate):
 
     name = "aggr::stats::min"
 
+    # Whether a new value replaces the kept one (strictly: of equal values the first stays).
+    replaces = staticmethod(values.lt)
+
     def init(self) -> None:
         self.value: Any = None
 
     def accumulate(self, *args: Any) -> None:
         x = want(args[0], _NUM, self.name)
-        if self.value is None or values.lt(x, self.value):
+        if self.value is None or self.replaces(x, self.value):
             self.value = x
 
     def merge(self, other: Min) -> None:
@@ -110,14 +146,23 @@ class Min(Aggregate):
     def emit(self) -> Any:
         return 0.0 if self.value is None else float(self.value)
 
+    # The partial is the run's own extreme (its first of equal values): folding it in gives what
+    # the run's values one by one would, since the order is total over finite numbers.
+    partial_exact = True
+
+    @classmethod
+    def add_to_partial(cls, partial: Any, *args: Any) -> Any:
+        x = _exact_number(want(args[0], _NUM, cls.name))
+        return x if partial is None or cls.replaces(x, partial) else partial
+
+    def absorb(self, partial: Any) -> None:
+        if partial is not None:
+            self.accumulate(partial)
+
 
 class Max(Min):
     name = "aggr::stats::max"
-
-    def accumulate(self, *args: Any) -> None:
-        x = want(args[0], _NUM, self.name)
-        if self.value is None or values.gt(x, self.value):
-            self.value = x
+    replaces = staticmethod(values.gt)
 
 
 class Mean(Aggregate):
@@ -343,6 +388,18 @@ class First(Aggregate):
     def emit(self) -> Any:
         return self.value
 
+    # The partial is [the run's first value] (None for no event); only scalars, which JSON
+    # carries exactly (an array or record falls back to the event itself).
+    partial_exact = True
+
+    @classmethod
+    def add_to_partial(cls, partial: Any, *args: Any) -> Any:
+        return partial if partial is not None else [_exact_scalar(args[0])]
+
+    def absorb(self, partial: Any) -> None:
+        if partial is not None:
+            self.accumulate(partial[0])
+
 
 class Last(First):
     name = "aggr::win::last"
@@ -353,6 +410,10 @@ class Last(First):
     def merge(self, other: First) -> None:
         if other.seen:
             self.value, self.seen = other.value, True
+
+    @classmethod
+    def add_to_partial(cls, partial: Any, *args: Any) -> Any:
+        return [_exact_scalar(args[0])]
 
 
 class CollectFlattened(Aggregate):
@@ -380,6 +441,32 @@ class CollectNested(CollectFlattened):
 
     def merge(self, other: CollectFlattened) -> None:
         self.items.append(other.emit())
+
+
+# JSON integers a partial carries (orjson's range).
+_INT_RANGE = (-(2**63), 2**64 - 1)
+
+
+class InexactPartial(ValueError):
+    """A value a partial cannot carry exactly: that event is aggregated on its own."""
+
+
+def _exact_number(x: Any) -> Any:
+    """`x` if JSON carries it exactly and it orders totally (no NaN, no infinities)."""
+    if type(x) is float and not math.isfinite(x):
+        raise InexactPartial(f"non-finite number {x!r}")
+    if type(x) is int and not _INT_RANGE[0] <= x <= _INT_RANGE[1]:
+        raise InexactPartial("integer out of JSON range")
+    return x
+
+
+def _exact_scalar(x: Any) -> Any:
+    """`x` if it is a scalar JSON carries exactly (a string, a finite number, a bool or null)."""
+    if x is None or type(x) is str or type(x) is bool:
+        return x
+    if type(x) is int or type(x) is float:
+        return _exact_number(x)
+    raise InexactPartial(f"{type(x).__name__} value")
 
 
 AGGREGATES: dict[str, type[Aggregate]] = {

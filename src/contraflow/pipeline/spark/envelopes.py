@@ -13,8 +13,11 @@ pipeline splits (see `contraflow.pipeline.spark.split`) it first runs the statel
 prefix there, in parallel over the input partitions, and envelopes what the
 prefix emitted: events for the stateful rest (`in:` + cut port) and events
 already final (`out:` + output port), in emission order, each with the offset
-and ingest time of the input it came from. `UnpackOutputs` turns the
-stateful operator's output envelopes back into the sink's rows.
+and ingest time of the input it came from. With `partials` (see
+`contraflow.pipeline.spark.partial`) the events for a windowed select are
+folded per group first: the envelope then carries one head per segment, with
+the segment in column `partial`. `UnpackOutputs` turns the stateful
+operator's output envelopes back into the sink's rows.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from contraflow.pipeline.executor import Traced, no_cyclic_gc
 from contraflow.pipeline.item import UNDECODED
 from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
 from contraflow.pipeline.spark.keying import GroupStreams
+from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PartialAggregation
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
@@ -89,6 +93,7 @@ class PackEvents:
     cut_ports: tuple[str, ...]
     partition_by: str | None
     groups: GroupStreams | None = None
+    partials: PartialAggregation | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.prefix is not None:
@@ -138,6 +143,9 @@ class PackEvents:
             ]
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), None
         traced = self._run_prefix(rows, ingest)
+        folded: list[bytes | None] | None = None
+        if self.partials is not None:
+            traced, folded = self.partials.collapse(traced, ingest.to_pylist())
         sources = pa.array(traced.sources, pa.int64())
         cut = set(self.cut_ports)
         targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
@@ -148,7 +156,10 @@ class PackEvents:
             pa.array(traced.values, pa.binary()),
             pa.array(traced.metas, pa.binary()),
         ]
-        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
+        if folded is None:
+            return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
+        columns.append(pa.array(folded, pa.binary()))
+        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA.append(PARTIAL_FIELD)), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
         assert self.prefix is not None

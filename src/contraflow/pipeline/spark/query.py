@@ -23,7 +23,8 @@ from contraflow.pipeline.analysis import routing_only
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
-from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
+from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
+from contraflow.pipeline.spark.plan import DEFAULT_EXECUTOR, IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
 from contraflow.pipeline.spark.state import pending_import
 from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
@@ -59,6 +60,7 @@ def start_pipeline(
     flow: str = "",
     ingest: IngestMode = "timestamp",
     pool: str | None = None,
+    fold_partials: bool = True,
 ) -> StreamingQuery:
     """Start `graph` as the streaming query `name` and return it.
 
@@ -72,13 +74,15 @@ def start_pipeline(
     trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
     stream per value of that field, or `partition` for one per input
     partition; by default the whole pipeline is one ordered stream.
-    `pool` puts the query's jobs in that FAIR scheduler pool.
+    `pool` puts the query's jobs in that FAIR scheduler pool. `fold_partials`
+    lets the read tasks pre-aggregate a windowed select's events where that is
+    exact (see `contraflow.pipeline.spark.partial`); off, every event crosses.
     """
     _check_ports(graph, inputs, outputs)
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
-        _stateful_rows(spark, plan, read, checkpoint, partition_by)
+        _stateful_rows(spark, plan, read, checkpoint, partition_by, fold_partials)
         if graph.stateful
         else _stateless_rows(plan, read)
     )
@@ -219,6 +223,7 @@ def _stateful_rows(
     read: _Reader,
     checkpoint: str,
     partition_by: str | None,
+    fold_partials: bool = True,
 ) -> DataFrame:
     """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
     `transformWithState` keyed by the partition key -> the sink's rows."""
@@ -233,11 +238,16 @@ def _stateful_rows(
         if select is not None
         else None
     )
+    partials = (
+        _partial_aggregation(rest, cut_ports)
+        if fold_partials and partition_by in (None, "partition")
+        else None
+    )
     envelopes = _union_all(
         list(
             read.rows(
                 lambda port: (
-                    PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups),
+                    PackEvents(port, plan.ingest, prefix, cut_ports, partition_by, groups, partials),
                     ENVELOPE_DDL,
                 ),
                 spread=True,
@@ -254,6 +264,16 @@ def _stateful_rows(
         initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
     )
     return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
+
+
+def _partial_aggregation(rest: PipelinePlan, cut_ports: tuple[str, ...]) -> PartialAggregation | None:
+    """What the read tasks fold before the shuffle, when the rest after a split allows it (an
+    event-path key is left out: it may send a segment's events to different keys; the stateful
+    merge folds into the default executor's windows, so another executor class is too)."""
+    if not cut_ports or rest.executor_class != DEFAULT_EXECUTOR:
+        return None
+    select = partial_select(rest.graph)
+    return PartialAggregation(rest.graph, select, cut_ports[0]) if select is not None else None
 
 
 def _check_partition_by(partition_by: str | None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cached_property
 from itertools import groupby
 from typing import Any
@@ -33,6 +33,7 @@ from contraflow.events import META_HEADER
 from contraflow.pipeline.executor import no_cyclic_gc
 from contraflow.pipeline.spark.columns import OutputColumns, make_event
 from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
+from contraflow.pipeline.spark.partial import PARTIAL_COLUMN, merge_partials, partial_select
 from contraflow.pipeline.spark.plan import PipelinePlan, failure_event
 
 STATE_DDL = "json string"
@@ -70,6 +71,11 @@ class PipelineProcessor(StatefulProcessor):
         return all(node.kind in ("input", "output", "select") for node in self.plan.graph.nodes.values())
 
     @cached_property
+    def _partial_select(self) -> str | None:
+        """The select the read tasks fold events for, if any (see `partial_select`)."""
+        return partial_select(self.plan.graph)
+
+    @cached_property
     def fresh(self) -> dict[str, str]:
         """Each node's state text before any event."""
         return {node: _json(value) for node, value in self.plan.initial_state().items()}
@@ -79,13 +85,29 @@ class PipelineProcessor(StatefulProcessor):
         events = arrival_order(rows)
         out = OutputColumns(self.plan.outputs)
         try:
-            self._run_events(events, out)
+            self._run(events, out, self._run_events)
         except Exception:  # the executor keeps bad events off this path; redo the events one by one
             self._restore(key)
             out = OutputColumns(self.plan.outputs)
-            self._one_by_one(events, out)
+            self._run(events, out, self._one_by_one)
         self._finish(key)
         return _envelope(out)
+
+    def _run(
+        self, events: pa.Table, out: OutputColumns, plain: Callable[[pa.Table, OutputColumns], None]
+    ) -> None:
+        """`plain` over the events, or, where the read tasks folded them (see
+        `contraflow.pipeline.spark.partial`), over what the folded segments leave to it."""
+        if PARTIAL_COLUMN not in events.column_names:
+            plain(events, out)
+            return
+        select = self._partial_select
+        assert select is not None, "only a pipeline partial_select accepts gets folded events"
+        partials = events.column(PARTIAL_COLUMN).to_pylist()
+        with no_cyclic_gc():  # as in `process_values`: rescans of the node state would be all it found
+            merge_partials(
+                self.executor.node(select).windows, events, lambda part: plain(part, out), partials
+            )
 
     def _run_events(self, events: pa.Table, out: OutputColumns) -> None:
         """An envelope's events, each run of one target through the executor's batch entry point."""

@@ -1,0 +1,113 @@
+"""w1's two Spark stages in one process, with and without partial aggregation before the shuffle.
+
+Prints one JSON object. Usage: python benchmarks/partial.py [EVENTS] [--batch=ROWS] [--stamp=ROWS]
+
+The events and the pipeline are `hot_path.py`'s w1 (its generator and its
+query). Each batch of ROWS source rows (default 10,000; log timestamps shared
+by STAMP rows, default 1,000, as a produce batch shares one) goes through the
+read task's `PackEvents` (prefix, then envelopes; folded or not), then the
+stateful call (`arrival_order`, then the `PipelineProcessor`'s run) per group
+stream key, as `tests/pipeline/spark/partial_harness.py` does. Only Spark's shuffle,
+JVM and state store are left out. Reported per side: CPU µs per source event
+of each stage, rows that crossed to the stateful stage, and whether the
+outputs were the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "src"), str(ROOT), str(ROOT / "benchmarks")]
+
+import orjson  # noqa: E402
+from pyspark.sql import Row  # noqa: E402
+from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages  # noqa: E402
+
+from contraflow.pipeline.executor import no_cyclic_gc  # noqa: E402
+from contraflow.pipeline.local import compile_query  # noqa: E402
+from hot_path import W1, make_events  # noqa: E402
+
+
+def w1_query() -> str:
+    """The Trickle inside hot_path's w1 flow definition."""
+    found = re.search(r"^\s*pipeline\n(.*)^\s*end;\s*create pipeline", W1, re.S | re.M)
+    assert found is not None
+    return found.group(1)
+
+
+def option(name: str, default: int) -> int:
+    return next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith(f"--{name}=")), default)
+
+
+def measure(stages: TwoStages, batches: list[SourceBatch]) -> dict[str, Any]:
+    """CPU seconds of each stage over all batches (the outputs are collected too)."""
+    read_s = stateful_s = 0.0
+    for batch in batches:
+        rows = batch.rows("t")
+        started = time.process_time()
+        with no_cyclic_gc():
+            envelopes = stages.pack._envelopes(rows)
+        read_s += time.process_time() - started
+        keyed: dict[str, list[Row]] = {}
+        for row in envelopes.to_pylist():
+            keyed.setdefault(row["key"], []).append(Row(**row))
+        started = time.process_time()
+        for key, records in keyed.items():
+            stages.run_key(key, records)
+        stateful_s += time.process_time() - started
+    return {"read_task_s": read_s, "stateful_s": stateful_s}
+
+
+def main() -> None:
+    count = next((int(a) for a in sys.argv[1:] if not a.startswith("--")), 200_000)
+    batch_rows, stamp_rows = option("batch", 10_000), option("stamp", 1_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.json"
+        make_events(path, count)
+        lines = path.read_bytes().splitlines()
+    batches = [
+        SourceBatch(
+            0,
+            start,
+            lines[start : start + batch_rows],
+            [1 + i // stamp_rows for i in range(start, start + batch_rows)][
+                : len(lines[start : start + batch_rows])
+            ],
+        )
+        for start in range(0, count, batch_rows)
+    ]
+    graph = compile_query(w1_query(), name="w1.trickle")
+    result: dict[str, Any] = {"events": count, "batch_rows": batch_rows, "stamp_rows": stamp_rows}
+    sides = {
+        "per_event": TwoStages(graph, fold=False, streams=True),
+        "folded": TwoStages(graph, fold=True, streams=True),
+    }
+    for stages in sides.values():  # warm up: compile the generated code, fill caches
+        measure(stages, batches[:1])
+        stages.outputs, stages.crossed = [], 0
+        stages.executors = {}
+    for name, stages in sides.items():
+        seconds = measure(stages, batches)
+        result[name] = {
+            "read_task_us_per_event": round(seconds["read_task_s"] / count * 1e6, 3),
+            "stateful_us_per_event": round(seconds["stateful_s"] / count * 1e6, 3),
+            "rows_crossed": stages.crossed,
+            "outputs": len(stages.outputs),
+        }
+    result["same_outputs"] = sorted(map(orjson.dumps, sides["folded"].outputs)) == sorted(
+        map(orjson.dumps, sides["per_event"].outputs)
+    )
+    result["load_average"] = os.getloadavg()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
