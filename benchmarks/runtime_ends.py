@@ -4,8 +4,12 @@ Prints one JSON object. Usage:
     python benchmarks/runtime_ends.py [EVENTS] [--baseline=SRC] [--rounds=N]
 
 `figure` is the median CPU µs per event of the runtime process (its asyncio
-loop with the connectors, the embedded SPU thread, the py4j threads) in the
-passthrough flow's steady state, as `hot_path.run_flow` measures it; with
+loop with the connectors, the embedded SPU thread, the py4j threads) over
+the passthrough flow's whole stream: from the first event the source
+appended to the last one the sink delivered. (`hot_path.py`'s steady-state
+window starts at a third of the events delivered; with the channels holding
+1M events the source has often read the whole file by then, so that window
+sees the sink side only.) With
 `--baseline=SRC` (the `src` directory of another checkout, e.g. a worktree at
 the commit before a change) the same flow runs with that code too, rounds
 alternating between the two so both see the same load, and `baseline` and
@@ -15,14 +19,20 @@ every process kind's CPU per event come along per run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,22 +47,80 @@ def option(name: str, default: str) -> str:
 
 def passthrough(src: Path, source: Path, work: Path, count: int) -> dict[str, Any]:
     """One passthrough run with the code under `src` (the child `contraflow run` imports it first)."""
-    previous = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(src)
-    try:
-        run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
-        result = hot_path.run_flow("passthrough", hot_path.PASSTHROUGH, source, run_dir, count)
-    finally:
-        if previous is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = previous
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
+    sink, troy = run_dir / "out.jsonl", run_dir / "flow.troy"
+    troy.write_text(
+        f"define flow passthrough\nflow\n{hot_path.PASSTHROUGH}"
+        f"{hot_path.SOURCE.format(source=source, sink=sink)}end;\ndeploy flow passthrough;\n"
+    )
+    api = f"127.0.0.1:{hot_path.free_port()}"
+    command = [sys.executable, "-m", "contraflow", "run", str(troy), "--data-dir", str(run_dir / "data")]
+    command += ["--api", api, "--no-status", "--spu-port", "0"]
+    with (run_dir / "run.log").open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ | {"PYTHONPATH": str(src)},
+        )
+        try:
+            result = measure(process, api, count)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if sink.stat().st_size != source.stat().st_size:
+        raise RuntimeError(f"the sink wrote {sink.stat().st_size} bytes of {source.stat().st_size}")
     shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def measure(process: subprocess.Popen[bytes], api: str, count: int) -> dict[str, Any]:
+    """CPU per event by process kind and runtime stage seconds per event, from the source's first
+    append to the sink's last delivery."""
+    start: tuple[float, dict[str, float], dict[str, float]] | None = None
+    started = time.perf_counter()
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"contraflow run exited with {process.returncode}")
+        if time.perf_counter() - started > hot_path.TIMEOUT_S:
+            raise RuntimeError("the flow did not finish in time")
+        time.sleep(0.05 if start is None else hot_path.SAMPLE_S)
+        with contextlib.suppress(httpx.HTTPError):
+            metrics = hot_path.read_metrics(api)
+            read, delivered = (
+                events(metrics, alias, port) for alias, port in (("input", "out"), ("output", "in"))
+            )
+            if start is None and read > 0:
+                start = (time.perf_counter(), hot_path.cpu_by_kind(process.pid), stages(metrics))
+            if start is not None and delivered >= count:
+                end = (time.perf_counter(), hot_path.cpu_by_kind(process.pid), stages(metrics))
+                break
+    assert start is not None
+    (t0, cpu0, stages0), (t1, cpu1, stages1) = start, end
     return {
-        "events_per_s": result["events_per_s"],
-        "cpu_us_per_event": result["cpu_us_per_event"],
-        "stage_wall_us_per_event": result["stage_wall_us_per_event"],
+        "events_per_s": round(count / (t1 - t0)),
+        "cpu_us_per_event": {k: round((cpu1[k] - cpu0.get(k, 0)) / count * 1e6, 3) for k in sorted(cpu1)},
+        "stage_us_per_event": {k: round((stages1[k] - stages0.get(k, 0)) / count * 1e6, 3) for k in stages1},
     }
+
+
+def events(metrics: list[tuple[str, dict[str, str], float]], alias: str, port: str) -> float:
+    """Events a connector's port passed so far (`contraflow_connector_events_total`)."""
+    return sum(
+        value
+        for name, labels, value in metrics
+        if name == "contraflow_connector_events_total"
+        and labels.get("connector") == alias
+        and labels.get("port") == port
+    )
+
+
+def stages(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str, float]:
+    """The runtime's own stage seconds so far (source read, decode, append, sink write and commit)."""
+    found = hot_path.stage_seconds(metrics)
+    return {k: v for k, v in found.items() if not k.startswith("spark_")}
 
 
 def main() -> None:

@@ -49,6 +49,7 @@ class BinaryColumn:
 
 
 Values = Sequence[bytes] | BinaryColumn
+MAX_COLUMN_BYTES = (1 << 31) - 1  # int32 offsets
 
 
 def values_size(values: Values) -> int:
@@ -116,16 +117,19 @@ def binary_column(values: Sequence[bytes]) -> BinaryBuffers:
 
 
 def _repeated_column(runs: Sequence[tuple[int, bytes]]) -> BinaryBuffers:
-    """A binary column of runs of one repeated value each, without a step per record."""
-    offsets = array("i", [0])
+    """A binary column of runs of one repeated value each, without a step per record (numpy
+    ranges for the offsets, bytes repetition for the data)."""
+    offsets = [np.zeros(1, dtype=np.int64)]
     data: list[bytes] = []
     end = 0
     for count, value in runs:
         size = len(value)
-        offsets.extend(range(end + size, end + size * count + 1, size) if size else [end] * count)
+        offsets.append(np.arange(1, count + 1, dtype=np.int64) * size + end)
         data.append(value * count)
         end += size * count
-    return _little_endian(offsets), b"".join(data)
+    if end > MAX_COLUMN_BYTES:
+        raise ValueError(f"batch too large: a column exceeds {MAX_COLUMN_BYTES} bytes")
+    return np.concatenate(offsets).astype("<i4").tobytes(), b"".join(data)
 
 
 def _little_endian(offsets: array[int]) -> bytes:

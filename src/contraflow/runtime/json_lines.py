@@ -24,10 +24,9 @@ import re
 import msgspec
 import numpy as np
 
-from contraflow.runtime.appends import BinaryColumn
+from contraflow.runtime.appends import MAX_COLUMN_BYTES, BinaryColumn
 
 NEWLINE = b"\n"
-MAX_COLUMN_BYTES = (1 << 31) - 1  # int32 offsets
 _ARRAY = msgspec.json.Decoder(list[msgspec.Raw])
 _EMPTY_LINES = re.compile(rb"\n\n+")
 
@@ -43,7 +42,7 @@ def json_lines_column(data: bytes, max_length: int) -> BinaryColumn | None:
         return None
     filled = lengths > 0
     count = int(np.count_nonzero(filled))
-    if not _one_document_per_line(data, count):
+    if not _one_document_per_line(data, ends, count):
         return None
     # A line ends, once the newlines before it are gone, as many bytes earlier as newlines precede it.
     offsets = np.zeros(count + 1, dtype="<i4")
@@ -51,15 +50,28 @@ def json_lines_column(data: bytes, max_length: int) -> BinaryColumn | None:
     return BinaryColumn(offsets.tobytes(), data.replace(NEWLINE, b""), count)
 
 
-def _one_document_per_line(data: bytes, count: int) -> bool:
-    """Whether the `count` non-empty lines of `data` are one JSON document each, in valid UTF-8
-    (msgspec does not check the UTF-8 of strings, so the buffer is decoded once for that)."""
-    body = data.strip(NEWLINE)
-    if b"\n\n" in body:
-        body = _EMPTY_LINES.sub(NEWLINE, body)
+def _one_document_per_line(data: bytes, ends: np.ndarray, count: int) -> bool:
+    """Whether the `count` non-empty lines of `data` (newlines at `ends`) are one JSON document
+    each, in valid UTF-8 (msgspec does not check the UTF-8 of strings, so the buffer is decoded
+    once for that)."""
     try:
-        documents = _ARRAY.decode(b"".join((b"[", body.replace(NEWLINE, b","), b"]")))
+        documents = _ARRAY.decode(_as_json_array(data, ends, count))
         data.decode("utf-8")
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return len(documents) == count
+
+
+def _as_json_array(data: bytes, ends: np.ndarray, count: int) -> bytes | bytearray:
+    """`[line,line,...]` of the non-empty lines: a copy of `data` with its newlines made commas
+    and a bracket at each end (empty lines, when there are any, squeezed out first)."""
+    if count < len(ends):
+        body = _EMPTY_LINES.sub(NEWLINE, data.strip(NEWLINE))
+        return b"".join((b"[", body.replace(NEWLINE, b","), b"]"))
+    array = bytearray(len(data) + 1)
+    array[0] = ord("[")
+    array[1:] = data
+    view = np.frombuffer(array, dtype=np.uint8)
+    view[ends + 1] = ord(",")
+    view[-1] = ord("]")  # the last newline: `data` ends with one
+    return array
