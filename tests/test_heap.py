@@ -36,3 +36,33 @@ def test_spark_executors_python_workers_get_the_setting(master: str, tmp_path) -
     conf = base_conf(master, tmp_path)
     for name, value in heap_environment().items():
         assert conf[f"spark.executorEnv.{name}"] == value
+
+
+MAPPED_BLOCKS = """
+import ctypes, sys
+from contraflow.heap import keep_freed_heap
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                 "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "keep":
+    assert keep_freed_heap()
+before = libc.mallinfo2().hblks  # blocks mapped for themselves rather than taken from the heap
+buffer = bytearray(4 << 20)  # a file pull's worth of memory
+print(libc.mallinfo2().hblks - before)
+"""
+
+
+@pytest.mark.parametrize("keep, mapped", [("keep", 0), ("default", 1)])
+def test_a_pulls_buffer_comes_from_the_heap_not_a_mapping_of_its_own(monkeypatch, keep, mapped) -> None:
+    """Raising the trim threshold by hand freezes glibc's mmap threshold at 128 KiB; keep_freed_heap
+    raises that too, so MiB-sized buffers are reused from the heap instead of mapped anew each time."""
+    monkeypatch.delenv(TRIM_THRESHOLD_ENV, raising=False)
+    child = subprocess.run(
+        [sys.executable, "-c", MAPPED_BLOCKS, keep], capture_output=True, text=True, check=True
+    )
+    assert int(child.stdout) == mapped

@@ -14,6 +14,14 @@ measured no gain. What stays free is at most the threshold per process.
 Child processes (Spark's JVM and its Python workers) get the setting through
 the environment (glibc reads `MALLOC_TRIM_THRESHOLD_` when a process starts);
 a running process sets it for itself with `mallopt`.
+
+Setting any threshold by hand also freezes glibc's *mmap* threshold at 128
+KiB (it otherwise rises to the largest block freed), so every buffer of a
+file pull or a log batch (1 MiB and more) was mapped and unmapped anew, and
+each of its pages faulted in on first touch. The runtime process therefore
+raises that threshold too (`MMAP_THRESHOLD_BYTES`, for itself only): the
+file source's decode and append of a 1 MiB pull measured 1.16 against 0.34
+µs CPU per event without and with it, side by side on a loaded box.
 """
 
 from __future__ import annotations
@@ -24,8 +32,11 @@ import os
 
 TRIM_THRESHOLD_BYTES = 128 * 1024 * 1024
 TRIM_THRESHOLD_ENV = "MALLOC_TRIM_THRESHOLD_"
-# mallopt's parameter number for the trim threshold (glibc's malloc.h).
+# Blocks below this come from the heap (reused), larger ones are mapped for themselves.
+MMAP_THRESHOLD_BYTES = 64 * 1024 * 1024
+# mallopt's parameter numbers (glibc's malloc.h).
 _M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
 
 
 def heap_environment() -> dict[str, str]:
@@ -34,7 +45,7 @@ def heap_environment() -> dict[str, str]:
 
 
 def keep_freed_heap() -> bool:
-    """Raise this process's trim threshold (and its future children's, through the environment).
+    """Raise this process's trim and mmap thresholds (its future children's trim threshold, through the environment).
 
     Returns False where the C library is not glibc (nothing to tune there);
     a value the user set in the environment is left as it is.
@@ -50,4 +61,6 @@ def keep_freed_heap() -> bool:
         mallopt = ctypes.CDLL(library).mallopt
     except (OSError, AttributeError):  # not glibc (e.g. musl has no mallopt)
         return False
-    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
+    return bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)) and bool(
+        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
+    )

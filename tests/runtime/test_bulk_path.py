@@ -47,7 +47,9 @@ def test_a_bad_frame_in_a_large_pull_becomes_one_error_and_every_other_frame_a_r
 
 def test_a_clean_pull_is_one_run_of_the_frames_read() -> None:
     decoded = decoder().decode(SourceData(data=b"\n".join(LINES) + b"\n", meta={"k": 1}))
-    assert len(decoded.runs) == 1 and decoded.runs[0].values == LINES and decoded.runs[0].meta == {"k": 1}
+    assert (
+        len(decoded.runs) == 1 and list(decoded.runs[0].values) == LINES and decoded.runs[0].meta == {"k": 1}
+    )
 
 
 def test_column_runs_encode_each_run_headers_and_the_marker_on_the_last_record() -> None:

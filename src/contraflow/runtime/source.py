@@ -146,7 +146,7 @@ class SourceRunner:
         runs = [Run([e.value], e.meta, e.port) for e in decoded.errors] + decoded.runs
         headers_of: dict[int, list[tuple[str, bytes]]] = {}  # a pull's runs share one meta dict
         for run in runs:
-            count, nbytes = len(run.values), sum(map(len, run.values))
+            count, nbytes = len(run.values), run.nbytes
             self.metrics.connector_events(self.ctx.flow_id, self.ctx.alias, run.port, count, nbytes)
             self.ctx.metrics.count(run.port, count, nbytes)
             if run.port == "err":

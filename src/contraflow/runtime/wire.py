@@ -15,6 +15,12 @@ split to the append (a `Run`), and json frames are validated all at once
 building Python objects, one C call per pull). Only when that finds a bad
 frame are the frames checked one by one, so the bad ones go to `err` and the
 rest of the pull proceeds.
+
+The columnar path: a file chunk behind a lone `separate` (newline) with the
+json codec skips even the split. `json_lines_column` turns the chunk into the
+batch's value column directly (offsets from the newline positions, data
+without them), so no Python object is made per line; a chunk it cannot take
+as it is goes the bulk path above.
 """
 
 from __future__ import annotations
@@ -26,11 +32,15 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from contraflow.codecs import Codec, CodecError, FrameErrors, Postprocessors, Preprocessors
-from contraflow.codecs.processors.separate import SeparatePostprocessor
+from contraflow.codecs.processors.separate import SeparatePostprocessor, SeparatePreprocessor
 from contraflow.connectors.base import ConnectorContext, SinkEvent, SourceData
 from contraflow.events import decode_value, encode_value, event_from_record
+from contraflow.runtime.appends import BinaryColumn, values_size
+from contraflow.runtime.json_lines import json_lines_column
 
 
 @dataclass(slots=True)
@@ -46,9 +56,13 @@ class Outgoing:
 class Run:
     """Consecutive channel records that share metadata and port: appended as columns, never one by one."""
 
-    values: list[bytes]
+    values: list[bytes] | BinaryColumn
     meta: dict[str, Any]
     port: str = "out"
+
+    @property
+    def nbytes(self) -> int:
+        return values_size(self.values)
 
 
 @dataclass
@@ -61,7 +75,7 @@ class Decoded:
     def add(self, value: bytes, meta: dict[str, Any], port: str) -> None:
         """One record, joining the last run when it has the same metadata and port."""
         last = self.runs[-1] if self.runs else None
-        if last is not None and last.meta is meta and last.port == port:
+        if last is not None and last.meta is meta and last.port == port and isinstance(last.values, list):
             last.values.append(value)
         else:
             self.runs.append(Run([value], meta, port))
@@ -145,10 +159,24 @@ class SourceDecoder(_PerStream[Preprocessors]):
                 out.add(encode_value(value), merged, data.port)
         if data.data is not None:
             chain = self.chain(data.stream)
-            self._frames(out, lambda: chain.process(data.data or b""), meta, data.port)
+            column = self._json_lines(chain, data.data)
+            if column is not None:
+                if column.count:
+                    out.runs.append(Run(column, meta, data.port))
+            else:
+                self._frames(out, lambda: chain.process(data.data or b""), meta, data.port)
         if data.end_stream:
             self.end_stream(data.stream, out, meta, data.port)
         return out
+
+    def _json_lines(self, chain: Preprocessors, data: bytes) -> BinaryColumn | None:
+        """The chunk's records as one column when the framing is json lines and nothing is held
+        from an earlier chunk (see `json_lines`); None to take the frame-by-frame split."""
+        if not self.json_fast_path or len(chain.stages) != 1:
+            return None
+        stage = chain.stages[0]
+        limit = stage.whole_lines_limit() if isinstance(stage, SeparatePreprocessor) else None
+        return None if limit is None else json_lines_column(data, limit)
 
     def end_stream(self, stream: int | None, out: Decoded, meta: dict[str, Any], port: str = "out") -> None:
         """Flush what the stream's preprocessors still hold (a last line without a newline)."""
@@ -236,19 +264,17 @@ class SinkEncoder(_PerStream[Postprocessors]):
 def join_values(offsets: memoryview, data: memoryview, first: int, separator: bytes) -> bytes:
     """Values `first`.. of a binary column (int32 offsets, data), each followed by `separator`, as one buffer.
 
-    Vectorised with numpy: the values are copied once into place and the
-    separators scattered between them, with no Python step per value.
+    One pyarrow kernel over the column as it lies in the fetched batch
+    (`binary_join_element_wise` of each value and "" with the separator
+    between): a copy per value in C++, no Python step per value.
     """
-    ends = np.frombuffer(offsets, dtype="<i4")[first:]
-    start, stop = int(ends[0]), int(ends[-1])
-    values = np.frombuffer(data, dtype=np.uint8)[start:stop]
+    ends = np.frombuffer(offsets, dtype="<i4")
     if not separator:
-        return values.tobytes()
-    count = len(ends) - 1
-    out = np.empty(len(values) + count, dtype=np.uint8)
-    separators = ends[1:] - start + np.arange(count, dtype=np.int64)
-    keep = np.ones(len(out), dtype=bool)
-    keep[separators] = False
-    out[keep] = values
-    out[separators] = separator[0]
-    return out.tobytes()
+        return bytes(data[int(ends[first]) : int(ends[-1])])
+    column = pa.Array.from_buffers(
+        pa.binary(), len(ends) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    ).slice(first)
+    joined = pc.binary_join_element_wise(column, b"", separator)
+    _, joined_offsets, joined_data = joined.buffers()
+    end = int(np.frombuffer(joined_offsets, dtype="<i4", count=1, offset=4 * len(joined))[0])
+    return joined_data.slice(0, end).to_pybytes()

@@ -62,6 +62,13 @@ class SeparatePreprocessor(Preprocessor[SeparateOptions]):
         self._pending_len = 0
         self._skipping = False  # inside an overlong frame: drop bytes up to the next separator
 
+    def whole_lines_limit(self) -> int | None:
+        """`max_length` when the next chunk, if it ends with a newline, splits into exactly its own
+        lines (newline separator, buffered, nothing held from an earlier chunk); else None."""
+        if self._sep != b"\n" or not self._buffered or self._pending or self._skipping:
+            return None
+        return self._max
+
     def process(self, data: bytes) -> list[bytes]:
         parts = data.split(self._sep)
         if not self._buffered:

@@ -7,10 +7,16 @@ listener only records (callbacks run on a py4j thread and must stay cheap);
 the flow monitor takes the records on its own schedule. This replaces polling
 `query.lastProgress`, a blocking JVM call that also skips batches finished
 between two polls.
+
+A progress event crosses py4j as one JSON string (`ProgressAsJson`):
+pyspark's own bridge builds the Python event by asking the JVM for each of
+its fields, hundreds of py4j round trips per micro-batch on a thread that
+holds the interpreter lock between them.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import weakref
@@ -18,7 +24,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
 from contraflow.spark.checkpoint import parse_offsets
 
@@ -100,8 +108,25 @@ def batch_progress(progress: Any) -> BatchProgress:
     )
 
 
+class ProgressAsJson(JStreamingQueryListener):
+    """pyspark's bridge from the JVM's listener interface, with the progress read as its JSON."""
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        progress = json.loads(jevent.progress().json())
+        self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": progress}))
+
+
 class QueryListener(StreamingQueryListener):
     """Finished batches and failures of every query of one Spark session, by run id (thread-safe)."""
+
+    @property
+    def _jlistener(self) -> Any:
+        """The JVM-side listener Spark calls (what `addListener` registers), over `ProgressAsJson`."""
+        if not hasattr(self, "_jlistenerobj"):
+            jvm = SparkContext._jvm
+            assert jvm is not None
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(ProgressAsJson(self))
+        return self._jlistenerobj
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
