@@ -18,13 +18,14 @@ import pytest
 from contraflow.events import META_HEADER
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
+from contraflow.pipeline.spark.listener import query_listener
 from contraflow.spark.log_envelopes import MIN_RECORDS
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.batch import Record
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.storage.config import TopicConfig
-from tests.pipeline.spark.harness import SparkPipeline
+from tests.pipeline.spark.harness import SparkPipeline, poll
 
 ROUTE = "select event from in into out;"
 
@@ -136,9 +137,10 @@ deploy flow main;
 """
 
 
-def test_several_inputs_route_to_several_outputs(pipeline, spu: SpuClient) -> None:
+def test_several_inputs_route_to_several_outputs(pipeline, spark, spu: SpuClient) -> None:
     p = pipeline(compile_source(TWO_ROUTES).flows["main"].pipelines["fork"])
     p.outputs = {"out": p.outputs["out"], "alerts": p.outputs["alerts"]}  # `dropped` is not wired
+    listener = query_listener(spark)
     p.start()
     p.feed(*[{"in": i} for i in range(MIN_RECORDS + 1)])
     p.feed({"control": "go"}, {"control": "stop"}, port="control")
@@ -150,6 +152,13 @@ def test_several_inputs_route_to_several_outputs(pipeline, spu: SpuClient) -> No
     assert p.values("alerts") == [{"control": "go"}, {"control": "stop"}]
     assert read_topic(spu, f"{p.prefix}.dropped") == []
     assert p.query.lastProgress["numInputRows"] < 10  # envelopes, not events, crossed the JVM
+    # The runtime hears of events, not envelopes (the listener bus is asynchronous).
+    reported = poll(lambda: listener.take(str(p.query.runId)), lambda found: bool(found), 30)
+    while sum(b.rows_out for b in reported) < MIN_RECORDS + 4:
+        more = poll(lambda: listener.take(str(p.query.runId)), lambda found: bool(found), 30)
+        assert more, f"the listener reported {reported}"
+        reported += more
+    assert sum(b.rows_out for b in reported) == MIN_RECORDS + 4  # `ignored` is read, not written
 
 
 def test_a_micro_batch_spark_replays_adds_nothing(pipeline, spu: SpuClient) -> None:

@@ -23,6 +23,7 @@ from contraflow.pipeline.analysis import routing_only
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
+from contraflow.pipeline.spark.listener import OUTPUT_METRIC, OUTPUT_RECORDS
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
 from contraflow.pipeline.spark.state import pending_import
@@ -210,7 +211,8 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
         frames.append(raw if single else raw.select(F.lit(target).alias("topic"), *ENVELOPE_SCHEMA.names))
     if not frames:  # nothing reaches a topic: read (and commit) the input, write nothing
         return next(iter(sources.values())).where("false")
-    return _union_all(frames)
+    # The sink counts envelopes; the events they hold are counted here for the listener.
+    return _union_all(frames).observe(OUTPUT_METRIC, F.sum("records").alias(OUTPUT_RECORDS))
 
 
 def _stateful_rows(
