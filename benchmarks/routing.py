@@ -14,7 +14,7 @@ local Spark and an embedded SPU in a child process, two ways side by side:
 Each run reads an input topic (JSON events of about 200 bytes with a packed
 `meta` header each, in log batches of BATCH records, as the runtime's file
 source appends them) into a fresh output topic with the available-now
-trigger, modes alternating, after one uncounted warm-up of each: the `large`
+trigger, modes alternating, after an uncounted warm-up of each: the `large`
 topic of EVENTS events and the `small` one of one log batch. Per run: wall
 seconds from start to the end of the query, the sum of its micro-batches'
 execution time, and CPU seconds of each process kind (`jvm`,
@@ -197,8 +197,9 @@ def main() -> None:
         spark = session(master="local[2]", data_dir=work / "spark")
         runs_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
         try:
-            for mode in MODES:  # warm-up: JIT, Python workers, first planning
-                run_query(spark, spu, embedded, "small", mode, -1, work)
+            for mode in MODES:  # warm-up: JIT (most of a cold JVM's CPU), Python workers, planning
+                for topic in ("large", "small"):
+                    run_query(spark, spu, embedded, topic, mode, -1, work)
             for run in range(runs):
                 for mode in MODES if run % 2 == 0 else reversed(list(MODES)):
                     for topic in ("large", "small"):

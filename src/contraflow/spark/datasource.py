@@ -9,7 +9,8 @@ the credit the runtime publishes, committing consumer offsets on the SPU.
 Sink: each task stages its rows on the SPU under (query id, batch id); the
 driver commits the batch as one SPU transaction (in a cluster: each partition
 once, at its leader), so a batch Spark replays after a crash is a no-op rather
-than a duplicate.
+than a duplicate. With `columns = batches` the source yields one row per log
+batch and the sink stages such rows as they are (`contraflow.spark.log_envelopes`).
 """
 
 from __future__ import annotations
@@ -106,9 +107,10 @@ class ContraflowDataSource(DataSource):
         return TopicStreamReader(SourceOptions.parse(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        if "value" not in schema.fieldNames() and "batch" not in schema.fieldNames():
+        if "value" not in schema.fieldNames() and ENVELOPE_COLUMN not in schema.fieldNames():
             raise UserError(
-                "the contraflow sink needs a 'value' column (binary or string), or 'batch' (log batches)"
+                f"the contraflow sink needs a 'value' column (binary or string), or '{ENVELOPE_COLUMN}' "
+                "(log batches)"
             )
         return TopicStreamWriter(SinkOptions.parse(self.options))
 
