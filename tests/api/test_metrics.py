@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -159,7 +157,7 @@ def test_batch_phases_from_spark_progress() -> None:
         "commitOffsets": 60,
         "triggerExecution": 1600,
     }
-    operators = [SimpleNamespace(commitTimeMs=300), SimpleNamespace(commitTimeMs=100)]
+    operators = [{"commitTimeMs": 300}, {"commitTimeMs": 100}]
     phases = dict(batch_phases(durations, operators))
     assert phases == {
         "offsets": 0.046,

@@ -233,17 +233,23 @@ PAYLOAD_COLUMNS = ("value", "key", "headers")
 
 
 def route_rows(
-    batch: pa.RecordBatch, default_topic: str | None, partitions_of: dict[str, int], spread: int
+    batch: pa.RecordBatch,
+    default_topic: str | None,
+    partitions_of: dict[str, int],
+    spread: int,
+    *,
+    columns: tuple[str, ...] = PAYLOAD_COLUMNS,
 ) -> Iterator[tuple[Route, pa.Table]]:
     """Split a batch's rows by destination topic and partition.
 
     `topic` and `partition` columns pick the destination row by row; without
     them rows go to `default_topic`, and to partition `spread` modulo the
     topic's partition count (the writing task's id, so tasks spread the load
-    while each task's rows keep their order in one partition).
+    while each task's rows keep their order in one partition). The routed
+    tables hold the rows' `columns` (those present).
     """
     names = batch.schema.names
-    payload = pa.Table.from_batches([batch.select([n for n in PAYLOAD_COLUMNS if n in names])])
+    payload = pa.Table.from_batches([batch.select([n for n in columns if n in names])])
     if "topic" not in names and "partition" not in names:
         if default_topic is None:
             raise ValueError("rows have no 'topic' column and the sink has no 'topic' option")

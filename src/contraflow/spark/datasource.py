@@ -9,12 +9,14 @@ the credit the runtime publishes, committing consumer offsets on the SPU.
 Sink: each task stages its rows on the SPU under (query id, batch id); the
 driver commits the batch as one SPU transaction (in a cluster: each partition
 once, at its leader), so a batch Spark replays after a crash is a no-op rather
-than a duplicate.
+than a duplicate. With `columns = batches` the source yields one row per log
+batch and the sink stages such rows as they are (`contraflow.spark.log_envelopes`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,16 @@ from contraflow.spark.arrow_log import (
     encode_rows,
     route_rows,
 )
+from contraflow.spark.log_envelopes import (
+    ENVELOPE_COLUMN,
+    ENVELOPE_DDL,
+    envelope_rows,
+    envelope_views,
+    envelopes,
+    recompressed,
+    record_count,
+    restamped,
+)
 from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
@@ -57,8 +69,16 @@ from contraflow.spark.offsets import (
     to_partition_offsets,
     to_spark_offset,
 )
-from contraflow.spark.options import SinkOptions, SourceOptions, source_schema
+from contraflow.spark.options import (
+    ALL_COLUMNS,
+    BATCH_COLUMNS,
+    PAYLOAD_COLUMNS,
+    SinkOptions,
+    SourceOptions,
+    source_schema,
+)
 from contraflow.spark.staging import ConnectionStager, StageRequest
+from contraflow.spu.protocol.batch import DecodedBatch
 
 log = logging.getLogger(__name__)
 
@@ -85,14 +105,19 @@ class ContraflowDataSource(DataSource):
         return "contraflow"
 
     def schema(self) -> str:
-        return source_schema(self.options, SOURCE_DDL, PAYLOAD_DDL)
+        return source_schema(
+            self.options, {ALL_COLUMNS: SOURCE_DDL, PAYLOAD_COLUMNS: PAYLOAD_DDL, BATCH_COLUMNS: ENVELOPE_DDL}
+        )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TopicStreamReader(SourceOptions.parse(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        if "value" not in schema.fieldNames():
-            raise UserError("the contraflow sink needs a 'value' column (binary or string)")
+        if "value" not in schema.fieldNames() and ENVELOPE_COLUMN not in schema.fieldNames():
+            raise UserError(
+                f"the contraflow sink needs a 'value' column (binary or string), or '{ENVELOPE_COLUMN}' "
+                "(log batches)"
+            )
         return TopicStreamWriter(SinkOptions.parse(self.options))
 
 
@@ -242,14 +267,38 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, OffsetRange)
         client = _client(self.options.spu)
         try:
-            rows = coalesce(self._fetch_range(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
+            if self.options.columns == BATCH_COLUMNS:
+                yield from self._envelopes(client, partition)
+                return
+            rows = coalesce(self._rows(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
             transform = self.options.transform
             yield from transform(rows) if transform is not None else rows
         finally:
             client.close()
 
-    def _fetch_range(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-        """The range's records; the next fetch is in flight while Spark takes the current rows."""
+    def _rows(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+        """The range's records as Arrow rows of the source's columns."""
+        for fetched_from, batches in self._fetch_range(client, rng):
+            for batch in batches:
+                rows = (
+                    batch_payload(batch, fetched_from, rng.end)
+                    if self.options.columns == PAYLOAD_COLUMNS
+                    else batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
+                )
+                if rows is not None:
+                    yield rows
+
+    def _envelopes(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+        """The range's records as log-batch envelopes (`contraflow.spark.log_envelopes`), one Arrow
+        batch of them per fetch."""
+        for fetched_from, batches in self._fetch_range(client, rng):
+            rows = envelope_rows(envelopes(batches, fetched_from, rng.end))
+            if rows is not None:
+                yield rows
+
+    def _fetch_range(self, client: Any, rng: OffsetRange) -> Iterator[tuple[int, list[DecodedBatch]]]:
+        """The range's log batches, per fetch with the offset it asked for (its first batch may
+        start below it); the next fetch is in flight while Spark takes the current ones."""
         offset = rng.start
         pending = client.fetch_soon(rng.topic, rng.partition, offset, self.options.fetch_bytes)
         while pending is not None:
@@ -272,14 +321,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     fetched_from,
                     offset,
                 )
-            for batch in result.batches:
-                rows = (
-                    batch_payload(batch, fetched_from, rng.end)
-                    if self.options.payload_only
-                    else batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
-                )
-                if rows is not None:
-                    yield rows
+            yield fetched_from, result.batches
 
     def commit(self, end: dict[str, Any]) -> None:
         consumer = self.options.consumer
@@ -351,6 +393,9 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             for topic in _topics_named(rows, self.options.topic):
                 if topic not in partition_counts:
                     partition_counts[topic] = len(stager.client.describe_topic(topic).partitions)
+            if ENVELOPE_COLUMN in rows.schema.names:
+                self._stage_envelopes(stager, rows, partition_counts, staged, batch_id, task, attempt)
+                continue
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
                 request = StageRequest(query_id, batch_id, route.topic, route.partition, str(task), attempt)
@@ -360,6 +405,31 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                 staged.routes.append((route.topic, route.partition))
         stager.finish()
         return staged
+
+    def _stage_envelopes(
+        self,
+        stager: ConnectionStager,
+        rows: pa.RecordBatch,
+        partition_counts: dict[str, int],
+        staged: StagedBatches,
+        batch_id: int,
+        task: int,
+        attempt: int,
+    ) -> None:
+        """Stage each envelope's log batch as it is, but for its header (see `log_envelopes.restamped`)."""
+        now_ms = time.time_ns() // 1_000_000
+        compression = self.options.compression
+        routes = route_rows(rows, self.options.topic, partition_counts, task, columns=(ENVELOPE_COLUMN,))
+        for route, routed in routes:
+            request = StageRequest(
+                staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
+            )
+            for view in envelope_views(routed.column(ENVELOPE_COLUMN).combine_chunks()):
+                parts = recompressed(view, compression) if compression else restamped(view, now_ms)
+                stager.stage(parts, request, sequence=staged.batches)
+                staged.batches += 1
+                staged.records += record_count(view)
+                staged.routes.append((route.topic, route.partition))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         staged = [m for m in messages if isinstance(m, StagedBatches) and m.batches]

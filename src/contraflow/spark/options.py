@@ -54,7 +54,9 @@ class SourceOptions:
     fetch_bytes: int
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
     transform: RowsTransform | None = None
-    payload_only: bool = False  # `columns = payload`: value and packed headers only
+    # `columns`: `all` (SOURCE_DDL), `payload` (value and packed headers only) or `batches`
+    # (one row per log batch: `contraflow.spark.log_envelopes`)
+    columns: str = "all"
     ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
     min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
     batch_at_start: bool = False  # `batchAtStart`: a batch as soon as the query runs (see offsets.RUN_KEY)
@@ -78,7 +80,7 @@ class SourceOptions:
             max_bytes_per_task=_int(options, "maxBytesPerTask", DEFAULT_MAX_BYTES_PER_TASK, 1024)
             or DEFAULT_MAX_BYTES_PER_TASK,
             transform=read_transform(_get(options, TRANSFORM_OPTION)),
-            payload_only=_columns(options) == PAYLOAD_COLUMNS,
+            columns=_columns(options),
             ramp_records=_int(options, "rampRecords", minimum=1),
             min_partitions=_int(options, "minPartitions", minimum=1),
             batch_at_start=_flag(options, "batchAtStart"),
@@ -87,22 +89,24 @@ class SourceOptions:
 
 PAYLOAD_COLUMNS = "payload"
 ALL_COLUMNS = "all"
+BATCH_COLUMNS = "batches"
+COLUMN_CHOICES = (ALL_COLUMNS, PAYLOAD_COLUMNS, BATCH_COLUMNS)
 
 
 def _columns(options: Mapping[str, str]) -> str:
     columns = (_get(options, "columns") or ALL_COLUMNS).lower()
-    if columns not in (ALL_COLUMNS, PAYLOAD_COLUMNS):
-        raise UserError(f"option columns must be '{ALL_COLUMNS}' or '{PAYLOAD_COLUMNS}', not {columns!r}")
+    if columns not in COLUMN_CHOICES:
+        raise UserError(f"option columns must be one of {', '.join(COLUMN_CHOICES)}, not {columns!r}")
     return columns
 
 
-def source_schema(options: Mapping[str, str], default: str, payload: str) -> str:
+def source_schema(options: Mapping[str, str], schemas: Mapping[str, str]) -> str:
     """The source's schema: what its rows transform yields (see `contraflow.spark.transform`), else
-    `payload` with `columns = payload`, else `default`."""
+    the DDL `schemas` gives for its `columns` option."""
     explicit = _get(options, SCHEMA_OPTION)
     if explicit:
         return explicit
-    return payload if _columns(options) == PAYLOAD_COLUMNS else default
+    return schemas[_columns(options)]
 
 
 def _flag(options: Mapping[str, str], name: str) -> bool:

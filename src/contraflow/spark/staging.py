@@ -15,10 +15,12 @@ connection's staged batches stay until the commit or abort.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
+
+from contraflow.spu.protocol.batch import Buffer
 
 DEFAULT_BYTES_PER_CONNECTION = 48 << 20
 
@@ -53,9 +55,12 @@ class ConnectionStager:
         """The connection now in use (also for the task's other requests, e.g. describing topics)."""
         return self._client
 
-    def stage(self, batch: bytes | bytearray, request: StageRequest, *, sequence: int) -> None:
-        """Send one encoded record batch, the writer's `sequence`-th."""
-        if self._bytes and self._bytes + len(batch) > self._limit:
+    def stage(
+        self, batch: bytes | bytearray | Sequence[Buffer], request: StageRequest, *, sequence: int
+    ) -> None:
+        """Send one encoded record batch (whole, or as the parts it is sent in), the writer's `sequence`-th."""
+        size = len(batch) if isinstance(batch, bytes | bytearray) else sum(len(part) for part in batch)
+        if self._bytes and self._bytes + size > self._limit:
             self._next_connection()
         while len(self._pending) >= self._max_in_flight:
             self._pending.popleft().result()
@@ -71,7 +76,7 @@ class ConnectionStager:
                 sequence=sequence,
             )
         )
-        self._bytes += len(batch)
+        self._bytes += size
 
     def finish(self) -> None:
         """Wait until every request sent was answered (raises the first failure)."""

@@ -1,8 +1,9 @@
-"""A stateful pipeline as a Spark query in its own process (own local Spark), for the crash test.
+"""A pipeline as a Spark query in its own process (own local Spark), for the crash tests.
 
-Usage: pipeline_worker.py SPU INPUT_TOPIC OUTPUT_TOPIC CHECKPOINT DATA_DIR
-Runs the pipeline-state RFC counter until killed. The test restarts the same
-query (`start_counter`) from the checkpoint in its own Spark session.
+Usage: pipeline_worker.py SPU INPUT_TOPIC OUTPUT_TOPIC CHECKPOINT DATA_DIR [PIPELINE]
+Runs PIPELINE (`counter`, the pipeline-state RFC counter, by default; `route`,
+a routing-only pipeline) until killed. The test restarts the same query
+(`start_query`) from the checkpoint in its own Spark session.
 """
 
 from __future__ import annotations
@@ -14,18 +15,22 @@ from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.query import start_pipeline
 from tests.pipeline.spark.harness import RFC_COUNTER
 
+PIPELINES = {"counter": RFC_COUNTER, "route": "select event from in into out;"}
 
-def start_counter(spark: Any, spu: str, source: str, sink: str, checkpoint: str) -> Any:
-    """The counter query, started the same way by the worker and by the test that restarts it."""
+
+def start_query(
+    spark: Any, spu: str, source: str, sink: str, checkpoint: str, pipeline: str = "counter"
+) -> Any:
+    """The query, started the same way by the worker and by the test that restarts it."""
     return start_pipeline(
         spark,
-        compile_query(RFC_COUNTER),
+        compile_query(PIPELINES[pipeline]),
         spu=spu,
         inputs={"in": source},
         outputs={"out": sink},
         checkpoint=checkpoint,
-        name="crash-counter",
-        consumer="crash-counter",
+        name=f"crash-{pipeline}",
+        consumer=f"crash-{pipeline}",
         trigger="100 milliseconds",
     )
 
@@ -34,7 +39,9 @@ def main() -> None:
     from contraflow.spark import session
 
     spu, source, sink, checkpoint, data_dir = sys.argv[1:6]
-    query = start_counter(session(master="local[2]", data_dir=data_dir), spu, source, sink, checkpoint)
+    pipeline = sys.argv[6] if len(sys.argv) > 6 else "counter"
+    spark = session(master="local[2]", data_dir=data_dir)
+    query = start_query(spark, spu, source, sink, checkpoint, pipeline)
     print("started", flush=True)
     query.awaitTermination()
 

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.cli_process import child_env
 from tests.pipeline.spark.harness import read_values
-from tests.pipeline.spark.pipeline_worker import start_counter
+from tests.pipeline.spark.pipeline_worker import start_query
 
 WORKER = Path(__file__).with_name("pipeline_worker.py")
 STARTUP_S = 180  # a fresh local Spark on the shared 2-core box
@@ -92,7 +93,7 @@ def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
     assert in_flight(checkpoint), "the kill came after the batch committed: nothing was interrupted"
     produce(30, 45)  # arrives while Spark is down
 
-    restarted = start_counter(spark, spu_addr, source, sink, str(checkpoint))
+    restarted = start_query(spark, spu_addr, source, sink, str(checkpoint))
     try:
         restarted.processAllAvailable()
         assert restarted.exception() is None
@@ -102,3 +103,43 @@ def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
     out = read_values(spu, sink)
     assert [v["count"] for v in out] == list(range(1, 46))  # the counter state survived the crash
     assert [v["event"] for v in out] == feed  # every input once, in order
+
+
+def test_sigkill_inside_a_routed_micro_batch_then_restart_writes_every_event_once(
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+) -> None:
+    """The same for a routing-only pipeline, whose batches cross Spark as envelopes: the
+    interrupted batch is replayed as the same SPU transaction, a no-op if its commit got through."""
+    source, sink = "crash.route.in", "crash.route.out"
+    spu.create_topic(source)
+    spu.create_topic(sink)
+    checkpoint = tmp_path / "checkpoint"
+    fed: list[bytes] = []
+
+    def produce(count: int, per_batch: int) -> None:
+        for _ in range(0, count, per_batch):
+            values = [b'{"i":%d}' % (len(fed) + i) for i in range(per_batch)]
+            spu.produce(source, 0, values)
+            fed.extend(values)
+
+    produce(15, 5)
+    args = [spu_addr, source, sink, str(checkpoint), str(tmp_path / "spark"), "route"]
+    first = start_worker(args, tmp_path / "log")
+    try:
+        wait_until(lambda: len(read_topic(spu, sink)) == 15, "the first 15 events", STARTUP_S, 0.2)
+        wait_until(lambda: batches(checkpoint, "offsets") == batches(checkpoint, "commits"), "a commit", 30)
+        produce(60_000, 5_000)  # big enough a batch to be caught in flight
+        wait_until(lambda: in_flight(checkpoint), "a new micro-batch", 60)
+        kill_group(first)
+    finally:
+        kill_group(first)
+    assert in_flight(checkpoint), "the kill came after the batch committed: nothing was interrupted"
+    produce(100, 10)  # arrives while Spark is down
+
+    restarted = start_query(spark, spu_addr, source, sink, str(checkpoint), "route")
+    try:
+        restarted.processAllAvailable()
+        assert restarted.exception() is None
+    finally:
+        restarted.stop()
+    assert [r.value for r in read_topic(spu, sink)] == fed  # every input once, in order

@@ -8,15 +8,14 @@ the flow monitor takes the records on its own schedule. This replaces polling
 `query.lastProgress`, a blocking JVM call that also skips batches finished
 between two polls.
 
-A progress event crosses py4j as one JSON string (`ProgressAsJson`):
-pyspark's own bridge builds the Python event by asking the JVM for each of
-its fields, hundreds of py4j round trips per micro-batch on a thread that
-holds the interpreter lock between them.
+A progress event reaches Python as its JSON text, one py4j call
+(`JsonProgressBridge`): PySpark's own bridge converts it field by field, a
+py4j round trip per field, source and state operator, which with a micro-batch
+every few hundred milliseconds was about a tenth of the runtime's CPU.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import weakref
@@ -24,9 +23,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark import SparkContext
+import orjson
 from pyspark.sql.streaming import StreamingQueryListener
-from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
+from pyspark.sql.streaming.listener import JStreamingQueryListener
 
 from contraflow.spark.checkpoint import parse_offsets
 
@@ -34,6 +33,10 @@ log = logging.getLogger("contraflow.pipeline.spark.listener")
 
 # Batches kept per run until the monitor takes them (it does every tick); beyond that the oldest go.
 BACKLOG = 4096
+# A query whose sink rows are not events (log-batch envelopes) observes the events it writes:
+# `observedMetrics[OUTPUT_METRIC][OUTPUT_RECORDS]` (see `query._routed_rows`).
+OUTPUT_METRIC = "contraflow_output"
+OUTPUT_RECORDS = "records"
 
 
 @dataclass(frozen=True)
@@ -61,13 +64,15 @@ BATCH_PHASES: dict[str, tuple[str, ...]] = {
 }
 
 
-def batch_phases(durations: dict[str, int] | None, state_operators: Any) -> tuple[tuple[str, float], ...]:
+def batch_phases(
+    durations: dict[str, int] | None, state_operators: list[dict[str, Any]] | None
+) -> tuple[tuple[str, float], ...]:
     """A progress's phase durations in seconds (see BATCH_PHASES), plus `state_commit`."""
     durations = durations or {}
     phases = [
         (name, sum(durations.get(key, 0) for key in keys) / 1000) for name, keys in BATCH_PHASES.items()
     ]
-    commits = sum(getattr(op, "commitTimeMs", 0) or 0 for op in state_operators or ())
+    commits = sum(op.get("commitTimeMs", 0) or 0 for op in state_operators or ())
     if state_operators:
         phases.append(("state_commit", commits / 1000))
     return tuple(phases)
@@ -92,41 +97,35 @@ def records_read(source: Any) -> int:
     return sum(max(0, end - begin.get(p, 0)) for p, end in parse_offsets(field("endOffset")).items())
 
 
-def batch_progress(progress: Any) -> BatchProgress:
-    """The parts of a `StreamingQueryProgress` the runtime uses."""
-    sink = progress.sink
-    rows_out = getattr(sink, "numOutputRows", -1) if sink is not None else -1
+def batch_progress(progress: dict[str, Any]) -> BatchProgress:
+    """The parts of a `StreamingQueryProgress` (as its JSON dict) the runtime uses."""
+    sink = progress.get("sink") or {}
+    observed = (progress.get("observedMetrics") or {}).get(OUTPUT_METRIC)
+    rows_out = (observed.get(OUTPUT_RECORDS) or 0) if observed is not None else sink.get("numOutputRows", -1)
+    sources = progress.get("sources") or []
     return BatchProgress(
-        query_id=str(progress.id),
-        run_id=str(progress.runId),
-        batch_id=int(progress.batchId),
-        input_ends=tuple(parse_offsets(s.endOffset) for s in progress.sources),
-        rows_in=sum(records_read(source) for source in progress.sources),
+        query_id=str(progress["id"]),
+        run_id=str(progress["runId"]),
+        batch_id=int(progress["batchId"]),
+        input_ends=tuple(parse_offsets(s.get("endOffset")) for s in sources),
+        rows_in=sum(records_read(source) for source in sources),
         rows_out=int(rows_out if rows_out is not None else -1),
-        duration_s=(progress.durationMs or {}).get("triggerExecution", 0) / 1000,
-        phases=batch_phases(progress.durationMs, getattr(progress, "stateOperators", None)),
+        duration_s=(progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
+        phases=batch_phases(progress.get("durationMs"), progress.get("stateOperators")),
     )
 
 
-class ProgressAsJson(JStreamingQueryListener):
-    """pyspark's bridge from the JVM's listener interface, with the progress read as its JSON."""
+class JsonProgressBridge(JStreamingQueryListener):
+    """PySpark's bridge from the JVM's listener calls, but a progress event crosses as one JSON text."""
+
+    pylistener: QueryListener
 
     def onQueryProgress(self, jevent: Any) -> None:
-        progress = json.loads(jevent.progress().json())
-        self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": progress}))
+        self.pylistener.on_progress_json(jevent.progress().json())
 
 
 class QueryListener(StreamingQueryListener):
     """Finished batches and failures of every query of one Spark session, by run id (thread-safe)."""
-
-    @property
-    def _jlistener(self) -> Any:
-        """The JVM-side listener Spark calls (what `addListener` registers), over `ProgressAsJson`."""
-        if not hasattr(self, "_jlistenerobj"):
-            jvm = SparkContext._jvm
-            assert jvm is not None
-            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(ProgressAsJson(self))
-        return self._jlistenerobj
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -139,9 +138,24 @@ class QueryListener(StreamingQueryListener):
     def onQueryStarted(self, event: Any) -> None:
         pass
 
+    @property
+    def _jlistener(self) -> Any:
+        """What `spark.streams.addListener` registers in the JVM: our bridge, not PySpark's."""
+        from pyspark import SparkContext
+
+        if not hasattr(self, "_bridge"):
+            jvm = SparkContext._jvm
+            assert jvm is not None, "no active Spark context"
+            self._bridge = jvm.PythonStreamingQueryListenerWrapper(JsonProgressBridge(self))
+        return self._bridge
+
     def onQueryProgress(self, event: Any) -> None:
+        """PySpark's way in (the bridge above calls `on_progress_json` instead)."""
+        self.on_progress_json(event.progress.json)
+
+    def on_progress_json(self, progress: str) -> None:
         try:
-            batch = batch_progress(event.progress)
+            batch = batch_progress(orjson.loads(progress))
         except Exception:
             log.exception("unreadable query progress event")
             return

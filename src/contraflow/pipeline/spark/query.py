@@ -23,6 +23,7 @@ from contraflow.pipeline.analysis import routing_only
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
+from contraflow.pipeline.spark.listener import OUTPUT_METRIC, OUTPUT_RECORDS
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.plan import DEFAULT_EXECUTOR, IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
@@ -30,6 +31,8 @@ from contraflow.pipeline.spark.state import pending_import
 from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark.stateless import StatelessBatches
 from contraflow.spark.checkpoint import has_progress, state_partitions
+from contraflow.spark.log_envelopes import ENVELOPE_SCHEMA
+from contraflow.spark.options import BATCH_COLUMNS
 from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
@@ -146,26 +149,26 @@ class _Reader:
     consumers: dict[str, str]
 
     def rows(
-        self, step: SourceStep | None = None, *, payload: bool = False, spread: bool = False
+        self, step: SourceStep | None = None, *, columns: str = "all", spread: bool = False
     ) -> dict[str, DataFrame]:
-        """`payload`: only `value` and packed `headers` (what routing needs; fewer columns for the JVM).
-        `spread`: read each batch in at least one task per core. Tasks of one partition commit
+        """`columns`: the source's `columns` option (`batches`: one envelope row per log batch,
+        what routing needs). `spread`: read each batch in at least one task per core. Tasks of one partition commit
         their output in any order, so only a consumer that puts rows back in offset order (the
         stateful operator does) may spread."""
         return {
-            port: _union_all([self._source(port, topic, step, payload, spread) for topic in _topics(topics)])
+            port: _union_all([self._source(port, topic, step, columns, spread) for topic in _topics(topics)])
             for port, topics in self.plan.inputs.items()
         }
 
     def _source(
-        self, port: str, topic: str, step: SourceStep | None, payload: bool, spread: bool
+        self, port: str, topic: str, step: SourceStep | None, columns: str, spread: bool
     ) -> DataFrame:
         reader = (
             self.spark.readStream.format("contraflow")
             .option("spu", self.spu)
             .option("topic", topic)
             .option("consumer", self.consumers[port])
-            .option("columns", "payload" if payload else "all")
+            .option("columns", columns)
             .option("rampRecords", str(RAMP_RECORDS))
         )
         if spread:
@@ -191,16 +194,15 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, read.rows(payload=True), routes)
+        return _routed_rows(plan, read.rows(columns=BATCH_COLUMNS), routes)
     return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
 
 
 def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
-    """A pipeline that only routes: Spark moves the source rows' bytes and headers, no Python stage.
+    """A pipeline that only routes: Spark moves each input log batch as one envelope row
+    (`contraflow.spark.log_envelopes`) from the source to the sink, no Python stage.
 
-    Every extra expression here costs (the rows cross from the Python source
-    into the JVM and out to the Python sink), so rows keep the source's own
-    columns and get a `topic` column only when the sink has several topics.
+    Rows get a `topic` column only when the sink has several topics.
     """
     from pyspark.sql import functions as F
 
@@ -210,11 +212,11 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
         target = plan.outputs.get(routes[port])
         if target is None:
             continue
-        columns = ["value", "headers"] if single else [F.lit(target).alias("topic"), "value", "headers"]
-        frames.append(raw.select(*columns))
+        frames.append(raw if single else raw.select(F.lit(target).alias("topic"), *ENVELOPE_SCHEMA.names))
     if not frames:  # nothing reaches a topic: read (and commit) the input, write nothing
-        return next(iter(sources.values())).select("value", "headers").where("false")
-    return _union_all(frames)
+        return next(iter(sources.values())).where("false")
+    # The sink counts envelopes; the events they hold are counted here for the listener.
+    return _union_all(frames).observe(OUTPUT_METRIC, F.sum("records").alias(OUTPUT_RECORDS))
 
 
 def _stateful_rows(

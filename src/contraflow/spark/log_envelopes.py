@@ -1,0 +1,163 @@
+"""Log batches as envelopes: one Spark row per log batch, for pipelines that only route.
+
+A pipeline that only routes events (`analysis.routing_only`) needs none of
+their contents, so its query moves whole log batches: the source yields one
+row per batch (`batch`: the batch's bytes as the SPU stores them, `records`:
+how many events it holds), Spark carries a few rows per micro-batch instead of
+one per event, and the sink stages each batch on its output topic after
+rewriting only its header. Nothing decodes a value or builds a Python object
+per event on the way.
+
+What the sink writes is what the per-row path writes: each record's value and
+headers as they were, no key, stamped with the time it is written (ms), no
+producer field. A batch that can go as it is (every record in the read range,
+no keys, uncompressed, not small) is forwarded byte for byte; the others (a
+range cut through a batch, keys, compression, runs of small batches) are
+re-encoded from their columns, several small ones into one envelope, so a
+trickle of one-record batches does not become as many rows, stage requests and
+output batches.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
+
+import crc32c
+import numpy as np
+import pyarrow as pa
+
+from contraflow.spark.arrow_log import batch_payload, encode_rows
+from contraflow.spu.protocol.batch import (
+    CRC_POS,
+    CRC_START,
+    HAS_KEYS,
+    HEADER,
+    HEADER_SIZE,
+    KEY_NULLS,
+    MAGIC,
+    Buffer,
+    DecodedBatch,
+    check_batch,
+    decode_batch,
+)
+from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.idempotence import NO_PRODUCER
+
+_CRC = struct.Struct(">I")
+ENVELOPE_COLUMN = "batch"
+ENVELOPE_SCHEMA = pa.schema([(ENVELOPE_COLUMN, pa.binary()), ("records", pa.int32())])
+ENVELOPE_DDL = "batch binary, records int"
+# Batches with fewer records are merged with their neighbours (re-encoded): every envelope costs a
+# Spark row, a stage request and an output log batch.
+MIN_RECORDS = 2_048
+# A merged envelope holds at most this many records.
+MAX_MERGED_RECORDS = 65_536
+
+
+def forwardable(batch: DecodedBatch, start: int, end: int) -> bool:
+    """Whether `batch` can be the envelope of its records in [start, end) byte for byte."""
+    header = batch.header
+    return (
+        header.base_offset >= start
+        and header.next_offset <= end
+        and header.compression is Compression.NONE
+        and not header.attributes & (HAS_KEYS | KEY_NULLS)
+        and header.record_count >= MIN_RECORDS
+    )
+
+
+def envelopes(batches: Iterable[DecodedBatch], start: int, end: int) -> Iterator[Buffer]:
+    """One log batch per envelope for the records of `batches` in [start, end), in offset order."""
+    pending: list[pa.RecordBatch] = []
+    records = 0
+    for batch in batches:
+        if forwardable(batch, start, end):
+            if pending:
+                yield from _merged(pending)
+                pending, records = [], 0
+            yield batch.buffer
+            continue
+        rows = batch_payload(batch, start, end)
+        if rows is None:
+            continue
+        pending.append(rows)
+        records += rows.num_rows
+        if records >= MIN_RECORDS:
+            yield from _merged(pending)
+            pending, records = [], 0
+    if pending:
+        yield from _merged(pending)
+
+
+def _merged(rows: list[pa.RecordBatch]) -> Iterator[bytearray]:
+    """`rows` re-encoded as log batches of at most MAX_MERGED_RECORDS records each."""
+    table = pa.Table.from_batches(rows)
+    for start in range(0, table.num_rows, MAX_MERGED_RECORDS):
+        yield encode_rows(table.slice(start, MAX_MERGED_RECORDS))
+
+
+def envelope_rows(batches: Iterable[Buffer]) -> pa.RecordBatch | None:
+    """Envelopes as ENVELOPE_SCHEMA rows (their bytes joined into one Arrow buffer), None if none."""
+    batches = list(batches)
+    if not batches:
+        return None
+    sizes = np.fromiter((len(b) for b in batches), dtype=np.int64, count=len(batches))
+    offsets = np.zeros(len(batches) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    data = bytearray().join(batches)
+    column = pa.Array.from_buffers(
+        pa.binary(), len(batches), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+    records = pa.array([record_count(b) for b in batches], pa.int32())
+    return pa.RecordBatch.from_arrays([column, records], schema=ENVELOPE_SCHEMA)
+
+
+def record_count(batch: Buffer) -> int:
+    """The number of records of the log batch `batch`, from its header."""
+    return int(HEADER.unpack_from(batch, 0)[-1])
+
+
+def envelope_views(column: pa.Array) -> list[memoryview]:
+    """The envelopes of a `batch` column, each a view of the column's memory."""
+    if pa.types.is_large_binary(column.type):
+        column = column.cast(pa.binary())
+    offsets = np.frombuffer(column.buffers()[1], dtype="<i4", count=len(column) + 1, offset=4 * column.offset)
+    data = memoryview(column.buffers()[2] or b"")
+    return [data[lo:hi] for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
+
+
+@lru_cache(maxsize=8)
+def _zero_deltas(count: int) -> bytes:
+    """`count` int64 zeros: every record stamped at the batch's first timestamp."""
+    return bytes(8 * count)
+
+
+def restamped(batch: memoryview, now_ms: int) -> list[Buffer]:
+    """`batch` as the sink stages it: every record stamped `now_ms`, no producer field, offset and
+    epoch zero (the log assigns them), CRC recomputed. Returned as parts (a new header, the zeroed
+    timestamp deltas, the rest of the batch as it is), so the body is not copied.
+
+    The batch must be uncompressed (as every envelope is): its timestamp deltas are then the
+    body's first section."""
+    header = check_batch(batch, crc=False)
+    if header.compression is not Compression.NONE:
+        raise ValueError("a routed envelope must hold an uncompressed log batch")
+    count = header.record_count
+    head = bytearray(HEADER_SIZE)
+    fields = (header.attributes, header.last_offset_delta, now_ms, now_ms, NO_PRODUCER, count)
+    HEADER.pack_into(head, 0, 0, header.batch_length, 0, MAGIC, 0, *fields)
+    deltas = _zero_deltas(count)
+    rest = batch[HEADER_SIZE + len(deltas) :]
+    crc = crc32c.crc32c(rest, crc32c.crc32c(deltas, crc32c.crc32c(memoryview(head)[CRC_START:])))
+    _CRC.pack_into(head, CRC_POS, crc)
+    return [head, deltas, rest]
+
+
+def recompressed(batch: memoryview, compression: str) -> bytearray:
+    """`batch` re-encoded with `compression` (a sink option): its values and headers, stamped now."""
+    decoded = decode_batch(batch)
+    rows = batch_payload(decoded, decoded.base_offset, decoded.header.next_offset)
+    assert rows is not None
+    return encode_rows(rows, compression)
