@@ -151,13 +151,17 @@ class PackEvents:
         return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
+        """The prefix over the batch: columnar when it vectorizes (`contraflow.pipeline.columnar`,
+        rows it cannot answer going through the executor), else event by event."""
         assert self.prefix is not None
         executor = self.prefix.executor()
-        values = rows.column("value").to_pylist()
         metas = input_metas(rows.column("headers"))
         times = ingest.to_pylist()
+        columnar = self.prefix.columnar(self.port)
         try:
-            return executor.process_values_traced(self.port, values, metas, times)
+            if columnar is not None:
+                return columnar.run(executor, rows.column("value"), metas, times)
+            return executor.process_values_traced(self.port, rows.column("value").to_pylist(), metas, times)
         except Exception:  # the executor keeps bad events off this path; never fail the query on one
             return _one_by_one(self.prefix, executor, self.port, rows, times)
 
