@@ -65,7 +65,8 @@ class Evaluator:
             column = self.column(expr.field)
             literal = expr.literal.value
             if isinstance(literal, int | float) and not isinstance(literal, bool):
-                column, literal = column.cast(pa.float64()), float(literal)
+                # Rounding big ints to doubles keeps their order against a literal within 2^53.
+                column, literal = pc.cast(column, pa.float64(), safe=False), float(literal)
             return _COMPARE[expr.op](column, pa.scalar(literal)).fill_null(False)
         if isinstance(expr, Logic):
             both = pc.and_ if expr.op == "and" else pc.or_
@@ -114,7 +115,7 @@ class Evaluator:
             return pc.and_(self.column(expr.subject).is_valid(), chosen)
         assert isinstance(expr, Record)
         exact = self._true
-        for _, value in expr.fields:
+        for value in (*(value for _, value in expr.fields), *expr.shadowed):
             exact = pc.and_(exact, self.exact(value))
         return exact
 

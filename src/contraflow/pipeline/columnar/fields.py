@@ -100,7 +100,7 @@ def _collect(expr: Expr, uses: dict[FieldPath, set[str]], output: bool) -> None:
         if expr.default is not None:
             _collect(expr.default, uses, output)
     elif isinstance(expr, Record):
-        for _, value in expr.fields:
+        for value in (*(value for _, value in expr.fields), *expr.shadowed):
             _collect(value, uses, True)
     else:
         assert isinstance(expr, Const)

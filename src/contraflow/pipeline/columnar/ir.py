@@ -13,7 +13,7 @@ evaluates each distinct expression once however many routes share it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 JsonScalar = str | int | float | bool | None
@@ -32,9 +32,16 @@ class Field:
 
 @dataclass(frozen=True)
 class Const:
-    """A literal (string, number, bool or null)."""
+    """A literal (string, number, bool or null).
+
+    `kind` keeps literals of different types apart: `0`, `0.0` and `false` are equal in Python
+    (and would share a cache entry) but are three different values here."""
 
     value: JsonScalar
+    kind: str = field(default="", compare=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", type(self.value).__name__)
 
 
 @dataclass(frozen=True)
@@ -71,9 +78,13 @@ class Match:
 
 @dataclass(frozen=True)
 class Record:
-    """`{"key": expr, ...}` with literal keys, in the order the value's dict would have them."""
+    """`{"key": expr, ...}` with literal keys, in the order the value's dict would have them.
+
+    `shadowed` are the values of repeated keys that a later one replaced: still evaluated (and
+    able to fail) per event, so they must be exact too."""
 
     fields: tuple[tuple[str, Expr], ...]
+    shadowed: tuple[Expr, ...] = ()
 
 
 Expr = Field | Const | Compare | Logic | Not | Match | Record

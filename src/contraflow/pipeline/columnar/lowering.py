@@ -67,6 +67,10 @@ def lower(node: Any, scope: Scope) -> Expr:
         return Logic(node.op, lower_bool(node.left, scope), lower_bool(node.right, scope))
     if isinstance(node, ast.Binary) and node.op in _FLIPPED:
         return comparison(node, scope)
+    if isinstance(node, ast.Unary) and node.op == "-" and isinstance(node.operand, ast.Literal):
+        value = node.operand.value
+        if type(value) in (int, float):
+            return literal(-value)  # as the code generator folds it (`values.neg` of a number)
     if isinstance(node, ast.Unary) and node.op in ("not", "!"):
         # `!` on a bool is `not`; the operand is lowered as a bool, so other types fall back.
         return Not(lower_bool(node.operand, scope))
@@ -159,12 +163,11 @@ def match(node: ast.Match, scope: Scope) -> Match:
         if isinstance(case.pattern, ast.AnyPattern):
             default = body
             break  # later cases never run
-        pattern = case.pattern
-        if not (isinstance(pattern, ast.ExprPattern) and isinstance(pattern.expr, ast.Literal)):
+        pattern = lower(case.pattern.expr, scope) if isinstance(case.pattern, ast.ExprPattern) else None
+        if not isinstance(pattern, Const):
             raise NotVectorizable("match pattern other than a literal")
-        # A literal case is `subject == literal`: the same checks as a comparison.
         # A literal case tests `subject == literal`: the rules of a comparison.
-        cases.append((comparable("==", literal(pattern.expr.value)), body))
+        cases.append((comparable("==", pattern), body))
     if len({kind(c.value) for c, _ in cases}) > 1:
         raise NotVectorizable("match on literals of different types")
     return Match(subject, tuple(cases), default)
@@ -193,8 +196,11 @@ def kind(value: Any) -> str:
 
 def record(node: ast.RecordLit, scope: Scope) -> Record:
     fields: dict[str, Expr] = {}
+    shadowed: list[Expr] = []
     for key, value in node.fields:
         if not (isinstance(key, ast.Literal) and type(key.value) is str):
             raise NotVectorizable("computed record key")
+        if key.value in fields:
+            shadowed.append(fields[key.value])
         fields[key.value] = lower(value, scope)
-    return Record(tuple(fields.items()))
+    return Record(tuple(fields.items()), tuple(shadowed))
