@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pickle
 import traceback
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from contraflow.pipeline.signals import apply_signals
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
+COLUMNAR_SWITCH = "CONTRAFLOW_COLUMNAR"
 
 _executors: dict[str, Any] = {}
 _initial_states: dict[str, dict[str, Any]] = {}
@@ -95,10 +97,18 @@ class PipelinePlan:
 
     def columnar(self, port: str) -> ColumnarPlan | None:
         """This worker's columnar plan for events entering `port` (compiled once), or None when the
-        graph does not vectorize there, is stateful, routes by QoS signals or uses another executor."""
+        graph does not vectorize there, is stateful, routes by QoS signals or uses another executor.
+
+        `CONTRAFLOW_COLUMNAR=off` in the workers' environment keeps every batch on the per-event
+        executor (to compare, or to rule the columnar path out)."""
         key = f"{self.executor_class}/{self.fingerprint}/{port}"
         if key not in _columnar:
-            eligible = self.executor_class == DEFAULT_EXECUTOR and not self.graph.stateful and not self.qos
+            eligible = (
+                self.executor_class == DEFAULT_EXECUTOR
+                and not self.graph.stateful
+                and not self.qos
+                and os.environ.get(COLUMNAR_SWITCH, "on") != "off"
+            )
             _columnar[key] = ColumnarPlan.compile(self.graph, port) if eligible else None
         return _columnar[key]
 
