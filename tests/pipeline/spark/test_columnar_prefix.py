@@ -25,6 +25,7 @@ from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark import plan as plan_module
 from contraflow.pipeline.spark.envelopes import PackEvents, from_ipc
+from contraflow.pipeline.spark.keying import GroupStreams, independent_groups
 from contraflow.pipeline.spark.plan import COLUMNAR_SWITCH, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
 from contraflow.spark.arrow_log import SOURCE_SCHEMA
@@ -95,22 +96,34 @@ def test_the_w1_prefix_runs_columnar_in_pack_events(monkeypatch: pytest.MonkeyPa
     assert split is not None
     plan = PipelinePlan(graph, "", "w1", {"in": "t"}, {"out": "o"}, "offset")
     prefix = replace(plan, graph=split.prefix)
-    pack = PackEvents("in", "offset", prefix, split.cut_ports, None)
+    select = independent_groups(split.rest)
+    assert select is not None
+    pack = PackEvents("in", "offset", prefix, split.cut_ports, None, GroupStreams(split.rest, select))
     rows = source_rows(events(3000), {5: b'{"seen": true}'})
 
     traced = pack._run_prefix(rows, rows.column("offset"))
     assert isinstance(traced, ColumnarTraced)
     # Per event: rows 17 and 18 (errors), 19 (a number where strings are compared), 5 (metadata).
     assert traced.columnar_rows == 3000 - 4
-    columnar = [from_ipc(b).to_pylist() for b in pack(iter([rows])).__next__().column("events").to_pylist()]
+    columnar = envelopes(pack, rows)
 
     monkeypatch.setattr(plan_module, "_columnar", {})
     monkeypatch.setenv(COLUMNAR_SWITCH, "off")
     assert prefix.columnar("in") is None
-    per_event = [from_ipc(b).to_pylist() for b in pack(iter([rows])).__next__().column("events").to_pylist()]
+    per_event = envelopes(pack, rows)
     assert columnar == per_event
-    targets = [e["target"] for envelope in columnar for e in envelope]
+    assert len(columnar) >= 4  # the regions' group streams, keyed from the columns
+    targets = [e["target"] for _, envelope in columnar for e in envelope]
     assert targets.count("out:err") == 2 and len(targets) > 1500
+
+
+def envelopes(pack: PackEvents, rows: pa.RecordBatch) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(key, events) of each envelope `pack` makes of `rows`."""
+    batch = next(pack(iter([rows])))
+    return [
+        (key, from_ipc(data).to_pylist())
+        for key, data in zip(batch.column("key").to_pylist(), batch.column("events").to_pylist(), strict=True)
+    ]
 
 
 @pytest.fixture()

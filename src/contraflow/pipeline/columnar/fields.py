@@ -81,6 +81,29 @@ class FieldTypes:
         return _nest(types)
 
 
+_READS = {
+    "string": (pa.string(),),
+    "number": (pa.float64(), pa.int64()),
+    "bool": (pa.bool_(),),
+    "output": (pa.string(), pa.int64(), pa.bool_()),
+}
+
+
+def readable(types: FieldTypes, schema: pa.Schema) -> bool:
+    """Whether a batch parsed with `schema` has every field `types` reads, typed for each use (so
+    an expression that was not part of the plan can still be evaluated on that batch)."""
+    for path, kinds in types.uses.items():
+        dtype: Any = schema
+        for key in path:
+            index = dtype.get_field_index(key) if isinstance(dtype, pa.Schema | pa.StructType) else -1
+            if index < 0:
+                return False
+            dtype = dtype.field(index).type
+        if not all(dtype in _READS[kind] for kind in kinds):
+            return False
+    return True
+
+
 def _collect(expr: Expr, uses: dict[FieldPath, set[str]], output: bool) -> None:
     if isinstance(expr, Field):
         if not output:  # `lower_bool` turns bare fields into comparisons: never reached

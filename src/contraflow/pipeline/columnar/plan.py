@@ -22,12 +22,16 @@ import pyarrow.compute as pc
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.columnar.evaluate import Evaluator
-from contraflow.pipeline.columnar.fields import FieldTypes
+from contraflow.pipeline.columnar.fields import FieldTypes, readable
 from contraflow.pipeline.columnar.ir import Expr, NotVectorizable
+from contraflow.pipeline.columnar.lowering import Scope, lower
 from contraflow.pipeline.columnar.parse import Parsed, parse_values
 from contraflow.pipeline.columnar.routes import Route, Routes, trace
 from contraflow.pipeline.executor import Traced
 
+# The `route` of outputs the per-event executor made (a row's outputs all come from one side, and
+# the sort by (source, route) is stable, so they keep the executor's order).
+PER_EVENT = -1
 OUTPUT_SCHEMA = pa.schema(
     [
         ("source", pa.int64()),
@@ -48,6 +52,35 @@ class ColumnarTraced(Traced):
     outputs: pa.RecordBatch | None = None
     parsed: Parsed | None = None
     columnar_rows: int = 0
+    evaluator: Evaluator | None = None
+    routes: list[Route] = field(default_factory=list)
+
+    def texts_of(self, expr: Any) -> list[str | None]:
+        """The JSON text of tremor-script expression `expr` (an AST) on each output, evaluated on the
+        event and metadata that output leaves with; None where the columns do not answer it exactly
+        (outputs of the per-event executor, routes where it does not vectorize, inexact rows)."""
+        found: list[str | None] = [None] * len(self.ports)
+        if self.outputs is None or self.evaluator is None:
+            return found
+        route_column = self.outputs.column("route")
+        for number, route in enumerate(self.routes):
+            meta = dict(route.meta.fields) if route.meta is not None else {}
+            try:
+                lowered = lower(expr, Scope(route.value, meta))
+                if self.parsed is None or not readable(FieldTypes.of([lowered]), self.parsed.table.schema):
+                    continue
+            except NotVectorizable:
+                continue
+            rows = pc.indices_nonzero(pc.equal(route_column, number))
+            if not len(rows):
+                continue
+            sources = self.outputs.column("source").take(rows)
+            texts = self.evaluator.text(lowered).take(sources).to_pylist()
+            exact = self.evaluator.exact(lowered).take(sources).to_pylist()
+            for row, text, ok in zip(rows.to_pylist(), texts, exact, strict=True):
+                if ok:
+                    found[row] = text
+        return found
 
     def by_port(self) -> dict[str, tuple[pa.Array, list[bytes | None]]]:
         """Output port -> (channel values, packed metas), each port's rows in order (what
@@ -116,6 +149,8 @@ class ColumnarPlan:
             outputs=outputs,
             parsed=parsed,
             columnar_rows=count - len(rows),
+            evaluator=evaluator,
+            routes=self.routes.routes,
         )
         return traced
 
@@ -157,7 +192,7 @@ class ColumnarPlan:
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(sources, pa.int64()),
-                pa.array(range(len(sources)), pa.int32()),  # within a row: executor order
+                pa.repeat(pa.scalar(PER_EVENT, pa.int32()), len(sources)),  # stable sort keeps their order
                 pa.array(traced.ports, pa.string()),
                 pa.array(traced.values, pa.binary()),
                 pa.array(traced.metas, pa.binary()),
