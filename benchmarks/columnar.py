@@ -9,6 +9,9 @@ batch of hot_path events:
 - `columnar`: `ColumnarPlan.run` (parse, prefilter, evaluate, merge, lists
   for `Traced`), and its parts: `parse` (pyarrow's reader on the plan's
   schema), `prefilter` (the scans for rows orjson would read differently);
+- `pack_events_per_event` / `pack_events_columnar`: what a read task of the
+  split w1 runs per batch (prefix, group streams, envelopes), with
+  `CONTRAFLOW_COLUMNAR` off and on;
 - the engine choice, the same w1 prefix written by hand: `polars` (ndjson
   reader + expressions) and `pyarrow` (JSON reader + pyarrow.compute), and the
   parsers alone: `parse_orjson`, `parse_pyarrow`, `parse_polars`.
@@ -16,6 +19,7 @@ batch of hot_path events:
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
@@ -23,6 +27,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -36,9 +41,14 @@ import pyarrow.json as pj
 sys.path.insert(0, str(Path(__file__).parent))
 from contraflow.pipeline.columnar import ColumnarPlan  # noqa: E402
 from contraflow.pipeline.columnar.parse import _unparseable, parse_values  # noqa: E402
-from contraflow.pipeline.executor import PipelineExecutor  # noqa: E402
+from contraflow.pipeline.executor import PipelineExecutor, no_cyclic_gc  # noqa: E402
 from contraflow.pipeline.local import compile_query  # noqa: E402
+from contraflow.pipeline.spark import plan as plan_module  # noqa: E402
+from contraflow.pipeline.spark.envelopes import PackEvents  # noqa: E402
+from contraflow.pipeline.spark.keying import GroupStreams, independent_groups  # noqa: E402
+from contraflow.pipeline.spark.plan import COLUMNAR_SWITCH, PipelinePlan  # noqa: E402
 from contraflow.pipeline.spark.split import split_prefix  # noqa: E402
+from contraflow.spark.arrow_log import SOURCE_SCHEMA  # noqa: E402
 from hot_path import REGIONS, W1, make_events  # noqa: E402
 
 SCHEMA = pa.schema([("event", pa.string()), ("value", pa.float64()), ("country", pa.string())])
@@ -81,6 +91,52 @@ def by_hand_pyarrow(lines: list[bytes]) -> tuple[pa.Array, pa.Array]:
     return rows, meta
 
 
+def source_rows(values: list[bytes]) -> pa.RecordBatch:
+    """`values` as the `contraflow` source's rows of one partition."""
+    count = len(values)
+    stamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    columns = {
+        "topic": ["t"] * count,
+        "partition": [0] * count,
+        "offset": list(range(count)),
+        "timestamp": [stamp] * count,
+        "key": [None] * count,
+        "value": values,
+        "headers": [[] for _ in range(count)],
+    }
+    return pa.RecordBatch.from_pydict(columns, schema=SOURCE_SCHEMA)
+
+
+def pack_events(graph: Any, lines: list[bytes], runs: int, columnar: bool) -> float:
+    """CPU µs/event of `PackEvents` on one batch of the split w1, columnar on or off."""
+    split = split_prefix(graph)
+    assert split is not None
+    select = independent_groups(split.rest)
+    assert select is not None
+    plan = PipelinePlan(graph, "", "w1", {"in": "t"}, {"out": "o"}, "offset")
+    pack = PackEvents(
+        "in",
+        "offset",
+        replace(plan, graph=split.prefix),
+        split.cut_ports,
+        None,
+        GroupStreams(split.rest, select),
+    )
+    rows = source_rows(lines)
+    plan_module._columnar.clear()
+    os.environ[COLUMNAR_SWITCH] = "on" if columnar else "off"
+
+    def envelopes() -> None:
+        with no_cyclic_gc():
+            pack._envelopes(rows)
+
+    try:
+        return cpu_us_per_event(envelopes, len(lines), runs)
+    finally:
+        os.environ.pop(COLUMNAR_SWITCH)
+        plan_module._columnar.clear()
+
+
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 65536
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
@@ -106,6 +162,7 @@ def main() -> None:
         reference.sources,
     )
     no_fallback = pa.array([False] * count)
+    whole = compile_query(query)
     result = {
         "events": count,
         "runs": runs,
@@ -116,6 +173,8 @@ def main() -> None:
                 lambda: executor.process_values_traced("in", column.to_pylist(), None, ingest), count, runs
             ),
             "columnar": cpu_us_per_event(lambda: plan.run(executor, column, None, ingest), count, runs),
+            "pack_events_per_event": pack_events(whole, lines, runs, columnar=False),
+            "pack_events_columnar": pack_events(whole, lines, runs, columnar=True),
             "columnar_parse_and_prefilter": cpu_us_per_event(
                 lambda: parse_values(column, SCHEMA, no_fallback), count, runs
             ),
