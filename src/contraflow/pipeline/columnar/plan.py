@@ -105,11 +105,14 @@ class ColumnarPlan:
 
     @classmethod
     def compile(cls, graph: PipelineGraph, port: str) -> ColumnarPlan | None:
-        """The plan for events entering `port`, or None when some node they reach does not vectorize."""
+        """The plan for events entering `port`, or None when some node they reach does not vectorize
+        (or none reads them)."""
         if port not in graph.inputs:
             return None
         try:
             routes = trace(graph, port)
+            if not routes.checks:
+                return None  # nothing reads the events: the executor passes them on without parsing
             exprs = [c.expr for c in routes.checks] + [
                 e for r in routes.routes for e in (r.value, r.meta) if e is not None
             ]
