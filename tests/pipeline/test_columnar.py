@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from contraflow.lang.graph import PipelineGraph
@@ -303,10 +303,7 @@ def _orjson_can(value: Any) -> bool:
 def test_generated_pipelines_run_the_same(case: tuple[str, list[bytes], list[dict[str, Any] | None]]) -> None:
     query, values, metas = case
     graph = compile_query(query, name="query.trickle")
-    try:
-        plan = assert_same(graph, values, metas)
-    except AssertionError:
-        print("QUERY", query, "VALUES", values, "METAS", metas)
-        raise
+    note(f"query: {query}\nvalues: {values!r}\nmetas: {metas!r}")
+    plan = assert_same(graph, values, metas)
     got = plan.run(PipelineExecutor(graph), pa.array(values, pa.binary()), metas, list(range(len(values))))
     event(f"rows answered by the columns: {'some' if got.columnar_rows else 'none'}")
