@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.events import encode_value
+from contraflow.pipeline.columnar import ColumnarTraced
 from contraflow.pipeline.executor import Traced, no_cyclic_gc
 from contraflow.pipeline.item import UNDECODED
 from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
@@ -162,13 +163,17 @@ class PackEvents:
         return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA.append(PARTIAL_FIELD)), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
+        """The prefix over the batch: columnar when it vectorizes (`contraflow.pipeline.columnar`,
+        rows it cannot answer going through the executor), else event by event."""
         assert self.prefix is not None
         executor = self.prefix.executor()
-        values = rows.column("value").to_pylist()
         metas = input_metas(rows.column("headers"))
         times = ingest.to_pylist()
+        columnar = self.prefix.columnar(self.port)
         try:
-            return executor.process_values_traced(self.port, values, metas, times)
+            if columnar is not None:
+                return columnar.run(executor, rows.column("value"), metas, times)
+            return executor.process_values_traced(self.port, rows.column("value").to_pylist(), metas, times)
         except Exception:  # the executor keeps bad events off this path; never fail the query on one
             return _one_by_one(self.prefix, executor, self.port, rows, times)
 
@@ -193,22 +198,41 @@ class PackEvents:
     def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str]:
         """The stream of each event for the stateful part; events already final go with the first.
 
-        After a prefix the events are read as the prefix left them (no second parse)."""
+        After a columnar prefix the group key comes from its columns where they answer it; otherwise
+        the events are read as the prefix left them (no second parse), or parsed again."""
         assert self.groups is not None
         targets = events.column("target").to_pylist()
+        texts = (
+            traced.texts_of(self.groups.group_expr)
+            if isinstance(traced, ColumnarTraced)
+            else [None] * len(targets)
+        )
         items = traced.items if traced is not None and len(traced.items) == len(targets) else None
+        values = metas = None
         if items is None:
-            items = [
-                [UNDECODED, orjson.loads(meta) if meta else None, value]
-                for value, meta in zip(
-                    events.column("value").to_pylist(), events.column("meta").to_pylist(), strict=True
-                )
-            ]
-        stream_of, final = self.groups.stream_of_item, self.groups.first
-        return [
-            stream_of(item) if target.startswith(REST_INPUT) else final
-            for target, item in zip(targets, items, strict=True)
-        ]
+            values, metas = events.column("value").to_pylist(), events.column("meta").to_pylist()
+        stream_of_item, stream_of_group, final = (
+            self.groups.stream_of_item,
+            self.groups.stream_of_group,
+            self.groups.first,
+        )
+        by_text: dict[str, str] = {}
+        streams = []
+        for row, (target, text) in enumerate(zip(targets, texts, strict=True)):
+            if not target.startswith(REST_INPUT):
+                streams.append(final)
+            elif text is not None:
+                stream = by_text.get(text)
+                if stream is None:
+                    stream = by_text[text] = stream_of_group(orjson.loads(text))
+                streams.append(stream)
+            elif items is not None:
+                streams.append(stream_of_item(items[row]))
+            else:
+                assert values is not None and metas is not None
+                meta = orjson.loads(metas[row]) if metas[row] else None
+                streams.append(stream_of_item([UNDECODED, meta, values[row]]))
+        return streams
 
 
 def _by_key(events: pa.RecordBatch, keys: list[str]) -> list[tuple[str, pa.RecordBatch]]:

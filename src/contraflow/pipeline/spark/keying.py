@@ -137,6 +137,17 @@ class GroupStreams:
             value = self._group_of(event, meta or {}, None, self.graph.args, None, None)
         except Exception:  # noqa: BLE001 - the select reports it, in its stream
             return self.first
+        return self.stream_of_group(value)
+
+    @property
+    def group_expr(self) -> Any:
+        """The select's `group by` expression (a tremor-script AST)."""
+        spec = self.graph.nodes[self.select].spec
+        assert isinstance(spec, SelectSpec) and spec.group_by is not None and spec.group_by.expr is not None
+        return spec.group_by.expr.ast
+
+    def stream_of_group(self, value: Any) -> str:
+        """The stream key of a group value (what `group by` evaluated to)."""
         if type(value) is not str:
             return self._stream_of_key(group_key([value]))
         remembered = self._remembered

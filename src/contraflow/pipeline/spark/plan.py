@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import pickle
 import traceback
 from dataclasses import dataclass
@@ -19,13 +20,16 @@ from typing import Any, Literal
 from contraflow.events import Event, decode_value
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.analysis import has_qos, has_timers
+from contraflow.pipeline.columnar import ColumnarPlan
 from contraflow.pipeline.signals import apply_signals
 
 IngestMode = Literal["timestamp", "offset"]
 DEFAULT_EXECUTOR = "contraflow.pipeline.executor:PipelineExecutor"
+COLUMNAR_SWITCH = "CONTRAFLOW_COLUMNAR"
 
 _executors: dict[str, Any] = {}
 _initial_states: dict[str, dict[str, Any]] = {}
+_columnar: dict[str, ColumnarPlan | None] = {}
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,23 @@ class PipelinePlan:
             _initial_states[key] = fresh.snapshot()
             executor = _executors[key] = fresh
         return executor
+
+    def columnar(self, port: str) -> ColumnarPlan | None:
+        """This worker's columnar plan for events entering `port` (compiled once), or None when the
+        graph does not vectorize there, is stateful, routes by QoS signals or uses another executor.
+
+        `CONTRAFLOW_COLUMNAR=off` in the workers' environment keeps every batch on the per-event
+        executor (to compare, or to rule the columnar path out)."""
+        key = f"{self.executor_class}/{self.fingerprint}/{port}"
+        if key not in _columnar:
+            eligible = (
+                self.executor_class == DEFAULT_EXECUTOR
+                and not self.graph.stateful
+                and not self.qos
+                and os.environ.get(COLUMNAR_SWITCH, "on") != "off"
+            )
+            _columnar[key] = ColumnarPlan.compile(self.graph, port) if eligible else None
+        return _columnar[key]
 
     def initial_state(self) -> dict[str, Any]:
         """Every stateful node's state before any event: what a node without stored state restores."""

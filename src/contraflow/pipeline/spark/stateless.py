@@ -4,10 +4,13 @@ No state crosses a batch, so Spark may run it on every input partition in
 parallel and in any order; only the order within a partition is kept, which is
 all a stateless pipeline can observe.
 
-Batches go through the executor's batch entry point (`process_values`: a list
-of channel values in, per-port value and metadata columns out), so there is
-no Python object per event beyond its bytes. An output column that *is* the
-input list (a pipeline that only routes) reuses the input Arrow column as is.
+A pipeline that vectorizes from the port runs columnar over the whole batch
+(`contraflow.pipeline.columnar`: Arrow in, Arrow out, rows the columns cannot
+answer exactly through the executor). Otherwise batches go through the
+executor's batch entry point (`process_values`: a list of channel values in,
+per-port value and metadata columns out), so there is no Python object per
+event beyond its bytes. An output column that *is* the input list (a
+pipeline that only routes) reuses the input Arrow column as is.
 """
 
 from __future__ import annotations
@@ -48,21 +51,41 @@ class StatelessBatches:
 
     def _run(self, executor: Any, port: str, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         value_column = rows.column(rows.schema.get_field_index("value"))
-        values = value_column.to_pylist()
         metas = input_metas(rows.column(rows.schema.get_field_index("headers")))
         ingest = rows.column(rows.schema.get_field_index("ingest_ns")).to_pylist()
         try:
-            results = executor.process_values(port, values, metas, ingest)
+            results = self._process(executor, port, value_column, metas, ingest)
         except Exception:  # the executor keeps bad events off this path; never fail the query on one
             yield from event_by_event(self.plan, executor, rows)
             return
-        for out_port, (out_values, out_metas) in results.items():
+        for out_port, (column, out_metas) in results.items():
             topic = self.plan.outputs.get(out_port)
-            if topic is None or not out_values:
+            if topic is None or not len(column):
                 continue
-            column = value_column if out_values is values else pa.array(out_values, pa.binary())
-            columns = [repeated_text(topic, len(out_values)), column, meta_headers(out_metas)]
+            columns = [repeated_text(topic, len(column)), column, meta_headers(out_metas)]
             yield pa.RecordBatch.from_arrays(columns, schema=OUTPUT_SCHEMA)
+
+    def _process(
+        self,
+        executor: Any,
+        port: str,
+        column: pa.Array,
+        metas: list[dict[str, Any] | None] | None,
+        ingest: list[int],
+    ) -> dict[str, tuple[pa.Array, list[bytes | None]]]:
+        """Output port -> (values, packed metas): columnar when the pipeline vectorizes from `port`.
+
+        An output column that *is* the input list (a pipeline that only routes) reuses the input
+        Arrow column as is."""
+        columnar = self.plan.columnar(port)
+        if columnar is not None:
+            return columnar.run(executor, column, metas, ingest).by_port()
+        values = column.to_pylist()
+        results = executor.process_values(port, values, metas, ingest)
+        return {
+            out_port: (column if out_values is values else pa.array(out_values, pa.binary()), out_metas)
+            for out_port, (out_values, out_metas) in results.items()
+        }
 
 
 def event_by_event(plan: PipelinePlan, executor: Any, rows: pa.RecordBatch) -> Iterator[pa.RecordBatch]:

@@ -1,0 +1,265 @@
+"""`ColumnarPlan`: one input port of a stateless pipeline (or prefix) run over a whole batch.
+
+`compile` accepts a graph only if every node an event can reach from the port
+vectorizes (`routes`); otherwise the caller keeps the per-event executor for
+it. `run` then parses the batch (`parse`), evaluates the routes
+(`evaluate`), and sends every row the columns cannot answer exactly (parse
+failures, other types, values that are not records, metadata on input, an
+expression that would fail there) through the per-event executor, merging
+both in the executor's emission order: by input row, then route. The result
+is the executor's `Traced`, plus the outputs as Arrow columns and the parsed
+batch for whoever comes next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.columnar.evaluate import Evaluator
+from contraflow.pipeline.columnar.fields import FieldTypes, readable
+from contraflow.pipeline.columnar.ir import Expr, NotVectorizable
+from contraflow.pipeline.columnar.lowering import Scope, lower
+from contraflow.pipeline.columnar.parse import Parsed, parse_values
+from contraflow.pipeline.columnar.routes import Route, Routes, trace
+from contraflow.pipeline.executor import Traced
+
+# The `route` of outputs the per-event executor made (a row's outputs all come from one side, and
+# the sort by (source, route) is stable, so they keep the executor's order).
+PER_EVENT = -1
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("source", pa.int64()),
+        ("route", pa.int32()),
+        ("port", pa.string()),
+        ("value", pa.binary()),
+        ("meta", pa.binary()),
+    ]
+)
+
+
+@dataclass
+class ColumnarTraced(Traced):
+    """`Traced` as the columnar plan made it: also its outputs as one Arrow batch (`OUTPUT_SCHEMA`
+    columns, emission order) and the batch it parsed (`parsed.table`: the fields the plan reads, one
+    row per input value; `parsed.fallback`: the rows the per-event executor ran instead)."""
+
+    outputs: pa.RecordBatch | None = None
+    parsed: Parsed | None = None
+    columnar_rows: int = 0
+    evaluator: Evaluator | None = None
+    routes: list[Route] = field(default_factory=list)
+
+    def texts_of(self, expr: Any) -> list[str | None]:
+        """The JSON text of tremor-script expression `expr` (an AST) on each output, evaluated on the
+        event and metadata that output leaves with; None where the columns do not answer it exactly
+        (outputs of the per-event executor, routes where it does not vectorize, inexact rows)."""
+        found: list[str | None] = [None] * len(self.ports)
+        if self.outputs is None or self.evaluator is None:
+            return found
+        route_column = self.outputs.column("route")
+        for number, route in enumerate(self.routes):
+            meta = dict(route.meta.fields) if route.meta is not None else {}
+            try:
+                lowered = lower(expr, Scope(route.value, meta))
+                if self.parsed is None or not readable(FieldTypes.of([lowered]), self.parsed.table.schema):
+                    continue
+            except NotVectorizable:
+                continue
+            rows = pc.indices_nonzero(pc.equal(route_column, number))
+            if not len(rows):
+                continue
+            sources = self.outputs.column("source").take(rows)
+            texts = self.evaluator.text(lowered).take(sources).to_pylist()
+            exact = self.evaluator.exact(lowered).take(sources).to_pylist()
+            for row, text, ok in zip(rows.to_pylist(), texts, exact, strict=True):
+                if ok:
+                    found[row] = text
+        return found
+
+    def by_port(self) -> dict[str, tuple[pa.Array, list[bytes | None]]]:
+        """Output port -> (channel values, packed metas), each port's rows in order (what
+        `PipelineExecutor.process_values` returns, with the values as an Arrow column)."""
+        if self.outputs is None:
+            return _lists_by_port(self)
+        ports = self.outputs.column("port")
+        names = pc.unique(ports).to_pylist()  # in order of first appearance
+        found: dict[str, tuple[pa.Array, list[bytes | None]]] = {}
+        for port in names:
+            rows = self.outputs if len(names) == 1 else self.outputs.filter(pc.equal(ports, port))
+            found[port] = (rows.column("value"), rows.column("meta").to_pylist())
+        return found
+
+
+@dataclass
+class ColumnarPlan:
+    port: str
+    routes: Routes
+    fields: FieldTypes
+    _exprs: list[Expr] = field(default_factory=list)
+
+    @classmethod
+    def compile(cls, graph: PipelineGraph, port: str) -> ColumnarPlan | None:
+        """The plan for events entering `port`, or None when some node they reach does not vectorize
+        (or none reads them)."""
+        if port not in graph.inputs:
+            return None
+        try:
+            routes = trace(graph, port)
+            if not routes.checks:
+                return None  # nothing reads the events: the executor passes them on without parsing
+            exprs = [c.expr for c in routes.checks] + [
+                e for r in routes.routes for e in (r.value, r.meta) if e is not None
+            ]
+            return cls(port, routes, FieldTypes.of(exprs))
+        except NotVectorizable:
+            return None
+
+    def run(
+        self,
+        executor: Any,
+        values: pa.Array,
+        metas: Sequence[dict[str, Any] | None] | None,
+        ingest: Sequence[int],
+    ) -> ColumnarTraced:
+        """The batch through the pipeline: what `executor.process_values_traced` would return."""
+        count = len(values)
+        schema = self.fields.schema([values[i].as_py() for i in range(min(count, 8))])
+        if schema is None:  # the first events leave a field's type open: this batch runs per event
+            return _per_event(
+                executor.process_values_traced(self.port, values.to_pylist(), _list(metas), list(ingest))
+            )
+        with_meta = pa.array([bool(m) for m in metas] if metas is not None else [False] * count, pa.bool_())
+        parsed = parse_values(values, schema, with_meta)
+        evaluator = Evaluator(parsed.table)
+        fallback = self._fallback(evaluator, parsed.fallback)
+        parsed.fallback = fallback
+        pieces = self._route_outputs(evaluator, values, pc.invert(fallback))
+        rows = pc.indices_nonzero(fallback).to_pylist()
+        if rows:
+            pieces.append(self._per_event_rows(executor, values, metas, ingest, rows))
+        outputs = _in_emission_order(pieces)
+        traced = ColumnarTraced(
+            outputs.column("port").to_pylist(),
+            outputs.column("value").to_pylist(),
+            outputs.column("meta").to_pylist(),
+            outputs.column("source").to_pylist(),
+            outputs=outputs,
+            parsed=parsed,
+            columnar_rows=count - len(rows),
+            evaluator=evaluator,
+            routes=self.routes.routes,
+        )
+        return traced
+
+    def _fallback(self, evaluator: Evaluator, fallback: pa.Array) -> pa.Array:
+        """Add every row on which a check it reaches is not exact."""
+        for check in self.routes.checks:
+            inexact = pc.invert(evaluator.exact(check.expr))
+            reached = _all(evaluator, check.conditions)
+            fallback = pc.or_(fallback, inexact if reached is None else pc.and_(reached, inexact))
+        return fallback
+
+    def _route_outputs(
+        self, evaluator: Evaluator, values: pa.Array, columnar: pa.Array
+    ) -> list[pa.RecordBatch]:
+        pieces = []
+        for number, route in enumerate(self.routes.routes):
+            reached = _all(evaluator, route.conditions)
+            rows = pc.indices_nonzero(columnar if reached is None else pc.and_(reached, columnar))
+            if len(rows):
+                pieces.append(_route_piece(evaluator, route, number, values, rows))
+        return pieces
+
+    def _per_event_rows(
+        self,
+        executor: Any,
+        values: pa.Array,
+        metas: Sequence[dict[str, Any] | None] | None,
+        ingest: Sequence[int],
+        rows: list[int],
+    ) -> pa.RecordBatch:
+        """The fallback rows through the per-event executor, as output rows in their order."""
+        traced = executor.process_values_traced(
+            self.port,
+            values.take(pa.array(rows, pa.int64())).to_pylist(),
+            [metas[r] for r in rows] if metas is not None else None,
+            [ingest[r] for r in rows],
+        )
+        sources = [rows[s] for s in traced.sources]
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(sources, pa.int64()),
+                pa.repeat(pa.scalar(PER_EVENT, pa.int32()), len(sources)),  # stable sort keeps their order
+                pa.array(traced.ports, pa.string()),
+                pa.array(traced.values, pa.binary()),
+                pa.array(traced.metas, pa.binary()),
+            ],
+            schema=OUTPUT_SCHEMA,
+        )
+
+
+def _all(evaluator: Evaluator, conditions: tuple[Expr, ...]) -> pa.Array | None:
+    """Rows meeting every condition (None: no condition)."""
+    reached = None
+    for condition in conditions:
+        value = evaluator.value(condition)
+        reached = value if reached is None else pc.and_(reached, value)
+    return reached
+
+
+def _route_piece(
+    evaluator: Evaluator, route: Route, number: int, values: pa.Array, rows: pa.Array
+) -> pa.RecordBatch:
+    count = len(rows)
+    value = (
+        values.take(rows) if route.value is None else evaluator.text(route.value).take(rows).cast(pa.binary())
+    )
+    meta = (
+        evaluator.text(route.meta).take(rows).cast(pa.binary())
+        if route.meta is not None
+        else pa.nulls(count, pa.binary())
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            rows.cast(pa.int64()),
+            pa.repeat(pa.scalar(number, pa.int32()), count),
+            pa.repeat(pa.scalar(route.port, pa.string()), count),
+            value.cast(pa.binary()),
+            meta,
+        ],
+        schema=OUTPUT_SCHEMA,
+    )
+
+
+def _in_emission_order(pieces: list[pa.RecordBatch]) -> pa.RecordBatch:
+    """All outputs by input row, then route (a row's outputs all come from one side)."""
+    if not pieces:
+        return pa.RecordBatch.from_pylist([], schema=OUTPUT_SCHEMA)
+    if len(pieces) == 1:
+        return pieces[0]
+    table = pa.Table.from_batches(pieces)
+    order = pc.sort_indices(table, [("source", "ascending"), ("route", "ascending")])
+    return table.take(order).combine_chunks().to_batches()[0]
+
+
+def _per_event(traced: Traced) -> ColumnarTraced:
+    return ColumnarTraced(traced.ports, traced.values, traced.metas, traced.sources, traced.items)
+
+
+def _lists_by_port(traced: Traced) -> dict[str, tuple[pa.Array, list[bytes | None]]]:
+    columns: dict[str, tuple[list[bytes], list[bytes | None]]] = {}
+    for port, value, meta in zip(traced.ports, traced.values, traced.metas, strict=True):
+        values, metas = columns.setdefault(port, ([], []))
+        values.append(value)
+        metas.append(meta)
+    return {port: (pa.array(values, pa.binary()), metas) for port, (values, metas) in columns.items()}
+
+
+def _list(metas: Sequence[dict[str, Any] | None] | None) -> list[dict[str, Any] | None] | None:
+    return list(metas) if metas is not None else None
