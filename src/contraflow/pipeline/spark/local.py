@@ -71,7 +71,7 @@ def _run(
     starting: Future[Any],
     emit: Emit,
 ) -> None:
-    from contraflow.pipeline.spark.query import start_pipeline
+    from contraflow.pipeline.spark.query import AVAILABLE_NOW, start_pipeline
     from contraflow.pipeline.spark.state import export_state
     from contraflow.spark.session import activate
     from contraflow.spu.client import SpuClient
@@ -95,7 +95,7 @@ def _run(
                 checkpoint=str(root / "checkpoint"),
                 name=f"query-{graph.name}",
                 consumer="query",
-                trigger="availableNow",
+                trigger=AVAILABLE_NOW,
                 ingest=ingest,
             )
             ports = CommittedTail(client, outputs)
