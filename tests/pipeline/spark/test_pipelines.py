@@ -11,10 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from contraflow.events import META_HEADER
+from contraflow.events import META_HEADER, Event
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
-from contraflow.pipeline.local import compile_query
+from contraflow.pipeline.local import compile_query, finish
+from contraflow.pipeline.spark import query as query_module
+from contraflow.pipeline.spark.local import fire_pending
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.pipeline.spark.state import export_state, import_state
 from contraflow.spu.api import read_topic
@@ -212,6 +214,49 @@ def test_interval_window_closes_on_the_timer_without_more_input(pipeline) -> Non
         time.sleep(0.5)
     assert p.values() == [2]
     p.stop()
+
+
+def test_available_now_run_of_a_timed_pipeline_ends_with_the_local_runners_windows(
+    pipeline, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest-time interval window with the available-now trigger: the run ends by itself once
+    its backlog is read (in several micro-batches), and its output plus the windows left open,
+    fired from the exported state, are what the executor gives over the same ingest times."""
+    monkeypatch.setattr(query_module, "RAMP_RECORDS", 500)  # a first batch of 500, then doubling
+    p = pipeline(
+        """
+        define window tenth from tumbling with interval = 100000000 end;
+        select {"key": group[0], "count": aggr::stats::count()} from in[tenth] group by event.key into out;
+        """
+    )
+    events = [orjson.dumps({"key": f"k{i % 5}", "i": i}) for i in range(3000)]
+    start_ms = time.time_ns() // 1_000_000 - 600_000  # long past: a due timer would fire at once
+    stamps = [start_ms + i for i in range(len(events))]  # 1 ms apart: 30 windows per key
+    for first in range(0, len(events), 500):
+        p.spu.produce(p.input, 0, events[first : first + 500], timestamps=stamps[first : first + 500])
+    p.start(trigger="availableNow")
+    assert p.query.awaitTermination(600), "the available-now run did not end"
+    assert p.query.exception() is None
+    assert len([b for b in p.query.recentProgress if b.numInputRows]) >= 3
+    pending = fire_pending(p.graph, export_state(spark, p.checkpoint))
+    got = p.values() + [orjson.loads(v) for v in pending.get("out", [])]
+    executor = PipelineExecutor(p.graph)
+    want = [
+        event.decoded
+        for value, stamp in zip(events, stamps, strict=True)
+        for port, event in executor.process("in", Event.from_raw(value), stamp * 1_000_000)
+        if port == "out"
+    ]
+    want += [event.decoded for port, event in finish(executor) if port == "out"]
+
+    def by_key(rows: list[Any]) -> dict[str, list[int]]:
+        grouped: dict[str, list[int]] = {}
+        for row in rows:
+            grouped.setdefault(row["key"], []).append(row["count"])
+        return grouped
+
+    assert by_key(got) == by_key(want)
+    assert sum(row["count"] for row in got) == len(events) and len(got) > 100
 
 
 def test_split_group_keyed_pipeline_matches_the_executor(pipeline) -> None:

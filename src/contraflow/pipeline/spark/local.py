@@ -28,7 +28,7 @@ from contraflow.process_output import quiet_process_output
 
 PRODUCE_CHUNK = 1000
 TAIL_INTERVAL_S = 0.05  # how often the output topics are read while the query runs (two SPU requests)
-__all__ = ["quiet_process_output", "run_on_spark", "start_local_session"]
+__all__ = ["fire_pending", "quiet_process_output", "run_on_spark", "start_local_session"]
 
 
 Emit = Callable[[str, list[bytes]], None]  # (port, record values): called as results are known
@@ -71,7 +71,7 @@ def _run(
     starting: Future[Any],
     emit: Emit,
 ) -> None:
-    from contraflow.pipeline.spark.query import start_pipeline
+    from contraflow.pipeline.spark.query import AVAILABLE_NOW, start_pipeline
     from contraflow.pipeline.spark.state import export_state
     from contraflow.spark.session import activate
     from contraflow.spu.client import SpuClient
@@ -95,7 +95,7 @@ def _run(
                 checkpoint=str(root / "checkpoint"),
                 name=f"query-{graph.name}",
                 consumer="query",
-                trigger="availableNow",
+                trigger=AVAILABLE_NOW,
                 ingest=ingest,
             )
             ports = CommittedTail(client, outputs)
@@ -106,18 +106,20 @@ def _run(
                 raise UserError(f"the pipeline's Spark query failed: {failure}")
             ports.emit_new(emit)
             if graph.stateful:
-                for port, values in _finish(graph, export_state(spark, root / "checkpoint")).items():
+                for port, values in fire_pending(graph, export_state(spark, root / "checkpoint")).items():
                     emit(port, values)
         finally:
             spark.stop()
 
 
-def _finish(graph: PipelineGraph, snapshot: dict[str, Any]) -> dict[str, list[bytes]]:
+def fire_pending(graph: PipelineGraph, snapshot: dict[str, Any]) -> dict[str, list[bytes]]:
     """Fire the timers still pending when the input ended, as `run_local` does: port -> values.
 
-    The query stopped with windows or batches open; restoring each key's
-    state into an executor here and advancing its clock to the last deadline
-    emits them exactly as a query that kept running would have.
+    The query stopped with windows or batches open (an available-now run
+    has no timers: `PipelinePlan.ticks`); restoring each key's state
+    (`snapshot`, from `export_state`) into an executor here and advancing its
+    clock to the last deadline emits them exactly as a query that kept
+    running would have.
     """
     from contraflow.pipeline.executor import PipelineExecutor
     from contraflow.pipeline.local import finish

@@ -50,6 +50,8 @@ class PipelinePlan:
     ingest: IngestMode = "timestamp"
     executor_class: str = DEFAULT_EXECUTOR
     spu: str | None = None  # where the runtime publishes QoS signals (see `signals`)
+    # An available-now run: it ends once its input is read, so it has no timers (see `ticks`).
+    finite: bool = False
 
     @cached_property
     def fingerprint(self) -> str:
@@ -63,8 +65,18 @@ class PipelinePlan:
         get them: a `transformWithState` in processing-time mode runs a
         micro-batch on every trigger even without input, which would make an
         untimed pipeline spin (and `processAllAvailable` never return).
+
+        A `finite` run has none either: Spark ends an available-now run only
+        after a micro-batch whose stateful operators ask for no other, and a
+        `transformWithState` in processing-time mode always asks (Spark 4.3's
+        `TransformWithStateExecBase.shouldRunAnotherBatch`), so the run would
+        never end. A finite run is a replay of a backlog anyway: windows close
+        on the events' own ingest times, as `run_local` closes them, not on when
+        the replay happens to run; what is still open at the end stays in the
+        state, for the caller to fire (`contraflow query` does, with
+        `contraflow.pipeline.local.finish`).
         """
-        return self.ingest == "timestamp" and has_timers(self.graph)
+        return not self.finite and self.ingest == "timestamp" and has_timers(self.graph)
 
     @cached_property
     def qos(self) -> bool:

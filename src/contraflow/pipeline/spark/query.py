@@ -43,6 +43,7 @@ POOL_PROPERTY = "spark.scheduler.pool"
 # Pipelines with timers run a micro-batch per trigger even without input (that is the tick):
 # without an interval they would spin.
 DEFAULT_TICK = "500 milliseconds"
+AVAILABLE_NOW = "availableNow"
 # What a source runs in its read task for an input port: a rows transform and the schema it yields.
 SourceStep = Callable[[str], tuple[RowsTransform, str]]
 _EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
@@ -74,7 +75,8 @@ def start_pipeline(
     one name, or one per input port. `trigger` is a Spark
     processing-time interval ("500 milliseconds") or "availableNow".
     A pipeline with timers (interval windows, batch timeouts) defaults to a
-    trigger every DEFAULT_TICK. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
+    trigger every DEFAULT_TICK; an available-now run has no timers (see
+    `PipelinePlan.ticks`): what they would fire is left in the state. `partition_by` (stateful pipelines) is `event.a.b` to run one ordered
     stream per value of that field, or `partition` for one per input
     partition; by default the whole pipeline is one ordered stream.
     `pool` puts the query's jobs in that FAIR scheduler pool. `fold_partials`
@@ -82,7 +84,8 @@ def start_pipeline(
     exact (see `contraflow.pipeline.spark.partial`); off, every event crosses.
     """
     _check_ports(graph, inputs, outputs)
-    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu)
+    finite = trigger == AVAILABLE_NOW
+    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite)
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
         _stateful_rows(spark, plan, read, checkpoint, partition_by, fold_partials)
@@ -98,7 +101,7 @@ def start_pipeline(
     )
     if len(set(outputs.values())) == 1:  # rows without a `topic` column go there
         writer = writer.option("topic", next(iter(outputs.values())))
-    if trigger == "availableNow":
+    if finite:
         writer = writer.trigger(availableNow=True)
     elif trigger or plan.ticks:
         writer = writer.trigger(processingTime=trigger or DEFAULT_TICK)
