@@ -22,8 +22,18 @@ from contraflow.lang.script.aggr import AGGREGATES, Aggregate, Count, First, Las
 from contraflow.pipeline.executor import Traced
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
+from contraflow.pipeline.spark.plan import COLUMNAR_SWITCH
 from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
+
+
+@pytest.fixture(autouse=True)
+def per_event_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folding reads the decoded items a per-event prefix leaves; after a columnar prefix (these
+    prefixes vectorize) nothing is folded yet, and every comparison here would be of two
+    unfolded runs."""
+    monkeypatch.setenv(COLUMNAR_SWITCH, "off")
+
 
 PREFIX = """
 define script tag

@@ -113,14 +113,11 @@ class PipelinePlan:
 
         `CONTRAFLOW_COLUMNAR=off` in the workers' environment keeps every batch on the per-event
         executor (to compare, or to rule the columnar path out)."""
+        if os.environ.get(COLUMNAR_SWITCH, "on") == "off":  # read each time: the switch is not cached
+            return None
         key = f"{self.executor_class}/{self.fingerprint}/{port}"
         if key not in _columnar:
-            eligible = (
-                self.executor_class == DEFAULT_EXECUTOR
-                and not self.graph.stateful
-                and not self.qos
-                and os.environ.get(COLUMNAR_SWITCH, "on") != "off"
-            )
+            eligible = self.executor_class == DEFAULT_EXECUTOR and not self.graph.stateful and not self.qos
             _columnar[key] = ColumnarPlan.compile(self.graph, port) if eligible else None
         return _columnar[key]
 
