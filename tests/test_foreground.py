@@ -31,9 +31,11 @@ print("clean exit", flush=True)
 def read_until(fd: int, text: bytes, timeout_s: float = 30.0) -> bytes:
     seen = b""
     deadline = time.monotonic() + timeout_s
+    # poll, not select: late in the suite the pty's descriptor can be above select's 1024 limit.
+    watch = select.poll()
+    watch.register(fd, select.POLLIN)
     while text not in seen and time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
+        if watch.poll(200):
             try:
                 seen += os.read(fd, 4096)
             except OSError:  # the terminal closed
