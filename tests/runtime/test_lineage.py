@@ -241,4 +241,5 @@ def test_fan_in_two_sources_into_one_port_deliver_every_event_once(
 def test_records_read_is_the_advance_of_the_offsets_not_the_rows_spark_saw() -> None:
     source = {"startOffset": '{"0": 5, "1": 2}', "endOffset": '{"0": 15, "1": 2, "2": 4}', "numInputRows": 3}
     assert records_read(source) == 10 + 0 + 4
-    assert records_read({"startOffset": None, "endOffset": '{"0": 9}', "numInputRows": 9}) == 9
+    # A new query's first batch: from offset 0, not its rows (a read task's envelopes are rows).
+    assert records_read({"startOffset": None, "endOffset": '{"0": 9, "1": 3}', "numInputRows": 2}) == 12

@@ -83,17 +83,18 @@ def records_read(source: Any) -> int:
 
     Not `numInputRows`: a source that runs the pipeline's first step in its
     read task (see `contraflow.spark.transform`) yields envelopes, not events.
-    Only a brand-new query's first batch has no start offset; that one falls
-    back to `numInputRows`. Takes a progress object or its JSON dict.
+    A brand-new query's first batch has no start offset (null in the progress
+    JSON): it counts from offset 0, where a new flow's channels begin. (Counting
+    its `numInputRows` instead left a stateful pipeline's first batch counted in
+    envelopes: w1 of hot_path read 2,980,020 of 3,000,000.) Takes a progress
+    object or its JSON dict.
     """
 
     def field(name: str) -> Any:
         return source.get(name) if isinstance(source, dict) else getattr(source, name, None)
 
     start = field("startOffset")
-    if start is None:
-        return int(field("numInputRows") or 0)
-    begin = parse_offsets(start)
+    begin = parse_offsets(start) if start is not None else {}
     return sum(max(0, end - begin.get(p, 0)) for p, end in parse_offsets(field("endOffset")).items())
 
 
