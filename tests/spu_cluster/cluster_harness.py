@@ -3,6 +3,7 @@ and a replica's log read straight from its data directory."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,8 +22,20 @@ def local_cluster(root: Path, spus: int = 3, *, kafka: bool = False) -> Iterator
     cluster.start(spus)
     try:
         yield cluster
+    except BaseException:
+        print(log_tails(cluster.root), file=sys.stderr)  # shown with the failure
+        raise
     finally:
         cluster.stop()
+
+
+def log_tails(root: Path, lines: int = 40) -> str:
+    """The last lines of each cluster process's log: what a failure report needs to say why."""
+    parts = []
+    for path in sorted(root.glob("*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append("\n".join([f"--- {path.name} (last {len(tail)} lines)", *tail]))
+    return "\n".join(parts)
 
 
 def partition_state(

@@ -412,6 +412,12 @@ class ReplicaManager:
                     truncated = False
                 log.debug("following %s/%d from SPU %d: %s", tp[0], tp[1], leader, err)
                 await asyncio.sleep(FOLLOWER_BACKOFF_S)
+            except Exception:
+                # Anything else (a local write failing, say) must not end the copying for good:
+                # the replica would stay out of sync until the leader changes.
+                log.exception("following %s/%d from SPU %d failed; starting over", tp[0], tp[1], leader)
+                truncated = False
+                await asyncio.sleep(FOLLOWER_BACKOFF_S)
 
     async def _truncate_to_leader(
         self, tp: TopicPartition, part: Partition, client: AsyncSpuClient, epoch: int
