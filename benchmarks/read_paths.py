@@ -64,12 +64,12 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.spu.api import LocalLog
+from contraflow.spu.app import ServerConfig
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol.batch import encode_batch
-from contraflow.spu.server import ServerConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage import boot_checks, scrub
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.partition import Partition
 
 TOPIC = "bench"

@@ -13,7 +13,7 @@ import click
 
 from contraflow.errors import UserError
 from contraflow.spu.cluster.local import SC_READY, LocalCluster, alive
-from contraflow.spu.units import parse_count, parse_duration_ms
+from contraflow.units import parse_count, parse_duration_ms
 
 DEFAULT_CLUSTER_DIR = "contraflow-cluster"
 

@@ -22,22 +22,22 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.spu.cluster.assignment import assign_replicas
-from contraflow.spu.cluster.metadata import (
+from contraflow.spu.cluster.metadata_file import MetadataFile
+from contraflow.spu.protocol import REQUEST_TYPES, ApiKey, ErrorCode, FrameHeader, SpuError, parse_request
+from contraflow.spu.protocol import messages as m
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.protocol.cluster_metadata import (
     NO_LEADER,
     ClusterMetadata,
-    MetadataFile,
     PartitionState,
     SpuRecord,
     TopicRecord,
 )
-from contraflow.spu.protocol import REQUEST_TYPES, ApiKey, ErrorCode, FrameHeader, SpuError, parse_request
-from contraflow.spu.protocol import messages as m
-from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.protocol.frames import unpack_meta
 from contraflow.spu.protocol.messages import API_VERSIONS
+from contraflow.spu.protocol.topics import PartitionInfo, TopicConfig, TopicDescription, validate_topic_name
 from contraflow.spu.server.connection import Connection, Limits, Reply
 from contraflow.spu.server.errors import translate
-from contraflow.spu.storage.config import PartitionInfo, TopicConfig, TopicDescription, validate_topic_name
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import sub
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 import crc32c
 import msgpack
@@ -75,6 +75,22 @@ _LITTLE: Final = sys.byteorder == "little"
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 Headers = Sequence[tuple[str, bytes]]
+
+
+class RecordFields(TypedDict, total=False):
+    """What records may carry besides their values, one entry per value (`encode_batch`'s names)."""
+
+    keys: Sequence[Buffer | None] | None
+    headers: Sequence[Headers] | None
+    timestamps: Sequence[int] | None
+
+
+class RecordExtras(TypedDict, total=False):
+    """What one record may carry besides its value (a producer's `send`)."""
+
+    key: Buffer | None
+    headers: Headers | None
+    timestamp: int | None
 
 
 class CorruptBatchError(ValueError):
