@@ -322,6 +322,30 @@ class TimestampColumn(NamedTuple):
     deltas: Buffer
 
 
+def binary_buffers(values: Sequence[Buffer]) -> BinaryBuffers:
+    """`values` in Arrow's binary layout, as `encode_columns` takes them (offsets packed in C, data joined once)."""
+    return _int32s(accumulate(map(len, values), initial=0), len(values) + 1), b"".join(values)
+
+
+def repeated_buffers(runs: Sequence[tuple[int, bytes]]) -> BinaryBuffers:
+    """Runs of one value repeated `count` times each, in Arrow's binary layout, with no step per
+    record (numpy ranges for the offsets, bytes repetition for the data): the headers of a
+    source's many records that share one packed value."""
+    import numpy as np  # only on this path: the log's commands start without numpy
+
+    offsets = [np.zeros(1, dtype=np.int64)]
+    data: list[bytes] = []
+    end = 0
+    for count, value in runs:
+        size = len(value)
+        offsets.append(np.arange(1, count + 1, dtype=np.int64) * size + end)
+        data.append(value * count)
+        end += size * count
+    if end > MAX_BATCH_BYTES:
+        raise ValueError(f"batch too large: a column exceeds {MAX_BATCH_BYTES} bytes")
+    return np.concatenate(offsets).astype("<i4").tobytes(), b"".join(data)
+
+
 def _buffers_section(column: BinaryBuffers, count: int) -> list[Buffer]:
     offsets, data = column
     return [offsets, _pad(4 * (count + 1)), data, _pad(len(data))]
