@@ -64,7 +64,8 @@ SPU_LAYERS: list[list[str]] = [
     ["contraflow.spu.client"],  # talking to SPUs
     ["contraflow.spu.api"],  # a log client, local (over storage) or remote (the client)
     ["contraflow.spu.server"],  # the SPU's own protocol and the partitions it serves
-    ["contraflow.spu.cluster"],  # the controller and each SPU's replicas
+    ["contraflow.spu.controller"],  # the cluster's controller
+    ["contraflow.spu.cluster"],  # each SPU's replicas; the sc and cluster commands
     ["contraflow.spu.kafka"],  # the Kafka protocol's door onto the same partitions
     ["contraflow.spu.app"],  # one SPU process: the server, its replicas, its Kafka listener
     ["contraflow.spu.commands"],  # the log's commands (topic, produce, consume)

@@ -44,7 +44,7 @@ def sc_run(data_dir: str, addr: str, session_timeout: str, insecure: bool) -> No
     """Run the controller until SIGINT/SIGTERM; prints `sc ready addr=HOST:PORT` once listening.
     With $CONTRAFLOW_TOKEN, SPUs and clients must present it (they read the same variable)."""
     from contraflow.security import check_exposure, resolve_token
-    from contraflow.spu.cluster.controller import Controller
+    from contraflow.spu.controller.controller import Controller
     from contraflow.spu.protocol.address import parse_addr
 
     timeout_s = parse_duration_ms(session_timeout, "--session-timeout") / 1000

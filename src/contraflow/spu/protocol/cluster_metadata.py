@@ -1,5 +1,5 @@
 """Cluster metadata: SPUs, topics, and per partition its replicas, leader, epoch and
-in-sync set. The controller keeps it durable (`cluster/metadata_file.py`); SPUs and
+in-sync set. The controller keeps it durable (`controller/metadata_file.py`); SPUs and
 clients get copies of it, so the records are the protocol's.
 """
 
