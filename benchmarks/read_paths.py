@@ -187,7 +187,7 @@ def stream_all(client: SpuClient, end: int) -> int:
 
 def run_consume_command(args: list[str], out_path: Path) -> int:
     """`contraflow consume ARGS` in this process, stdout to `out_path`; returns lines written."""
-    from contraflow.spu.commands import consume
+    from contraflow.spu.cli.commands import consume
 
     saved = sys.stdout
     with open(out_path, "wb") as out:

@@ -64,12 +64,10 @@ SPU_LAYERS: list[list[str]] = [
     ["contraflow.spu.client"],  # talking to SPUs
     ["contraflow.spu.api"],  # a log client, local (over storage) or remote (the client)
     ["contraflow.spu.server"],  # the SPU's own protocol and the partitions it serves
-    ["contraflow.spu.controller"],  # the cluster's controller
-    ["contraflow.spu.cluster"],  # each SPU's replicas; the sc and cluster commands
+    ["contraflow.spu.cluster", "contraflow.spu.controller"],  # each SPU's replicas; the controller
     ["contraflow.spu.kafka"],  # the Kafka protocol's door onto the same partitions
     ["contraflow.spu.app"],  # one SPU process: the server, its replicas, its Kafka listener
-    ["contraflow.spu.commands"],  # the log's commands (topic, produce, consume)
-    ["contraflow.spu.server_commands"],  # `contraflow spu run`
+    ["contraflow.spu.cli"],  # the log's commands: topic, produce, consume, spu run, sc run, cluster
     ["contraflow.spu.embedded"],  # an SPU owned by this process (a thread or a child)
 ]
 
@@ -154,10 +152,12 @@ def imports_in(source: str, importer: str, package: str | None = None) -> list[I
     package = package or importer.rpartition(".")[0]
     found: list[Import] = []
     for node in ast.walk(ast.parse(source, importer)):
-        targets: list[str] = []
-        if isinstance(node, ast.Import):
+        kind = type(node)
+        if kind is ast.Import:
+            assert isinstance(node, ast.Import)
             targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        elif kind is ast.ImportFrom:
+            assert isinstance(node, ast.ImportFrom)
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -165,8 +165,10 @@ def imports_in(source: str, importer: str, package: str | None = None) -> list[I
             targets = [
                 f"{base}.{alias.name}" if _is_module(f"{base}.{alias.name}") else base for alias in node.names
             ]
-        elif (lazy := _lazy_target(node)) is not None:
+        elif (kind is ast.Call or kind is ast.Constant) and (lazy := _lazy_target(node)) is not None:
             targets = [lazy]
+        else:
+            continue
         found += [Import(importer, t, node.lineno) for t in targets if t.split(".")[0] == "contraflow"]
     return found
 

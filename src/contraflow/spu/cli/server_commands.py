@@ -13,7 +13,7 @@ import click
 
 from contraflow.errors import UserError
 from contraflow.security import listener_options
-from contraflow.spu.commands import log_data_dir_option
+from contraflow.spu.cli.commands import log_data_dir_option
 
 if TYPE_CHECKING:
     from contraflow.spu.app import SpuServer

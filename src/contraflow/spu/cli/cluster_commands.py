@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from contraflow.errors import UserError
-from contraflow.spu.cluster.local import SC_READY, LocalCluster, alive
+from contraflow.spu.cli.local_cluster import SC_READY, LocalCluster, alive
 from contraflow.units import parse_count, parse_duration_ms
 
 DEFAULT_CLUSTER_DIR = "contraflow-cluster"
