@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
-from contraflow.spu.cluster.local import LocalCluster
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.storage import TopicConfig
 

@@ -39,7 +39,7 @@ def main() -> None:
     from contraflow.spark import session
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu
-    from contraflow.spu.storage.config import TopicConfig
+    from contraflow.spu.protocol.topics import TopicConfig
 
     work = Path(tempfile.mkdtemp(prefix="contraflow-lineage-"))
     with EmbeddedSpu(work / "spu", mode="thread") as spu:

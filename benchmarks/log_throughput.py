@@ -52,7 +52,7 @@ from pathlib import Path
 import read_paths
 from contraflow.spark import session
 from contraflow.spu.protocol.batch import BatchHeader, decode_batch, encode_batch
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
 from contraflow.spu.storage.partition import Partition
 
 RECORD_BYTES = 200

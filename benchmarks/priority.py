@@ -38,7 +38,7 @@ import orjson
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.runtime import Runtime
 from contraflow.spu.client import AsyncSpuClient
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 EVENTS = 600_000
 WINDOW_S = 60.0

@@ -64,12 +64,12 @@ from pathlib import Path
 from typing import Any
 
 from contraflow.spu.api import LocalLog
+from contraflow.spu.app import ServerConfig
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol.batch import encode_batch
-from contraflow.spu.server import ServerConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage import boot_checks, scrub
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.partition import Partition
 
 TOPIC = "bench"
@@ -187,7 +187,7 @@ def stream_all(client: SpuClient, end: int) -> int:
 
 def run_consume_command(args: list[str], out_path: Path) -> int:
     """`contraflow consume ARGS` in this process, stdout to `out_path`; returns lines written."""
-    from contraflow.spu.commands import consume
+    from contraflow.spu.cli.commands import consume
 
     saved = sys.stdout
     with open(out_path, "wb") as out:

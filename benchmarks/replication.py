@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import AsyncSpuClient
-from contraflow.spu.cluster.local import LocalCluster
 from contraflow.spu.protocol import Acks
 from contraflow.spu.storage import TopicConfig
 

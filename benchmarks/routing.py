@@ -46,7 +46,7 @@ from contraflow.events import META_HEADER
 from contraflow.spark import session
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hot_path import process_tree  # noqa: E402 - one reading of /proc for every benchmark

@@ -50,7 +50,7 @@ from contraflow.spark import session
 from contraflow.spark.arrow_log import SOURCE_DDL, SOURCE_SCHEMA
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 PARTITIONS = 2
 GENERATED_ROWS_PER_BATCH = 10_000

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from contraflow.moved import MOVED
+from tests.cli_process import child_env
 
 
 @pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
@@ -21,11 +22,11 @@ def test_old_path_is_the_moved_module(old: str, new: str) -> None:
 
 def test_from_import_of_a_name_through_an_old_path_in_a_fresh_interpreter() -> None:
     code = (
-        "from contraflow.runtime.pipelines import start_pipeline_query\n"
-        "from contraflow.pipeline.spark.run import start_pipeline_query as now\n"
-        "assert start_pipeline_query is now\n"
+        "from contraflow.codecs.compression import StreamDecompressor\n"
+        "from contraflow.codecs.processors.compress import StreamDecompressor as now\n"
+        "assert StreamDecompressor is now\n"
     )
-    subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], check=True)
+    subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code], check=True, env=child_env())
 
 
 def test_unknown_paths_still_fail() -> None:

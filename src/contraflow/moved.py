@@ -1,11 +1,11 @@
-"""Modules that moved, and the import hook that keeps their old paths working.
+"""Old module paths a contract promised would keep importing, and the import hook that does it.
 
-The layout changed (one home per concept, docs/architecture.md); code written
-against an old path still imports: `import contraflow.runtime.pipelines`
-returns the very module now at `contraflow.pipeline.spark.run` (same object,
-so monkeypatching either name patches both) and warns once with a
-`DeprecationWarning` naming the new path. This table is the record of every
-move.
+`import contraflow.codecs.compression` returns the very module now at
+`contraflow.codecs.processors.compress` (same object, so monkeypatching either
+name patches both) and warns once with a `DeprecationWarning` naming the new
+path. Every other move is only documented (docs/architecture.md, "Moved
+modules"): nothing in contraflow, its tests or its docs imported those old
+paths any more, so they were dropped from here.
 """
 
 from __future__ import annotations
@@ -18,48 +18,13 @@ import warnings
 from collections.abc import Sequence
 from types import ModuleType
 
-# old module path -> where it lives now
+# old module path -> where it lives now. Each stays because issue 12 ("one
+# compression implementation") promised that these old compression paths keep
+# working through this hook.
 MOVED: dict[str, str] = {
-    "contraflow.pipeline.spark_columns": "contraflow.pipeline.spark.columns",
-    "contraflow.pipeline.spark_envelopes": "contraflow.pipeline.spark.envelopes",
-    "contraflow.pipeline.spark_local": "contraflow.pipeline.spark.local",
-    "contraflow.pipeline.spark_plan": "contraflow.pipeline.spark.plan",
-    "contraflow.pipeline.spark_query": "contraflow.pipeline.spark.query",
-    "contraflow.pipeline.spark_state": "contraflow.pipeline.spark.state",
-    "contraflow.pipeline.spark_stateful": "contraflow.pipeline.spark.stateful",
-    "contraflow.pipeline.spark_stateless": "contraflow.pipeline.spark.stateless",
-    "contraflow.pipeline.split": "contraflow.pipeline.spark.split",
-    "contraflow.pipeline.keying": "contraflow.pipeline.spark.keying",
-    "contraflow.runtime.listener": "contraflow.pipeline.spark.listener",
-    "contraflow.runtime.pipelines": "contraflow.pipeline.spark.run",
-    "contraflow.spu.storage.batch": "contraflow.spu.protocol.batch",
-    "contraflow.spu.storage.compression": "contraflow.spu.protocol.compression",
-    "contraflow.spu.ledger": "contraflow.spu.server.ledger",
-    "contraflow.spu.transactions": "contraflow.spu.server.transactions",
-    "contraflow.api.metrics": "contraflow.runtime.metrics",
-    "contraflow.connectors.kafka_options": "contraflow.connectors.base.kafka_options",
-    "contraflow.connectors.acks": "contraflow.connectors.base.acks",
-    "contraflow.connectors.asgiserver": "contraflow.connectors.base.asgiserver",
-    "contraflow.connectors.checkpoint": "contraflow.connectors.base.checkpoint",
-    "contraflow.connectors.filereader": "contraflow.connectors.base.filereader",
-    "contraflow.connectors.histogram": "contraflow.connectors.base.histogram",
-    "contraflow.connectors.inbox": "contraflow.connectors.base.inbox",
-    "contraflow.connectors.logtail": "contraflow.connectors.base.logtail",
-    "contraflow.connectors.netaddr": "contraflow.connectors.base.netaddr",
-    "contraflow.connectors.options": "contraflow.connectors.base.options",
-    "contraflow.connectors.sockets": "contraflow.connectors.base.sockets",
-    "contraflow.connectors.timing": "contraflow.connectors.base.timing",
-    "contraflow.connectors.undelivered": "contraflow.connectors.base.undelivered",
-    "contraflow.codecs.processor": "contraflow.codecs.processors.processor",
-    "contraflow.codecs.chain": "contraflow.codecs.processors.chain",
-    "contraflow.codecs.base64_processor": "contraflow.codecs.processors.base64_processor",
-    "contraflow.codecs.compress": "contraflow.codecs.processors.compress",
     "contraflow.codecs.compression": "contraflow.codecs.processors.compress",
     "contraflow.codecs.processors.compression": "contraflow.codecs.processors.compress",
-    "contraflow.codecs.length_prefixed": "contraflow.codecs.processors.length_prefixed",
-    "contraflow.codecs.remove_empty": "contraflow.codecs.processors.remove_empty",
-    "contraflow.codecs.separate": "contraflow.codecs.processors.separate",
-    "contraflow.codecs.textual_length_prefixed": "contraflow.codecs.processors.textual_length_prefixed",
+    "contraflow.spu.storage.compression": "contraflow.spu.protocol.compression",
 }
 
 

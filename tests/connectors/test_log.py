@@ -199,7 +199,7 @@ def test_source_survives_an_spu_restart_without_gaps_or_duplicates(tmp_path: Pat
 
 
 def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr: str) -> None:
-    from contraflow.spu.storage.config import TopicConfig
+    from contraflow.spu.protocol.topics import TopicConfig
 
     spu.create_topic("multi", TopicConfig(partitions=3))
     for p in range(3):

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from contraflow.spu.api import LocalLog
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
 from tests.runtime.harness import JSON_LINES, read_events, write_events
 

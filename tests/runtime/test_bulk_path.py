@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from contraflow.connectors.base import SourceData
-from contraflow.runtime.appends import ColumnRuns, binary_column
+from contraflow.runtime.appends import ColumnRuns
 from contraflow.runtime.wire import SinkEncoder, SourceDecoder, join_values, validate_json_frames
-from contraflow.spu.protocol.batch import decode_batch, encode_batch
+from contraflow.spu.protocol.batch import binary_buffers, decode_batch, encode_batch
 from tests.connectors.support import make
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for
 
@@ -79,7 +79,7 @@ def test_runs_without_headers_encode_no_headers_column() -> None:
 
 
 def test_binary_column_is_arrows_layout() -> None:
-    offsets, data = binary_column([b"ab", b"", b"cde"])
+    offsets, data = binary_buffers([b"ab", b"", b"cde"])
     assert data == b"abcde"
     assert list(memoryview(offsets).cast("i")) == [0, 2, 2, 5]
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contraflow.runtime.channels import ChannelNameError, channel_topic, consumer_name
-from contraflow.spu.storage.config import validate_topic_name
+from contraflow.spu.protocol.topics import validate_topic_name
 
 
 def test_troy_names_read_as_written() -> None:

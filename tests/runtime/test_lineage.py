@@ -23,7 +23,7 @@ from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.spark.checkpoint import last_committed_ends, parse_offsets
 from contraflow.spu.client import SpuClient
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.runtime.harness import flow_id, read_events, running, troy, wait_for, write_events
 
 _names = itertools.count()

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 
 def read_all(spu: SpuClient, topic: str) -> list[bytes]:

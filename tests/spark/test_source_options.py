@@ -6,7 +6,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 
 def collect(

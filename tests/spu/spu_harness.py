@@ -13,10 +13,11 @@ from typing import Any
 
 from tests.cli_process import start_cli
 
+from contraflow.spu.app import ServerConfig
 from contraflow.spu.embedded import EmbeddedSpu, recv_exactly
 from contraflow.spu.protocol import HEADER_SIZE, encode_frame, parse_header, unpack_meta
 from contraflow.spu.protocol.address import parse_addr
-from contraflow.spu.server import Limits, ServerConfig
+from contraflow.spu.server import Limits
 
 
 @contextmanager

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -12,11 +14,13 @@ from contraflow.spu.protocol.batch import (
     MAGIC_POS,
     BatchHeader,
     CorruptBatchError,
+    binary_buffers,
     check_batch,
     decode_batch,
     encode_batch,
     iter_batches,
     numbered,
+    repeated_buffers,
     stamp,
     stamped_prefix,
     verify_crc,
@@ -158,3 +162,11 @@ def test_a_numbered_batch_keeps_its_records_and_gets_a_valid_crc() -> None:
     assert check_batch(batch).producer_id == 12345
     assert [bytes(v) for v in decode_batch(batch).values()] == [b"a", b"bb"]
     assert BatchHeader.parse(original).producer_id == -1, "the caller's batch is left alone"
+
+
+def test_repeated_runs_are_the_binary_layout_of_the_values_one_by_one() -> None:
+    runs = [(3, b"ab"), (2, b""), (1, b"xyz")]
+    values = [value for count, value in runs for _ in range(count)]
+    assert repeated_buffers(runs) == binary_buffers(values)
+    offsets, data = binary_buffers(values)
+    assert offsets == struct.pack("<7i", 0, 2, 4, 6, 6, 6, 9) and data == b"ababab" + b"xyz"

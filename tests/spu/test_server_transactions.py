@@ -10,10 +10,10 @@ import pytest
 from spu_harness import running_spu, small_limits
 
 from contraflow.spu.api import LocalLog
+from contraflow.spu.app import LEDGER_PATH
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.app import LEDGER_PATH
 from contraflow.spu.server.ledger import BatchLedger
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.storage import FlushPolicy, TopicConfig, encode_batch

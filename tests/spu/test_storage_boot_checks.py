@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from storage_helpers import read_all, read_until_error
 
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
 from contraflow.spu.storage import boot_checks
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.partition import Partition
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from storage_helpers import read_all
 
 from contraflow.spu.protocol.batch import check_batch, decode_batch, encode_batch
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig
-from contraflow.spu.storage.errors import InvalidBatchError, OffsetOutOfRangeError
+from contraflow.spu.protocol.errors import OffsetOutOfRangeError
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
+from contraflow.spu.storage.errors import InvalidBatchError
 from contraflow.spu.storage.partition import Partition
 
 SMALL = TopicConfig(segment_bytes=2048, index_interval_bytes=200)

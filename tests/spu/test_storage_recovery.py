@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from storage_helpers import read_all, read_until_error, snapshot
 
 from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.recovery import RecoveryPoint

@@ -15,8 +15,8 @@ from tests.cli_process import run_cli
 
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
 from contraflow.spu.storage import boot_checks
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.ranges import RangeSet
 from contraflow.spu.storage.scrub import Scrubber

@@ -16,7 +16,7 @@ from contraflow.spu.storage.store import Store
 WRITER = textwrap.dedent(
     """
     import sys
-    from contraflow.spu.storage.config import FlushPolicy, TopicConfig
+    from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
     from contraflow.spu.storage.store import Store
 
     store = Store(sys.argv[1])

@@ -12,15 +12,15 @@ from storage_helpers import read_all
 from tests.cli_process import run_cli
 
 from contraflow.spu.api import LocalLog, LogClient
-from contraflow.spu.storage.config import FlushPolicy, TopicConfig, TopicDescription
-from contraflow.spu.storage.errors import (
-    DataDirLockedError,
+from contraflow.spu.protocol.errors import (
     InvalidTopicNameError,
     OffsetOutOfRangeError,
     PartitionNotFoundError,
     TopicExistsError,
     TopicNotFoundError,
 )
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig, TopicDescription
+from contraflow.spu.storage.errors import DataDirLockedError
 from contraflow.spu.storage.store import Store
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from contraflow.spu.cluster.local import LocalCluster
+from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.protocol.batch import decode_batch
 from contraflow.spu.storage.store import Store
 

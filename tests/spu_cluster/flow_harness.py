@@ -18,7 +18,7 @@ import orjson
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
 
 GROUPS = 4

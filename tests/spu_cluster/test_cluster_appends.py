@@ -12,7 +12,7 @@ from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSetting
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.idempotence import split_producer_field
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log
 
 RECORDS = 3000

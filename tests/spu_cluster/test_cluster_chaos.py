@@ -12,10 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
-from contraflow.spu.cluster.local import LocalCluster
 from contraflow.spu.protocol import Acks, SpuError
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 RECORDS = 100_000

@@ -15,7 +15,7 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.commit_marks import mark_batch
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 from tests.spu_cluster.test_cluster_replication import values

@@ -19,7 +19,7 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.client.connection import Connection
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import encode_batch
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 REPLICATED = TopicConfig(

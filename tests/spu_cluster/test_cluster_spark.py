@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, wait_for
 
 REPLICATED = TopicConfig(

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from contraflow.spu.client import AsyncSpuClient, SpuClient
-from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 from tests.spu_cluster.test_cluster_replication import values
 

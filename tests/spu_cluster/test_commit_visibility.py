@@ -8,8 +8,8 @@ from pathlib import Path
 
 from contraflow.spu.cluster.leader import LeaderState
 from contraflow.spu.protocol.batch import encode_batch
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.server.commit_ranges import CommitRanges
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.store import Store
 from tests.spu_cluster.test_cluster_replication import values
 

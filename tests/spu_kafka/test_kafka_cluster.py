@@ -28,11 +28,11 @@ from kafka_harness import (
 from tests.cli_process import run_cli
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
-from contraflow.spu.cluster.internal import OFFSETS_TOPIC
-from contraflow.spu.cluster.local import LocalCluster
+from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.kafka.apis.base import ApiKey
 from contraflow.spu.kafka.errors import KafkaErrorCode
 from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.protocol.internal_topics import OFFSETS_TOPIC
 
 TOPIC = "events"
 

@@ -136,8 +136,9 @@ def test_oversized_frame_closes_the_connection_with_a_log_line(
 def test_kafka_connections_count_against_the_spus_connection_limit(tmp_path) -> None:
     from dataclasses import replace
 
+    from contraflow.spu.app import ServerConfig
     from contraflow.spu.embedded import EmbeddedSpu
-    from contraflow.spu.server import Limits, ServerConfig
+    from contraflow.spu.server import Limits
 
     config = ServerConfig(tmp_path, limits=replace(Limits(), max_connections=1))
     with EmbeddedSpu(tmp_path, config=config, kafka_addr="127.0.0.1:0") as spu:

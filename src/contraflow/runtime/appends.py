@@ -2,24 +2,30 @@
 
 A source pull is thousands of records that share their metadata (a file
 chunk, a TCP read): their headers are one packed value repeated, and the
-values are a list of bytes from the preprocessors' split. The batch's Arrow
-layout is built from those with C-level calls (`b"".join`, `accumulate`,
-bytes repetition, `array.extend(range)`), so no Python step runs per record;
-only the last record may differ (the source's resume position rides on it).
-A source that made its values a `BinaryColumn` already (`json_lines`) hands
+values are a list of bytes from the preprocessors' split. The record batch
+format builds the batch's Arrow columns from those (`protocol.batch`'s
+`binary_buffers` and `repeated_buffers`: C-level calls, no Python step per
+record); only the last record may differ (the source's resume position rides
+on it). A source that made its values a `BinaryColumn` already (`json_lines`) hands
 that over, and a batch of one such column is encoded from its buffers.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, islice
+from itertools import chain, islice
 
 import numpy as np
 
-from contraflow.spu.protocol.batch import NO_HEADERS, BinaryBuffers, Headers, encode_columns, pack_headers
+from contraflow.spu.protocol.batch import (
+    NO_HEADERS,
+    Headers,
+    binary_buffers,
+    encode_columns,
+    pack_headers,
+    repeated_buffers,
+)
 
 
 @dataclass(frozen=True)
@@ -98,41 +104,13 @@ class ColumnRuns:
             if count > 1:
                 runs.append((count - 1, packed))
             runs.append((1, pack_headers(last_headers)))
-        headers = None if all(packed == NO_HEADERS for _, packed in runs) else _repeated_column(runs)
+        headers = None if all(packed == NO_HEADERS for _, packed in runs) else repeated_buffers(runs)
         if len(self.pieces) == 1 and isinstance(self.pieces[0], BinaryColumn):
             column = self.pieces[0]
             return encode_columns(column.count, (column.offsets, column.data), headers=headers)
         values = self._values()
-        return encode_columns(len(values), binary_column(values), headers=headers)
+        return encode_columns(len(values), binary_buffers(values), headers=headers)
 
     def _values(self) -> list[bytes]:
         lists = (p.to_list() if isinstance(p, BinaryColumn) else p for p in self.pieces)
         return list(chain.from_iterable(lists))
-
-
-def binary_column(values: Sequence[bytes]) -> BinaryBuffers:
-    """int32 offsets[N+1] and the joined data: Arrow's binary layout of `values`."""
-    offsets = array("i", accumulate(map(len, values), initial=0))
-    return _little_endian(offsets), b"".join(values)
-
-
-def _repeated_column(runs: Sequence[tuple[int, bytes]]) -> BinaryBuffers:
-    """A binary column of runs of one repeated value each, without a step per record (numpy
-    ranges for the offsets, bytes repetition for the data)."""
-    offsets = [np.zeros(1, dtype=np.int64)]
-    data: list[bytes] = []
-    end = 0
-    for count, value in runs:
-        size = len(value)
-        offsets.append(np.arange(1, count + 1, dtype=np.int64) * size + end)
-        data.append(value * count)
-        end += size * count
-    if end > MAX_COLUMN_BYTES:
-        raise ValueError(f"batch too large: a column exceeds {MAX_COLUMN_BYTES} bytes")
-    return np.concatenate(offsets).astype("<i4").tobytes(), b"".join(data)
-
-
-def _little_endian(offsets: array[int]) -> bytes:
-    if array("i", [1]).tobytes()[0] != 1:
-        offsets.byteswap()
-    return offsets.tobytes()

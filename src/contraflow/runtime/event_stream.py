@@ -38,7 +38,7 @@ import orjson
 
 from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.events")
 

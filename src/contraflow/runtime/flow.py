@@ -55,7 +55,7 @@ from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
 

@@ -14,7 +14,7 @@ from contraflow.errors import UserError
 from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
 from contraflow.spark.staging import DEFAULT_BYTES_PER_CONNECTION
 from contraflow.spark.transform import SCHEMA_OPTION, TRANSFORM_OPTION, RowsTransform, read_transform
-from contraflow.spu.units import parse_count
+from contraflow.units import parse_count
 
 DEFAULT_SPU = "127.0.0.1:9005"
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000

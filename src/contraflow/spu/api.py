@@ -9,49 +9,13 @@ where the log lives.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from contraflow.spu.protocol.batch import Buffer, DecodedBatch, Headers, Record, decode_batch, encode_batch
+from contraflow.spu.protocol.batch import Buffer, Headers, Record, decode_batch, encode_batch
 from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
-
-OffsetSpec = Literal["earliest", "latest"] | int
-"""`list_offsets` target: the log start, the end (high watermark when committed), or a timestamp in ms."""
-
-DEFAULT_FETCH_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class FetchResult:
-    """Whole batches from a fetch.
-
-    The first batch may start before the requested offset (batches are never
-    split); skip records below it, e.g. with `batch.records(start_offset=...)`.
-    `next_offset` is where the next fetch should start.
-    """
-
-    batches: list[DecodedBatch]
-    next_offset: int
-    high_watermark: int
-    log_start_offset: int
-
-
-class RecordFields(TypedDict, total=False):
-    """What records may carry besides their values, one entry per value (`encode_batch`'s names)."""
-
-    keys: Sequence[Buffer | None] | None
-    headers: Sequence[Headers] | None
-    timestamps: Sequence[int] | None
-
-
-class RecordExtras(TypedDict, total=False):
-    """What one record may carry besides its value (a producer's `send`)."""
-
-    key: Buffer | None
-    headers: Headers | None
-    timestamp: int | None
+from contraflow.spu.protocol.fetch import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
+from contraflow.spu.protocol.topics import Isolation, TopicConfig, TopicDescription
 
 
 @runtime_checkable

@@ -23,10 +23,10 @@ from typing import Literal
 import contraflow
 from contraflow.errors import UserError
 from contraflow.security import client_token
+from contraflow.spu.app import ServerConfig, SpuServer
+from contraflow.spu.cli.server_commands import READY_PREFIX
 from contraflow.spu.protocol import HEADER_SIZE, ApiKey, encode_frame, parse_header, unpack_meta
 from contraflow.spu.protocol.address import parse_addr
-from contraflow.spu.server import ServerConfig, SpuServer
-from contraflow.spu.server_commands import READY_PREFIX
 
 Mode = Literal["thread", "process"]
 

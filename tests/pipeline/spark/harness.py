@@ -21,7 +21,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 _names = itertools.count()
 

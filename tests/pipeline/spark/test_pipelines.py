@@ -21,7 +21,7 @@ from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.pipeline.spark.state import export_state, import_state
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.pipeline.spark.harness import RFC_COUNTER
 
 _names = itertools.count()

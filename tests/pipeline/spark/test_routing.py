@@ -24,7 +24,7 @@ from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.batch import Record
 from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 from tests.pipeline.spark.harness import SparkPipeline, poll
 
 ROUTE = "select event from in into out;"

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from contraflow.spu.storage.checkpoint import write_atomic
+from contraflow.atomic_files import write_atomic
 
 
 class Checkpoint:

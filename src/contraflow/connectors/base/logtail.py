@@ -14,10 +14,10 @@ import contextlib
 from collections import deque
 from dataclasses import dataclass
 
-from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import Record
+from contraflow.spu.protocol.fetch import FetchResult
 from contraflow.stopping import STOPPED, unless_stopped
 
 QUEUED_RESULTS = 4

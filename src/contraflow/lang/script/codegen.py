@@ -12,7 +12,7 @@ import ast as pyast
 import difflib
 import itertools
 import keyword
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,9 @@ from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 from contraflow.lang.script.locate import LineInfo
 from contraflow.lang.script.modules import qualify
 from contraflow.lang.script.results import AggregateCall, ScriptResult
+
+# A case's condition and the locals it binds (name, code), from the case.
+CaseTest = Callable[[ast.Case], tuple[str, list[tuple[str, str]]]]
 
 _RO_ROOTS = ("args", "group", "window")
 _STMT_NODES = (ast.Match, ast.For, ast.Patch, ast.Let, ast.Emit, ast.Drop)
@@ -683,36 +686,53 @@ class Codegen:
         done = self.tmp()
         self.line(f"{result} = None")
         self.line(f"{done} = False")
-        self.match_cases(node.cases, subject, result, done)
+        self.match_cases(node.cases, self.binding_test(subject), result, done)
         self.line(f"if not {done}:")
         self.indent += 1
         self.line("_fail('no case matched and the match has no default case')", node, "match")
         self.indent -= 1
 
-    def match_cases(self, cases: tuple[ast.Case, ...], subject: str, result: str, done: str) -> None:
+    def binding_test(self, subject: str) -> CaseTest:
+        """A `match` case's test: its pattern against `subject`; what it binds is owned by the script."""
+
+        def test(case: ast.Case) -> tuple[str, list[tuple[str, str]]]:
+            cond, binds = self.pattern(case.pattern, subject)
+            return cond, [(name, self.owned(value)) for name, value in binds]
+
+        return test
+
+    def match_cases(
+        self, cases: Sequence[ast.Case], test: CaseTest, result: str, done: str, *, branches: bool = True
+    ) -> None:
+        """Cases tried in order until one matches and its guard holds; `done` says one did, `result` is its value.
+
+        `test` gives a case's condition and the locals it binds (name, code), emitted
+        where the case is tried. With `branches`, a body counts as a branch: a name
+        unknown there fails only when the body runs (as in a `match`).
+        """
         for i, case in enumerate(cases):
             opened = 0
             if i > 0:
                 self.line(f"if not {done}:")
                 self.indent += 1
                 opened += 1
-            cond, binds = self.pattern(case.pattern, subject)
+            cond, binds = test(case)
             if cond != "True":
                 self.line(f"if {cond}:", case, "case")
                 self.indent += 1
                 opened += 1
-            for name, value in binds:
+            for name, code in binds:
                 self.scope.locals.add(name)
-                self.line(f"{pyname('l_', name)} = {self.owned(value)}", case)
+                self.line(f"{pyname('l_', name)} = {code}", case)
             if case.guard is not None:
                 guard = self.expr(case.guard)
                 self.line(f"if _bool({guard}):", case.guard, "when")
                 self.indent += 1
                 opened += 1
             self.line(f"{done} = True")
-            self.branch_depth += 1
+            self.branch_depth += branches
             value = self.block(case.body)
-            self.branch_depth -= 1
+            self.branch_depth -= branches
             self.line(f"{result} = {value}", case)
             self.indent -= opened
 
@@ -964,6 +984,18 @@ def _fn_of_cases(defn: ast.FnDefn) -> tuple[ast.Case, ...]:
     return tuple(out)
 
 
+def _arguments_bound(case: ast.Case) -> tuple[ast.Case, list[tuple[int, ast.BindPattern]]]:
+    """A case of a function of cases with its argument bindings taken out (they bind the arguments as they are)."""
+    if not isinstance(case.pattern, ast.TuplePattern):
+        return case, []
+    pattern = case.pattern
+    binds = [(i, e) for i, e in enumerate(pattern.elems) if isinstance(e, ast.BindPattern)]
+    elems = tuple(ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in pattern.elems)
+    return ast.Case(
+        case.pos, ast.TuplePattern(pattern.pos, elems, pattern.open), case.guard, case.body
+    ), binds
+
+
 class FnCodegen:
     """Generates the Python function for one `fn` definition."""
 
@@ -997,47 +1029,18 @@ class FnCodegen:
         gen.line(f"{result} = None")
         gen.line(f"{done} = False")
         cases = _fn_of_cases(defn)
+        binds_of: dict[int, list[tuple[int, ast.BindPattern]]] = {}
         flat = []
         for case in cases:
-            if isinstance(case.pattern, ast.TuplePattern):
-                binds = [(i, e) for i, e in enumerate(case.pattern.elems) if isinstance(e, ast.BindPattern)]
-                elems = tuple(
-                    ast.AnyPattern(e.pos) if isinstance(e, ast.BindPattern) else e for e in case.pattern.elems
-                )
-                flat.append(
-                    (
-                        ast.Case(
-                            case.pos,
-                            ast.TuplePattern(case.pattern.pos, elems, case.pattern.open),
-                            case.guard,
-                            case.body,
-                        ),
-                        binds,
-                    )
-                )
-            else:
-                flat.append((case, []))
-        for i, (case, binds) in enumerate(flat):
-            opened = 0
-            if i > 0:
-                gen.line(f"if not {done}:")
-                gen.indent += 1
-                opened += 1
+            stripped, binds = _arguments_bound(case)
+            binds_of[id(stripped)] = binds
+            flat.append(stripped)
+
+        def test(case: ast.Case) -> tuple[str, list[tuple[str, str]]]:
             cond, _ = gen.pattern(case.pattern, subject)
-            if cond != "True":
-                gen.line(f"if {cond}:", case, "case")
-                gen.indent += 1
-                opened += 1
-            for index, bind in binds:
-                gen.scope.locals.add(bind.name)
-                gen.line(f"{pyname('l_', bind.name)} = {subject}[{index}]")
-            if case.guard is not None:
-                gen.line(f"if _bool({gen.expr(case.guard)}):", case.guard, "when")
-                gen.indent += 1
-                opened += 1
-            gen.line(f"{done} = True")
-            gen.line(f"{result} = {gen.block(case.body)}", case)
-            gen.indent -= opened
+            return cond, [(bind.name, f"{subject}[{index}]") for index, bind in binds_of[id(case)]]
+
+        gen.match_cases(flat, test, result, done, branches=False)
         gen.line(f"if not {done}:")
         gen.indent += 1
         gen.line(f"_fail('no case of function `{defn.name}` matched its arguments')", defn, defn.name)

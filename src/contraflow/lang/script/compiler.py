@@ -51,20 +51,10 @@ class CompiledScript:
     fn: Callable[..., ScriptResult]
     locator: Locator
 
-    def run(
-        self,
-        event: Any,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> ScriptResult:
-        """Run the script on one event. `event` and `meta` may be mutated in place."""
+    def run(self, *slots: Any, **named: Any) -> ScriptResult:
+        """Run the script on one event (`Env`'s arguments). `event` and `meta` may be mutated in place."""
         try:
-            return self.fn(
-                event, {} if meta is None else meta, state, {} if args is None else args, group, window
-            )
+            return self.fn(*Env(*slots, **named).slots())
         except Exception as exc:  # noqa: BLE001 - every failure becomes a located runtime error
             raise self.locator.error(exc) from exc
 
@@ -77,24 +67,15 @@ class CompiledExpr:
     fn: Callable[..., Any]
     locator: Locator
 
-    def __call__(self, env: Any) -> Any:
-        return self.call(env.event, env.meta, env.state, env.args, env.group, env.window)
-
-    def call(
-        self,
-        event: Any,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> Any:
+    def __call__(self, env: Env) -> Any:
         try:
-            return self.fn(
-                event, {} if meta is None else meta, state, {} if args is None else args, group, window
-            )
+            return self.fn(*env.slots())
         except Exception as exc:  # noqa: BLE001
             raise self.locator.error(exc) from exc
+
+    def call(self, *slots: Any, **named: Any) -> Any:
+        """The expression's value for `Env`'s arguments."""
+        return self(Env(*slots, **named))
 
 
 @dataclass
@@ -116,44 +97,21 @@ class CompiledSelect:
     def new_aggregates(self) -> list[Aggregate]:
         return [call.cls() for call in self.aggregates]
 
-    def accumulate(
-        self,
-        aggregates: list[Aggregate],
-        event: Any,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> None:
+    def accumulate(self, aggregates: list[Aggregate], *slots: Any, **named: Any) -> None:
+        """Feed one event (`Env`'s arguments) to every aggregate."""
+        env = Env(*slots, **named)
         for call, agg in zip(self.aggregates, aggregates, strict=True):
-            values_ = [a.call(event, meta, state, args, group, window) for a in call.args]
+            values_ = [arg(env) for arg in call.args]
             try:
                 agg.accumulate(*values_)
             except ScriptRuntimeError as err:
                 raise ScriptRuntimeError(err.message, call.position, self.locator.node) from err
 
-    def emit(
-        self,
-        aggregates: list[Aggregate],
-        event: Any = None,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> Any:
+    def emit(self, aggregates: list[Aggregate], *slots: Any, **named: Any) -> Any:
+        """The target, for `Env`'s arguments (all optional), with the aggregates' values."""
         values_ = [agg.emit() for agg in aggregates]
         try:
-            return self.fn(
-                event,
-                {} if meta is None else meta,
-                state,
-                {} if args is None else args,
-                group,
-                window,
-                values_,
-            )
+            return self.fn(*Env(*slots, **named).slots(), values_)
         except Exception as exc:  # noqa: BLE001
             raise self.locator.error(exc) from exc
 
@@ -260,7 +218,7 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
     sub.function(
         "_const",
-        ["event", "meta", "state", "args", "group", "window"],
+        list(Env.__slots__),
         (const.value,),
         Scope(allow_emit=False),
         const,
@@ -268,7 +226,7 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     )
     fn = _exec(sub, "_const")
     try:
-        return fn(None, {}, None, {}, None, None)
+        return fn(*Env().slots())
     except Exception as exc:  # noqa: BLE001
         err = Locator(sub.filename, sub.linemap, const.name).error(exc)
         raise gen.error(f"cannot compute constant `{const.name}`: {err.message}", const.pos) from None
@@ -306,7 +264,7 @@ def compile_script(
         body = (*body, ast.Path(script_ast.pos, "local", script_ast.result_const, ()))
     gen.function(
         "_script",
-        ["event", "meta", "state", "args", "group", "window"],
+        list(Env.__slots__),
         body,
         Scope(),
         script_ast,
@@ -329,7 +287,7 @@ def compile_expr(
     gen = _prepare(source, name, consts, fns, None)
     gen.function(
         "_expr",
-        ["event", "meta", "state", "args", "group", "window"],
+        list(Env.__slots__),
         (expr_ast,),
         Scope(allow_emit=False),
         expr_ast,
@@ -359,7 +317,7 @@ def compile_select(
     gen.compile_arg = compile_arg
     gen.function(
         "_select",
-        ["event", "meta", "state", "args", "group", "window", "_aggr"],
+        [*Env.__slots__, "_aggr"],
         (expr_ast,),
         Scope(allow_emit=False),
         expr_ast,

@@ -9,14 +9,13 @@ specialisations do not change behaviour. Not used in pipelines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from contraflow.lang.errors import LangError, ScriptRuntimeError
 from contraflow.lang.script import ast, stdlib, values
-from contraflow.lang.script.compiler import ScriptResult
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
 from contraflow.lang.script.modules import ModuleResolver, bind_uses, qualify
+from contraflow.lang.script.results import Env, ScriptResult
 
 
 class _Emit(Exception):
@@ -29,19 +28,23 @@ class _Drop(Exception):
     pass
 
 
-@dataclass
-class _Frame:
-    """Everything an expression can see while one event is being processed."""
+class _Frame(Env):
+    """Everything an expression can see while one event is being processed: `Env`'s slots and a function's own."""
 
-    event: Any
-    meta: Any
-    state: Any
-    args: Any
-    group: Any
-    window: Any
-    locals: dict[str, Any] = field(default_factory=dict)
-    in_fn: ast.FnDefn | None = None
-    varargs: list[Any] = field(default_factory=list)
+    __slots__ = ("in_fn", "locals", "varargs")
+
+    def __init__(
+        self,
+        *slots: Any,
+        fn_locals: dict[str, Any] | None = None,
+        in_fn: ast.FnDefn | None = None,
+        varargs: list[Any] | None = None,
+        **named: Any,
+    ) -> None:
+        super().__init__(*slots, **named)
+        self.locals: dict[str, Any] = {} if fn_locals is None else fn_locals
+        self.in_fn = in_fn
+        self.varargs: list[Any] = [] if varargs is None else varargs
 
 
 class Interpreter:
@@ -65,21 +68,12 @@ class Interpreter:
         self.consts: dict[str, Any] = {**(consts or {}), **bound.consts}
         self._extractors: dict[int, Any] = {}
         for const in script.consts:
-            frame = _Frame(None, {}, None, {}, None, None)
+            frame = _Frame()
             self.consts[const.name] = self.eval(const.value, frame)
 
-    def run(
-        self,
-        event: Any,
-        meta: Any = None,
-        state: Any = None,
-        args: Any = None,
-        group: Any = None,
-        window: Any = None,
-    ) -> ScriptResult:
-        frame = _Frame(
-            event, {} if meta is None else meta, state, {} if args is None else args, group, window
-        )
+    def run(self, *slots: Any, **named: Any) -> ScriptResult:
+        """Run the script on one event (`Env`'s arguments)."""
+        frame = _Frame(*slots, **named)
         expr: ast.Expr | None = None
         try:
             value: Any = None
@@ -199,7 +193,7 @@ class Interpreter:
         own_args = [values.copy_value(a) for a in args]
         n = len(defn.params)
         named = dict(zip(defn.params, own_args[:n], strict=True))
-        frame = _Frame(None, {}, None, {}, None, None, named, defn, own_args[n:])
+        frame = _Frame(fn_locals=named, in_fn=defn, varargs=own_args[n:])
         if defn.cases is None:
             return self.block(defn.body, frame)
         for case in defn.cases:

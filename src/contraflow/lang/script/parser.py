@@ -17,12 +17,12 @@ from importlib import resources
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from contraflow.lang.errors import LangError, Position, SourceText
 from contraflow.lang.nesting import check_nesting, transform_tree
 from contraflow.lang.script import ast
-from contraflow.lang.semicolons import missing_semicolon
+from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
 
 GRAMMAR_PACKAGE = "contraflow.lang.grammar"
 
@@ -745,26 +745,9 @@ def _open_construct(err: UnexpectedInput) -> Token | None:
     return None
 
 
-def syntax_error(
-    err: UnexpectedInput,
-    source: SourceText,
-    lark: Lark,
-    line_offset: int = 0,
-    col_offset: int = 0,
-    parsed_text: str | None = None,
-) -> LangError:
-    """A lark parse failure as a LangError with a caret and a hint in words."""
-    line = (err.line if err.line and err.line > 0 else 1) + line_offset
-    column = (err.column if err.column and err.column > 0 else 1) + (col_offset if err.line == 1 else 0)
-    if isinstance(err, UnexpectedCharacters):
-        bad = source.line(line)[column - 1 : column] or "?"
-        return LangError(
-            f"unexpected character {bad!r}",
-            source.position(line, column),
-            source,
-            hint="check for a stray character or an unclosed string",
-        )
-    expected = sorted(getattr(err, "expected", None) or getattr(err, "accepts", None) or [])
+def _hint(err: UnexpectedInput, lark: Lark) -> str:
+    """What tremor-script expected where it stopped, in words: a closer for what is open, an expression..."""
+    expected = sorted(expected_terminals(err))
     words = sorted({describe_token(name, lark) for name in expected})
     opener = _open_construct(err)
     hint = ""
@@ -780,24 +763,15 @@ def syntax_error(
     if not hint and words:
         shown = words if len(words) <= 8 else words[:8] + ["..."]
         hint = "expected " + ", ".join(shown)
-    if isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END"):
-        text = (parsed_text if parsed_text is not None else source.text).rstrip()
-        inner_line = text.count("\n") + 1
-        last_line = inner_line + line_offset
-        last_col = len(text) - (text.rfind("\n") + 1) + 1 + (col_offset if inner_line == 1 else 0)
-        where = "script" if parsed_text is None or parsed_text == source.text else "interpolation `#{...}`"
-        return LangError(
-            f"unexpected end of {where}", source.position(last_line, last_col), source, hint=hint
-        )
-    assert isinstance(err, UnexpectedToken)
-    tok = err.token
-    if line_offset == 0 and col_offset == 0:
-        missing = missing_semicolon(source, tok.start_pos or 0, line, set(expected))
-        if missing is not None:
-            return missing
-    word = describe_token(tok.type, lark)
-    what = word if word.strip("'") == str(tok) else f"{word} {str(tok)!r}"
-    return LangError(f"unexpected {what}", source.position(line, column, len(str(tok))), source, hint=hint)
+    return hint
+
+
+def _wording(lark: Lark, end_of: str) -> Wording:
+    def token(tok: Token) -> str:
+        word = describe_token(tok.type, lark)
+        return word if word.strip("'") == str(tok) else f"{word} {str(tok)!r}"
+
+    return Wording("", end_of, token)
 
 
 def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_offset: int = 0) -> Any:
@@ -805,7 +779,16 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
     try:
         tree = lark.parse(text, start=start)
     except UnexpectedInput as err:
-        raise syntax_error(err, source, lark, line_offset, col_offset, parsed_text=text) from None
+        end_of = "script" if text == source.text else "interpolation `#{...}`"
+        raise syntax_error(
+            err,
+            source,
+            _wording(lark, end_of),
+            _hint(err, lark),
+            line_offset=line_offset,
+            col_offset=col_offset,
+            parsed_text=text,
+        ) from None
     check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     transformer = ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset)
     return transform_tree(transformer, tree, source)

@@ -29,7 +29,12 @@ class ScriptResult:
 
 
 class Env:
-    """What a compiled expression can see: the event, its metadata, state, args, group, window."""
+    """What a script or expression sees: the event, its metadata, state, args, group, window.
+
+    The one place these six slots are spelled, with their defaults: compiled
+    scripts, expressions and selects and the interpreter take `Env`'s arguments
+    (by position or by name) and hand `slots()` to the code.
+    """
 
     __slots__ = ("event", "meta", "state", "args", "group", "window")
 
@@ -48,6 +53,10 @@ class Env:
         self.args = args if args is not None else {}
         self.group = group
         self.window = window
+
+    def slots(self) -> tuple[Any, Any, Any, Any, Any, Any]:
+        """The slots in the order generated code takes them."""
+        return (self.event, self.meta, self.state, self.args, self.group, self.window)
 
 
 @dataclass

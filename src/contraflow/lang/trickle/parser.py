@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
+from lark.exceptions import UnexpectedInput
 from lark.tree import Meta
 from lark.visitors import merge_transformers
 
-from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.errors import Position, SourceText
 from contraflow.lang.graph import SourceExpr
 from contraflow.lang.nesting import check_nesting, transform_tree
-from contraflow.lang.semicolons import missing_semicolon
+from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
 
@@ -84,38 +84,11 @@ _END_OPENERS = frozenset({"match", "for", "patch", "merge", "fn", "flow", "pipel
 _BRACKETS = {"(": "')'", "[": "']'", "{": "'}'", "%{": "'}'", "%[": "']'", "%(": "')'"}
 
 
-def syntax_error(source: SourceText, err: UnexpectedInput, parser: Lark) -> LangError:
-    """A lark error as a LangError: what was found, and what was expected (or left open) as the hint."""
-    line, column = max(1, err.line or 1), max(1, err.column or 1)
-    if isinstance(err, UnexpectedCharacters):
-        char = source.line(line)[column - 1 : column] or "?"
-        return LangError(
-            f"syntax error: unexpected character '{char}'",
-            source.position(line, column),
-            source,
-            "check for a stray character or an unclosed string",
-        )
-    expected = set(getattr(err, "accepts", None) or getattr(err, "expected", None) or ())
-    hint = _open_construct_hint(err, expected) or _expected_hint(expected, parser)
-    token = getattr(err, "token", None)
-    if isinstance(err, UnexpectedEOF) or (token is not None and token.type == "$END"):
-        last = max(1, len(source.text.rstrip().splitlines()))
-        return LangError(
-            "syntax error: unexpected end of input",
-            source.position(last, len(source.line(last)) + 1),
-            source,
-            hint,
-        )
-    assert token is not None
-    missing = missing_semicolon(source, token.start_pos or 0, line, expected)
-    if missing is not None:
-        return missing
-    return LangError(
-        f"syntax error: unexpected '{token.value}'",
-        source.position(line, column, max(1, len(str(token.value)))),
-        source,
-        hint,
-    )
+def _quoted(token: Token) -> str:
+    return f"'{token.value}'"
+
+
+TRICKLE_WORDING = Wording("syntax error: ", "input", _quoted, accepts_first=True)
 
 
 def _open_construct_hint(err: UnexpectedInput, expected: set[str]) -> str:
@@ -355,7 +328,9 @@ def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     try:
         tree = grammar(name).parse(source.text)
     except UnexpectedInput as err:
-        raise syntax_error(source, err, grammar(name)) from None
+        expected = expected_terminals(err, accepts_first=True)
+        hint = _open_construct_hint(err, expected) or _expected_hint(expected, grammar(name))
+        raise syntax_error(err, source, TRICKLE_WORDING, hint) from None
     check_nesting(tree, source)
     return transform_tree(transformer, tree, source)
 

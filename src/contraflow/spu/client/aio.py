@@ -17,11 +17,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
-from contraflow.spu.api import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
 from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
-from contraflow.spu.cluster.internal import INTERNAL_TOPICS, cluster_replication
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
@@ -33,10 +31,11 @@ from contraflow.spu.protocol.batch import (
 )
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import REROUTE
+from contraflow.spu.protocol.fetch import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
 from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
-from contraflow.spu.storage.config import Isolation, TopicConfig, TopicDescription
+from contraflow.spu.protocol.internal_topics import INTERNAL_TOPICS, cluster_replication
+from contraflow.spu.protocol.topics import Isolation, TopicConfig, TopicDescription, TopicPartition
 
-TopicPartition = tuple[str, int]
 FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
 ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
 

@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.errors import REROUTE
+from contraflow.spu.protocol.topics import TopicPartition
 
 if TYPE_CHECKING:
     from contraflow.spu.client.aio import AsyncSpuClient
-
-TopicPartition = tuple[str, int]
 
 
 async def commit_partitions(

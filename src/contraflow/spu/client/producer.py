@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
-from contraflow.spu.api import RecordExtras
-from contraflow.spu.client.aio import AsyncSpuClient, TopicPartition
+from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol import Acks
-from contraflow.spu.protocol.batch import Headers, encode_batch
+from contraflow.spu.protocol.batch import Headers, RecordExtras, encode_batch
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.topics import TopicPartition
 
 AnyFuture = asyncio.Future[int] | concurrent.futures.Future[int]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
-from contraflow.spu.cluster.metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol import ApiKey
+from contraflow.spu.protocol.cluster_metadata import NO_LEADER, ClusterMetadata
+from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 
 # Requests about one partition's records: in a cluster they go to its leader.
 # Exactly-once staging and commits too: the leader appends them.

@@ -14,9 +14,9 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 
-from contraflow.spu.api import FetchResult
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
 from contraflow.spu.client.connection import RetryPolicy
+from contraflow.spu.protocol.fetch import FetchResult
 
 T = TypeVar("T")
 

@@ -1,2 +1,3 @@
-"""The SPU cluster: a controller (`contraflow sc run`) and SPUs that replicate each
-partition from its leader to its followers (see docs/spu-cluster.md)."""
+"""Each SPU's side of a cluster: its replicas (leader and follower), epoch history, idempotent
+producers and exactly-once commits read from the log; `contraflow cluster` runs a local
+cluster (see docs/spu-cluster.md). The controller is `contraflow.spu.controller`."""

@@ -19,14 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.client.connection import RetryPolicy
-from contraflow.spu.cluster.controller import DEFAULT_SESSION_TIMEOUT_S
-from contraflow.spu.cluster.metadata import ClusterMetadata
 from contraflow.spu.cluster.replication import ReplicaManager
 from contraflow.spu.cluster.tables import offset_key
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
+from contraflow.spu.protocol.messages import DEFAULT_SESSION_TIMEOUT_S
+from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
 from contraflow.spu.server.connection import Reply
-from contraflow.spu.server.partitions import TopicPartition
-from contraflow.spu.storage.config import TopicConfig
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.tables import ReplicatedTable

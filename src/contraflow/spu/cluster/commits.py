@@ -32,7 +32,8 @@ from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.commit_marks import MAX_BATCH_ID, mark_batch, query_hash
-from contraflow.spu.server.partitions import Partitions, TopicPartition
+from contraflow.spu.protocol.topics import TopicPartition
+from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.transactions import TransactionCoordinator
 
 T = TypeVar("T")

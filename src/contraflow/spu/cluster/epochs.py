@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from contraflow.spu.storage.checkpoint import write_atomic
+from contraflow.atomic_files import write_atomic
 
 EPOCHS_FILE = "leader-epochs.json"
 NO_EPOCH = -1

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.commit_marks import mark_of, query_hash
+from contraflow.spu.protocol.topics import TopicPartition
 
-TopicPartition = tuple[str, int]
 CommitKey = tuple[int, int]  # (query hash, batch id)
 RETAIN_PER_PARTITION = 10_000
 

@@ -18,8 +18,7 @@ from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
 from contraflow.spu.protocol.idempotence import split_producer_field
-
-TopicPartition = tuple[str, int]
+from contraflow.spu.protocol.topics import TopicPartition
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,14 +28,14 @@ from contraflow.spu.cluster.epochs import NO_EPOCH, EpochHistory
 from contraflow.spu.cluster.leader import LeaderState
 from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
 from contraflow.spu.cluster.log_scan import batch_headers
-from contraflow.spu.cluster.metadata import ClusterMetadata, PartitionState
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
+from contraflow.spu.protocol.cluster_metadata import ClusterMetadata, PartitionState
+from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
 from contraflow.spu.server.connection import Reply
-from contraflow.spu.server.partitions import Partitions, TopicPartition, split_batches
+from contraflow.spu.server.partitions import Partitions, split_batches
 from contraflow.spu.server.signals import PartitionSignals
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.partition import Partition
 
 log = logging.getLogger(__name__)

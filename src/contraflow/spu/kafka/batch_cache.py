@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 
 from contraflow.spu.kafka.records import to_kafka
-from contraflow.spu.server.signals import TopicPartition
+from contraflow.spu.protocol.topics import TopicPartition
 
 _BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
 _BASE_OFFSET = struct.Struct(">q")

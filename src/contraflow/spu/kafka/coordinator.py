@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
-from contraflow.spu.storage.config import validate_name
-from contraflow.spu.storage.errors import InvalidTopicNameError
+from contraflow.spu.protocol.errors import InvalidTopicNameError
+from contraflow.spu.protocol.topics import validate_name
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import enum
 import logging
 
-from contraflow.errors import UserError
 from contraflow.spu.protocol import ErrorCode as SpuErrorCode
 from contraflow.spu.protocol import SpuError
-from contraflow.spu.protocol.batch import CorruptBatchError
-from contraflow.spu.storage import errors as storage_errors
+from contraflow.spu.protocol.errors import InvalidTopicNameError
+from contraflow.spu.storage.errors import wire_code
 
 log = logging.getLogger(__name__)
 
@@ -75,31 +74,19 @@ _SPU_CODES: dict[SpuErrorCode, KafkaErrorCode] = {
     SpuErrorCode.TIMEOUT: KafkaErrorCode.REQUEST_TIMED_OUT,
     SpuErrorCode.NO_CONTROLLER: KafkaErrorCode.REQUEST_TIMED_OUT,
     SpuErrorCode.OUT_OF_ORDER_SEQUENCE: KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    SpuErrorCode.INVALID_ARGUMENT: KafkaErrorCode.INVALID_REQUEST,  # a user's mistake
 }
-
-_EXCEPTIONS: list[tuple[type[BaseException], KafkaErrorCode]] = [
-    (storage_errors.TopicNotFoundError, KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-    (storage_errors.PartitionNotFoundError, KafkaErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-    (storage_errors.TopicExistsError, KafkaErrorCode.TOPIC_ALREADY_EXISTS),
-    (storage_errors.InvalidTopicNameError, KafkaErrorCode.INVALID_TOPIC_EXCEPTION),
-    (storage_errors.OffsetOutOfRangeError, KafkaErrorCode.OFFSET_OUT_OF_RANGE),
-    (storage_errors.InvalidBatchError, KafkaErrorCode.CORRUPT_MESSAGE),
-    (CorruptBatchError, KafkaErrorCode.CORRUPT_MESSAGE),
-    (storage_errors.StorageError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
-    (OSError, KafkaErrorCode.KAFKA_STORAGE_ERROR),
-    (UserError, KafkaErrorCode.INVALID_REQUEST),
-]
 
 
 def to_kafka_error(err: Exception) -> KafkaError:
     """The Kafka error for an exception raised while serving a request."""
     if isinstance(err, KafkaError):
         return err
-    if isinstance(err, SpuError):
-        return KafkaError(_SPU_CODES.get(err.code, KafkaErrorCode.UNKNOWN_SERVER_ERROR), str(err))
-    for kind, code in _EXCEPTIONS:
-        if isinstance(err, kind):
-            return KafkaError(code, str(err))
+    if isinstance(err, InvalidTopicNameError):
+        return KafkaError(KafkaErrorCode.INVALID_TOPIC_EXCEPTION, str(err))  # Kafka has a code of its own
+    spu_code = err.code if isinstance(err, SpuError) else wire_code(err)
+    if spu_code is not None:
+        return KafkaError(_SPU_CODES.get(spu_code, KafkaErrorCode.UNKNOWN_SERVER_ERROR), str(err))
     log.exception("unexpected error serving a Kafka request", exc_info=err)
     return KafkaError(KafkaErrorCode.UNKNOWN_SERVER_ERROR, f"{type(err).__name__}: {err}")
 

@@ -20,18 +20,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from contraflow.spu.cluster.internal import OFFSETS_TOPIC
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.address import parse_addr
-from contraflow.spu.server.partitions import Partitions, TopicPartition
-from contraflow.spu.storage.config import TopicConfig
-from contraflow.spu.storage.errors import TopicNotFoundError
+from contraflow.spu.protocol.errors import TopicNotFoundError
+from contraflow.spu.protocol.internal_topics import OFFSETS_TOPIC
+from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
+from contraflow.spu.server.partitions import Partitions
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.agent import ClusterAgent
     from contraflow.spu.cluster.leader import LeaderState
-    from contraflow.spu.cluster.metadata import ClusterMetadata
+    from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
 
 Blocking = Callable[..., Awaitable[Any]]  # runs storage work off the event loop
 T = TypeVar("T")
@@ -160,7 +160,7 @@ class ClusterTopology:
         self._parsed: ClusterMetadata | None = None
 
     def _metadata(self) -> ClusterMetadata:
-        from contraflow.spu.cluster.metadata import ClusterMetadata
+        from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
 
         raw = self._agent.metadata
         if raw is None:

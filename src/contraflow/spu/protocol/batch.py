@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate, repeat
 from operator import sub
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, TypedDict
 
 import crc32c
 import msgpack
@@ -75,6 +75,22 @@ _LITTLE: Final = sys.byteorder == "little"
 
 Buffer = bytes | bytearray | memoryview | mmap.mmap
 Headers = Sequence[tuple[str, bytes]]
+
+
+class RecordFields(TypedDict, total=False):
+    """What records may carry besides their values, one entry per value (`encode_batch`'s names)."""
+
+    keys: Sequence[Buffer | None] | None
+    headers: Sequence[Headers] | None
+    timestamps: Sequence[int] | None
+
+
+class RecordExtras(TypedDict, total=False):
+    """What one record may carry besides its value (a producer's `send`)."""
+
+    key: Buffer | None
+    headers: Headers | None
+    timestamp: int | None
 
 
 class CorruptBatchError(ValueError):
@@ -304,6 +320,30 @@ class TimestampColumn(NamedTuple):
     first: int
     max: int
     deltas: Buffer
+
+
+def binary_buffers(values: Sequence[Buffer]) -> BinaryBuffers:
+    """`values` in Arrow's binary layout, as `encode_columns` takes them (offsets packed in C, data joined once)."""
+    return _int32s(accumulate(map(len, values), initial=0), len(values) + 1), b"".join(values)
+
+
+def repeated_buffers(runs: Sequence[tuple[int, bytes]]) -> BinaryBuffers:
+    """Runs of one value repeated `count` times each, in Arrow's binary layout, with no step per
+    record (numpy ranges for the offsets, bytes repetition for the data): the headers of a
+    source's many records that share one packed value."""
+    import numpy as np  # only on this path: the log's commands start without numpy
+
+    offsets = [np.zeros(1, dtype=np.int64)]
+    data: list[bytes] = []
+    end = 0
+    for count, value in runs:
+        size = len(value)
+        offsets.append(np.arange(1, count + 1, dtype=np.int64) * size + end)
+        data.append(value * count)
+        end += size * count
+    if end > MAX_BATCH_BYTES:
+        raise ValueError(f"batch too large: a column exceeds {MAX_BATCH_BYTES} bytes")
+    return np.concatenate(offsets).astype("<i4").tobytes(), b"".join(data)
 
 
 def _buffers_section(column: BinaryBuffers, count: int) -> list[Buffer]:

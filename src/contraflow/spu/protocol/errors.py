@@ -76,3 +76,31 @@ class FramingError(Exception):
     def __init__(self, message: str, code: ErrorCode = ErrorCode.MALFORMED_REQUEST) -> None:
         super().__init__(message)
         self.code = code
+
+
+# Topic-level mistakes: the engine raises them, both protocols answer them with their codes.
+
+
+class TopicNotFoundError(UserError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"unknown topic {topic!r}")
+        self.topic = topic
+
+
+class TopicExistsError(UserError):
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} already exists")
+        self.topic = topic
+
+
+class InvalidTopicNameError(UserError):
+    """A name outside Kafka's charset/length rules."""
+
+
+class PartitionNotFoundError(UserError):
+    def __init__(self, topic: str, partition: int, count: int) -> None:
+        super().__init__(f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})")
+
+
+class OffsetOutOfRangeError(UserError):
+    """An offset past the log end (an offset below the log start is answered from the start)."""

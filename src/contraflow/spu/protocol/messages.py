@@ -249,6 +249,10 @@ class OffsetForEpochRequest:
     leader_epoch: int
 
 
+DEFAULT_SESSION_TIMEOUT_S = 2.0
+"""How long an SPU may go without a heartbeat before the controller counts it gone."""
+
+
 @dataclass(frozen=True, slots=True)
 class HeartbeatRequest:
     """`session`: random per SPU process start (a restart is a new session);

@@ -1,7 +1,9 @@
-"""The SPU server: asyncio, binary protocol over TCP (see docs/spu-server.md)."""
+"""The SPU protocol's server: connections, handlers, fetch streams, the batch ledger, transactions.
+
+The process that runs it is `contraflow.spu.app` (see docs/spu-server.md).
+"""
 
 from contraflow.spu.protocol.address import parse_addr
-from contraflow.spu.server.app import ServerConfig, SpuServer
 from contraflow.spu.server.connection import Limits
 
-__all__ = ["Limits", "ServerConfig", "SpuServer", "parse_addr"]
+__all__ = ["Limits", "parse_addr"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from contraflow.spu.protocol.topics import TopicPartition
 
 
 @dataclass(slots=True)

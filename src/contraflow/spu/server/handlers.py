@@ -24,13 +24,13 @@ from contraflow.spu.protocol import (
 )
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.server.appender import OrderedAppender
 from contraflow.spu.server.connection import Connection, Reply
 from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
 from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.server.transactions import TransactionCoordinator
-from contraflow.spu.storage.config import TopicConfig
 from contraflow.spu.storage.control import ControlValues, check_control_value
 
 if TYPE_CHECKING:

@@ -31,7 +31,8 @@ from typing import BinaryIO
 import crc32c
 import msgpack
 
-TopicPartition = tuple[str, int]
+from contraflow.spu.protocol.topics import TopicPartition
+
 Offsets = dict[TopicPartition, int]
 
 _RECORD = struct.Struct(">II")

@@ -30,6 +30,7 @@ from contraflow.spu.protocol.batch import (
     check_batch,
 )
 from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
+from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.server.commit_ranges import CommitRanges
 from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
@@ -37,8 +38,6 @@ from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
     from contraflow.spu.cluster.producers import ProducerTable
-
-TopicPartition = tuple[str, int]
 
 
 class SharedGate:

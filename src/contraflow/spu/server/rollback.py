@@ -13,8 +13,9 @@ import mmap
 import os
 from pathlib import Path
 
+from contraflow.atomic_files import fsync_dir
 from contraflow.spu.protocol.batch import HEADER_SIZE, BatchHeader
-from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_offset
+from contraflow.spu.storage.checkpoint import read_offset, write_offset
 from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,
     HIGH_WATERMARK,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-TopicPartition = tuple[str, int]
+from contraflow.spu.protocol.topics import TopicPartition
 
 
 class PartitionSignals:

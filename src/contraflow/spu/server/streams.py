@@ -16,10 +16,11 @@ import contextlib
 from dataclasses import dataclass, field
 
 from contraflow.spu.protocol import ApiKey
+from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.server.connection import Connection, error_fields
 from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.signals import PartitionSignals, TopicPartition
+from contraflow.spu.server.signals import PartitionSignals
 
 # With a bytes/interval flush policy the engine moves the high watermark from its
 # flusher thread, which does not wake streams: a committed stream with data

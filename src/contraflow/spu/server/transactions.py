@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
-from contraflow.spu.server.ledger import BatchLedger, Offsets, TopicPartition
+from contraflow.spu.protocol.topics import TopicPartition
+from contraflow.spu.server.ledger import BatchLedger, Offsets
 
 TxnKey = tuple[str, int]
 

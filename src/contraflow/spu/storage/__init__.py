@@ -16,7 +16,7 @@ from contraflow.spu.protocol.batch import (
     verify_crc,
 )
 from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.storage.config import FlushPolicy, PartitionInfo, TopicConfig, TopicDescription
+from contraflow.spu.protocol.topics import FlushPolicy, PartitionInfo, TopicConfig, TopicDescription
 from contraflow.spu.storage.errors import CorruptSegmentError, StorageError
 
 __all__ = [

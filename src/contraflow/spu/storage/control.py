@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from contraflow.atomic_files import write_atomic
 from contraflow.errors import UserError
-from contraflow.spu.storage.checkpoint import write_atomic
 
 MAX_NAME_LENGTH = 255
 MAX_VALUE_BYTES = 64 * 1024

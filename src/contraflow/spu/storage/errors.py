@@ -1,10 +1,21 @@
-"""Storage errors. User mistakes subclass UserError so the CLI prints one line."""
+"""Storage errors, and the wire code of every error the engine raises.
+
+User mistakes subclass UserError so the CLI prints one line.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from contraflow.errors import UserError
+from contraflow.spu.protocol.batch import CorruptBatchError
+from contraflow.spu.protocol.errors import (
+    ErrorCode,
+    OffsetOutOfRangeError,
+    PartitionNotFoundError,
+    TopicExistsError,
+    TopicNotFoundError,
+)
 
 
 class StorageError(Exception):
@@ -21,34 +32,30 @@ class CorruptSegmentError(StorageError):
         self.reason = reason
 
 
-class TopicNotFoundError(UserError):
-    def __init__(self, topic: str) -> None:
-        super().__init__(f"unknown topic {topic!r}")
-        self.topic = topic
-
-
-class TopicExistsError(UserError):
-    def __init__(self, topic: str) -> None:
-        super().__init__(f"topic {topic!r} already exists")
-        self.topic = topic
-
-
-class InvalidTopicNameError(UserError):
-    """A name outside Kafka's charset/length rules."""
-
-
-class PartitionNotFoundError(UserError):
-    def __init__(self, topic: str, partition: int, count: int) -> None:
-        super().__init__(f"topic {topic!r} has no partition {partition} (it has {count}: 0..{count - 1})")
-
-
-class OffsetOutOfRangeError(UserError):
-    """An offset past the log end (an offset below the log start is answered from the start)."""
-
-
 class DataDirLockedError(UserError):
     """Another process writes to this data directory."""
 
 
 class InvalidBatchError(UserError):
     """A producer sent a batch that fails validation (CRC, framing)."""
+
+
+# The engine's exceptions as the SPU's wire codes, most specific first. Both
+# protocols answer from this one table: the SPU's own (`server/errors.py`) and
+# Kafka's (`kafka/errors.py`, through its table of SPU codes).
+_WIRE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
+    (TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
+    (TopicExistsError, ErrorCode.TOPIC_EXISTS),
+    (PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (InvalidBatchError, ErrorCode.CORRUPT_BATCH),
+    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
+    (UserError, ErrorCode.INVALID_ARGUMENT),
+    (StorageError, ErrorCode.STORAGE_ERROR),
+    (OSError, ErrorCode.STORAGE_ERROR),
+]
+
+
+def wire_code(err: BaseException) -> ErrorCode | None:
+    """The wire code of an engine exception, or None for one the engine does not raise on purpose."""
+    return next((code for kind, code in _WIRE_CODES if isinstance(err, kind)), None)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contraflow.atomic_files import fsync_dir, write_atomic
 from contraflow.spu.protocol.batch import (
     MAGIC_POS,
     BatchHeader,
@@ -31,15 +32,11 @@ from contraflow.spu.protocol.batch import (
     verify_crc,
 )
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.errors import OffsetOutOfRangeError
+from contraflow.spu.protocol.topics import Isolation, PartitionInfo, TopicConfig
 from contraflow.spu.storage import boot_checks
-from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
-from contraflow.spu.storage.config import Isolation, PartitionInfo, TopicConfig
-from contraflow.spu.storage.errors import (
-    CorruptSegmentError,
-    InvalidBatchError,
-    OffsetOutOfRangeError,
-    StorageError,
-)
+from contraflow.spu.storage.checkpoint import read_offset, write_offset
+from contraflow.spu.storage.errors import CorruptSegmentError, InvalidBatchError, StorageError
 from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,
     HIGH_WATERMARK,

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contraflow.spu.storage.checkpoint import write_atomic
+from contraflow.atomic_files import write_atomic
 from contraflow.spu.storage.errors import CorruptSegmentError
 from contraflow.spu.storage.segment import Hole, Segment, SegmentSettings
 

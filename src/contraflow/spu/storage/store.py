@@ -26,17 +26,17 @@ from typing import Any
 
 import orjson
 
+from contraflow.atomic_files import fsync_dir, write_atomic
 from contraflow.errors import UserError
-from contraflow.spu.storage.checkpoint import fsync_dir, read_offset, write_atomic, write_offset
-from contraflow.spu.storage.config import TopicConfig, TopicDescription, validate_name, validate_topic_name
-from contraflow.spu.storage.errors import (
-    DataDirLockedError,
+from contraflow.spu.protocol.errors import (
     OffsetOutOfRangeError,
     PartitionNotFoundError,
-    StorageError,
     TopicExistsError,
     TopicNotFoundError,
 )
+from contraflow.spu.protocol.topics import TopicConfig, TopicDescription, validate_name, validate_topic_name
+from contraflow.spu.storage.checkpoint import read_offset, write_offset
+from contraflow.spu.storage.errors import DataDirLockedError, StorageError
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.recovery import RecoveryReport
 

@@ -14,7 +14,7 @@ from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.wire import Reader, Writer
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 # Kafka topic config name -> TopicConfig field
 CONFIGS = {

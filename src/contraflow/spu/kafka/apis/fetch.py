@@ -19,7 +19,7 @@ from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
 from contraflow.spu.kafka.wire import Reader, Writer
-from contraflow.spu.server.signals import TopicPartition
+from contraflow.spu.protocol.topics import TopicPartition
 
 COMMITTED = "committed"
 HIGH_WATERMARK_RECHECK_S = 0.005

@@ -3,14 +3,14 @@ in-sync set, as the SPU's topology tells them (`kafka/topology.py`)."""
 
 from __future__ import annotations
 
-from contraflow.spu.cluster.internal import INTERNAL_TOPICS
 from contraflow.spu.kafka.apis.base import NO_AUTHORIZED_OPERATIONS, KafkaRequest, response
 from contraflow.spu.kafka.broker import CLUSTER_ID, Broker
 from contraflow.spu.kafka.errors import KafkaErrorCode, error_code_of
 from contraflow.spu.kafka.topology import Node, PartitionLeadership
 from contraflow.spu.kafka.wire import Reader, Writer
-from contraflow.spu.storage.config import TopicConfig
-from contraflow.spu.storage.errors import TopicExistsError, TopicNotFoundError
+from contraflow.spu.protocol.errors import TopicExistsError, TopicNotFoundError
+from contraflow.spu.protocol.internal_topics import INTERNAL_TOPICS
+from contraflow.spu.protocol.topics import TopicConfig
 
 NO_LEADER = -1
 TopicAnswer = tuple[str, int, list[PartitionLeadership]]  # name, error code, partitions

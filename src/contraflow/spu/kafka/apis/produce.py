@@ -25,7 +25,7 @@ from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_err
 from contraflow.spu.kafka.producers import SequencedBatch
 from contraflow.spu.kafka.records import ProducedBatch, from_kafka, split_kafka_batches
 from contraflow.spu.kafka.wire import Reader, Writer
-from contraflow.spu.server.partitions import TopicPartition
+from contraflow.spu.protocol.topics import TopicPartition
 
 NO_TIMESTAMP = -1
 

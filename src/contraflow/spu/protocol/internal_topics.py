@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 OFFSETS_TOPIC = "contraflow.consumer-offsets"
 CONTROL_TOPIC = "contraflow.control-values"

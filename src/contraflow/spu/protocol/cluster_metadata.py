@@ -1,17 +1,14 @@
 """Cluster metadata: SPUs, topics, and per partition its replicas, leader, epoch and
-in-sync set. The controller keeps it durable; SPUs and clients get copies of it.
+in-sync set. The controller keeps it durable (`controller/metadata_file.py`); SPUs and
+clients get copies of it, so the records are the protocol's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import orjson
-
-from contraflow.spu.storage.checkpoint import write_atomic
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.topics import TopicConfig
 
 NO_LEADER = -1
 
@@ -102,19 +99,3 @@ class ClusterMetadata:
         if record is None or not 0 <= partition < len(record.partitions):
             return None
         return record.partitions[partition]
-
-
-class MetadataFile:
-    """The controller's durable copy: one JSON file replaced atomically (fsynced) per change."""
-
-    def __init__(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.path = data_dir / "cluster.json"
-
-    def load(self) -> ClusterMetadata:
-        if not self.path.exists():
-            return ClusterMetadata()
-        return ClusterMetadata.from_dict(orjson.loads(self.path.read_bytes()))
-
-    def save(self, metadata: ClusterMetadata) -> None:
-        write_atomic(self.path, orjson.dumps(metadata.to_dict(), option=orjson.OPT_INDENT_2))

@@ -13,10 +13,10 @@ import click
 
 from contraflow.errors import UserError
 from contraflow.security import listener_options
-from contraflow.spu.commands import log_data_dir_option
+from contraflow.spu.cli.commands import log_data_dir_option
 
 if TYPE_CHECKING:
-    from contraflow.spu.server import SpuServer
+    from contraflow.spu.app import SpuServer
 
 READY_PREFIX = "spu ready"
 SWITCH_INTERVAL_S = 0.0005
@@ -111,8 +111,9 @@ def run(
 ) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
     from contraflow.security import check_exposure, resolve_token, server_tls
-    from contraflow.spu.server import Limits, ServerConfig, SpuServer, parse_addr
-    from contraflow.spu.units import parse_count, parse_duration_ms, parse_size
+    from contraflow.spu.app import ServerConfig, SpuServer
+    from contraflow.spu.server import Limits, parse_addr
+    from contraflow.units import parse_count, parse_duration_ms, parse_size
 
     if not spu_id.isdigit():
         raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")

@@ -1,7 +1,8 @@
-"""Topic configuration and the descriptions the store hands out.
+"""Topics as both ends of the wire name them: a partition's name, topic configuration, descriptions.
 
 These are plain dataclasses with dict round trips so the SPU server can send
-them over the wire and topic.json can store them.
+them over the wire and topic.json can store them; clients, the engine and both
+protocols share them, so they live with the protocol, not in storage.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final, Literal
 
-from contraflow.spu.storage.errors import InvalidTopicNameError
+from contraflow.spu.protocol.errors import InvalidTopicNameError
 
 DEFAULT_SEGMENT_BYTES: Final = 1 << 30
 DEFAULT_INDEX_INTERVAL_BYTES: Final = 4096
 MAX_TOPIC_NAME: Final = 249
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]+")
+
+TopicPartition = tuple[str, int]
+"""A partition, by its topic's name and its number."""
 
 FlushMode = Literal["every_batch", "bytes", "interval", "never"]
 Isolation = Literal["committed", "uncommitted"]

@@ -21,27 +21,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contraflow.spu.cluster.assignment import assign_replicas
-from contraflow.spu.cluster.metadata import (
+from contraflow.spu.controller.assignment import assign_replicas
+from contraflow.spu.controller.metadata_file import MetadataFile
+from contraflow.spu.protocol import REQUEST_TYPES, ApiKey, ErrorCode, FrameHeader, SpuError, parse_request
+from contraflow.spu.protocol import messages as m
+from contraflow.spu.protocol.address import parse_addr
+from contraflow.spu.protocol.cluster_metadata import (
     NO_LEADER,
     ClusterMetadata,
-    MetadataFile,
     PartitionState,
     SpuRecord,
     TopicRecord,
 )
-from contraflow.spu.protocol import REQUEST_TYPES, ApiKey, ErrorCode, FrameHeader, SpuError, parse_request
-from contraflow.spu.protocol import messages as m
-from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.protocol.frames import unpack_meta
-from contraflow.spu.protocol.messages import API_VERSIONS
+from contraflow.spu.protocol.messages import API_VERSIONS, DEFAULT_SESSION_TIMEOUT_S
+from contraflow.spu.protocol.topics import PartitionInfo, TopicConfig, TopicDescription, validate_topic_name
 from contraflow.spu.server.connection import Connection, Limits, Reply
 from contraflow.spu.server.errors import translate
-from contraflow.spu.storage.config import PartitionInfo, TopicConfig, TopicDescription, validate_topic_name
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SESSION_TIMEOUT_S = 2.0
 TOPIC_READY_TIMEOUT_S = 10.0  # topic creation waits this long for the replicas to report it
 CHECK_INTERVAL_S = 0.1
 

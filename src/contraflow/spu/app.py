@@ -1,4 +1,7 @@
-"""The SPU server: opens the store, recovers transactions, listens on two ports.
+"""One SPU process: opens the store, recovers transactions, listens on two ports.
+
+It composes what sits below it: the SPU protocol's server, the cluster's
+replicas when it joins a controller, and the Kafka listener when asked for one.
 
 The public port serves producers, consumers and admin; the private port serves
 replication between SPUs of a cluster (`controller_addr`; docs/spu-cluster.md)
@@ -111,7 +114,7 @@ class SpuServer:
                 private = PRIVATE_APIS if self.cluster is not None else frozenset({ApiKey.API_VERSIONS})
                 self.private_addr = await self._listen(self.config.private_addr, handlers.dispatch, private)
             if self.config.kafka_addr is not None:
-                from contraflow.spu.kafka import Broker, KafkaListener  # the listener imports the server
+                from contraflow.spu.kafka import Broker, KafkaListener  # imported only when asked for
 
                 broker = Broker(
                     partitions,
@@ -137,10 +140,10 @@ class SpuServer:
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
         from contraflow.spu.cluster.agent import ClusterAgent
-        from contraflow.spu.cluster.internal import CONTROL_TOPIC, OFFSETS_TOPIC
         from contraflow.spu.cluster.producers import ProducerTable
         from contraflow.spu.cluster.replication import ReplicaManager
         from contraflow.spu.cluster.tables import ReplicatedTable
+        from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 
         assert self.config.controller_addr is not None
         agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)

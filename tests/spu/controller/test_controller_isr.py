@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from contraflow.spu.cluster.controller import Controller
+from contraflow.spu.controller.controller import Controller
 from contraflow.spu.protocol import messages as m
 
 SESSION_S = 0.5

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from contraflow.errors import UserError
-from contraflow.spu.cluster.local import SC_READY, LocalCluster, alive
-from contraflow.spu.units import parse_count, parse_duration_ms
+from contraflow.spu.cli.local_cluster import SC_READY, LocalCluster, alive
+from contraflow.units import parse_count, parse_duration_ms
 
 DEFAULT_CLUSTER_DIR = "contraflow-cluster"
 
@@ -44,7 +44,7 @@ def sc_run(data_dir: str, addr: str, session_timeout: str, insecure: bool) -> No
     """Run the controller until SIGINT/SIGTERM; prints `sc ready addr=HOST:PORT` once listening.
     With $CONTRAFLOW_TOKEN, SPUs and clients must present it (they read the same variable)."""
     from contraflow.security import check_exposure, resolve_token
-    from contraflow.spu.cluster.controller import Controller
+    from contraflow.spu.controller.controller import Controller
     from contraflow.spu.protocol.address import parse_addr
 
     timeout_s = parse_duration_ms(session_timeout, "--session-timeout") / 1000

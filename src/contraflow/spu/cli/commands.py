@@ -24,11 +24,12 @@ import orjson
 from contraflow.discovery import log_dir, running_runtime
 from contraflow.errors import UserError
 from contraflow.security import use_tls_ca
-from contraflow.spu.api import LocalLog, LogClient, OffsetSpec
+from contraflow.spu.api import LocalLog, LogClient
 from contraflow.spu.protocol import Acks
-from contraflow.spu.storage.config import TopicConfig
+from contraflow.spu.protocol.fetch import OffsetSpec
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.errors import StorageError
-from contraflow.spu.units import parse_count, parse_duration_ms, parse_size, parse_time_ms
+from contraflow.units import parse_count, parse_duration_ms, parse_size, parse_time_ms
 
 if TYPE_CHECKING:
     from contraflow.spu.storage.partition import Partition
