@@ -8,6 +8,8 @@ flow file; the runtime finds both the way a user's would be found.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +17,18 @@ from typing import Any
 
 import pytest
 
-from contraflow.connectors import ENTRY_POINT_GROUP, Connector
+from contraflow.connectors import (
+    ENTRY_POINT_GROUP,
+    ConnectionLost,
+    Connector,
+    ConnectorContext,
+    check_connector,
+    connector_for,
+)
 from contraflow.lang.errors import LangError, LangErrors
 from contraflow.lang.troy.compiler import compile_file
 from contraflow.runtime.runtime import Runtime
+from tests.connectors.support import sink_event
 from tests.runtime.harness import flow_id, wait_for
 
 PLUGIN = Path(__file__).with_name("python_connectors_plugin.py")
@@ -215,3 +225,30 @@ def test_an_installed_kind_is_a_troy_kind_and_a_broken_one_is_reported(installed
         "entry point 'demo_broken = cfplug_absent:Thing' failed: ModuleNotFoundError" in raised.value.message
     )
     assert (raised.value.position.line, raised.value.position.column) == (3, 20)
+
+
+def test_the_example_sink_resolves_next_to_its_flow_and_writes_only_alerts(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "python"
+    spec = compile_file(example / "sink_flow.troy").flows["python_sink"].connectors["alerts"]
+    alerts = tmp_path / "out" / "alerts.jsonl"
+    cls, config = connector_for(dataclasses.replace(spec, config={**spec.config, "path": str(alerts)}))
+    check_connector(cls, spec.alias, config)
+    assert cls.__module__ == "alert_file" and sys.modules["alert_file"].__file__ == str(
+        example / "alert_file.py"
+    )
+    sink = cls(ConnectorContext(spec.alias, "t", spec.kind, config, spec, logging.getLogger("t")))
+    blocked = cls(
+        ConnectorContext(
+            spec.alias, "t", spec.kind, {**config, "path": str(alerts / "x")}, spec, sink.ctx.logger
+        )
+    )
+
+    async def scenario() -> None:
+        await sink.connect()
+        await sink.send([sink_event({"celsius": c}) for c in (29.5, 30.5, True, 41)])
+        await sink.close()
+        with pytest.raises(ConnectionLost):  # its directory is a file: the breaker's cause
+            await blocked.connect()
+
+    asyncio.run(scenario())
+    assert alerts.read_bytes() == b'{"celsius":30.5}\n{"celsius":41}\n'
