@@ -21,11 +21,14 @@ from contraflow.connectors import (
     ENTRY_POINT_GROUP,
     ConnectionLost,
     Connector,
+    ConnectorConfigError,
     ConnectorContext,
     check_connector,
     connector_for,
+    plugins_refused,
 )
 from contraflow.lang.errors import LangError, LangErrors
+from contraflow.lang.graph import ConnectorSpec
 from contraflow.lang.troy.compiler import compile_file
 from contraflow.runtime.runtime import Runtime
 from tests.connectors.support import sink_event
@@ -252,3 +255,14 @@ def test_the_example_sink_resolves_next_to_its_flow_and_writes_only_alerts(tmp_p
 
     asyncio.run(scenario())
     assert alerts.read_bytes() == b'{"celsius":30.5}\n{"celsius":41}\n'
+
+
+def test_refused_plugins_are_neither_imported_nor_used(installed: Path) -> None:
+    """Inside `plugins_refused` (API deploys under a path policy) both ways of naming a kind fail."""
+    loaded = ConnectorSpec("a", "a", COUNTER_KIND, {"count": 1})
+    connector_for(loaded)  # registered from its entry point before the refusal
+    with plugins_refused("not here"):
+        for spec in (loaded, ConnectorSpec("b", "b", "python", {"class": "pyconn_never:Thing"})):
+            with pytest.raises(ConnectorConfigError, match="refused here: not here"):
+                connector_for(spec)
+    assert "pyconn_never" not in sys.modules

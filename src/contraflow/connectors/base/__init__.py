@@ -25,6 +25,7 @@ from contraflow.connectors.base.registry import (
     connector_class,
     connector_for,
     installed_kinds,
+    plugins_refused,
     register,
     registered_kinds,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "connector_class",
     "connector_for",
     "installed_kinds",
+    "plugins_refused",
     "register",
     "registered_kinds",
 ]

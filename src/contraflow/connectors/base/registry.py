@@ -11,13 +11,18 @@ A created connector's kind is looked up in this order:
 
 Plugin classes are imported when a flow naming them is compiled (checked or
 deployed), so a missing module or class is reported at the flow's `config`.
+Inside `plugins_refused(why)` (a flow deployed over the API under a path
+policy) no plugin is imported or used: the code they run could do what the
+policy forbids, e.g. import a module a `file` sink just wrote.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +38,8 @@ PYTHON_KIND = "python"
 CLASS_KEY = "class"
 
 _REGISTRY: dict[str, type[Connector]] = {}
+_INSTALLED: set[str] = set()  # kinds registered from an entry point
+_REFUSED: ContextVar[str | None] = ContextVar("contraflow_plugins_refused", default=None)
 C = TypeVar("C", bound=type[Connector])
 
 
@@ -61,9 +68,11 @@ def connector_class(kind: str) -> type[Connector]:
             if err.name != f"contraflow.connectors.{kind}":
                 raise
     if kind not in _REGISTRY:
+        _refuse_plugin(kind)
         installed = _entry_point_class(kind)
         if installed is not None:
             register(kind)(installed)
+            _INSTALLED.add(kind)
     if kind not in _REGISTRY:
         raise UserError(f"connector kind '{kind}' is not available in this runtime")
     return _REGISTRY[kind]
@@ -72,6 +81,23 @@ def connector_class(kind: str) -> type[Connector]:
 def registered_kinds() -> list[str]:
     """Kinds imported so far (for diagnostics)."""
     return sorted(_REGISTRY)
+
+
+@contextmanager
+def plugins_refused(why: str) -> Iterator[None]:
+    """Within this context (and tasks and threads started from it) connector kinds from outside
+    contraflow are errors, reported with `why`, and nothing of theirs is imported."""
+    token = _REFUSED.set(why)
+    try:
+        yield
+    finally:
+        _REFUSED.reset(token)
+
+
+def _refuse_plugin(kind: str) -> None:
+    why = _REFUSED.get()
+    if why is not None:
+        raise PluginLoadError(f"kind '{kind}' comes from outside contraflow and is refused here: {why}")
 
 
 def installed_kinds() -> list[str]:
@@ -87,9 +113,12 @@ def connector_for(spec: ConnectorSpec) -> tuple[type[Connector], dict[str, Any]]
 
     Raises `ConnectorConfigError` naming the connector when a plugin class cannot be had.
     """
-    if spec.kind == PYTHON_KIND:
-        return _python_class(spec), {k: v for k, v in spec.config.items() if k != CLASS_KEY}
     try:
+        if spec.kind == PYTHON_KIND:
+            _refuse_plugin(spec.kind)
+            return _python_class(spec), {k: v for k, v in spec.config.items() if k != CLASS_KEY}
+        if spec.kind in _INSTALLED:
+            _refuse_plugin(spec.kind)
         return connector_class(spec.kind), spec.config
     except PluginLoadError as err:
         raise ConnectorConfigError(f"connector '{spec.alias}' ({spec.kind}): {err}") from None
