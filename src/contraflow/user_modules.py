@@ -2,17 +2,19 @@
 
 A module a flow names (a `python` connector's class) is looked up the way a
 Troy `use` is: the flow file's directory first, then each directory of
-CONTRAFLOW_PATH, then Python's own `sys.path` (installed packages). The
-directory a module is found in goes to the front of `sys.path`, once, so that
-the module's own imports of its neighbours work as they do when it is run by
-hand. Python keeps one module per name in a process: a module already
-imported is used as it is.
+CONTRAFLOW_PATH, then Python's own `sys.path` (installed packages). A module
+found in a directory is loaded from there, and the directory is added to the
+end of `sys.path` so that its own imports of its neighbours work; at the end,
+not the front, so a file next to a flow (`json.py`, `email.py`) never shadows
+a module the runtime imports later. Python keeps one module per name in a
+process: a module already imported is used as it is.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -50,19 +52,32 @@ def import_user_module(name: str, directory: Path | None) -> ModuleType:
     importlib.invalidate_caches()  # a file written since the directory was last listed is seen
     top = name.partition(".")[0]
     for base in searched:
-        if importlib.machinery.PathFinder.find_spec(top, [str(base)]) is not None:
-            _put_first_on_sys_path(base)
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(base)])
+        if spec is not None and top not in sys.modules:
+            _add_to_sys_path(base)
+            _load(top, spec)
             break
     try:
-        return importlib.import_module(name)
+        return importlib.import_module(name)  # a package's submodule, or a module from sys.path
     except ModuleNotFoundError as err:
         if err.name is not None and (name == err.name or name.startswith(f"{err.name}.")):
             raise UserModuleNotFound(name, searched) from None
         raise
 
 
-def _put_first_on_sys_path(directory: Path) -> None:
+def _load(name: str, spec: importlib.machinery.ModuleSpec) -> None:
+    """Load top-level module `name` from `spec` as `import` would (in sys.modules while it runs)."""
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        assert spec.loader is not None
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+def _add_to_sys_path(directory: Path) -> None:
     entry = str(directory.resolve())
-    if entry in sys.path:
-        sys.path.remove(entry)
-    sys.path.insert(0, entry)
+    if entry not in sys.path:
+        sys.path.append(entry)

@@ -193,7 +193,11 @@ def test_modules_are_found_next_to_the_flow_first_then_on_contraflow_path(
     here.mkdir()
     elsewhere.mkdir()
     plugin = PLUGIN.read_text()
-    (here / "pyconn_shadowed.py").write_text(plugin + "\nclass HereOnly(Collector):\n    pass\n")
+    (here / "pyconn_shadowed.py").write_text(
+        plugin + "\nfrom pyconn_neighbour import Base\n\nclass HereOnly(Base, Collector):\n    pass\n"
+    )
+    (here / "pyconn_neighbour.py").write_text("class Base:\n    pass\n")
+    (here / "colorsys.py").write_text("raise ImportError('a file next to a flow shadowed the stdlib')\n")
     (elsewhere / "pyconn_shadowed.py").write_text(plugin)
     (elsewhere / "pyconn_libonly.py").write_text(plugin)
     monkeypatch.setenv("CONTRAFLOW_PATH", str(elsewhere))
@@ -208,6 +212,10 @@ def test_modules_are_found_next_to_the_flow_first_then_on_contraflow_path(
     assert specs["a"].directory == str(here.resolve())
     assert sys.modules["pyconn_shadowed"].__file__ == str(here.resolve() / "pyconn_shadowed.py")
     assert sys.modules["pyconn_libonly"].__file__ == str(elsewhere.resolve() / "pyconn_libonly.py")
+    assert "colorsys" not in sys.modules, "a module this test needs unimported"
+    import colorsys  # what the runtime imports later still comes from Python's own path
+
+    assert Path(colorsys.__file__).parent != here.resolve()
 
 
 def test_an_installed_kind_is_a_troy_kind_and_a_broken_one_is_reported(installed: Path) -> None:
