@@ -92,7 +92,7 @@ deploy flow {fid};
     return path
 
 
-def test_python_sources_and_sinks_get_acks_retries_and_a_breaker(
+def test_python_sources_and_sinks_get_acks_retries_a_breaker_and_pauses(
     installed: Path, spark: Any, spu_addr: str, tmp_path: Path
 ) -> None:
     flow_dir = tmp_path / "flow"
@@ -117,6 +117,7 @@ def test_python_sources_and_sinks_get_acks_retries_and_a_breaker(
             await wait_for(lambda: all(len(s.received) == 6 for s in sinks), what="the first events")
             await wait_for(lambda: all(s.acked == [0, 1, 2] for s in sources), what="acks, in pull order")
 
+            await runtime.set_connector_status(fid, "counter_py", "paused")  # its pull under way ends
             ends["collector_py"].down = True  # its destination goes away, then the rest is pulled
             for source in sources:
                 source.more.set()
@@ -130,6 +131,9 @@ def test_python_sources_and_sinks_get_acks_retries_and_a_breaker(
 
             ends["collector_py"].down = False  # it reconnects; the batch it lost is sent again
             await wait_for(lambda: "collector_py" not in flow.breakers, what="the breaker to close")
+            await wait_for(lambda: all(len(s.received) == 10 for s in sinks), what="all but the paused")
+            assert ends["counter_py"].pulled == 4, "pulled while paused"
+            await runtime.set_connector_status(fid, "counter_py", "running")
             await wait_for(lambda: all(len(s.received) == 12 for s in sinks), what="every event")
             await wait_for(lambda: all(s.acked == list(range(6)) for s in sources), what="the last acks")
         finally:
