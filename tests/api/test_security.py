@@ -4,6 +4,7 @@ allowed directories (a real server on 127.0.0.1, the real Troy compiler)."""
 from __future__ import annotations
 
 import ssl
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,6 +89,24 @@ def test_deploy_outside_the_allowed_paths_is_403(secured: tuple[str, InMemoryRun
     r = httpx.post(url + "/v1/flows", content=inside, headers=auth, timeout=10)
     assert r.status_code == 201, r.text
     assert "copy" in runtime.flows
+
+
+def test_python_connectors_deployed_over_the_api_are_refused_and_never_imported(
+    secured: tuple[str, InMemoryRuntime, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `file` sink may write a module into an allowed directory: importing it would be any code."""
+    url, runtime, allowed = secured
+    (allowed / "api_planted.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.setenv("CONTRAFLOW_PATH", str(allowed))
+    flow = COPY_FLOW.format(src="in.txt", dst="out.txt").replace(
+        'from file\n  with codec = "string", config = {"path": "out.txt", "mode": "truncate"}',
+        'from python\n  with codec = "string", config = {"class": "api_planted:Sink"}',
+    )
+    assert "api_planted" in flow
+    r = httpx.post(url + "/v1/flows", content=flow, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert r.status_code == 400, r.text
+    assert "may not run Python connector code while --allow-path" in r.json()["error"]
+    assert "api_planted" not in sys.modules and "copy" not in runtime.flows
 
 
 def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Path) -> None:

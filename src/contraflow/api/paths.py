@@ -17,6 +17,14 @@ from contraflow.lang.graph import Deployment
 # connector kind -> config keys that name a file it opens
 FILE_KEYS: dict[str, tuple[str, ...]] = {"file": ("path",), "bench": ("path", "source")}
 
+# Why a flow deployed over the API may not use connector kinds written outside contraflow (`python`,
+# installed packages' entry points) while paths are restricted: the policy cannot know which files
+# their code opens, and a `python` connector could import a module a `file` sink just wrote.
+PLUGINS_UNDER_PATH_POLICY = (
+    "flows deployed over the API may not run Python connector code while --allow-path restricts "
+    "files (it could reach any file); give the flow to `contraflow run FILE` instead"
+)
+
 
 @dataclass(frozen=True)
 class PathRefusal:

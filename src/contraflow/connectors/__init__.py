@@ -1,4 +1,12 @@
-"""Connectors: one module per kind (`contraflow.connectors.<kind>`), registered with `@register`.
+"""Connectors: one module per built-in kind (`contraflow.connectors.<kind>`), and the public connector API.
+
+The stable public API, for connector kinds written outside contraflow
+(docs/python-connectors.md): `Connector` (the base class: `pull`/`resume`/
+`ack`/`fail` for a source, `connect`/`send` for a sink), its data types
+`SourceData`, `SinkEvent`, `SinkBytes`, `ConnectorContext`, `ConnectorMetrics`,
+and the errors `ConnectionLost`, `DeliveryFailed`, `ConnectorConfigError`,
+`ConnectorError`; `ENTRY_POINT_GROUP` names the entry point group packages
+declare kinds in. The registry functions below them are contraflow's own.
 
 from contraflow.connectors import connector_class
 cls = connector_class("file")          # imports contraflow.connectors.file

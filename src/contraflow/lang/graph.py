@@ -282,6 +282,8 @@ class ConnectorSpec(_ToDict):
     postprocessors: list[PluginRef] = field(default_factory=list)
     reconnect: dict[str, Any] | None = None
     metrics_interval_s: float | None = None
+    # The directory of the deployed flow file: a `python` connector's module is looked up there first.
+    directory: str | None = None
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from contraflow.api.facade import (
     PipelineEndpoint,
     State,
 )
-from contraflow.connectors.base import Connector, ConnectorContext, connector_class
+from contraflow.connectors.base import Connector, ConnectorContext, check_connector, connector_for
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
@@ -134,8 +134,8 @@ class FlowInstance:
     def prepare(self) -> None:
         """Build every connector (kind and config checked): raises UserError before anything starts."""
         for alias, spec in self.graph.connectors.items():
-            cls = connector_class(spec.kind)
-            cls.check_config(alias, spec.config)
+            cls, config = connector_for(spec)  # a `python` connector's class, and the config it gets
+            check_connector(cls, alias, config)
             logger = logging.LoggerAdapter(
                 logging.getLogger(f"contraflow.connector.{spec.kind}"), {"flow": self.id, "connector": alias}
             )
@@ -143,7 +143,7 @@ class FlowInstance:
                 alias=alias,
                 flow_id=self.id,
                 kind=spec.kind,
-                config=dict(spec.config),
+                config=dict(config),
                 spec=spec,
                 logger=logger,
                 state_dir=self.services.data_dir / "connectors" / self.id / alias,

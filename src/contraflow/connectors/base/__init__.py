@@ -1,4 +1,5 @@
-"""What connector kinds share: the connector interface (`connector`) and the helpers kinds build on.
+"""What connector kinds share: the connector interface (`connector`), the registry of kinds (`registry`)
+and the helpers kinds build on.
 
 The kinds themselves live one module each in `contraflow.connectors`; this
 package holds nothing a user configures. The interface's names are
@@ -11,27 +12,41 @@ from contraflow.connectors.base.connector import (
     Connector,
     ConnectorConfigError,
     ConnectorContext,
+    ConnectorError,
     ConnectorMetrics,
     DeliveryFailed,
     SinkBytes,
     SinkEvent,
     SourceData,
+)
+from contraflow.connectors.base.registry import (
+    ENTRY_POINT_GROUP,
+    check_connector,
     connector_class,
+    connector_for,
+    installed_kinds,
+    plugins_refused,
     register,
     registered_kinds,
 )
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "ConnectionLost",
     "Connector",
     "ConnectorConfigError",
     "ConnectorContext",
+    "ConnectorError",
     "ConnectorMetrics",
     "DeliveryFailed",
     "SinkBytes",
     "SinkEvent",
     "SourceData",
+    "check_connector",
     "connector_class",
+    "connector_for",
+    "installed_kinds",
+    "plugins_refused",
     "register",
     "registered_kinds",
 ]

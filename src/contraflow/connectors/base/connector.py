@@ -35,14 +35,15 @@ Sink side (a kind that implements `send`: `is_sink`)
 Bidirectional connectors (tcp_server, http_server) implement both sides; replies
 carry the stream id (`meta["stream"]` by convention) of the request they answer.
 
-A connector kind registers itself with `@register("kind")` in
-`contraflow/connectors/<kind>.py`; `connector_class(kind)` imports it lazily.
+A built-in kind registers itself with `@register("kind")` in
+`contraflow/connectors/<kind>.py`; kinds written outside contraflow come from
+an installed package's entry point or a `python` connector's `class`
+(`contraflow.connectors.base.registry`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -324,38 +325,3 @@ class Connector(Generic[OptionsT]):
 
 def _implements(cls: type[Connector[Any]], method: str) -> bool:
     return getattr(cls, method) is not getattr(Connector, method)
-
-
-# ---------------------------------------------------------------------------------------------- registry
-
-_REGISTRY: dict[str, type[Connector]] = {}
-C = TypeVar("C", bound=type[Connector])
-
-
-def register(kind: str) -> Callable[[C], C]:
-    """Class decorator: make `cls` the implementation of connector `kind`."""
-
-    def decorate(cls: C) -> C:
-        cls.kind = kind
-        _REGISTRY[kind] = cls
-        return cls
-
-    return decorate
-
-
-def connector_class(kind: str) -> type[Connector]:
-    """The class implementing `kind`, importing `contraflow.connectors.<kind>` on first use."""
-    if kind not in _REGISTRY:
-        try:
-            importlib.import_module(f"contraflow.connectors.{kind}")
-        except ModuleNotFoundError as err:
-            if err.name != f"contraflow.connectors.{kind}":
-                raise
-    if kind not in _REGISTRY:
-        raise UserError(f"connector kind '{kind}' is not available in this runtime")
-    return _REGISTRY[kind]
-
-
-def registered_kinds() -> list[str]:
-    """Kinds imported so far (for diagnostics)."""
-    return sorted(_REGISTRY)

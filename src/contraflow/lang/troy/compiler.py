@@ -58,12 +58,14 @@ class TroyCompiler:
         self.diag = Diagnostics()
         self.used_pipelines: set[int] = set()
         self.deployed_flows: set[int] = set()
+        self.directory: Path | None = None  # the compiled file's, where Python modules are looked up first
         self.modules = Modules(
             search_path if search_path is not None else search_path_from_env(), self._compile_module
         )
 
     def compile(self, source: SourceText, directory: Path) -> Deployment:
         self.diag.add_source(source)
+        self.directory = directory
         parsed = parse_troy(source)
         loader = self.modules.loader_for(directory)
         scope = self._declare_all(parsed.statements, Scope(), loader)
@@ -259,7 +261,8 @@ class FlowBuilder:
         params = evaluate_params(self.diag, defn.params, found.scope.env(args))
         # An unknown kind was reported at the definition; keep the connector so that
         # its settings are still checked and connects to it do not cascade into errors.
-        spec = ConnectorSpec(stmt.alias.value, defn.name.value, defn.kind.text)
+        directory = str(self.compiler.directory) if self.compiler.directory else None
+        spec = ConnectorSpec(stmt.alias.value, defn.name.value, defn.kind.text, directory=directory)
         settings = ConnectorSettings(self.diag)
         for key, (assign, value) in params.items():
             settings.apply(spec, key, assign, value)

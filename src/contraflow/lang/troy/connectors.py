@@ -93,26 +93,26 @@ def check_connector_config(
     The same check runs when the flow starts; here it points at the key or
     value in the Troy source. The first problem is reported (one error per mistake).
     """
-    from contraflow.connectors.base import ConnectorConfigError, connector_class
+    from contraflow.connectors.base import ConnectorConfigError, check_connector, connector_for
     from contraflow.errors import UserError
 
+    cls: Any = None
     try:
-        cls = connector_class(spec.kind)
-    except UserError:
-        return  # a reserved kind without an implementation here: nothing to check against
-    try:
-        cls.check_config(spec.alias, spec.config)
+        cls, config = connector_for(spec)  # imports a plugin's class: a missing one is reported here
+        check_connector(cls, spec.alias, config)
     except ConnectorConfigError as err:
         message = str(err)
         key_match = _CONFIG_KEY.search(message)
         key = key_match.group(2) if key_match else None
         where = _config_position(assign, key, value=bool(key_match and key_match.group(1) is None))
         hint = ""
-        if key is not None and "unknown config key" in message:
+        if key is not None and "unknown config key" in message and cls is not None:
             hint = did_you_mean(key, sorted(cls.config_keys))
         elif "missing config key" in message:
             hint = _missing_hint(key, assign)
         diag.error(message, where or definition, hint)
+    except UserError:
+        return  # a reserved kind without an implementation here: nothing to check against
 
 
 def _missing_hint(key: str | None, assign: tast.Assignment | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 
@@ -19,7 +20,7 @@ class ConnectorKind:
 _SOURCE_ONLY: tuple[str, ...] = ()
 _NO_OUTPUT: tuple[str, ...] = ("err",)
 
-CONNECTORS: dict[str, ConnectorKind] = {
+_BUILT_IN: dict[str, ConnectorKind] = {
     c.name: c
     for c in (
         ConnectorKind("stdio", inputs=("in", "stdout", "stderr")),
@@ -37,8 +38,36 @@ CONNECTORS: dict[str, ConnectorKind] = {
         ConnectorKind("http_client"),
         ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY),
         ConnectorKind("kafka_producer", outputs=_NO_OUTPUT),
+        ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
     )
 }
+
+
+class _ConnectorKinds(Mapping[str, ConnectorKind]):
+    """The built-in kinds, then those installed packages declare by entry point (ports `in`, `out`,
+    `err`), read when a name is not built in: a package installed after start is found."""
+
+    def __getitem__(self, name: str) -> ConnectorKind:
+        if name in _BUILT_IN:
+            return _BUILT_IN[name]
+        if name in _installed():
+            return ConnectorKind(name)
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*_BUILT_IN, *(name for name in _installed() if name not in _BUILT_IN)])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _installed() -> list[str]:
+    from contraflow.connectors.base import installed_kinds  # the connectors' registry owns the entry points
+
+    return installed_kinds()
+
+
+CONNECTORS: Mapping[str, ConnectorKind] = _ConnectorKinds()
 
 CODECS = frozenset({"json", "string", "binary", "msgpack", "csv", "yaml"})
 PREPROCESSORS = frozenset({"separate", "length-prefixed", "base64", "decompress"})

@@ -1,0 +1,83 @@
+"""Importing the user's own Python modules named in a flow: next to the flow file, on $CONTRAFLOW_PATH, on sys.path.
+
+A module a flow names (a `python` connector's class) is looked up the way a
+Troy `use` is: the flow file's directory first, then each directory of
+CONTRAFLOW_PATH, then Python's own `sys.path` (installed packages). A module
+found in a directory is loaded from there, and the directory is added to the
+end of `sys.path` so that its own imports of its neighbours work; at the end,
+not the front, so a file next to a flow (`json.py`, `email.py`) never shadows
+a module the runtime imports later. Python keeps one module per name in a
+process: a module already imported is used as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from contraflow.errors import UserError
+
+
+class UserModuleNotFound(UserError):
+    """No module of that name in any directory searched (a module that imports something missing is not this)."""
+
+    def __init__(self, name: str, searched: list[Path]) -> None:
+        where = ", ".join(str(d) for d in searched) or "no directory"
+        super().__init__(f"module '{name}' not found (searched {where}, then sys.path)")
+        self.name = name
+        self.searched = searched
+
+
+def search_directories(directory: Path | None) -> list[Path]:
+    """Where a flow's modules are looked up before sys.path: the flow file's directory, then CONTRAFLOW_PATH."""
+    from contraflow.lang.troy.modules import search_path_from_env  # the one reader of $CONTRAFLOW_PATH
+
+    found = [directory] if directory is not None else []
+    return [*found, *search_path_from_env()]
+
+
+def import_user_module(name: str, directory: Path | None) -> ModuleType:
+    """Import module `name` (dotted names allowed) for a flow whose file is in `directory`.
+
+    Raises `UserModuleNotFound` when no directory nor sys.path has it; any
+    error the module raises while it is imported propagates unchanged.
+    """
+    if name in sys.modules:
+        return sys.modules[name]
+    searched = search_directories(directory)
+    importlib.invalidate_caches()  # a file written since the directory was last listed is seen
+    top = name.partition(".")[0]
+    for base in searched:
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(base)])
+        if spec is not None and top not in sys.modules:
+            _add_to_sys_path(base)
+            _load(top, spec)
+            break
+    try:
+        return importlib.import_module(name)  # a package's submodule, or a module from sys.path
+    except ModuleNotFoundError as err:
+        if err.name is not None and (name == err.name or name.startswith(f"{err.name}.")):
+            raise UserModuleNotFound(name, searched) from None
+        raise
+
+
+def _load(name: str, spec: importlib.machinery.ModuleSpec) -> None:
+    """Load top-level module `name` from `spec` as `import` would (in sys.modules while it runs)."""
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        assert spec.loader is not None
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
+def _add_to_sys_path(directory: Path) -> None:
+    entry = str(directory.resolve())
+    if entry not in sys.path:
+        sys.path.append(entry)
