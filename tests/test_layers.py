@@ -43,6 +43,7 @@ LAYERS: list[list[str]] = [
         "contraflow.security",
         "contraflow.stopping",
         "contraflow.units",
+        "contraflow.user_modules",
     ],
     ["contraflow.asgi_server", "contraflow.foreground"],
     ["contraflow.spu"],

@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.metadata
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from contraflow.errors import UserError
+
+# The entry point group that names connector kinds packages add (name = kind, value = "MOD:CLASS").
+ENTRY_POINT_GROUP = "contraflow.connectors"
 
 
 class UserModuleNotFound(UserError):
@@ -32,10 +37,22 @@ class UserModuleNotFound(UserError):
         self.searched = searched
 
 
+def search_path_from_env() -> list[Path]:
+    """Directories in $CONTRAFLOW_PATH (separated by ':'), empty entries ignored: the one reader of it."""
+    raw = os.environ.get("CONTRAFLOW_PATH", "")
+    return [Path(p) for p in raw.split(os.pathsep) if p]
+
+
+def installed_kinds() -> list[str]:
+    """The connector kinds installed packages declare, read from their metadata (nothing is imported).
+
+    Read on every call: a package installed while the runtime runs is found by the next deploy.
+    """
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
+
+
 def search_directories(directory: Path | None) -> list[Path]:
     """Where a flow's modules are looked up before sys.path: the flow file's directory, then CONTRAFLOW_PATH."""
-    from contraflow.lang.troy.modules import search_path_from_env  # the one reader of $CONTRAFLOW_PATH
-
     found = [directory] if directory is not None else []
     return [*found, *search_path_from_env()]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import logging
 import sys
 from collections.abc import Iterator
@@ -216,10 +217,10 @@ def test_modules_are_found_next_to_the_flow_first_then_on_contraflow_path(
     assert specs["a"].directory == str(here.resolve())
     assert sys.modules["pyconn_shadowed"].__file__ == str(here.resolve() / "pyconn_shadowed.py")
     assert sys.modules["pyconn_libonly"].__file__ == str(elsewhere.resolve() / "pyconn_libonly.py")
-    assert "colorsys" not in sys.modules, "a module this test needs unimported"
-    import colorsys  # what the runtime imports later still comes from Python's own path
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)  # imported afresh (restored after the test)
+    colorsys = importlib.import_module("colorsys")  # what the runtime imports later: Python's own
 
-    assert Path(colorsys.__file__).parent != here.resolve()
+    assert Path(str(colorsys.__file__)).parent != here.resolve()
 
 
 def test_an_installed_kind_is_a_troy_kind_and_a_broken_one_is_reported(installed: Path) -> None:

@@ -20,15 +20,14 @@ from contraflow.connectors.base.connector import (
     SourceData,
 )
 from contraflow.connectors.base.registry import (
-    ENTRY_POINT_GROUP,
     check_connector,
     connector_class,
     connector_for,
-    installed_kinds,
     plugins_refused,
     register,
     registered_kinds,
 )
+from contraflow.user_modules import ENTRY_POINT_GROUP, installed_kinds
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -29,10 +29,8 @@ from typing import Any, TypeVar
 from contraflow.connectors.base.connector import Connector, ConnectorConfigError
 from contraflow.errors import UserError
 from contraflow.lang.graph import ConnectorSpec
-from contraflow.user_modules import UserModuleNotFound, import_user_module
+from contraflow.user_modules import ENTRY_POINT_GROUP, UserModuleNotFound, import_user_module
 
-# The entry point group under which installed packages declare connector kinds (name = kind).
-ENTRY_POINT_GROUP = "contraflow.connectors"
 # The kind whose class a flow names itself, in `config.class`.
 PYTHON_KIND = "python"
 CLASS_KEY = "class"
@@ -98,14 +96,6 @@ def _refuse_plugin(kind: str) -> None:
     why = _REFUSED.get()
     if why is not None:
         raise PluginLoadError(f"kind '{kind}' comes from outside contraflow and is refused here: {why}")
-
-
-def installed_kinds() -> list[str]:
-    """The kinds installed packages declare, read from their metadata (nothing is imported).
-
-    Read on every call: a package installed while the runtime runs is found by the next deploy.
-    """
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def connector_for(spec: ConnectorSpec) -> tuple[type[Connector], dict[str, Any]]:

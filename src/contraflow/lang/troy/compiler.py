@@ -21,8 +21,9 @@ from contraflow.lang.trickle.scope import Definition, ModuleLoader, Scope
 from contraflow.lang.troy import ast
 from contraflow.lang.troy.connectors import ConnectorSettings, check_connector_config
 from contraflow.lang.troy.kinds import CONNECTORS
-from contraflow.lang.troy.modules import Modules, search_path_from_env
+from contraflow.lang.troy.modules import Modules
 from contraflow.lang.troy.parser import parse_troy
+from contraflow.user_modules import search_path_from_env
 
 _TOP_DEFINITIONS: dict[type, Any] = {
     ast.DefineFlow: "flow",

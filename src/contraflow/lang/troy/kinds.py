@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from contraflow.user_modules import installed_kinds
+
 
 @dataclass(frozen=True)
 class ConnectorKind:
@@ -62,8 +64,6 @@ class _ConnectorKinds(Mapping[str, ConnectorKind]):
 
 
 def _installed() -> list[str]:
-    from contraflow.connectors.base import installed_kinds  # the connectors' registry owns the entry points
-
     return installed_kinds()
 
 

@@ -8,7 +8,6 @@ many files use it; a module using itself, directly or not, is an error.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,12 +21,6 @@ MODULE_SUFFIXES = (".troy", ".tremor", ".trickle")
 
 # Compiles a module's source into its scope; `loader` resolves the module's own `use`s.
 ModuleCompiler = Callable[[SourceText, ModuleLoader], Scope]
-
-
-def search_path_from_env() -> list[Path]:
-    """Directories in $CONTRAFLOW_PATH (separated by ':'), empty entries ignored."""
-    raw = os.environ.get("CONTRAFLOW_PATH", "")
-    return [Path(p) for p in raw.split(os.pathsep) if p]
 
 
 class Modules:
