@@ -10,9 +10,11 @@ own package is.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -118,12 +120,32 @@ def module_files(graph: PipelineGraph) -> list[tuple[Path, str]]:
     return list(found.values())
 
 
-def module_zip(graph: PipelineGraph, target: Path) -> Path | None:
-    """A zip of the user's modules for `SparkContext.addPyFile`, or None when there are none."""
+def module_zip(graph: PipelineGraph, directory: Path) -> Path | None:
+    """A zip of the user's modules in `directory` for `SparkContext.addPyFile`, or None when there
+    are none. Named by its content: Spark refuses a second file of one name, and a module changed
+    between two deploys must reach the executors as a new file."""
     files = module_files(graph)
     if not files:
         return None
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for path, name in files:
-            archive.write(path, name)
+    digest = hashlib.sha256()
+    for path, name in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes())
+    target = directory / f"contraflow-user-modules-{digest.hexdigest()[:16]}.zip"
+    if not target.exists():
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, name in files:
+                archive.write(path, name)
     return target
+
+
+def ship_modules(spark: Any, graph: PipelineGraph) -> None:
+    """Send the user's modules of `graph` to a cluster's executors (local workers import them from
+    where they are: the directories are on this machine)."""
+    from contraflow.spark.session import is_local_master
+
+    context = spark.sparkContext
+    if is_local_master(context.master):
+        return
+    target = module_zip(graph, Path(tempfile.gettempdir()))
+    if target is not None:
+        context.addPyFile(str(target))
