@@ -193,3 +193,14 @@ def test_modules_next_to_the_flow_are_zipped_for_a_cluster(tmp_path: Path) -> No
     target = module_zip(graph, tmp_path)
     assert target is not None
     assert zipfile.ZipFile(target).namelist() == ["next_to_flow2.py"]
+
+
+def test_the_example_flags_the_two_spikes_of_its_sample_data() -> None:
+    example = Path(__file__).parents[2] / "examples" / "python"
+    graph = compile_file(example / "flow.troy").flows["sensors"].pipelines["score"]
+    check_operators(graph)  # anomaly.py is found next to the flow file
+    lines = (example / "data" / "readings.jsonl").read_bytes().splitlines()
+    out = run(PipelineExecutor(graph), [orjson.loads(line) for line in lines])
+    assert len(out["out"]) == 180 and "err" not in out
+    assert all(e["unit"] == "C" for e in out["out"])
+    assert [(e["sensor"], e["value"]) for e in out["anomalies"]] == [("boiler", 91.5), ("cellar", 26.67)]
