@@ -17,6 +17,7 @@ import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -138,14 +139,30 @@ def module_zip(graph: PipelineGraph, directory: Path) -> Path | None:
     return target
 
 
-def ship_modules(spark: Any, graph: PipelineGraph) -> None:
-    """Send the user's modules of `graph` to a cluster's executors (local workers import them from
-    where they are: the directories are on this machine)."""
+def ship_modules(spark: Any, graph: PipelineGraph) -> PipelineGraph:
+    """`graph` as the executors run it. On a cluster the user's modules of `graph` are sent to the
+    executors in a zip, and the graph returned looks nowhere else (its operators' search paths
+    emptied): the executors run the modules as they were at the deploy, whatever the directories
+    hold later or on their machines. Local workers import the modules from where they are."""
     from contraflow.spark.session import is_local_master
 
     context = spark.sparkContext
     if is_local_master(context.master):
-        return
+        return graph
     target = module_zip(graph, Path(tempfile.gettempdir()))
-    if target is not None:
-        context.addPyFile(str(target))
+    if target is None:
+        return graph
+    context.addPyFile(str(target))
+    return _without_search_path(graph)
+
+
+def _without_search_path(graph: PipelineGraph) -> PipelineGraph:
+    nodes = {}
+    for name, node in graph.nodes.items():
+        spec = node.spec
+        if isinstance(spec, PipelineGraph):
+            spec = _without_search_path(spec)
+        elif isinstance(spec, OperatorSpec) and spec.kind in PYTHON_KINDS:
+            spec = replace(spec, search_path=[])
+        nodes[name] = node if spec is node.spec else replace(node, spec=spec)
+    return replace(graph, nodes=nodes)

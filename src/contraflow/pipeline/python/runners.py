@@ -16,7 +16,7 @@ import pyarrow as pa
 from contraflow.events import encode_value
 from contraflow.lang.graph import Node, OperatorSpec
 from contraflow.pipeline.base import Context, NodeRunner, error_item
-from contraflow.pipeline.item import UNDECODED, Item, decode, meta_dict
+from contraflow.pipeline.item import UNDECODED, Item, decode
 from contraflow.pipeline.python.modules import load_function
 from contraflow.pipeline.python.tables import record_rows, records_table, result_table, table_values
 
@@ -67,13 +67,18 @@ class PythonMap(PythonOperator):
     stateful = True
 
     def push(self, item: Item) -> None:
-        try:
-            value = decode(item)
-        except ValueError as exc:
-            self.fail(item, exc)
-            return
+        value = item[0]
+        if value is UNDECODED:
+            try:
+                value = decode(item)
+            except ValueError as exc:
+                self.fail(item, exc)
+                return
         context = self.context
-        meta = context.meta = meta_dict(item)
+        meta = item[1]
+        if meta is None:
+            meta = item[1] = {}
+        context.meta = meta
         try:
             result = self.function(value, context)
         except Exception as exc:

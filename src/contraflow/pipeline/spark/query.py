@@ -85,7 +85,7 @@ def start_pipeline(
     exact (see `contraflow.pipeline.spark.partial`); off, every event crosses.
     """
     _check_ports(graph, inputs, outputs)
-    ship_modules(spark, graph)
+    graph = ship_modules(spark, graph)
     finite = trigger == AVAILABLE_NOW
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite)
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
