@@ -79,6 +79,15 @@ def test_an_exception_becomes_an_err_event_and_the_rest_flows() -> None:
     assert error["position"].endswith("pyops_udfs.py:17")
 
 
+def test_a_result_that_is_not_json_is_an_err_event() -> None:
+    graph = compile_query(
+        operator("bad", "map", "not_json") + "select event from in into bad; select event from bad into out;"
+    )
+    out = run(PipelineExecutor(graph), [{"n": 1}])
+    assert "out" not in out
+    assert [(e["type"], e["event"]) for e in out["err"]] == [("TypeError", {"n": 1})]
+
+
 def test_batch_gets_a_table_and_its_rows_are_the_events_keeping_each_inputs_metadata() -> None:
     graph = compile_query(
         operator("double", "batch", "add_double", '{"factor": 3}')

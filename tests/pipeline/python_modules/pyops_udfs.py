@@ -47,3 +47,8 @@ def counter(event: Any, ctx: Any) -> dict[str, Any]:
     """The pipeline-state RFC's counter, in Python: every event numbered from 1 in the state."""
     ctx.state = (ctx.state or 0) + 1
     return {**event, "py_count": ctx.state}
+
+
+def not_json(event: Any, ctx: Any) -> dict[str, Any]:
+    """A result JSON cannot hold (a set)."""
+    return {"n": event["n"], "tags": {"a", "b"}}
