@@ -144,7 +144,7 @@ def ship_modules(spark: Any, graph: PipelineGraph) -> PipelineGraph:
     executors in a zip, and the graph returned looks nowhere else (its operators' search paths
     emptied): the executors run the modules as they were at the deploy, whatever the directories
     hold later or on their machines. Local workers import the modules from where they are."""
-    from contraflow.spark.session import is_local_master
+    from contraflow.spark.session import is_local_master, register
 
     context = spark.sparkContext
     if is_local_master(context.master):
@@ -153,6 +153,9 @@ def ship_modules(spark: Any, graph: PipelineGraph) -> PipelineGraph:
     if target is None:
         return graph
     context.addPyFile(str(target))
+    # A Python function's task takes the files added before the function was made: the
+    # `contraflow` source (whose read tasks run stateless pipelines) is registered again with them.
+    register(spark)
     return _without_search_path(graph)
 
 
