@@ -17,6 +17,7 @@ from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.python.modules import check_operators, module_zip
 from contraflow.pipeline.python.tables import records_table, table_values
+from contraflow.run_command import compile_and_check
 
 MODULES = Path(__file__).with_name("python_modules")
 
@@ -178,9 +179,9 @@ deploy flow f;
 """
     )
     (tmp_path / "next_to_flow.py").write_text("def present(table, ctx):\n    return table\n")
-    graph = compile_file(flow).flows["f"].pipelines["p"]  # compiling imports nothing
-    with pytest.raises(LangErrors) as raised:
-        check_operators(graph)
+    compile_file(flow)  # compiling imports nothing
+    with pytest.raises(LangErrors) as raised:  # what `contraflow run` does before anything starts
+        compile_and_check((flow,), tmp_path / "data", fresh_data_dir=False)
     first, second = raised.value.errors
     assert isinstance(first, LangError) and isinstance(second, LangError)
     assert (first.position.line, first.position.column) == (5, 54)
