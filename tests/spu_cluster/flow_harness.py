@@ -2,8 +2,8 @@
 
 The flow reads topic `in` (a `log` source), passes every event through to
 topic `passed` and counts each group's events in tumbling windows of 10 into
-topic `counted` (a stateful pipeline), both through `log` sinks (exactly
-once). The test writes the input at a steady rate from a thread, so the flow
+topic `counted` (a stateful pipeline, its group key set by a `python::batch`),
+both through `log` sinks (exactly once). The test writes the input at a steady rate from a thread, so the flow
 is mid-stream whenever something is killed.
 """
 
@@ -38,10 +38,13 @@ flow
   end;
   define pipeline count
   pipeline
+    define operator keyed from python::batch with module = "cluster_keys", function = "group_key" end;
+    create operator keyed;
     define window tens from tumbling with size = WINDOW_SIZE end;
+    select event from in into keyed;
     select {"g": group[0], "count": aggr::stats::count(), "min": aggr::stats::min(event.n),
             "max": aggr::stats::max(event.n)}
-    from in[tens] group by set(event.g) into out;
+    from keyed[tens] group by set(event.key) into out;
   end;
   create connector input;
   create connector passed;
@@ -57,7 +60,19 @@ deploy flow clustered;
 """.replace("WINDOW_SIZE", str(WINDOW))
 
 
-def write_flow(directory: Path) -> Path:
+# The count pipeline's Python operator, next to the flow file: each event's group as `key`.
+KEYS_MODULE = """
+def group_key(table, ctx):
+    if SHIPPED and ".zip" not in __file__:
+        raise RuntimeError(f"imported from {__file__}, not from the zip the runtime shipped")
+    return table.append_column("key", table["g"])
+"""
+
+
+def write_flow(directory: Path, shipped: bool = False) -> Path:
+    """The flow file and its Python module; `shipped`: the module fails unless it was imported from
+    the zip a run on a Spark cluster ships to the executors."""
+    (directory / "cluster_keys.py").write_text(f"SHIPPED = {shipped}\n{KEYS_MODULE}")
     path = directory / "clustered.troy"
     path.write_text(FLOW)
     return path

@@ -2,7 +2,9 @@
 Spark standalone master and two workers (outgrowing one machine, end to end), all on
 127.0.0.1. Mid-stream the SPU leading the flow's output is SIGKILLed and restarted (and,
 on the standalone master, one worker with its executor is SIGKILLed): every event and
-every window of the stateful pipeline comes out once (the counts carried on)."""
+every window of the stateful pipeline comes out once (the counts carried on). The stateful
+pipeline's group key comes from a `python::batch` whose module sits next to the flow file; on the
+standalone master it must run from the zip the runtime ships to the executors."""
 
 from __future__ import annotations
 
@@ -76,7 +78,8 @@ def test_a_flow_on_a_standalone_master_and_an_spu_cluster_survives_losing_an_spu
     ):
         create_topics(client)
         args = ("--spu", spus.bootstrap, "--master", spark.master_url)
-        run = RunProcess(write_flow(tmp_path), tmp_path / "data", tmp_path, tmp_path / "run.log", *args)
+        flow = write_flow(tmp_path, shipped=True)  # its Python module must reach the executors in a zip
+        run = RunProcess(flow, tmp_path / "data", tmp_path, tmp_path / "run.log", *args)
         try:
             run.wait_until(run.running, 300, "the flow to start")
             warm_up(spus.bootstrap, run, client)

@@ -42,6 +42,7 @@ STATEFUL_OPERATORS = frozenset(
         "qos::roundrobin",
         "qos::backpressure",
         "qos::percentile",
+        "python::map",
     }
 )
 
@@ -161,6 +162,11 @@ class OperatorSpec(_ToDict):
     definition: str
     kind: str
     config: dict[str, Any] = field(default_factory=dict)
+    # Python operators: where their module is looked for before `sys.path` (the defining file's
+    # directory, then $CONTRAFLOW_PATH, as of compiling), and where `module`/`function` are
+    # written, so a deploy that cannot import them points there.
+    search_path: list[str] = field(default_factory=list)
+    positions: dict[str, Position] = field(default_factory=dict, compare=False)
 
 
 NodeSpec = SelectSpec | ScriptSpec | OperatorSpec
@@ -277,6 +283,11 @@ class ConnectorSpec(_ToDict):
     definition: str
     kind: str
     config: dict[str, Any] = field(default_factory=dict)
+    # Python operators: where their module is looked for before `sys.path` (the defining file's
+    # directory, then $CONTRAFLOW_PATH, as of compiling), and where `module`/`function` are
+    # written, so a deploy that cannot import them points there.
+    search_path: list[str] = field(default_factory=list)
+    positions: dict[str, Position] = field(default_factory=dict, compare=False)
     codec: PluginRef | None = None
     preprocessors: list[PluginRef] = field(default_factory=list)
     postprocessors: list[PluginRef] = field(default_factory=list)

@@ -30,13 +30,24 @@ class Context:
 
     `now_ns` is the ingest time of the event being processed (or the tick time);
     `signals` holds what the runtime publishes for QoS operators, keyed by node path.
+    `source` is the input position the event being pushed came from, where the caller traces
+    outputs to inputs (`process_values_traced`); `on_emit` is then told whenever a batching node
+    pushes an output of another input (see `emit_from`).
     """
 
-    __slots__ = ("now_ns", "signals")
+    __slots__ = ("now_ns", "signals", "source", "on_emit")
 
     def __init__(self) -> None:
         self.now_ns = 0
         self.signals: dict[str, Any] = {}
+        self.source = -1
+        self.on_emit: Callable[[int], None] | None = None
+
+    def emit_from(self, source: int) -> None:
+        """A batching node is about to push an output that came from input position `source`."""
+        self.source = source
+        if self.on_emit is not None:
+            self.on_emit(source)
 
 
 class NodeRunner:
@@ -47,6 +58,9 @@ class NodeRunner:
     identity = False
     # True when the node may change an event's value or metadata in place (fan-out then copies).
     mutates = False
+    # True when the node collects what is pushed and emits only on `flush` (python::batch): the
+    # executor flushes such nodes, in graph order, after each call's events.
+    batching = False
 
     def __init__(self, node: Node, ctx: Context, path: str) -> None:
         self.name = node.name
@@ -75,6 +89,9 @@ class NodeRunner:
     def deadline(self, latest: bool = False) -> int | None:
         """The earliest (or with `latest`, the last) pending timer of this node, if any."""
         return None
+
+    def flush(self) -> None:
+        """Emit what a batching node collected (the end of the executor's call)."""
 
     def snapshot(self) -> Any:
         """The node's whole state as JSON-ready values; None when it holds nothing (the RFC's null)."""

@@ -84,12 +84,14 @@ class PipelineExecutor:
         self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
         push([value, event.meta or None, event.raw])
+        self._wired.flush()
         return self._drain(event.origin)
 
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
         """Processing time reached `now_ns`: close interval windows, flush timed-out batches."""
         self.ctx.now_ns = now_ns
         self._wired.tick(now_ns)
+        self._wired.flush()
         return self._drain(None)
 
     def next_deadline_ns(self) -> int | None:
@@ -158,6 +160,9 @@ class PipelineExecutor:
                     for raw, meta in zip(part, part_metas, strict=True):
                         push([UNDECODED, meta, raw])
                 _collect(emitted, columns)
+            if self._wired.batching:
+                self._wired.flush()
+                _collect(emitted, columns)
         return columns
 
     def process_values_traced(
@@ -184,12 +189,36 @@ class PipelineExecutor:
                     range(start, end), values[start:end], part_metas, ingest_ns[start:end], strict=False
                 ):
                     ctx.now_ns = now
+                    ctx.source = index
                     push([UNDECODED, meta, raw])
                     owners.extend([index] * (len(emitted) - len(owners)))
                 traced.sources.extend(owners)
                 traced.items.extend(item for _, item in emitted)
                 _flatten(emitted, traced)
+            if self._wired.batching:
+                self._flush_traced(traced)
         return traced
+
+    def _flush_traced(self, traced: Traced) -> None:
+        """Flush the batching nodes, each output traced to the input its node says it came from."""
+        emitted = self._emitted
+        owners: list[int] = []
+        current = -1
+
+        def on_emit(source: int) -> None:
+            nonlocal current
+            owners.extend([current] * (len(emitted) - len(owners)))
+            current = source
+
+        self.ctx.on_emit = on_emit
+        try:
+            self._wired.flush()
+        finally:
+            self.ctx.on_emit = None
+        on_emit(-1)
+        traced.sources.extend(owners)
+        traced.items.extend(item for _, item in emitted)
+        _flatten(emitted, traced)
 
     def _pure_routing(self) -> dict[str, str] | None:
         """Input port -> output port when the graph only forwards events (identity nodes all the way)."""

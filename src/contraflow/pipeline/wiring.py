@@ -20,6 +20,7 @@ from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph
 from contraflow.pipeline.base import Context, NodeRunner, Push, drop
 from contraflow.pipeline.item import Item, copy_item
 from contraflow.pipeline.operators import OPERATORS
+from contraflow.pipeline.python.runners import PYTHON_OPERATORS
 from contraflow.pipeline.script import ScriptRunner
 from contraflow.pipeline.select import SelectRunner
 
@@ -46,6 +47,7 @@ class NestedPipeline(NodeRunner):
         super().connect(outs)
         self.wired = WiredGraph(self.graph, self.ctx, outs, f"{self.path}/", self.outputs_mutate)
         self.mutates = self.wired.mutates
+        self.batching = bool(self.wired.batching)
 
     def input(self, port: str) -> Push:
         assert self.wired is not None
@@ -58,6 +60,10 @@ class NestedPipeline(NodeRunner):
     def deadline(self, latest: bool = False) -> int | None:
         assert self.wired is not None
         return self.wired.deadline(latest)
+
+    def flush(self) -> None:
+        assert self.wired is not None
+        self.wired.flush()
 
     def snapshot(self) -> Any:
         assert self.wired is not None
@@ -80,7 +86,7 @@ def make_runner(node: Node, ctx: Context, path: str, graph: PipelineGraph) -> No
         return NestedPipeline(node, ctx, path)
     if node.kind == "operator":
         assert isinstance(node.spec, OperatorSpec)
-        return OPERATORS[node.spec.kind](node, ctx, path)
+        return (OPERATORS.get(node.spec.kind) or PYTHON_OPERATORS[node.spec.kind])(node, ctx, path)
     raise ValueError(f"cannot run node kind {node.kind!r}")
 
 
@@ -151,6 +157,9 @@ class WiredGraph:
         self.mutates = any(r.mutates for r in self.runners.values())
         self.stateful_nodes = [name for name, r in self.runners.items() if r.stateful]
         self.timed = [r for r in self.runners.values() if type(r).deadline is not NodeRunner.deadline]
+        # Nodes that emit on `flush`, upstream first: one flushing feeds the next its outputs.
+        order = graph.topological_order()
+        self.batching = [self.runners[n] for n in order if n in self.runners and self.runners[n].batching]
 
     def _ports(
         self,
@@ -182,6 +191,10 @@ class WiredGraph:
         if not times:
             return None
         return max(times) if latest else min(times)
+
+    def flush(self) -> None:
+        for runner in self.batching:
+            runner.flush()
 
     def snapshot(self) -> dict[str, Any]:
         return {name: self.runners[name].snapshot() for name in self.stateful_nodes}

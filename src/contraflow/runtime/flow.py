@@ -36,6 +36,7 @@ from contraflow.connectors.base import Connector, ConnectorContext, check_connec
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
 from contraflow.pipeline.analysis import has_timers
+from contraflow.pipeline.python.modules import check_operators
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query, transient_failure
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.cancellation import QueryStops, TieredCancel
@@ -132,7 +133,10 @@ class FlowInstance:
     # -- setup ---------------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Build every connector (kind and config checked): raises UserError before anything starts."""
+        """Build every connector (kind and config checked) and import the pipelines' Python operators:
+        raises UserError before anything starts."""
+        for pipeline in self.graph.pipelines.values():
+            check_operators(pipeline)
         for alias, spec in self.graph.connectors.items():
             cls, config = connector_for(spec)  # a `python` connector's class, and the config it gets
             check_connector(cls, alias, config)

@@ -1,21 +1,33 @@
 """A pipeline as a Spark query in its own process (own local Spark), for the crash tests.
 
 Usage: pipeline_worker.py SPU INPUT_TOPIC OUTPUT_TOPIC CHECKPOINT DATA_DIR [PIPELINE]
-Runs PIPELINE (`counter`, the pipeline-state RFC counter, by default; `route`,
-a routing-only pipeline) until killed. The test restarts the same query
+Runs PIPELINE (`counter`, the pipeline-state RFC counter and then a python::map
+counting again in its own state, by default; `route`, a routing-only pipeline)
+until killed (the Python module is found on CONTRAFLOW_PATH, `PYTHON_MODULES`). The test restarts the same query
 (`start_query`) from the checkpoint in its own Spark session.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.query import start_pipeline
 from tests.pipeline.spark.harness import RFC_COUNTER
 
-PIPELINES = {"counter": RFC_COUNTER, "route": "select event from in into out;"}
+PYTHON_MODULES = Path(__file__).parents[1] / "python_modules"
+PYTHON_COUNTER = """
+define operator py_counter from python::map with module = "pyops_udfs", function = "counter" end;
+create operator py_counter;
+select event from counter into py_counter;
+select event from py_counter into out;
+"""
+PIPELINES = {
+    "counter": RFC_COUNTER.replace("select event from counter into out;", PYTHON_COUNTER),
+    "route": "select event from in into out;",
+}
 
 
 def start_query(

@@ -17,11 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from tests.cli_process import child_env
 from tests.pipeline.spark.harness import read_values
-from tests.pipeline.spark.pipeline_worker import start_query
+from tests.pipeline.spark.pipeline_worker import PYTHON_MODULES, start_query
 
 WORKER = Path(__file__).with_name("pipeline_worker.py")
 STARTUP_S = 180  # a fresh local Spark on the shared 2-core box
@@ -68,8 +70,10 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float, pol
 
 
 def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
-    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path
+    spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Both counters, the script's and the python::map's, carry on from their state."""
+    monkeypatch.setenv("CONTRAFLOW_PATH", str(PYTHON_MODULES))  # for the worker and the restart
     source, sink = "crash.counter.in", "crash.counter.out"
     spu.create_topic(source)
     spu.create_topic(sink)
@@ -102,6 +106,7 @@ def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
 
     out = read_values(spu, sink)
     assert [v["count"] for v in out] == list(range(1, 46))  # the counter state survived the crash
+    assert [v["py_count"] for v in out] == list(range(1, 46))  # and so did the Python operator's
     assert [v["event"] for v in out] == feed  # every input once, in order
 
 

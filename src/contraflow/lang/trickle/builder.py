@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from contraflow.lang.errors import LangError, Position
@@ -32,7 +33,7 @@ from contraflow.lang.graph import (
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_params
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
-from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS
+from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, PYTHON_KINDS, PYTHON_REQUIRED
 from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Scope
 from contraflow.lang.trickle.script_api import (
     check_calls,
@@ -46,6 +47,7 @@ from contraflow.lang.trickle.script_api import (
     uses_state,
 )
 from contraflow.lang.trickle.windows import check_tilt_frames, window_spec
+from contraflow.lang.troy.modules import search_path_from_env
 
 _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineWindow: "window",
@@ -392,12 +394,16 @@ class PipelineBuilder:
                     _value_pos(params[kind.port_param][0]),
                     f'e.g. `{kind.port_param} = ["a", "b"]`',
                 )
+        spec = OperatorSpec(defn.name.value, kind.name, config)
+        if kind.name in PYTHON_KINDS:
+            spec.search_path = python_search_path(defn.kind.pos.file)
+            spec.positions = {key: _value_pos(params[key][0]) for key in PYTHON_REQUIRED if key in params}
         return Node(
             stmt.alias.value,
             "operator",
             outputs=outputs,
             stateful=kind.stateful,
-            spec=OperatorSpec(defn.name.value, kind.name, config),
+            spec=spec,
             position=stmt.alias.pos,
         )
 
@@ -608,6 +614,15 @@ def _qualified_group(clause: ast.GroupClause | None, aliases: dict[str, str]) ->
 
 def _close(name: str, candidates: frozenset[str]) -> list[str]:
     return difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=0.6)
+
+
+def python_search_path(defined_in: str) -> list[str]:
+    """Where a Python operator's module is looked for before `sys.path`: the directory of the file
+    defining it (the working directory for source given as text), then $CONTRAFLOW_PATH. Only
+    directories are named here; nothing is imported until the flow is deployed."""
+    source = Path(defined_in)
+    first = source.resolve().parent if source.is_file() else Path.cwd()
+    return [str(first), *(str(p.resolve()) for p in search_path_from_env())]
 
 
 def _value_pos(assign: ast.Assignment) -> Position:

@@ -25,6 +25,10 @@ class OperatorKind:
     string_params: frozenset[str] = frozenset()
 
 
+PYTHON_REQUIRED = frozenset({"module", "function"})
+PYTHON_PARAMS = PYTHON_REQUIRED | {"args"}
+PYTHON_KINDS = frozenset({"python::map", "python::batch"})
+
 OPERATORS: dict[str, OperatorKind] = {
     op.name: op
     for op in (
@@ -54,6 +58,17 @@ OPERATORS: dict[str, OperatorKind] = {
             outputs=("out", "err", "overflow"),
             stateful=True,
         ),
+        # User operators written in Python (`contraflow.pipeline.python`). `python::map` keeps
+        # `ctx.state` per instance, so it runs where state lives; `python::batch` gets whole
+        # batches in the read tasks, which run in parallel and keep nothing between batches.
+        OperatorKind(
+            "python::map",
+            PYTHON_PARAMS,
+            PYTHON_REQUIRED,
+            stateful=True,
+            string_params=PYTHON_REQUIRED,
+        ),
+        OperatorKind("python::batch", PYTHON_PARAMS, PYTHON_REQUIRED, string_params=PYTHON_REQUIRED),
     )
 }
 
