@@ -18,6 +18,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -57,29 +58,44 @@ def search_directories(directory: Path | None) -> list[Path]:
     return [*found, *search_path_from_env()]
 
 
-def import_user_module(name: str, directory: Path | None) -> ModuleType:
-    """Import module `name` (dotted names allowed) for a flow whose file is in `directory`.
+def find_user_module(top: str, searched: Sequence[Path]) -> importlib.machinery.ModuleSpec | None:
+    """Where top-level module `top` is in the first of `searched` that has it (None: in none of them)."""
+    importlib.invalidate_caches()  # a file written since the directory was last listed is seen
+    for base in searched:
+        spec = importlib.machinery.PathFinder.find_spec(top, [str(base)])
+        if spec is not None:
+            return spec
+    return None
 
+
+def import_user_module(name: str, searched: Sequence[Path]) -> ModuleType:
+    """Import module `name` (dotted names allowed) from the first of `searched` that has it, else sys.path.
+
+    The directory it came from goes to the *end* of sys.path (its own imports
+    resolve, and a file next to a flow cannot shadow the standard library).
     Raises `UserModuleNotFound` when no directory nor sys.path has it; any
     error the module raises while it is imported propagates unchanged.
     """
     if name in sys.modules:
         return sys.modules[name]
-    searched = search_directories(directory)
-    importlib.invalidate_caches()  # a file written since the directory was last listed is seen
     top = name.partition(".")[0]
-    for base in searched:
-        spec = importlib.machinery.PathFinder.find_spec(top, [str(base)])
-        if spec is not None and top not in sys.modules:
-            _add_to_sys_path(base)
+    if top not in sys.modules:
+        spec = find_user_module(top, searched)
+        if spec is not None and spec.origin is not None:
+            _add_to_sys_path(_root_of(top, spec))
             _load(top, spec)
-            break
     try:
         return importlib.import_module(name)  # a package's submodule, or a module from sys.path
     except ModuleNotFoundError as err:
         if err.name is not None and (name == err.name or name.startswith(f"{err.name}.")):
-            raise UserModuleNotFound(name, searched) from None
+            raise UserModuleNotFound(name, list(searched)) from None
         raise
+
+
+def _root_of(top: str, spec: importlib.machinery.ModuleSpec) -> Path:
+    """The directory holding module or package `top`."""
+    origin = Path(str(spec.origin)).resolve()
+    return origin.parent.parent if spec.submodule_search_locations else origin.parent
 
 
 def _load(name: str, spec: importlib.machinery.ModuleSpec) -> None:

@@ -29,7 +29,12 @@ from typing import Any, TypeVar
 from contraflow.connectors.base.connector import Connector, ConnectorConfigError
 from contraflow.errors import UserError
 from contraflow.lang.graph import ConnectorSpec
-from contraflow.user_modules import ENTRY_POINT_GROUP, UserModuleNotFound, import_user_module
+from contraflow.user_modules import (
+    ENTRY_POINT_GROUP,
+    UserModuleNotFound,
+    import_user_module,
+    search_directories,
+)
 
 # The kind whose class a flow names itself, in `config.class`.
 PYTHON_KIND = "python"
@@ -153,7 +158,7 @@ def _python_class(spec: ConnectorSpec) -> type[Connector]:
         )
     directory = Path(spec.directory) if spec.directory else None
     try:
-        module = import_user_module(module_name, directory)
+        module = import_user_module(module_name, search_directories(directory))
     except UserModuleNotFound as err:
         raise ConnectorConfigError(f"{what}: config key '{CLASS_KEY}': {err}") from None
     except Exception as err:

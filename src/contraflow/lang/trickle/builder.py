@@ -47,7 +47,7 @@ from contraflow.lang.trickle.script_api import (
     uses_state,
 )
 from contraflow.lang.trickle.windows import check_tilt_frames, window_spec
-from contraflow.lang.troy.modules import search_path_from_env
+from contraflow.user_modules import search_path_from_env
 
 _DEFINE_KINDS: dict[type, DefKind] = {
     ast.DefineWindow: "window",

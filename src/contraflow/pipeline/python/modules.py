@@ -11,9 +11,6 @@ own package is.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -24,6 +21,7 @@ from typing import Any
 from contraflow.lang.errors import LangError, LangErrors, Position, SourceText
 from contraflow.lang.graph import OperatorSpec, PipelineGraph
 from contraflow.lang.trickle.kinds import PYTHON_KINDS
+from contraflow.user_modules import UserModuleNotFound, find_user_module, import_user_module
 
 UserFunction = Callable[[Any, Any], Any]
 
@@ -36,21 +34,12 @@ def load_function(spec: OperatorSpec) -> UserFunction:
     key = (module_name, function_name, tuple(spec.search_path))
     found = _functions.get(key)
     if found is None:
-        _on_path(spec.search_path)
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name, [Path(d) for d in spec.search_path])
         found = getattr(module, function_name, None)
         if not callable(found):
             raise AttributeError(f"module '{module_name}' has no function '{function_name}'")
         _functions[key] = found
     return found
-
-
-def _on_path(directories: list[str]) -> None:
-    """Put `directories` first on `sys.path`, in their order (each once)."""
-    for directory in reversed(directories):
-        if directory in sys.path:
-            sys.path.remove(directory)
-        sys.path.insert(0, directory)
 
 
 def python_operators(graph: PipelineGraph) -> Iterator[OperatorSpec]:
@@ -68,7 +57,7 @@ def check_operators(graph: PipelineGraph) -> None:
     for spec in python_operators(graph):
         try:
             load_function(spec)
-        except ModuleNotFoundError as exc:
+        except UserModuleNotFound as exc:
             hint = "looked next to the flow file, on CONTRAFLOW_PATH, then on sys.path: " + ", ".join(
                 spec.search_path
             )
@@ -104,14 +93,11 @@ def module_files(graph: PipelineGraph) -> list[tuple[Path, str]]:
     them). Modules from `sys.path` are installed, like contraflow's other dependencies."""
     found: dict[str, tuple[Path, str]] = {}
     for spec in python_operators(graph):
-        _on_path(spec.search_path)
         top = spec.config["module"].split(".")[0]
-        module_spec = importlib.util.find_spec(top)
+        module_spec = find_user_module(top, [Path(d) for d in spec.search_path])
         if module_spec is None or module_spec.origin is None or not Path(module_spec.origin).is_file():
-            continue  # built in, or frozen: already on every executor
-        origin = Path(module_spec.origin).resolve()
-        if not any(origin.is_relative_to(directory) for directory in spec.search_path):
             continue  # from sys.path: installed where contraflow is, as any dependency is
+        origin = Path(module_spec.origin).resolve()
         if module_spec.submodule_search_locations:  # a package: the whole directory
             root = origin.parent
             for path in sorted(root.rglob("*.py")):
