@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any
 
 import orjson
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,12 +28,13 @@ from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
 
 
-@pytest.fixture(autouse=True)
-def per_event_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Folding reads the decoded items a per-event prefix leaves; after a columnar prefix (these
-    prefixes vectorize) nothing is folded yet, and every comparison here would be of two
-    unfolded runs."""
-    monkeypatch.setenv(COLUMNAR_SWITCH, "off")
+@pytest.fixture(autouse=True, params=["per-event prefix", "columnar prefix"])
+def prefix(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test once after a per-event prefix (the fold reads its decoded items) and once after a
+    columnar one (these prefixes vectorize: the fold runs on its columns, or event by event on its
+    outputs' bytes where the columns do not answer every row)."""
+    monkeypatch.setenv(COLUMNAR_SWITCH, "off" if request.param == "per-event prefix" else "on")
+    return str(request.param)
 
 
 PREFIX = """
@@ -249,5 +251,7 @@ def test_outputs_of_a_prefix_run_event_by_event_are_not_folded() -> None:
     select = partial_select(split.rest)
     assert select is not None
     traced = Traced([split.cut_ports[0]] * 2, [b"1", b"2"], [None, None], [0, 1])
-    rows, partials = PartialAggregation(split.rest, select, split.cut_ports[0]).collapse(traced, [5, 5])
-    assert rows is traced and partials == [None, None]
+    rows, partials = PartialAggregation(split.rest, select, split.cut_ports[0]).collapse(
+        traced, pa.array([5, 5], pa.int64())
+    )
+    assert rows is traced and partials.to_pylist() == [None, None]

@@ -144,9 +144,9 @@ class PackEvents:
             ]
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), None
         traced = self._run_prefix(rows, ingest)
-        folded: list[bytes | None] | None = None
+        folded: pa.Array | None = None
         if self.partials is not None:
-            traced, folded = self.partials.collapse(traced, ingest.to_pylist())
+            traced, folded = self.partials.collapse(traced, ingest)
         sources = pa.array(traced.sources, pa.int64())
         cut = set(self.cut_ports)
         targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
@@ -159,7 +159,7 @@ class PackEvents:
         ]
         if folded is None:
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
-        columns.append(pa.array(folded, pa.binary()))
+        columns.append(folded)
         return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA.append(PARTIAL_FIELD)), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
@@ -169,7 +169,7 @@ class PackEvents:
         executor = self.prefix.executor()
         metas = input_metas(rows.column("headers"))
         times = ingest.to_pylist()
-        columnar = self.prefix.columnar(self.port)
+        columnar = self.prefix.columnar(self.port, self.partials.reads if self.partials is not None else ())
         try:
             if columnar is not None:
                 return columnar.run(executor, rows.column("value"), metas, times)

@@ -36,7 +36,7 @@ aggregates keep the per-event path (decided per pipeline when it starts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -44,11 +44,14 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from contraflow.lang.graph import PipelineGraph, SelectSpec
+from contraflow.lang.graph import PipelineGraph, SelectSpec, SourceExpr
+from contraflow.lang.script.aggr import Count
 from contraflow.pipeline.base import Context
+from contraflow.pipeline.columnar import ColumnarTraced
 from contraflow.pipeline.executor import Traced
-from contraflow.pipeline.item import opened
+from contraflow.pipeline.item import UNDECODED, opened
 from contraflow.pipeline.select import SelectRunner
+from contraflow.pipeline.spark.columnar_fold import ColumnarFold
 from contraflow.pipeline.windows import Frame, Group, Windows, window_group_key
 
 # The envelope column holding a head's segment (JSON, see `Segment.encode`); null for an ordinary event.
@@ -123,12 +126,35 @@ class PartialAggregation:
     def _runner(self) -> SelectRunner:
         return _select_runner(self.rest, self.select)
 
-    def collapse(self, traced: Traced, ingest: Sequence[int]) -> tuple[Traced, list[bytes | None]]:
+    @cached_property
+    def columns(self) -> ColumnarFold | None:
+        """The fold on columns after a columnar prefix, where the select allows it."""
+        return columnar_fold(self.rest, self.select, self._runner)
+
+    @property
+    def reads(self) -> tuple[SourceExpr, ...]:
+        """What the fold evaluates on the prefix's outputs (a columnar prefix parses its fields)."""
+        return self.columns.reads if self.columns is not None else ()
+
+    def collapse(self, traced: Traced, ingest: pa.Array) -> tuple[Traced, pa.Array]:
         """The prefix's outputs with every segment's events replaced by its head, and each row's
-        segment (None for an ordinary row). `ingest` is each input row's ingest time. Without the
-        items (the prefix ran event by event after a failure) nothing is folded."""
+        segment (null for an ordinary row). `ingest` is each input row's ingest time.
+
+        After a columnar prefix the fold runs on its columns (`contraflow.pipeline.spark.columnar_fold`)
+        or, where they do not answer every row, event by event on the outputs' bytes. Without items
+        otherwise (the prefix ran event by event after a failure) nothing is folded."""
+        if isinstance(traced, ColumnarTraced) and traced.outputs is not None:
+            if self.columns is not None:
+                folded = self.columns.fold(traced, self.port, ingest)
+                if folded is not None:
+                    return folded
+            traced = _with_items(traced)
         if len(traced.items) != len(traced.ports):
-            return traced, [None] * len(traced.ports)
+            return traced, pa.nulls(len(traced.ports), pa.binary())
+        return self._collapse_items(traced, ingest.to_pylist())
+
+    def _collapse_items(self, traced: Traced, ingest: list[int]) -> tuple[Traced, pa.Array]:
+        """The fold event by event, with the select's own compiled code."""
         heads: dict[int, Segment] = {}
         folded: set[int] = set()  # rows folded into a segment, or dropped by `where`
         fold = _Folder(self._runner)
@@ -210,9 +236,35 @@ class _Folder:
         ]
 
 
-def _rebuilt(
-    traced: Traced, heads: dict[int, Segment], folded: set[int]
-) -> tuple[Traced, list[bytes | None]]:
+def columnar_fold(rest: PipelineGraph, select: str, runner: SelectRunner) -> ColumnarFold | None:
+    """The select as a `ColumnarFold`: only count aggregates, a window time (if any) that is one
+    plain expression."""
+    spec = rest.nodes[select].spec
+    windows = runner.windows
+    assert isinstance(spec, SelectSpec) and windows is not None
+    calls = windows.select.aggregates
+    if not all(call.cls is Count and not call.args for call in calls):
+        return None
+    script = spec.windows[0].script
+    time = None
+    if script is not None:
+        if windows.script_values[0] is None:
+            return None
+        time = SourceExpr(script.source, ast=script.ast.exprs[0])
+    group = spec.group_by.expr if spec.group_by is not None else None
+    return ColumnarFold(spec.where, group, time, len(calls))
+
+
+def _with_items(traced: Traced) -> Traced:
+    """`traced` with an undecoded item per output (its bytes, its metadata decoded)."""
+    items = [
+        [UNDECODED, orjson.loads(meta) if meta else None, value]
+        for value, meta in zip(traced.values, traced.metas, strict=True)
+    ]
+    return Traced(traced.ports, traced.values, traced.metas, traced.sources, items)
+
+
+def _rebuilt(traced: Traced, heads: dict[int, Segment], folded: set[int]) -> tuple[Traced, pa.Array]:
     """The rows left after folding, each head with its encoded segment. A segment that cannot
     be encoded gives its events back as ordinary rows, right after its head."""
     kept: list[int] = []
@@ -240,7 +292,7 @@ def _rebuilt(
         [traced.sources[i] for i in kept],
         [traced.items[i] for i in kept],
     )
-    return rows, partials
+    return rows, pa.array(partials, pa.binary())
 
 
 # -- the stateful side ------------------------------------------------------------------------------
