@@ -40,7 +40,7 @@ from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PartialAggregation
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
-ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
+ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary, event_count int"
 ENVELOPE_SCHEMA = pa.schema(
     [
         ("key", pa.string()),
@@ -49,6 +49,7 @@ ENVELOPE_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("first_offset", pa.int64()),
         ("events", pa.binary()),
+        ("event_count", pa.int32()),  # the rows in `events`: observed as the events crossing the shuffle
     ]
 )
 EVENTS_SCHEMA = pa.schema(
@@ -122,6 +123,7 @@ class PackEvents:
                     "partition": partition,
                     "first_offset": first,
                     "events": to_ipc(part),
+                    "event_count": part.num_rows,
                 }
                 for key, part in keyed
             ],
