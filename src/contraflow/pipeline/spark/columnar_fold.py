@@ -11,7 +11,11 @@ ordinary rows (an ordinary row ends every open segment) and within a stretch
 of one ingest time, a segment's head is an event whose time exceeds every
 earlier one of the stretch: exactly the rule `_Folder.step` applies one event
 at a time (a head of time t takes the following events with time <= t; the
-first later one with time > t heads the next), found with a running maximum.
+first later one with time > t heads the next), found with a running maximum:
+numpy, a stable sort by group and epoch, each stretch's times offset above all
+earlier stretches', one `maximum.accumulate` (no per-row Python; polars'
+window expressions cost more in fixed overhead per call than the whole fold on
+a read task's few thousand rows).
 
 Only selects whose aggregates are all `aggr::stats::count()` fold here (their
 partials are counts, so a segment needs no argument values). Anything the
@@ -26,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,108 +67,148 @@ class ColumnarFold:
         rows = pc.indices_nonzero(pc.equal(outputs.column("port"), port))
         if not len(rows):
             return traced, pa.nulls(outputs.num_rows, pa.binary())
-        columns = {"row": rows.cast(pa.int64()), "i": ingest.take(outputs.column("source").take(rows))}
-        for name, expr in (("w", self.where), ("g", self.group), ("t", self.time)):
+        texts: dict[str, pa.Array] = {}
+        for name, expr in (("where", self.where), ("group", self.group), ("time", self.time)):
             if expr is not None:
-                texts = traced.text_column(expr.ast)
-                if texts is None:
+                column = traced.text_column(expr.ast)
+                if column is None:
                     return None
-                texts = texts.take(rows)
-                if texts.null_count:
+                texts[name] = column.take(rows)
+                if texts[name].null_count:
                     return None
-                columns[name] = texts
-        frame = pl.DataFrame(columns)
-        segments = self._segments(frame)
-        if segments is None:
+        rows_of = _Rows.classify(texts, ingest.take(outputs.column("source").take(rows)))
+        if rows_of is None:
             return None
-        heads, folded = segments
-        return _rebuilt(traced, heads, folded, self.counts, self.group is not None)
+        found = rows_of.segments()
+        if found is None:
+            return None
+        row_numbers = rows.to_numpy().astype(np.int64)
+        folded = np.concatenate([row_numbers[rows_of.dropped], row_numbers[found.members]])
+        group = texts.get("group")
+        keys = group.take(pa.array(found.heads)) if group is not None else None
+        return _rebuilt(traced, row_numbers[found.heads], found.texts(keys, self.counts), folded)
 
-    def _segments(self, frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray] | None:
-        """The heads (row, group text, time, ingest, folded count) and the rows folded away."""
-        where = pl.col("w") if self.where is not None else pl.lit("true")
-        group = pl.col("g") if self.group is not None else pl.lit(_NO_GROUP)
-        time_text = pl.col("t") if self.time is not None else pl.col("i").cast(pl.String)
-        dropped = where == "false"
-        ordinary = (
-            ~where.is_in(["true", "false"])
-            | group.str.starts_with("[")
-            | group.str.starts_with("{")
-            | ~time_text.str.contains(_NON_NEGATIVE_INT)
+
+@dataclass
+class _Segments:
+    """Positions among the cut port's rows: each segment's head (ascending) with its time and
+    the count of the others, and those others (folded into it)."""
+
+    heads: np.ndarray
+    times: np.ndarray
+    counts: np.ndarray
+    members: np.ndarray
+
+    def texts(self, keys: pa.Array | None, aggregates: int) -> pa.Array:
+        """Each head's segment as `Segment.encode` writes it: `[key, time, head partials, members,
+        tail partials]` (a key that is not one string travels as `[its group_key text]`, the
+        ungrouped group as null); the partials are counts."""
+        if keys is None:
+            key: Any = pa.repeat(pa.scalar(_NO_GROUP), len(self.heads))
+        else:
+            wrapped = pc.binary_join_element_wise('["[', keys, ']"]', "")
+            key = pc.if_else(pc.starts_with(keys, '"'), keys, wrapped)
+        counts = pa.array(self.counts).cast(pa.string())
+        ones = "[" + ",".join(["1"] * aggregates) + "],"
+        tail = ["[", *_joined([counts] * aggregates), "]"] if aggregates else ["[]"]
+        times = pa.array(self.times).cast(pa.string())
+        parts = ["[", key, ",", times, "," + ones, counts, ",", *tail, "]"]
+        return pc.binary_join_element_wise(*parts, "").cast(pa.binary())
+
+
+@dataclass
+class _Rows:
+    """The cut port's rows as the fold classifies them (numpy arrays, one entry per row)."""
+
+    dropped: np.ndarray  # `where` is false
+    ordinary: np.ndarray  # must stay an ordinary event
+    group: np.ndarray  # a number per distinct group text
+    time: np.ndarray
+    ingest: np.ndarray
+
+    @classmethod
+    def classify(cls, texts: dict[str, pa.Array], ingest: pa.Array) -> _Rows | None:
+        count = len(ingest)
+        where = texts.get("where")
+        keep = pc.equal(where, "true") if where is not None else pa.repeat(True, count)
+        dropped = pc.equal(where, "false") if where is not None else pa.repeat(False, count)
+        ordinary = pc.invert(pc.or_(keep, dropped))
+        group = texts.get("group")
+        if group is not None:
+            scalar = pc.invert(pc.or_(pc.starts_with(group, "["), pc.starts_with(group, "{")))
+            ordinary = pc.or_(ordinary, pc.and_(keep, pc.invert(scalar)))
+            numbers = pc.dictionary_encode(group).indices.to_numpy().astype(np.int64)
+        else:
+            numbers = np.zeros(count, dtype=np.int64)
+        time = texts.get("time")
+        if time is not None:
+            valid = pc.match_substring_regex(time, _NON_NEGATIVE_INT)
+            ordinary = pc.or_(ordinary, pc.and_(keep, pc.invert(valid)))
+            try:
+                times = pc.if_else(valid, time, "0").cast(pa.int64()).to_numpy()
+            except pa.ArrowInvalid:  # beyond int64: the per-event fold takes it
+                return None
+        else:
+            times = ingest.to_numpy()
+        return cls(
+            np.asarray(dropped.to_numpy(zero_copy_only=False), dtype=bool),
+            np.asarray(ordinary.to_numpy(zero_copy_only=False), dtype=bool),
+            numbers,
+            np.asarray(times, dtype=np.int64),
+            np.asarray(ingest.to_numpy(), dtype=np.int64),
         )
-        frame = frame.select(
-            "row",
-            "i",
-            g=group,
-            t=time_text.str.to_integer(strict=False) if self.time is not None else pl.col("i"),
-            dropped=dropped & ~ordinary,
-            ordinary=ordinary,
+
+    def segments(self) -> _Segments | None:
+        """The segments (see the module docstring); None when the times span too much to offset."""
+        epoch = np.cumsum(self.ordinary)
+        candidates = np.flatnonzero(~self.ordinary & ~self.dropped)
+        if not len(candidates):
+            return _Segments(candidates, candidates, candidates, candidates)
+        group, times, ingest = self.group[candidates], self.time[candidates], self.ingest[candidates]
+        # Each (group, epoch) in row order, then its stretches of one ingest time.
+        order = np.lexsort((epoch[candidates], group))
+        group, epochs, times, ingest = group[order], epoch[candidates][order], times[order], ingest[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = (group[1:] != group[:-1]) | (epochs[1:] != epochs[:-1]) | (ingest[1:] != ingest[:-1])
+        stretch = np.cumsum(starts) - 1
+        # A running maximum per stretch: every stretch's times offset above all earlier ones.
+        low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
+        if span * (int(stretch[-1]) + 1) >= 2**62:
+            return None
+        offset = (times - low) + stretch * span
+        before = np.maximum.accumulate(offset)
+        head = starts.copy()
+        head[1:] |= offset[1:] > before[:-1]
+        others = np.bincount(np.cumsum(head) - 1) - 1  # per segment, in sorted order
+        positions = candidates[order]
+        by_row = np.argsort(positions[head])
+        return _Segments(
+            positions[head][by_row], times[head][by_row], others[by_row], np.sort(positions[~head])
         )
-        frame = frame.with_columns(epoch=pl.col("ordinary").cum_sum())
-        candidates = frame.filter(~pl.col("ordinary") & ~pl.col("dropped"))
-        if candidates.get_column("t").null_count():
-            return None  # a time beyond int64: the per-event fold takes it
-        stretch = ["g", "epoch", "run"]
-        candidates = candidates.with_columns(
-            run=(pl.col("i") != pl.col("i").shift(1)).fill_null(True).cum_sum().over("g", "epoch")
-        ).with_columns(before=pl.col("t").cum_max().shift(1).over(stretch))
-        candidates = candidates.with_columns(
-            head=pl.col("before").is_null() | (pl.col("t") > pl.col("before"))
-        ).with_columns(head_row=pl.when("head").then("row").otherwise(None).forward_fill().over(stretch))
-        heads = candidates.group_by("head_row", maintain_order=True).agg(
-            pl.col("g").first(), pl.col("t").first(), pl.col("i").first(), members=pl.len() - 1
-        )
-        folded = np.concatenate(
-            [
-                frame.filter("dropped").get_column("row").to_numpy(),
-                candidates.filter(~pl.col("head")).get_column("row").to_numpy(),
-            ]
-        )
-        return heads, folded
 
 
 def _rebuilt(
-    traced: ColumnarTraced, heads: pl.DataFrame, folded: np.ndarray, counts: int, grouped: bool
+    traced: ColumnarTraced, heads: np.ndarray, segments: pa.Array, folded: np.ndarray
 ) -> tuple[ColumnarTraced, pa.Array]:
-    """The rows left after folding (order kept), each head with its encoded segment: the bytes
-    `Segment.encode` writes, `[key, time, head partials, members, tail partials]` (a key that is
-    not one string travels as `[its group_key text]`, the ungrouped group as null)."""
+    """The rows left after folding (order kept), each head (output row numbers, ascending) with
+    its encoded segment, null for the other rows."""
     outputs = traced.outputs
     assert outputs is not None
-    count = outputs.num_rows
-    keep = np.ones(count, dtype=bool)
+    keep = np.ones(outputs.num_rows, dtype=bool)
     keep[folded] = False
-    ones = "[" + ",".join(["1"] * counts) + "]"
-    members = pl.col("members").cast(pl.String)
-    tail = pl.concat_str([pl.lit("["), *_joined([members] * counts), pl.lit("]")]) if counts else pl.lit("[]")
-    group = pl.col("g")
-    key = (
-        pl.when(group.str.starts_with('"'))
-        .then(group)
-        .otherwise(pl.concat_str([pl.lit('["['), group, pl.lit(']"]')]))
-        if grouped
-        else pl.lit(_NO_GROUP)
-    )
-    encoded = heads.select(
-        row=pl.col("head_row"),
-        partial=pl.concat_str(
-            [pl.lit("["), key, pl.lit(","), pl.col("t").cast(pl.String), pl.lit("," + ones + ","), members]
-            + [pl.lit(","), tail, pl.lit("]")]
-        ).cast(pl.Binary),
-    )
     kept = np.flatnonzero(keep)
-    # Each kept row's index into `encoded` (heads are kept, in row order), -1 (null) for the others.
+    # Each kept row's index into `segments` (heads are kept, in row order), -1 (null) for the others.
     which = np.full(len(kept), -1, dtype=np.int64)
-    which[np.searchsorted(kept, encoded.get_column("row").to_numpy())] = np.arange(encoded.height)
-    segments = encoded.get_column("partial").to_arrow().take(pa.array(which, mask=which < 0))
-    return _with_outputs(traced, outputs.take(pa.array(kept))), segments.cast(pa.binary())
+    which[np.searchsorted(kept, heads)] = np.arange(len(heads))
+    found = segments.take(pa.array(which, mask=which < 0))
+    return _with_outputs(traced, outputs.take(pa.array(kept))), found
 
 
 def _joined(parts: list[Any]) -> list[Any]:
     """`parts` with a comma between each two."""
     out: list[Any] = []
     for index, part in enumerate(parts):
-        out += [pl.lit(","), part] if index else [part]
+        out += [",", part] if index else [part]
     return out
 
 

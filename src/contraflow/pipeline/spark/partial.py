@@ -149,12 +149,12 @@ class PartialAggregation:
                 folded = self.columns.fold(traced, self.port, ingest)
                 if folded is not None:
                     return folded
-            traced = _with_items(traced)
+            traced = with_items(traced)
         if len(traced.items) != len(traced.ports):
             return traced, pa.nulls(len(traced.ports), pa.binary())
-        return self._collapse_items(traced, ingest.to_pylist())
+        return self.collapse_items(traced, ingest.to_pylist())
 
-    def _collapse_items(self, traced: Traced, ingest: list[int]) -> tuple[Traced, pa.Array]:
+    def collapse_items(self, traced: Traced, ingest: list[int]) -> tuple[Traced, pa.Array]:
         """The fold event by event, with the select's own compiled code."""
         heads: dict[int, Segment] = {}
         folded: set[int] = set()  # rows folded into a segment, or dropped by `where`
@@ -256,7 +256,7 @@ def columnar_fold(rest: PipelineGraph, select: str, runner: SelectRunner) -> Col
     return ColumnarFold(spec.where, group, time, len(calls))
 
 
-def _with_items(traced: Traced) -> Traced:
+def with_items(traced: Traced) -> Traced:
     """`traced` with an undecoded item per output (its bytes, its metadata decoded)."""
     items = [
         [UNDECODED, orjson.loads(meta) if meta else None, value]
