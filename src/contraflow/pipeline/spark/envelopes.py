@@ -197,12 +197,17 @@ class PackEvents:
             keys = [keys[i] for i in traced.sources]
         return _by_key(events, keys)
 
-    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str]:
+    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str] | pa.Array:
         """The stream of each event for the stateful part; events already final go with the first.
 
-        After a columnar prefix the group key comes from its columns where they answer it; otherwise
-        the events are read as the prefix left them (no second parse), or parsed again."""
+        After a columnar prefix the group key comes from its columns where they answer it (for the
+        whole batch: one stream lookup per distinct group text, no per-row Python); otherwise the
+        events are read as the prefix left them (no second parse), or parsed again."""
         assert self.groups is not None
+        if isinstance(traced, ColumnarTraced):
+            streams = self._streams_from_columns(events, traced)
+            if streams is not None:
+                return streams
         targets = events.column("target").to_pylist()
         texts = (
             traced.texts_of(self.groups.group_expr)
@@ -236,11 +241,26 @@ class PackEvents:
                 streams.append(stream_of_item([UNDECODED, meta, values[row]]))
         return streams
 
+    def _streams_from_columns(self, events: pa.RecordBatch, traced: ColumnarTraced) -> pa.Array | None:
+        """Each event's stream from the group texts of the prefix's columns; None when they do not
+        answer every event for the stateful part."""
+        assert self.groups is not None
+        texts = traced.text_column(self.groups.group_expr)
+        rest = pc.starts_with(events.column("target"), REST_INPUT)
+        if texts is None or pc.any(pc.and_(rest, texts.is_null())).as_py():
+            return None
+        encoded = pc.dictionary_encode(pc.if_else(rest, texts, ""))  # "": final, never a JSON text
+        streams = [
+            self.groups.stream_of_group(orjson.loads(text)) if text else self.groups.first
+            for text in encoded.dictionary.to_pylist()
+        ]
+        return pa.array(streams, pa.string()).take(encoded.indices)
 
-def _by_key(events: pa.RecordBatch, keys: list[str]) -> list[tuple[str, pa.RecordBatch]]:
-    """The events grouped by key, order kept within each group."""
-    key_column = pa.array(keys, pa.string())
-    return [(key, events.filter(pc.equal(key_column, key))) for key in dict.fromkeys(keys)]
+
+def _by_key(events: pa.RecordBatch, keys: list[str] | pa.Array) -> list[tuple[str, pa.RecordBatch]]:
+    """The events grouped by key (in order of first appearance), order kept within each group."""
+    key_column = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    return [(key, events.filter(pc.equal(key_column, key))) for key in pc.unique(key_column).to_pylist()]
 
 
 def _one_by_one(
