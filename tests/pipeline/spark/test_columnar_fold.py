@@ -44,7 +44,7 @@ CLEAN_EVENT = st.fixed_dictionaries(
     run=st.integers(1, 12),
     key_type=st.sampled_from(["str", "int", "bool"]),
 )
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 def test_the_fold_on_columns_makes_the_event_by_event_segments(
     name: str, events: list[Any], run: int, key_type: str
 ) -> None:

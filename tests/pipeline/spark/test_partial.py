@@ -28,11 +28,11 @@ from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
 
 
-@pytest.fixture(autouse=True, params=["per-event prefix", "columnar prefix"])
+@pytest.fixture(params=["per-event prefix", "columnar prefix"])
 def prefix(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test once after a per-event prefix (the fold reads its decoded items) and once after a
-    columnar one (these prefixes vectorize: the fold runs on its columns, or event by event on its
-    outputs' bytes where the columns do not answer every row)."""
+    """A test that runs prefixes, once after a per-event prefix (the fold reads its decoded items)
+    and once after a columnar one (these prefixes vectorize: the fold runs on its columns, or event
+    by event on its outputs' bytes where the columns do not answer every row)."""
     monkeypatch.setenv(COLUMNAR_SWITCH, "off" if request.param == "per-event prefix" else "on")
     return str(request.param)
 
@@ -208,9 +208,10 @@ def _source_batches(
     return [b for b in batches if b.values]
 
 
+@pytest.mark.usefixtures("prefix")
 @pytest.mark.parametrize("name", sorted(FOLDED))
 @given(micro_batches=MICRO_BATCHES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_folded_and_per_event_paths_agree(name: str, micro_batches: list[Any]) -> None:
     """Same outputs in the same order per output (err events included; the per-event path does
     not keep the order across outputs either) and the same state after every micro-batch, across restarts, with events out of order in and across batches and partitions."""
@@ -230,6 +231,7 @@ def test_folded_and_per_event_paths_agree(name: str, micro_batches: list[Any]) -
         assert folded.snapshot() == per_event.snapshot()
 
 
+@pytest.mark.usefixtures("prefix")
 def test_folding_sends_one_row_per_segment() -> None:
     """Events of a group at or before its segment's head time, with one log timestamp, cross as
     one row; the window counts them all."""
