@@ -16,10 +16,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contraflow.pipeline.columnar import ColumnarPlan
-from contraflow.pipeline.executor import PipelineExecutor
-from contraflow.pipeline.spark.partial import PartialAggregation, partial_select, with_items
+from contraflow.pipeline.executor import PipelineExecutor, Traced
+from contraflow.pipeline.item import UNDECODED
+from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.split import split_prefix
 from tests.pipeline.spark.test_partial import COUNT, EVENT_TIME, INGEST_TIME, _compiled, pipeline
+
+
+def with_items(traced: Traced) -> Traced:
+    """`traced` with an undecoded item per output (its bytes, its metadata decoded): what the fold
+    event by event reads."""
+    items = [
+        [UNDECODED, orjson.loads(meta) if meta else None, value]
+        for value, meta in zip(traced.values, traced.metas, strict=True)
+    ]
+    return Traced(traced.ports, traced.values, traced.metas, traced.sources, items)
+
 
 # The select's own `where` (false drops, true keeps) and a window time that may be negative (the
 # window script fails: an ordinary event, ending every open segment).

@@ -21,7 +21,7 @@ Only selects whose aggregates are all `aggr::stats::count()` fold here (their
 partials are counts, so a segment needs no argument values). Anything the
 columns do not answer exactly (an output of the per-event executor, an
 inexact row, an expression that does not lower) returns None: the caller then
-folds the batch event by event, with identical results.
+sends the batch unfolded (every event ordinary), with identical results.
 """
 
 from __future__ import annotations
