@@ -37,7 +37,10 @@ append, sink write, sink commit, the monitor that settles acks; Spark's
 micro-batch durations and their phases `spark_offsets`, `spark_planning`,
 `spark_execution`, `spark_commit`, `spark_state_commit`, from
 `contraflow_pipeline_batch_phase_seconds`) give wall µs per event in each stage. Stages overlap
-(they run concurrently), so they do not add up to 1 / rate.
+(they run concurrently), so they do not add up to 1 / rate. `shuffled_per_event`: the
+events carried into a stateful pipeline's `transformWithState` per event read
+(`contraflow_pipeline_events_total{direction="shuffled"}`; below 1 where partial
+aggregation folded events before the shuffle).
 """
 
 from __future__ import annotations
@@ -444,6 +447,11 @@ def stage_seconds(metrics: list[tuple[str, dict[str, str], float]]) -> dict[str,
     stages["spark_batch_count"] = sum(
         v for m, _, v in metrics if m == "contraflow_pipeline_batch_duration_seconds_count"
     )
+    stages["shuffled_events"] = sum(
+        v
+        for m, labels, v in metrics
+        if m == "contraflow_pipeline_events_total" and labels.get("direction") == "shuffled"
+    )
     return stages
 
 
@@ -512,6 +520,7 @@ def run_flow(
     seconds = t1 - t0
     cpu = {k: round((cpu1.get(k, 0) - cpu0.get(k, 0)) / events * 1e6, 2) for k in sorted(cpu1)}
     batches = stages1.pop("spark_batch_count", 0) - stages0.pop("spark_batch_count", 0)
+    shuffled = stages1.pop("shuffled_events", 0) - stages0.pop("shuffled_events", 0)
     stages = {k: round((stages1.get(k, 0) - stages0.get(k, 0)) / events * 1e6, 2) for k in sorted(stages1)}
     return {
         "events_per_s": round(events / seconds),
@@ -521,6 +530,8 @@ def run_flow(
         "stage_wall_us_per_event": stages,
         "spark_micro_batches": round(batches),
         "events_per_micro_batch": round(events / batches) if batches else None,
+        # Events carried into the stateful stage per event read (partial aggregation folds the rest).
+        "shuffled_per_event": round(shuffled / events, 3),
     }
 
 

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contraflow.pipeline.spark.listener import batch_phases
+from contraflow.pipeline.spark.listener import SHUFFLE_EVENTS, SHUFFLE_METRIC, batch_phases, batch_progress
 from contraflow.runtime.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
 from tests.api.conftest import InMemoryRuntime
 
@@ -175,3 +175,27 @@ def test_batch_phases_from_spark_progress() -> None:
     family = "contraflow_pipeline_batch_phase_seconds_total"
     assert sample(family, {"flow": "f", "pipeline": "p", "phase": "planning"}) == pytest.approx(0.5)
     assert sample(family, {"flow": "f", "pipeline": "p", "phase": "state_commit"}) == pytest.approx(0.8)
+
+
+def test_events_shuffled_from_the_observed_metric() -> None:
+    """A stateful query's observed shuffle count becomes the `shuffled` direction; a stateless
+    query's progress has none and adds nothing."""
+    progress = {
+        "id": "q",
+        "runId": "r",
+        "batchId": 3,
+        "sources": [],
+        "sink": {"numOutputRows": 7},
+        "observedMetrics": {SHUFFLE_METRIC: {SHUFFLE_EVENTS: 40}},
+        "durationMs": {"triggerExecution": 100},
+    }
+    stateful = batch_progress(progress)
+    stateless = batch_progress({**progress, "observedMetrics": {}})
+    assert (stateful.rows_shuffled, stateless.rows_shuffled) == (40, 0)
+    m = RuntimeMetrics()
+    for batch in (stateful, stateless):
+        m.pipeline_batch("f", "p", 0.1, 100, 7, events_shuffled=batch.rows_shuffled)
+    sample = m.registry.get_sample_value
+    family = "contraflow_pipeline_events_total"
+    assert sample(family, {"flow": "f", "pipeline": "p", "direction": "shuffled"}) == 40
+    assert sample(family, {"flow": "f", "pipeline": "p", "direction": "in"}) == 200

@@ -25,6 +25,7 @@ from contraflow.lang.troy.compiler import compile_trickle_file
 from contraflow.pipeline.columnar import ColumnarPlan
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
+from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.split import split_prefix
 
 TESTS = Path(__file__).parent.parent
@@ -130,6 +131,43 @@ def test_w1_prefix_runs_columnar_and_keeps_the_executor_results() -> None:
     got = plan.run(PipelineExecutor(prefix), pa.array(values, pa.binary()), metas, list(range(len(values))))
     assert got.columnar_rows == len(values) - 5  # rows 3, 5, 6, 7 (duplicate key) and 8 (metadata)
     assert got.ports.count("err") == 2  # rows 3 and 6
+
+
+def test_fields_read_after_the_prefix_are_parsed_and_answered_per_output() -> None:
+    """Partial aggregation reads `event.ts` (the window time) and `$region` (the group) on the
+    prefix's outputs: compiled with `also_read`, the plan parses `ts` too and its results stay the
+    executor's; `text_column` gives each output's JSON text, null where the columns cannot answer
+    (a `ts` of another type than the batch's: that row ran on the executor)."""
+    graph = compile_query(W1_PREFIX.replace("size = 10", "interval = 10 script event.ts"))
+    split = split_prefix(graph)
+    assert split is not None
+    select = partial_select(split.rest)
+    assert select is not None
+    reads = PartialAggregation(split.rest, select, split.cut_ports[0]).reads
+    assert [e.source.strip() for e in reads] == ["$region", "event.ts"]
+    values = [
+        orjson.dumps({"event": "click", "value": i, "country": ["DE", "US", "JP"][i % 3], "ts": 7 * i})
+        for i in range(40)
+    ]
+    values[5] = orjson.dumps({"event": "click", "value": 5, "country": "DE", "ts": "late"})
+    plan = ColumnarPlan.compile(split.prefix, "in", [e.ast for e in reads])
+    assert plan is not None
+    executor = PipelineExecutor(split.prefix)
+    got = plan.run(executor, pa.array(values, pa.binary()), None, list(range(len(values))))
+    want = executor.process_values_traced("in", values, None, list(range(len(values))))
+    assert (got.ports, got.values, got.metas, got.sources) == (
+        want.ports,
+        want.values,
+        want.metas,
+        want.sources,
+    )
+    assert got.columnar_rows == len(values) - 1
+    regions, times = (got.text_column(e.ast) for e in reads)
+    assert regions is not None and times is not None
+    outputs = [orjson.loads(v) for v in got.values]
+    assert times.to_pylist() == [None if o["ts"] == "late" else str(o["ts"]) for o in outputs]
+    expected = {"DE": '"eu"', "US": '"na"', "JP": '"other"'}
+    assert regions.to_pylist() == [None if o["ts"] == "late" else expected[o["country"]] for o in outputs]
 
 
 # --- generated pipelines and events -------------------------------------------------------------

@@ -20,7 +20,9 @@ Families (labels in braces):
 - `contraflow_pipeline_batch_phase_seconds_total{flow,pipeline,phase}`: where micro-batches' time
   went, from Spark's progress: `offsets`, `planning`, `execution`, `commit`, and `state_commit`
   (state stores, summed over tasks) for stateful pipelines
-- `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline
+- `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline;
+  `shuffled`: events (segment heads and ordinary ones) carried into a stateful pipeline's
+  `transformWithState`, which partial aggregation keeps below `in`
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
 - `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
   hot path (`source_read`, `source_decode`, `append`, `sink_write`, `sink_commit`, `monitor`),
@@ -191,6 +193,7 @@ class RuntimeMetrics:
         events_out: int,
         events_per_second: float | None = None,
         phases: tuple[tuple[str, float], ...] = (),
+        events_shuffled: int = 0,
     ) -> None:
         """Record one finished micro-batch; the rate defaults to `events_in / duration_s`."""
         self._child(self.pipeline_batch_duration_seconds, flow, pipeline).observe(duration_s)
@@ -198,6 +201,8 @@ class RuntimeMetrics:
             self._child(self.pipeline_batch_phase_seconds_total, flow, pipeline, phase).inc(seconds)
         self._child(self.pipeline_events_total, flow, pipeline, "in").inc(events_in)
         self._child(self.pipeline_events_total, flow, pipeline, "out").inc(events_out)
+        if events_shuffled:
+            self._child(self.pipeline_events_total, flow, pipeline, "shuffled").inc(events_shuffled)
         if events_per_second is None:
             events_per_second = events_in / duration_s if duration_s > 0 else 0.0
         self._child(self.pipeline_events_per_second, flow, pipeline).set(events_per_second)

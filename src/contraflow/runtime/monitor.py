@@ -150,6 +150,7 @@ class FlowMonitor:
                 batch.rows_in,
                 max(batch.rows_out, 0),
                 phases=batch.phases,
+                events_shuffled=batch.rows_shuffled,
             )
             unresolved.append(batch)
         while unresolved:

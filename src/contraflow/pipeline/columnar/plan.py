@@ -59,27 +59,32 @@ class ColumnarTraced(Traced):
         """The JSON text of tremor-script expression `expr` (an AST) on each output, evaluated on the
         event and metadata that output leaves with; None where the columns do not answer it exactly
         (outputs of the per-event executor, routes where it does not vectorize, inexact rows)."""
-        found: list[str | None] = [None] * len(self.ports)
-        if self.outputs is None or self.evaluator is None:
-            return found
+        column = self.text_column(expr)
+        return [None] * len(self.ports) if column is None else column.to_pylist()
+
+    def text_column(self, expr: Any) -> pa.Array | None:
+        """`texts_of` as an Arrow string column (null where not answered); None when no output is."""
+        if self.outputs is None or self.evaluator is None or self.parsed is None:
+            return None
         route_column = self.outputs.column("route")
+        sources = self.outputs.column("source")
+        found: pa.Array | None = None
         for number, route in enumerate(self.routes):
             meta = dict(route.meta.fields) if route.meta is not None else {}
             try:
                 lowered = lower(expr, Scope(route.value, meta))
-                if self.parsed is None or not readable(FieldTypes.of([lowered]), self.parsed.table.schema):
+                if not readable(FieldTypes.of([lowered]), self.parsed.table.schema):
                     continue
             except NotVectorizable:
                 continue
-            rows = pc.indices_nonzero(pc.equal(route_column, number))
-            if not len(rows):
+            on_route = pc.equal(route_column, number)
+            if not pc.any(on_route).as_py():
                 continue
-            sources = self.outputs.column("source").take(rows)
-            texts = self.evaluator.text(lowered).take(sources).to_pylist()
-            exact = self.evaluator.exact(lowered).take(sources).to_pylist()
-            for row, text, ok in zip(rows.to_pylist(), texts, exact, strict=True):
-                if ok:
-                    found[row] = text
+            exact = pc.and_(on_route, self.evaluator.exact(lowered).take(sources))
+            texts = self.evaluator.text(lowered).take(sources)
+            found = pc.if_else(
+                exact, texts, found if found is not None else pa.nulls(len(sources), pa.string())
+            )
         return found
 
     def by_port(self) -> dict[str, tuple[pa.Array, list[bytes | None]]]:
@@ -98,15 +103,18 @@ class ColumnarTraced(Traced):
 
 @dataclass
 class ColumnarPlan:
+    """`fields` are what the routes read; `wider` adds the fields of expressions a later stage
+    evaluates on the outputs (`ColumnarTraced.text_column`), parsed when the batch types them."""
+
     port: str
     routes: Routes
     fields: FieldTypes
-    _exprs: list[Expr] = field(default_factory=list)
+    wider: FieldTypes | None = None
 
     @classmethod
-    def compile(cls, graph: PipelineGraph, port: str) -> ColumnarPlan | None:
+    def compile(cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = ()) -> ColumnarPlan | None:
         """The plan for events entering `port`, or None when some node they reach does not vectorize
-        (or none reads them)."""
+        (or none reads them). `also_read`: tremor-script ASTs evaluated on the outputs afterwards."""
         if port not in graph.inputs:
             return None
         try:
@@ -116,7 +124,7 @@ class ColumnarPlan:
             exprs = [c.expr for c in routes.checks] + [
                 e for r in routes.routes for e in (r.value, r.meta) if e is not None
             ]
-            return cls(port, routes, FieldTypes.of(exprs))
+            return cls(port, routes, FieldTypes.of(exprs), _wider(exprs, routes, also_read))
         except NotVectorizable:
             return None
 
@@ -129,7 +137,10 @@ class ColumnarPlan:
     ) -> ColumnarTraced:
         """The batch through the pipeline: what `executor.process_values_traced` would return."""
         count = len(values)
-        schema = self.fields.schema([values[i].as_py() for i in range(min(count, 8))])
+        sample = [values[i].as_py() for i in range(min(count, 8))]
+        schema = self.wider.schema(sample) if self.wider is not None else None
+        if schema is None:  # the later stage's fields are left out where the sample leaves them open
+            schema = self.fields.schema(sample)
         if schema is None:  # the first events leave a field's type open: this batch runs per event
             return _per_event(
                 executor.process_values_traced(self.port, values.to_pylist(), _list(metas), list(ingest))
@@ -202,6 +213,25 @@ class ColumnarPlan:
             ],
             schema=OUTPUT_SCHEMA,
         )
+
+
+def _wider(exprs: list[Expr], routes: Routes, also_read: Sequence[Any]) -> FieldTypes | None:
+    """The fields of `exprs` and of `also_read` as lowered on each route (None: nothing more)."""
+    extra = []
+    for node in also_read:
+        for route in routes.routes:
+            meta = dict(route.meta.fields) if route.meta is not None else {}
+            try:
+                extra.append(lower(node, Scope(route.value, meta)))
+            except NotVectorizable:
+                continue
+    if not extra:
+        return None
+    try:
+        wider = FieldTypes.of(exprs + extra)
+    except NotVectorizable:
+        return None
+    return wider if wider.uses != FieldTypes.of(exprs).uses else None
 
 
 def _all(evaluator: Evaluator, conditions: tuple[Expr, ...]) -> pa.Array | None:

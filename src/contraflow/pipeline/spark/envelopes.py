@@ -40,7 +40,7 @@ from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PartialAggregation
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
-ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary"
+ENVELOPE_DDL = "key string, port string, topic string, partition int, first_offset bigint, events binary, event_count int"
 ENVELOPE_SCHEMA = pa.schema(
     [
         ("key", pa.string()),
@@ -49,6 +49,7 @@ ENVELOPE_SCHEMA = pa.schema(
         ("partition", pa.int32()),
         ("first_offset", pa.int64()),
         ("events", pa.binary()),
+        ("event_count", pa.int32()),  # the rows in `events`: observed as the events crossing the shuffle
     ]
 )
 EVENTS_SCHEMA = pa.schema(
@@ -122,6 +123,7 @@ class PackEvents:
                     "partition": partition,
                     "first_offset": first,
                     "events": to_ipc(part),
+                    "event_count": part.num_rows,
                 }
                 for key, part in keyed
             ],
@@ -144,9 +146,9 @@ class PackEvents:
             ]
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), None
         traced = self._run_prefix(rows, ingest)
-        folded: list[bytes | None] | None = None
+        folded: pa.Array | None = None
         if self.partials is not None:
-            traced, folded = self.partials.collapse(traced, ingest.to_pylist())
+            traced, folded = self.partials.collapse(traced, ingest)
         sources = pa.array(traced.sources, pa.int64())
         cut = set(self.cut_ports)
         targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
@@ -159,7 +161,7 @@ class PackEvents:
         ]
         if folded is None:
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
-        columns.append(pa.array(folded, pa.binary()))
+        columns.append(folded)
         return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA.append(PARTIAL_FIELD)), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
@@ -169,7 +171,7 @@ class PackEvents:
         executor = self.prefix.executor()
         metas = input_metas(rows.column("headers"))
         times = ingest.to_pylist()
-        columnar = self.prefix.columnar(self.port)
+        columnar = self.prefix.columnar(self.port, self.partials.reads if self.partials is not None else ())
         try:
             if columnar is not None:
                 return columnar.run(executor, rows.column("value"), metas, times)
@@ -195,12 +197,17 @@ class PackEvents:
             keys = [keys[i] for i in traced.sources]
         return _by_key(events, keys)
 
-    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str]:
+    def _group_streams(self, events: pa.RecordBatch, traced: Traced | None) -> list[str] | pa.Array:
         """The stream of each event for the stateful part; events already final go with the first.
 
-        After a columnar prefix the group key comes from its columns where they answer it; otherwise
-        the events are read as the prefix left them (no second parse), or parsed again."""
+        After a columnar prefix the group key comes from its columns where they answer it (for the
+        whole batch: one stream lookup per distinct group text, no per-row Python); otherwise the
+        events are read as the prefix left them (no second parse), or parsed again."""
         assert self.groups is not None
+        if isinstance(traced, ColumnarTraced):
+            streams = self._streams_from_columns(events, traced)
+            if streams is not None:
+                return streams
         targets = events.column("target").to_pylist()
         texts = (
             traced.texts_of(self.groups.group_expr)
@@ -234,11 +241,26 @@ class PackEvents:
                 streams.append(stream_of_item([UNDECODED, meta, values[row]]))
         return streams
 
+    def _streams_from_columns(self, events: pa.RecordBatch, traced: ColumnarTraced) -> pa.Array | None:
+        """Each event's stream from the group texts of the prefix's columns; None when they do not
+        answer every event for the stateful part."""
+        assert self.groups is not None
+        texts = traced.text_column(self.groups.group_expr)
+        rest = pc.starts_with(events.column("target"), REST_INPUT)
+        if texts is None or pc.any(pc.and_(rest, texts.is_null())).as_py():
+            return None
+        encoded = pc.dictionary_encode(pc.if_else(rest, texts, ""))  # "": final, never a JSON text
+        streams = [
+            self.groups.stream_of_group(orjson.loads(text)) if text else self.groups.first
+            for text in encoded.dictionary.to_pylist()
+        ]
+        return pa.array(streams, pa.string()).take(encoded.indices)
 
-def _by_key(events: pa.RecordBatch, keys: list[str]) -> list[tuple[str, pa.RecordBatch]]:
-    """The events grouped by key, order kept within each group."""
-    key_column = pa.array(keys, pa.string())
-    return [(key, events.filter(pc.equal(key_column, key))) for key in dict.fromkeys(keys)]
+
+def _by_key(events: pa.RecordBatch, keys: list[str] | pa.Array) -> list[tuple[str, pa.RecordBatch]]:
+    """The events grouped by key (in order of first appearance), order kept within each group."""
+    key_column = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.string())
+    return [(key, events.filter(pc.equal(key_column, key))) for key in pc.unique(key_column).to_pylist()]
 
 
 def _one_by_one(

@@ -37,6 +37,10 @@ BACKLOG = 4096
 # `observedMetrics[OUTPUT_METRIC][OUTPUT_RECORDS]` (see `query._routed_rows`).
 OUTPUT_METRIC = "contraflow_output"
 OUTPUT_RECORDS = "records"
+# A stateful query observes the events its envelopes carry into `transformWithState` (what partial
+# aggregation leaves to cross the shuffle): `observedMetrics[SHUFFLE_METRIC][SHUFFLE_EVENTS]`.
+SHUFFLE_METRIC = "contraflow_shuffle"
+SHUFFLE_EVENTS = "events"
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class BatchProgress:
     duration_s: float
     # Seconds of the batch per phase (`BATCH_PHASES`), so the next bottleneck shows in `/metrics`.
     phases: tuple[tuple[str, float], ...] = ()
+    rows_shuffled: int = 0  # events carried into the stateful stage (0 for a stateless query)
 
 
 # Where a micro-batch's time goes, from Spark's progress: each phase adds up some of its
@@ -103,6 +108,7 @@ def batch_progress(progress: dict[str, Any]) -> BatchProgress:
     sink = progress.get("sink") or {}
     observed = (progress.get("observedMetrics") or {}).get(OUTPUT_METRIC)
     rows_out = (observed.get(OUTPUT_RECORDS) or 0) if observed is not None else sink.get("numOutputRows", -1)
+    shuffled = (progress.get("observedMetrics") or {}).get(SHUFFLE_METRIC) or {}
     sources = progress.get("sources") or []
     return BatchProgress(
         query_id=str(progress["id"]),
@@ -111,6 +117,7 @@ def batch_progress(progress: dict[str, Any]) -> BatchProgress:
         input_ends=tuple(parse_offsets(s.get("endOffset")) for s in sources),
         rows_in=sum(records_read(source) for source in sources),
         rows_out=int(rows_out if rows_out is not None else -1),
+        rows_shuffled=int(shuffled.get(SHUFFLE_EVENTS) or 0),
         duration_s=(progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
         phases=batch_phases(progress.get("durationMs"), progress.get("stateOperators")),
     )

@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from contraflow.events import Event, decode_value
-from contraflow.lang.graph import PipelineGraph
+from contraflow.lang.graph import PipelineGraph, SourceExpr
 from contraflow.pipeline.analysis import has_qos, has_timers
 from contraflow.pipeline.columnar import ColumnarPlan
 from contraflow.pipeline.signals import apply_signals
@@ -107,18 +107,20 @@ class PipelinePlan:
             executor = _executors[key] = fresh
         return executor
 
-    def columnar(self, port: str) -> ColumnarPlan | None:
+    def columnar(self, port: str, also_read: tuple[SourceExpr, ...] = ()) -> ColumnarPlan | None:
         """This worker's columnar plan for events entering `port` (compiled once), or None when the
         graph does not vectorize there, is stateful, routes by QoS signals or uses another executor.
+        `also_read`: expressions a later stage evaluates on the outputs (their fields get parsed too).
 
         `CONTRAFLOW_COLUMNAR=off` in the workers' environment keeps every batch on the per-event
         executor (to compare, or to rule the columnar path out)."""
         if os.environ.get(COLUMNAR_SWITCH, "on") == "off":  # read each time: the switch is not cached
             return None
-        key = f"{self.executor_class}/{self.fingerprint}/{port}"
+        key = f"{self.executor_class}/{self.fingerprint}/{port}/" + "/".join(e.source for e in also_read)
         if key not in _columnar:
             eligible = self.executor_class == DEFAULT_EXECUTOR and not self.graph.stateful and not self.qos
-            _columnar[key] = ColumnarPlan.compile(self.graph, port) if eligible else None
+            asts = [e.ast for e in also_read]
+            _columnar[key] = ColumnarPlan.compile(self.graph, port, asts) if eligible else None
         return _columnar[key]
 
     def initial_state(self) -> dict[str, Any]:

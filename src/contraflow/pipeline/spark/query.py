@@ -24,7 +24,7 @@ from contraflow.pipeline.python.modules import ship_modules
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
-from contraflow.pipeline.spark.listener import OUTPUT_METRIC, OUTPUT_RECORDS
+from contraflow.pipeline.spark.listener import OUTPUT_METRIC, OUTPUT_RECORDS, SHUFFLE_EVENTS, SHUFFLE_METRIC
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.plan import DEFAULT_EXECUTOR, IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
@@ -233,7 +233,10 @@ def _stateful_rows(
     fold_partials: bool = True,
 ) -> DataFrame:
     """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
-    `transformWithState` keyed by the partition key -> the sink's rows."""
+    `transformWithState` keyed by the partition key -> the sink's rows. The events the envelopes
+    carry are observed (`SHUFFLE_METRIC`): what partial aggregation leaves to cross."""
+    from pyspark.sql import functions as F
+
     _check_partition_by(partition_by)
     split = split_prefix(plan.graph)
     prefix = replace(plan, graph=split.prefix) if split is not None else None
@@ -261,6 +264,7 @@ def _stateful_rows(
             ).values()
         )
     )
+    envelopes = envelopes.observe(SHUFFLE_METRIC, F.sum("event_count").alias(SHUFFLE_EVENTS))
     processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
     initial = _initial_state(spark, checkpoint, groups)
     outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(

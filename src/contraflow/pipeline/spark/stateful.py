@@ -103,7 +103,7 @@ class PipelineProcessor(StatefulProcessor):
             return
         select = self._partial_select
         assert select is not None, "only a pipeline partial_select accepts gets folded events"
-        partials = events.column(PARTIAL_COLUMN).to_pylist()
+        partials = events.column(PARTIAL_COLUMN).combine_chunks()
         with no_cyclic_gc():  # as in `process_values`: rescans of the node state would be all it found
             merge_partials(
                 self.executor.node(select).windows, events, lambda part: plain(part, out), partials

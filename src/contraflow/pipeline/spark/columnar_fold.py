@@ -1,0 +1,226 @@
+"""Partial aggregation's fold computed on columns, after a prefix that ran columnar.
+
+`contraflow.pipeline.spark.partial` folds event by event with the select's
+compiled code; after a columnar prefix (`ColumnarTraced`) the same segments
+come out of a few vectorized passes instead. Each output to the cut port is
+classified from its columns (`ColumnarTraced.text_column`: the `where`, the
+group value and the window time as JSON text): dropped by `where`, ordinary
+(`where` not a boolean, a group value that is not a scalar, a window time
+that is not a non-negative integer) or foldable. Then, per group, between
+ordinary rows (an ordinary row ends every open segment) and within a stretch
+of one ingest time, a segment's head is an event whose time exceeds every
+earlier one of the stretch: exactly the rule `_Folder.step` applies one event
+at a time (a head of time t takes the following events with time <= t; the
+first later one with time > t heads the next), found with a running maximum:
+numpy, a stable sort by group and epoch, each stretch's times offset above all
+earlier stretches', one `maximum.accumulate` (no per-row Python; polars'
+window expressions cost more in fixed overhead per call than the whole fold on
+a read task's few thousand rows).
+
+Only selects whose aggregates are all `aggr::stats::count()` fold here (their
+partials are counts, so a segment needs no argument values). Anything the
+columns do not answer exactly (an output of the per-event executor, an
+inexact row, an expression that does not lower) returns None: the caller then
+sends the batch unfolded (every event ordinary), with identical results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contraflow.lang.graph import SourceExpr
+from contraflow.pipeline.columnar import ColumnarTraced
+
+# A window time the window accepts: a non-negative integer's JSON text.
+_NON_NEGATIVE_INT = r"^[0-9]+$"
+# An ungrouped select's one group, as its text column.
+_NO_GROUP = "null"
+
+
+@dataclass(frozen=True)
+class ColumnarFold:
+    """The select's `where`, `group by` expression and window time expression (None: no `where`,
+    ungrouped, ingest time) and how many count aggregates it has."""
+
+    where: SourceExpr | None
+    group: SourceExpr | None
+    time: SourceExpr | None
+    counts: int
+
+    @property
+    def reads(self) -> tuple[SourceExpr, ...]:
+        """The expressions evaluated on the prefix's outputs (their fields must be parsed)."""
+        return tuple(e for e in (self.where, self.group, self.time) if e is not None)
+
+    def fold(
+        self, traced: ColumnarTraced, port: str, ingest: pa.Array
+    ) -> tuple[ColumnarTraced, pa.Array] | None:
+        """The outputs with each segment's events replaced by its head, and each row's encoded
+        segment (null for an ordinary row); None when the columns do not answer every row."""
+        outputs = traced.outputs
+        assert outputs is not None
+        rows = pc.indices_nonzero(pc.equal(outputs.column("port"), port))
+        if not len(rows):
+            return traced, pa.nulls(outputs.num_rows, pa.binary())
+        texts: dict[str, pa.Array] = {}
+        for name, expr in (("where", self.where), ("group", self.group), ("time", self.time)):
+            if expr is not None:
+                column = traced.text_column(expr.ast)
+                if column is None:
+                    return None
+                texts[name] = column.take(rows)
+                if texts[name].null_count:
+                    return None
+        rows_of = _Rows.classify(texts, ingest.take(outputs.column("source").take(rows)))
+        if rows_of is None:
+            return None
+        found = rows_of.segments()
+        if found is None:
+            return None
+        row_numbers = rows.to_numpy().astype(np.int64)
+        folded = np.concatenate([row_numbers[rows_of.dropped], row_numbers[found.members]])
+        group = texts.get("group")
+        keys = group.take(pa.array(found.heads)) if group is not None else None
+        return _rebuilt(traced, row_numbers[found.heads], found.texts(keys, self.counts), folded)
+
+
+@dataclass
+class _Segments:
+    """Positions among the cut port's rows: each segment's head (ascending) with its time and
+    the count of the others, and those others (folded into it)."""
+
+    heads: np.ndarray
+    times: np.ndarray
+    counts: np.ndarray
+    members: np.ndarray
+
+    def texts(self, keys: pa.Array | None, aggregates: int) -> pa.Array:
+        """Each head's segment as `Segment.encode` writes it: `[key, time, head partials, members,
+        tail partials]` (a key that is not one string travels as `[its group_key text]`, the
+        ungrouped group as null); the partials are counts."""
+        if keys is None:
+            key: Any = pa.repeat(pa.scalar(_NO_GROUP), len(self.heads))
+        else:
+            wrapped = pc.binary_join_element_wise('["[', keys, ']"]', "")
+            key = pc.if_else(pc.starts_with(keys, '"'), keys, wrapped)
+        counts = pa.array(self.counts).cast(pa.string())
+        ones = "[" + ",".join(["1"] * aggregates) + "],"
+        tail = ["[", *_joined([counts] * aggregates), "]"] if aggregates else ["[]"]
+        times = pa.array(self.times).cast(pa.string())
+        parts = ["[", key, ",", times, "," + ones, counts, ",", *tail, "]"]
+        return pc.binary_join_element_wise(*parts, "").cast(pa.binary())
+
+
+@dataclass
+class _Rows:
+    """The cut port's rows as the fold classifies them (numpy arrays, one entry per row)."""
+
+    dropped: np.ndarray  # `where` is false
+    ordinary: np.ndarray  # must stay an ordinary event
+    group: np.ndarray  # a number per distinct group text
+    time: np.ndarray
+    ingest: np.ndarray
+
+    @classmethod
+    def classify(cls, texts: dict[str, pa.Array], ingest: pa.Array) -> _Rows | None:
+        count = len(ingest)
+        where = texts.get("where")
+        keep = pc.equal(where, "true") if where is not None else pa.repeat(True, count)
+        dropped = pc.equal(where, "false") if where is not None else pa.repeat(False, count)
+        ordinary = pc.invert(pc.or_(keep, dropped))
+        group = texts.get("group")
+        if group is not None:
+            scalar = pc.invert(pc.or_(pc.starts_with(group, "["), pc.starts_with(group, "{")))
+            ordinary = pc.or_(ordinary, pc.and_(keep, pc.invert(scalar)))
+            numbers = pc.dictionary_encode(group).indices.to_numpy().astype(np.int64)
+        else:
+            numbers = np.zeros(count, dtype=np.int64)
+        time = texts.get("time")
+        if time is not None:
+            valid = pc.match_substring_regex(time, _NON_NEGATIVE_INT)
+            ordinary = pc.or_(ordinary, pc.and_(keep, pc.invert(valid)))
+            try:
+                times = pc.if_else(valid, time, "0").cast(pa.int64()).to_numpy()
+            except pa.ArrowInvalid:  # beyond int64: the per-event fold takes it
+                return None
+        else:
+            times = ingest.to_numpy()
+        return cls(
+            np.asarray(dropped.to_numpy(zero_copy_only=False), dtype=bool),
+            np.asarray(ordinary.to_numpy(zero_copy_only=False), dtype=bool),
+            numbers,
+            np.asarray(times, dtype=np.int64),
+            np.asarray(ingest.to_numpy(), dtype=np.int64),
+        )
+
+    def segments(self) -> _Segments | None:
+        """The segments (see the module docstring); None when the times span too much to offset."""
+        epoch = np.cumsum(self.ordinary)
+        candidates = np.flatnonzero(~self.ordinary & ~self.dropped)
+        if not len(candidates):
+            return _Segments(candidates, candidates, candidates, candidates)
+        group, times, ingest = self.group[candidates], self.time[candidates], self.ingest[candidates]
+        # Each (group, epoch) in row order, then its stretches of one ingest time.
+        order = np.lexsort((epoch[candidates], group))
+        group, epochs, times, ingest = group[order], epoch[candidates][order], times[order], ingest[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = (group[1:] != group[:-1]) | (epochs[1:] != epochs[:-1]) | (ingest[1:] != ingest[:-1])
+        stretch = np.cumsum(starts) - 1
+        # A running maximum per stretch: every stretch's times offset above all earlier ones.
+        low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
+        if span * (int(stretch[-1]) + 1) >= 2**62:
+            return None
+        offset = (times - low) + stretch * span
+        before = np.maximum.accumulate(offset)
+        head = starts.copy()
+        head[1:] |= offset[1:] > before[:-1]
+        others = np.bincount(np.cumsum(head) - 1) - 1  # per segment, in sorted order
+        positions = candidates[order]
+        by_row = np.argsort(positions[head])
+        return _Segments(
+            positions[head][by_row], times[head][by_row], others[by_row], np.sort(positions[~head])
+        )
+
+
+def _rebuilt(
+    traced: ColumnarTraced, heads: np.ndarray, segments: pa.Array, folded: np.ndarray
+) -> tuple[ColumnarTraced, pa.Array]:
+    """The rows left after folding (order kept), each head (output row numbers, ascending) with
+    its encoded segment, null for the other rows."""
+    outputs = traced.outputs
+    assert outputs is not None
+    keep = np.ones(outputs.num_rows, dtype=bool)
+    keep[folded] = False
+    kept = np.flatnonzero(keep)
+    # Each kept row's index into `segments` (heads are kept, in row order), -1 (null) for the others.
+    which = np.full(len(kept), -1, dtype=np.int64)
+    which[np.searchsorted(kept, heads)] = np.arange(len(heads))
+    found = segments.take(pa.array(which, mask=which < 0))
+    return _with_outputs(traced, outputs.take(pa.array(kept))), found
+
+
+def _joined(parts: list[Any]) -> list[Any]:
+    """`parts` with a comma between each two."""
+    out: list[Any] = []
+    for index, part in enumerate(parts):
+        out += [",", part] if index else [part]
+    return out
+
+
+def _with_outputs(traced: ColumnarTraced, outputs: pa.RecordBatch) -> ColumnarTraced:
+    return ColumnarTraced(
+        outputs.column("port").to_pylist(),
+        outputs.column("value").to_pylist(),
+        outputs.column("meta").to_pylist(),
+        outputs.column("source").to_pylist(),
+        outputs=outputs,
+        parsed=traced.parsed,
+        columnar_rows=traced.columnar_rows,
+        evaluator=traced.evaluator,
+        routes=traced.routes,
+    )
