@@ -1,11 +1,11 @@
 """A sink connector written in Python: append an alert line for each event whose `field` is above `above`.
 
-Used by sink_flow.troy as `define connector alerts from python with config =
-{"class": "alert_file:AlertFile", ...}`; contraflow finds this module next to
-the flow file. Everything but the file itself is the runtime's: the json codec
-and the `separate` postprocessor made each event's bytes, a write that fails
-(a full disk, an I/O error) opens the circuit breaker, and `connect` is
-called again until the file can be opened.
+flow.troy sends its anomalies here as `define connector alert_file from python
+with config = {"class": "alert_file:AlertFile", ...}`; contraflow finds this
+module next to the flow file. Everything but the file itself is the runtime's:
+the json codec and the `separate` postprocessor made each event's bytes, a
+write that fails (a full disk, an I/O error) opens the circuit breaker, and
+`connect` is called again until the file can be opened.
 """
 
 from __future__ import annotations

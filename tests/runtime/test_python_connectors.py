@@ -245,7 +245,7 @@ def test_an_installed_kind_is_a_troy_kind_and_a_broken_one_is_reported(installed
 
 def test_the_example_sink_resolves_next_to_its_flow_and_writes_only_alerts(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "python"
-    spec = compile_file(example / "sink_flow.troy").flows["python_sink"].connectors["alerts"]
+    spec = compile_file(example / "flow.troy").flows["sensors"].connectors["alerts"]
     alerts = tmp_path / "out" / "alerts.jsonl"
     cls, config = connector_for(dataclasses.replace(spec, config={**spec.config, "path": str(alerts)}))
     check_connector(cls, spec.alias, config)
@@ -261,13 +261,13 @@ def test_the_example_sink_resolves_next_to_its_flow_and_writes_only_alerts(tmp_p
 
     async def scenario() -> None:
         await sink.connect()
-        await sink.send([sink_event({"celsius": c}) for c in (29.5, 30.5, True, 41)])
+        await sink.send([sink_event({"value": v}) for v in (49.5, 50.5, True, 91)])
         await sink.close()
         with pytest.raises(ConnectionLost):  # its directory is a file: the breaker's cause
             await blocked.connect()
 
     asyncio.run(scenario())
-    assert alerts.read_bytes() == b'{"celsius":30.5}\n{"celsius":41}\n'
+    assert alerts.read_bytes() == b'{"value":50.5}\n{"value":91}\n'
 
 
 def test_refused_plugins_are_neither_imported_nor_used(installed: Path) -> None:

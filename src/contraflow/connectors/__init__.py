@@ -1,7 +1,7 @@
 """Connectors: one module per built-in kind (`contraflow.connectors.<kind>`), and the public connector API.
 
 The stable public API, for connector kinds written outside contraflow
-(docs/python-connectors.md): `Connector` (the base class: `pull`/`resume`/
+(docs/python.md, "Connectors written in Python"): `Connector` (the base class: `pull`/`resume`/
 `ack`/`fail` for a source, `connect`/`send` for a sink), its data types
 `SourceData`, `SinkEvent`, `SinkBytes`, `ConnectorContext`, `ConnectorMetrics`,
 and the errors `ConnectionLost`, `DeliveryFailed`, `ConnectorConfigError`,
