@@ -105,8 +105,29 @@ def test_python_connectors_deployed_over_the_api_are_refused_and_never_imported(
     assert "api_planted" in flow
     r = httpx.post(url + "/v1/flows", content=flow, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert r.status_code == 400, r.text
-    assert "may not run Python connector code while --allow-path" in r.json()["error"]
+    assert "may not run Python code (connectors or operators) while --allow-path" in r.json()["error"]
     assert "api_planted" not in sys.modules and "copy" not in runtime.flows
+
+
+def test_python_operators_deployed_over_the_api_are_refused_and_never_imported(
+    secured: tuple[str, InMemoryRuntime, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same for a pipeline's `python::map`: its module is the user's code, run in the runtime."""
+    url, runtime, allowed = secured
+    (allowed / "api_planted_op.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.setenv("CONTRAFLOW_PATH", str(allowed))
+    flow = COPY_FLOW.format(src="in.txt", dst="out.txt").replace(
+        "    select event from in into out;",
+        '    define operator score from python::map with module = "api_planted_op", function = "f" end;\n'
+        "    create operator score;\n"
+        "    select event from in into score;\n"
+        "    select event from score into out;",
+    )
+    r = httpx.post(url + "/v1/flows", content=flow, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "may not run Python code (connectors or operators)" in error and "score (python::map)" in error
+    assert "api_planted_op" not in sys.modules and "copy" not in runtime.flows
 
 
 def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Path) -> None:

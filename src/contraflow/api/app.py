@@ -51,7 +51,7 @@ from contraflow.api.models import (
     VersionReport,
 )
 from contraflow.api.page import add_page_routes
-from contraflow.api.paths import PLUGINS_UNDER_PATH_POLICY, PathPolicy
+from contraflow.api.paths import PLUGINS_UNDER_PATH_POLICY, PathPolicy, python_operators_in
 from contraflow.connectors.base import plugins_refused
 from contraflow.lang.troy.compiler import compile_source
 
@@ -152,7 +152,11 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
         if paths is None:
             return DeployResponse(flows=await runtime.deploy(source, name))
         with plugins_refused(PLUGINS_UNDER_PATH_POLICY):  # their code could reach any file
-            refused = paths.refusals(compile_source(source, name))
+            deployment = compile_source(source, name)
+            operators = python_operators_in(deployment)
+            if operators:
+                raise ApiError(400, f"{PLUGINS_UNDER_PATH_POLICY}: {', '.join(operators)}")
+            refused = paths.refusals(deployment)
             if refused:
                 raise ApiError(403, "; ".join(map(str, refused)))
             return DeployResponse(flows=await runtime.deploy(source, name))

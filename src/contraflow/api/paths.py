@@ -13,16 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contraflow.lang.graph import Deployment
+from contraflow.pipeline.python.modules import python_operators
 
 # connector kind -> config keys that name a file it opens
 FILE_KEYS: dict[str, tuple[str, ...]] = {"file": ("path",), "bench": ("path", "source")}
 
-# Why a flow deployed over the API may not use connector kinds written outside contraflow (`python`,
-# installed packages' entry points) while paths are restricted: the policy cannot know which files
-# their code opens, and a `python` connector could import a module a `file` sink just wrote.
+# Why a flow deployed over the API may not run the user's Python code (connector kinds written
+# outside contraflow: `python`, installed packages' entry points; `python::map`/`python::batch`
+# operators) while paths are restricted: the policy cannot know which files that code opens, and
+# it could import a module a `file` sink just wrote.
 PLUGINS_UNDER_PATH_POLICY = (
-    "flows deployed over the API may not run Python connector code while --allow-path restricts "
-    "files (it could reach any file); give the flow to `contraflow run FILE` instead"
+    "flows deployed over the API may not run Python code (connectors or operators) while "
+    "--allow-path restricts files (it could reach any file); give the flow to `contraflow run FILE` instead"
 )
 
 
@@ -55,6 +57,16 @@ class PathPolicy:
 
     def refusals(self, deployment: Deployment) -> list[PathRefusal]:
         return [r for r in _file_uses(deployment) if not self.allows(r.path)]
+
+
+def python_operators_in(deployment: Deployment) -> list[str]:
+    """`flow/pipeline: operator` for each Python operator of the deployment (refused under the policy)."""
+    return [
+        f"{flow_id}/{name}: {spec.definition} ({spec.kind})"
+        for flow_id, graph in deployment.flows.items()
+        for name, pipeline in graph.pipelines.items()
+        for spec in python_operators(pipeline)
+    ]
 
 
 def _file_uses(deployment: Deployment) -> Iterator[PathRefusal]:
