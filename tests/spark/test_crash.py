@@ -13,7 +13,7 @@ from tests.cli_process import child_env
 from tests.spark.test_bridge import read_all
 
 WORKER = Path(__file__).with_name("passthrough_worker.py")
-RECORDS = 3000
+RECORDS = 1500  # the kill comes after 300: ten more micro-batches of 150 to replay and drain
 
 
 def start_worker(

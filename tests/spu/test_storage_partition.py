@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -259,6 +260,20 @@ def test_truncate_to_cuts_across_segments_without_disturbing_readers(tmp_path: P
     again = make(tmp_path)
     assert not again.recovery.repaired
     assert [v for _, v in read_all(again)] == [*written[:148], b"new"]
+
+
+def test_waiting_for_the_fsync_of_records_a_truncation_cut_returns(tmp_path: Path) -> None:
+    """An append that computed its end before a follower's truncation (another thread) cut
+    its records: its wait for their fsync ends instead of fsyncing until the log regrows."""
+    part = make(tmp_path, TopicConfig(flush=FlushPolicy(mode="never")))
+    part.append_records([b"a"] * 4)
+    _, last = part.append_records([b"b"] * 4)
+    part.truncate_to(4)
+    waiter = threading.Thread(target=part._wait_durable, args=(last + 1,), daemon=True)
+    waiter.start()
+    waiter.join(30)  # a guard against hanging the suite: it returns at once
+    assert not waiter.is_alive(), "still waiting for records that are gone"
+    assert part.log_end_offset == 4
 
 
 def test_truncate_to_a_segment_boundary_reactivates_the_previous_segment(tmp_path: Path) -> None:

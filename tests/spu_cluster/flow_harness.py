@@ -25,6 +25,7 @@ GROUPS = 4
 WINDOW = 10
 TOPICS = ("in", "passed", "counted")
 WARM_UP = 100
+HELD = 500  # events fed only after the kills
 
 FLOW = """
 define flow clustered
@@ -90,11 +91,15 @@ def event(n: int) -> dict[str, object]:
 
 
 class Feeder(threading.Thread):
-    """Produces events start..count-1 to `in` (acks=all, idempotent) at `per_second`."""
+    """Produces events start..count-1 to `in` (acks=all, idempotent) at `per_second`; with
+    `held` > 0 it writes the last `held` events only once `finish` is called (after the
+    kills), so the input goes on after them however slowly the flow ran before."""
 
-    def __init__(self, bootstrap: str, start: int, count: int, per_second: float) -> None:
+    def __init__(self, bootstrap: str, start: int, count: int, per_second: float, held: int = 0) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.first, self.count, self.per_second = bootstrap, start, count, per_second
+        self.held_from = count - held
+        self.release = threading.Event()
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -103,6 +108,9 @@ class Feeder(threading.Thread):
             with SpuClient(self.bootstrap) as client:
                 began = time.monotonic()
                 for first in range(self.first, self.count, chunk):
+                    if first >= self.held_from and not self.release.is_set():
+                        self.release.wait()
+                        began = time.monotonic() - (first - self.first) / self.per_second
                     values = [orjson.dumps(event(n)) for n in range(first, min(first + chunk, self.count))]
                     client.produce("in", 0, values, acks=Acks.COMMITTED)
                     delay = began + (first + chunk - self.first) / self.per_second - time.monotonic()
@@ -112,6 +120,7 @@ class Feeder(threading.Thread):
             self.error = err
 
     def finish(self, timeout_s: float) -> None:
+        self.release.set()
         self.join(timeout_s)
         assert not self.is_alive(), "the feeder did not finish"
         assert self.error is None, f"the feeder failed: {self.error!r}"
@@ -127,9 +136,10 @@ def warm_up(bootstrap: str, run: RunProcess, client: SpuClient) -> None:
 
 
 def feed_mid_stream(bootstrap: str, run: RunProcess, client: SpuClient, count: int) -> Feeder:
-    """Feed events WARM_UP..count-1 at 50/s; return once the flow has output some of them
-    while the feeder still has events to write: the moment to kill things."""
-    feeder = Feeder(bootstrap, WARM_UP, count, per_second=50)
+    """Feed events WARM_UP..count-1 at 100/s, the last HELD of them only once `finish` is
+    called; return once the flow has output some of them: the moment to kill things (the
+    input goes on after them)."""
+    feeder = Feeder(bootstrap, WARM_UP, count, per_second=100, held=HELD)
     feeder.start()
     run.wait_until(lambda: len(passed_numbers(client)) >= 2 * WARM_UP, 120, "events after the warm-up")
     assert feeder.is_alive(), "the input ended before anything was killed"

@@ -1,5 +1,5 @@
-"""Chaos (about two minutes): 100k records with acks=all through leader SIGKILLs and
-restarts and one SIGSTOP past the session timeout, then the checks of issue 19:
+"""Chaos (bounded, about a minute on a quiet box): 100k records with acks=all through ~20
+leader SIGKILLs and restarts and one SIGSTOP past the session timeout, then the checks of issue 19:
 every acknowledged record is read exactly once and in order, the three replicas
 hold identical records with identical offsets and epochs, and a committed reader
 never saw anything that was later taken back.
@@ -20,15 +20,18 @@ from tests.spu_cluster.cluster_harness import local_cluster, partition_state, re
 
 RECORDS = 100_000
 BATCH = 100
-RATE = 1_000  # records/s: the writing takes about 100 s, long enough for ~20 leader changes
+RATE = 2_000  # records/s at most: the writing takes at least 50 s
+SLICE = 5_000  # records written per leader change at most: ~20 leader changes whatever the load
 TOPIC = "chaos"
 SESSION_S = 1.0
-CHAOS_INTERVAL_S = 4.0
+CHAOS_GAP_S = 1.0  # between a leader's return to the in-sync set and the next kill
 
 
 class Producer(threading.Thread):
     """Writes RECORDS numbered records with acks=all at about RATE records/s; remembers
-    which were acknowledged."""
+    which were acknowledged. It writes a slice of SLICE records per leader change
+    (`leader_changed`) and waits for the next one, so the chaos covers the whole
+    writing however fast either side goes."""
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(daemon=True)
@@ -36,11 +39,14 @@ class Producer(threading.Thread):
         self.acked: list[bytes] = []
         self.failed = 0
         self.error: BaseException | None = None
+        self.leader_changed = threading.Semaphore(0)
 
     def run(self) -> None:
         began = time.monotonic()
         try:
             for start in range(0, RECORDS, BATCH):
+                if start and start % SLICE == 0:
+                    self.leader_changed.acquire()
                 time.sleep(max(0.0, began + start / RATE - time.monotonic()))
                 batch = [b"%06d" % n for n in range(start, start + BATCH)]
                 try:
@@ -93,11 +99,13 @@ class CommittedReader(threading.Thread):
 
 
 def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer) -> int:
-    """Until the producer is done: SIGKILL the leader and restart it, every few seconds;
-    the second time SIGSTOP it past the session timeout instead, then SIGCONT it."""
+    """Until the producer is done: SIGKILL the leader and restart it, once all three replicas
+    are in sync again; the second time SIGSTOP it past the session timeout instead, then
+    SIGCONT it. Each round lets the producer write its next slice."""
     rounds = 0
     while producer.is_alive():
-        time.sleep(CHAOS_INTERVAL_S)
+        wait_for("all replicas in sync", lambda: len(partition_state(cluster, TOPIC)[3]) == 3)
+        time.sleep(CHAOS_GAP_S)
         leader = partition_state(cluster, TOPIC)[0]
         if leader < 0 or not producer.is_alive():
             continue
@@ -111,6 +119,7 @@ def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer) -> int:
             cluster.signal(name, signal.SIGKILL)
             time.sleep(0.5)
             cluster.start_spu(leader)
+        producer.leader_changed.release()
     return rounds
 
 

@@ -177,3 +177,36 @@ def test_a_resumed_old_leader_is_fenced(tmp_path: Path) -> None:
         got = [v for b in client.fetch("fence", 0, 0, 1 << 20).batches for v in b.values()]
         assert got == values(10) + values(10, "after")
         assert b"stale0" not in [v for _, _, v in replica_log(tmp_path / f"spu-{leader}", "fence")]
+
+
+def test_a_restarted_spu_without_metadata_yet_says_not_leader_not_unknown_topic(tmp_path: Path) -> None:
+    """A client whose leader map still names a restarted SPU reaches it before the SPU has
+    heard the controller: it must be told to look again (NOT_LEADER, which it retries), not
+    that the topic does not exist (a flow's connector failed on that)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from contraflow.spu.cluster.producers import ProducerTable
+    from contraflow.spu.cluster.replication import ReplicaManager
+    from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
+    from contraflow.spu.server.partitions import Partitions
+    from contraflow.spu.server.signals import PartitionSignals
+    from contraflow.spu.storage.store import Store
+
+    async def isr_unchanged(tp: object, epoch: int, isr: list[int]) -> list[int]:
+        return isr
+
+    async def answers() -> tuple[ErrorCode, ErrorCode]:
+        with ThreadPoolExecutor(1) as executor, Store(tmp_path / "spu") as store:
+            partitions = Partitions(store, lambda tp: None)
+            partitions.producers = ProducerTable()
+            signals = PartitionSignals(asyncio.get_running_loop())
+            replicas = ReplicaManager(1, partitions, signals, executor, isr_unchanged, lambda: False)
+            with pytest.raises(SpuError) as before:
+                replicas.leader(("t", 0))
+            await replicas.apply(ClusterMetadata(version=1))
+            with pytest.raises(SpuError) as after:
+                replicas.leader(("t", 0))
+            await replicas.close()
+            return before.value.code, after.value.code
+
+    assert asyncio.run(answers()) == (ErrorCode.NOT_LEADER, ErrorCode.UNKNOWN_TOPIC)

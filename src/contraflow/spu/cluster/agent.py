@@ -146,6 +146,8 @@ class ClusterAgent:
 
     def _created(self, topic: str) -> int:
         """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
+        if self.metadata is None:  # restarted, the controller not heard yet: ask again, elsewhere
+            raise SpuError(ErrorCode.NOT_LEADER, f"SPU has no cluster metadata yet to know {topic!r}")
         created = self.topic_created_ms(topic)
         if created is None:
             raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")

@@ -206,10 +206,13 @@ class ReplicaManager:
 
     def leader(self, tp: TopicPartition) -> LeaderState:
         """The partition's leader state, or NOT_LEADER (also while this SPU may be
-        fenced: it was suspended past its session and has not heard the controller since)."""
+        fenced: it was suspended past its session and has not heard the controller since,
+        and while a restarted SPU has no metadata yet: a client with an older leader map
+        must look again, not be told the topic does not exist)."""
         state = self._leaders.get(tp)
         if state is None:
-            if self._meta.partition(*tp) is None and tp[0] not in self._meta.topics:
+            known = self._meta.version > 0
+            if known and self._meta.partition(*tp) is None and tp[0] not in self._meta.topics:
                 raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {tp[0]!r} does not exist")
             raise SpuError(ErrorCode.NOT_LEADER, f"SPU {self.spu_id} does not lead {tp[0]}/{tp[1]}")
         if self._suspended():

@@ -294,9 +294,11 @@ class Partition:
         return self._unflushed_bytes > 0 and elapsed_ms >= self.config.flush.interval_ms
 
     def _wait_durable(self, end: int) -> None:
-        """Group commit: return once offsets below `end` are fsynced."""
+        """Group commit: return once offsets below `end` are fsynced, or cut by a truncation
+        meanwhile (a follower's, in another thread): waiting for those would fsync in a loop
+        until new appends passed `end`, and the follower's apply waiting on it would stall."""
         with self._flush_cond:
-            while self._durable_end < end:
+            while self._durable_end < min(end, self._leo):
                 if self._flushing:
                     self._flush_cond.wait()
                     continue
