@@ -91,43 +91,41 @@ def test_deploy_outside_the_allowed_paths_is_403(secured: tuple[str, InMemoryRun
     assert "copy" in runtime.flows
 
 
-def test_python_connectors_deployed_over_the_api_are_refused_and_never_imported(
-    secured: tuple[str, InMemoryRuntime, Path], monkeypatch: pytest.MonkeyPatch
+# A flow's Python code planted in an allowed directory (a `file` sink of an earlier deploy could
+# write it there): the deploy must be refused before it is imported.
+PLANTED_CONNECTOR = (
+    'from file\n  with codec = "string", config = {"path": "out.txt", "mode": "truncate"}',
+    'from python\n  with codec = "string", config = {"class": "api_planted:Sink"}',
+)
+PLANTED_OPERATOR = (
+    "    select event from in into out;",
+    '    define operator score from python::map with module = "api_planted", function = "f" end;\n'
+    "    create operator score;\n"
+    "    select event from in into score;\n"
+    "    select event from score into out;",
+)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"), [(PLANTED_CONNECTOR, "'dst'"), (PLANTED_OPERATOR, "score (python::map)")]
+)
+def test_python_code_deployed_over_the_api_is_refused_and_never_imported(
+    secured: tuple[str, InMemoryRuntime, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    change: tuple[str, str],
+    named: str,
 ) -> None:
-    """A `file` sink may write a module into an allowed directory: importing it would be any code."""
+    """A `python` connector's class and a `python::map`'s module are both the user's code."""
     url, runtime, allowed = secured
     (allowed / "api_planted.py").write_text("raise SystemExit('imported')\n")
     monkeypatch.setenv("CONTRAFLOW_PATH", str(allowed))
-    flow = COPY_FLOW.format(src="in.txt", dst="out.txt").replace(
-        'from file\n  with codec = "string", config = {"path": "out.txt", "mode": "truncate"}',
-        'from python\n  with codec = "string", config = {"class": "api_planted:Sink"}',
-    )
+    flow = COPY_FLOW.format(src="in.txt", dst="out.txt").replace(*change)
     assert "api_planted" in flow
     r = httpx.post(url + "/v1/flows", content=flow, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert r.status_code == 400, r.text
-    assert "may not run Python code (connectors or operators) while --allow-path" in r.json()["error"]
-    assert "api_planted" not in sys.modules and "copy" not in runtime.flows
-
-
-def test_python_operators_deployed_over_the_api_are_refused_and_never_imported(
-    secured: tuple[str, InMemoryRuntime, Path], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The same for a pipeline's `python::map`: its module is the user's code, run in the runtime."""
-    url, runtime, allowed = secured
-    (allowed / "api_planted_op.py").write_text("raise SystemExit('imported')\n")
-    monkeypatch.setenv("CONTRAFLOW_PATH", str(allowed))
-    flow = COPY_FLOW.format(src="in.txt", dst="out.txt").replace(
-        "    select event from in into out;",
-        '    define operator score from python::map with module = "api_planted_op", function = "f" end;\n'
-        "    create operator score;\n"
-        "    select event from in into score;\n"
-        "    select event from score into out;",
-    )
-    r = httpx.post(url + "/v1/flows", content=flow, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
-    assert r.status_code == 400, r.text
     error = r.json()["error"]
-    assert "may not run Python code (connectors or operators)" in error and "score (python::map)" in error
-    assert "api_planted_op" not in sys.modules and "copy" not in runtime.flows
+    assert "may not run Python code (connectors or operators) while --allow-path" in error and named in error
+    assert "api_planted" not in sys.modules and "copy" not in runtime.flows
 
 
 def test_listening_beyond_loopback_without_a_token_refuses_to_start(tmp_path: Path) -> None:
