@@ -37,19 +37,18 @@ def prefix(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-PREFIX = """
+def pipeline(windows: str, select: str, key: str = "event.k") -> str:
+    """The partial tests' pipelines: a prefix keeps `event.keep` events and puts `key` in `$k`,
+    then `windows` and the windowed `select` over it (grouped by `$k` or not)."""
+    return f"""
 define script tag
 script
-  let $k = event.k;
+  let $k = {key};
   event
 end;
 create script tag;
 select event from in where event.keep into tag;
-"""
-
-
-def pipeline(windows: str, select: str) -> str:
-    return PREFIX + windows + select
+{windows}{select}"""
 
 
 EVENT_TIME = "define window w from tumbling with interval = 100 script event.ts end;\n"

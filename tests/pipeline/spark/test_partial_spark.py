@@ -19,49 +19,35 @@ from contraflow.pipeline.spark.listener import SHUFFLE_EVENTS, SHUFFLE_METRIC
 from contraflow.pipeline.spark.state import export_state, import_state
 from contraflow.spu.client import SpuClient
 from tests.pipeline.spark.harness import SparkPipeline
+from tests.pipeline.spark.test_partial import EVENT_TIME, pipeline
 
 # Event time from `ts`, grouped by a key of mixed types the prefix puts in the metadata.
-GROUPED = """
-define script tag
-script
-  let $k = event.k;
-  event
-end;
-create script tag;
-define window w from tumbling with interval = 100 script event.ts end;
-select event from in where event.keep into tag;
-select {"k": group[0], "n": aggr::stats::count(), "hi": aggr::stats::max(event.v),
+GROUPED = pipeline(
+    EVENT_TIME,
+    """select {"k": group[0], "n": aggr::stats::count(), "hi": aggr::stats::max(event.v),
         "last": aggr::win::last(event.v)}
 from tag[w] group by $k into out having event.n != 2;
-"""
+""",
+)
 # One stream (max_groups), tilt frames: a window's output feeds the next one.
-TILTED = """
-define script tag
-script
-  let $k = event.k;
-  event
-end;
-create script tag;
-define window w from tumbling with interval = 100, max_groups = 3 script event.ts end;
-define window pairs from tumbling with size = 2 end;
-select event from in where event.keep into tag;
-select {"k": group[0], "w": window, "n": aggr::stats::count(), "lo": aggr::stats::min(event.v)}
+TILTED = pipeline(
+    "define window w from tumbling with interval = 100, max_groups = 3 script event.ts end;\n"
+    "define window pairs from tumbling with size = 2 end;\n",
+    """select {"k": group[0], "w": window, "n": aggr::stats::count(), "lo": aggr::stats::min(event.v)}
 from tag[w, pairs] group by $k into out;
-"""
+""",
+)
 KEYS = ["a", "b", 1, 1.0, True, None, "c", ["x"]]
-# Counts per string key: `{key}` is the group expression, which vectorizes (`event.k`) or does not
-# (`[event.k][0]`, the same value): the prefix runs columnar or per event in Spark's workers.
-COUNTED = """
-define script tag
-script
-  let $k = {key};
-  event
-end;
-create script tag;
-define window w from tumbling with interval = 100 script event.ts end;
-select event from in where event.keep into tag;
-select {{"k": group[0], "n": aggr::stats::count()}} from tag[w] group by $k into out;
-"""
+
+
+def counted(key: str) -> str:
+    """Counts per string key: `key` is the group expression, which vectorizes (`event.k`) or does
+    not (`[event.k][0]`, the same value): the prefix runs columnar or per event in Spark's workers."""
+    return pipeline(
+        EVENT_TIME,
+        'select {"k": group[0], "n": aggr::stats::count()} from tag[w] group by $k into out;\n',
+        key,
+    )
 
 
 def _events(start: int, count: int) -> list[bytes]:
@@ -172,7 +158,7 @@ def test_folding_after_a_per_event_and_a_columnar_prefix(pipelines: Any) -> None
         ("columnar prefix", "event.k", True),
         ("unfolded", "event.k", False),
     ]:
-        p = pipelines(compile_query(COUNTED.format(key=key)))
+        p = pipelines(compile_query(counted(key)))
         runs[name] = (_run(p, fold, batches, _counted_events), _by_group(p.values()))
     assert runs["per-event prefix"][1] == runs["columnar prefix"][1] == runs["unfolded"][1]
     assert sum(len(v) for v in runs["unfolded"][1].values()) > 10
