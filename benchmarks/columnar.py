@@ -49,7 +49,7 @@ from contraflow.pipeline.spark.keying import GroupStreams, independent_groups  #
 from contraflow.pipeline.spark.plan import COLUMNAR_SWITCH, PipelinePlan  # noqa: E402
 from contraflow.pipeline.spark.split import split_prefix  # noqa: E402
 from contraflow.spark.arrow_log import SOURCE_SCHEMA  # noqa: E402
-from hot_path import REGIONS, W1, make_events  # noqa: E402
+from hot_path import REGIONS, W1_QUERY, make_events  # noqa: E402
 
 SCHEMA = pa.schema([("event", pa.string()), ("value", pa.float64()), ("country", pa.string())])
 
@@ -145,8 +145,7 @@ def main() -> None:
         make_events(source, count)
         lines = source.read_bytes().splitlines()
     column = pa.array(lines, pa.binary())
-    query = W1.split("pipeline\n", 1)[1].rsplit("end;", 1)[0]
-    split = split_prefix(compile_query(query))
+    split = split_prefix(compile_query(W1_QUERY))
     assert split is not None
     prefix = split.prefix
     plan = ColumnarPlan.compile(prefix, "in")
@@ -162,7 +161,7 @@ def main() -> None:
         reference.sources,
     )
     no_fallback = pa.array([False] * count)
-    whole = compile_query(query)
+    whole = compile_query(W1_QUERY)
     result = {
         "events": count,
         "runs": runs,

@@ -55,6 +55,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,28 +94,33 @@ PASSTHROUGH = """
   end;
   create pipeline work;
 """
-W1 = """
+# w1's region lookup, a script of its own (tests reuse it with other windows).
+REGIONS_SCRIPT = """define script regions
+script
+  let $region = match event.country of
+    case "DE" => "eu" case "FR" => "eu" case "GB" => "eu" case "PL" => "eu"
+    case "US" => "na"
+    case "BR" => "sa"
+    case "JP" => "apac" case "IN" => "apac"
+    default => "other"
+  end;
+  event
+end;
+create script regions;
+"""
+W1_FILTER = 'select event from in where event.event == "click" or event.value >= 50 into regions;\n'
+# The Trickle of w1's pipeline (benchmarks that run it in process compile this).
+W1_QUERY = (
+    REGIONS_SCRIPT
+    + "define window ten_seconds from tumbling\nwith interval = 10000\nscript event.ts end;\n"
+    + W1_FILTER
+    + 'select {"region": group[0], "count": aggr::stats::count()}\n'
+    + "from regions[ten_seconds] group by $region into out;\n"
+)
+W1 = f"""
   define pipeline work
   pipeline
-    define script regions
-    script
-      let $region = match event.country of
-        case "DE" => "eu" case "FR" => "eu" case "GB" => "eu" case "PL" => "eu"
-        case "US" => "na"
-        case "BR" => "sa"
-        case "JP" => "apac" case "IN" => "apac"
-        default => "other"
-      end;
-      event
-    end;
-    create script regions;
-    define window ten_seconds from tumbling
-    with interval = 10000
-    script event.ts end;
-    select event from in where event.event == "click" or event.value >= 50 into regions;
-    select {"region": group[0], "count": aggr::stats::count()}
-    from regions[ten_seconds] group by $region into out;
-  end;
+{textwrap.indent(W1_QUERY, "    ")}  end;
   create pipeline work;
 """
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -36,14 +35,7 @@ from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages  # noqa:
 from contraflow.pipeline.executor import no_cyclic_gc  # noqa: E402
 from contraflow.pipeline.local import compile_query  # noqa: E402
 from contraflow.pipeline.spark.plan import COLUMNAR_SWITCH  # noqa: E402
-from hot_path import W1, make_events  # noqa: E402
-
-
-def w1_query() -> str:
-    """The Trickle inside hot_path's w1 flow definition."""
-    found = re.search(r"^\s*pipeline\n(.*)^\s*end;\s*create pipeline", W1, re.S | re.M)
-    assert found is not None
-    return found.group(1)
+from hot_path import W1_QUERY, make_events  # noqa: E402
 
 
 def option(name: str, default: int) -> int:
@@ -87,7 +79,7 @@ def main() -> None:
         )
         for start in range(0, count, batch_rows)
     ]
-    graph = compile_query(w1_query(), name="w1.trickle")
+    graph = compile_query(W1_QUERY, name="w1.trickle")
     result: dict[str, Any] = {"events": count, "batch_rows": batch_rows, "stamp_rows": stamp_rows}
     sides = {
         f"{prefix}_{fold}": (prefix, fold == "folded")

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
+from benchmarks.hot_path import COUNTRIES, KINDS, REGIONS_SCRIPT, W1_FILTER
 
 from contraflow.events import META_HEADER
 from contraflow.pipeline.columnar import ColumnarTraced
@@ -33,26 +34,13 @@ from contraflow.spu.client import SpuClient
 from tests.pipeline.spark.harness import SparkPipeline
 
 # w1 of benchmarks/hot_path.py, with a count window so that the output does not depend on time.
-W1 = """
-define script regions
-script
-  let $region = match event.country of
-    case "DE" => "eu" case "FR" => "eu" case "GB" => "eu" case "PL" => "eu"
-    case "US" => "na"
-    case "BR" => "sa"
-    case "JP" => "apac" case "IN" => "apac"
-    default => "other"
-  end;
-  event
-end;
-create script regions;
-define window hundred from tumbling with size = 100 end;
-select event from in where event.event == "click" or event.value >= 50 into regions;
-select {"region": group[0], "count": aggr::stats::count()}
-from regions[hundred] group by $region into out;
-"""
-COUNTRIES = ("DE", "FR", "GB", "PL", "US", "BR", "JP", "IN", "CA", "MX", "ZA")
-KINDS = ("click", "view", "purchase", "scroll")
+W1 = (
+    REGIONS_SCRIPT
+    + "define window hundred from tumbling with size = 100 end;\n"
+    + W1_FILTER
+    + 'select {"region": group[0], "count": aggr::stats::count()}\n'
+    + "from regions[hundred] group by $region into out;\n"
+)
 
 
 def events(count: int) -> list[bytes]:
