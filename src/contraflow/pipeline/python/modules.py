@@ -1,7 +1,7 @@
 """Finding a Python operator's function: next to the flow file, on $CONTRAFLOW_PATH, then `sys.path`.
 
 The compiler only records the directories (`OperatorSpec.search_path`; `contraflow check` imports
-nothing). A deploy imports every operator's module in the runtime process (`check_operators`), so
+nothing); the lookup itself is `contraflow.user_modules`, the one Python connectors use too. A deploy imports every operator's module in the runtime process (`check_operators`), so
 a missing module or function is a language error at the line and column of `module = ...` or
 `function = ...` before any query starts. Spark's Python workers import the same way
 (`load_function`); on a cluster the modules are shipped in a zip (`module_zip`), as contraflow's
