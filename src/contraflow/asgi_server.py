@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,7 +60,9 @@ class EmbeddedAsgiServer:
         graceful_shutdown_s: float,
         tls_cert: str | None = None,
         tls_key: str | None = None,
+        tls_client_ca: str | None = None,
     ) -> None:
+        """`tls_client_ca`: with TLS, clients must present a certificate signed by this CA."""
         self.host, self.port = host, port
         self._error, self._purpose = error, purpose
         config = uvicorn.Config(
@@ -73,6 +76,8 @@ class EmbeddedAsgiServer:
             timeout_graceful_shutdown=int(graceful_shutdown_s),
             ssl_certfile=tls_cert,
             ssl_keyfile=tls_key,
+            ssl_ca_certs=tls_client_ca,
+            ssl_cert_reqs=ssl.CERT_REQUIRED if tls_client_ca else ssl.CERT_NONE,
         )
         self._server = _LoopOwnedServer(config)
         self._task: asyncio.Task[None] | None = None

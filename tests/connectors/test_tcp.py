@@ -168,7 +168,7 @@ def test_client_sends_and_reads_responses() -> None:
         while got.count(b"\n") < 2:
             item = await conn.pull()
             assert item is not None and item.data is not None
-            assert item.meta == {"tcp_client": {"peer": {"host": "127.0.0.1", "port": port}}}
+            assert item.meta == {"tcp_client": {"tls": False, "peer": {"host": "127.0.0.1", "port": port}}}
             got += item.data
         assert got == b"HELLO\nWORLD\n"
         await conn.close()

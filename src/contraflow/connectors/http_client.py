@@ -2,7 +2,10 @@
 
 Config (Tremor's): `url` (required), `method` (default `POST`), `headers`
 (`{name: value | [values]}`), `concurrency` (requests in flight at once,
-default 4), `timeout` (nanoseconds per request; default none).
+default 4), `timeout` (nanoseconds per request; default none), `tls` (`true`,
+or `{"cafile", "domain", "cert", "key"}`: `contraflow.connectors.base.tls`; on
+with the system's CAs for `https://` urls; `domain` is the name the server's
+certificate must carry, sent as SNI).
 
 Per event, `$http_client.request = {"method", "url", "headers"}` overrides
 the config. The body is the event's encoded frames, with the codec's content
@@ -51,6 +54,7 @@ from contraflow.connectors.base import (
 from contraflow.connectors.base.inbox import Inbox
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.tls import ClientTls, client_tls
 from contraflow.connectors.http_server import headers_of_pairs
 
 NS_PER_S = 1_000_000_000
@@ -67,6 +71,7 @@ class ClientOptions:
     headers: dict[str, list[str]]
     concurrency: int
     timeout_s: float | None
+    tls: ClientTls | None
 
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ClientOptions:
@@ -91,12 +96,13 @@ class ClientOptions:
             headers,
             cfg.integer("concurrency", 4, minimum=1),
             None if timeout is None else timeout / NS_PER_S,
+            client_tls(cfg, target.host, default=target.scheme == "https"),
         )
 
 
 @register("http_client")
 class HttpClientConnector(Connector[ClientOptions]):
-    config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout"})
+    config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout", "tls"})
     required_keys = frozenset({"url"})
     # Requests must wait for a slot this long without a break before the breaker opens.
     saturation_s = SATURATION_S
@@ -128,7 +134,10 @@ class HttpClientConnector(Connector[ClientOptions]):
         writer.close()
         if self._client is None:
             limits = httpx.Limits(max_connections=self.options.concurrency)
-            self._client = httpx.AsyncClient(timeout=self.options.timeout_s, limits=limits)
+            tls = self.options.tls
+            self._client = httpx.AsyncClient(
+                timeout=self.options.timeout_s, limits=limits, verify=tls.context if tls else True
+            )
 
     # -- sink --------------------------------------------------------------------------------------
 
@@ -191,7 +200,7 @@ class HttpClientConnector(Connector[ClientOptions]):
         method, url, headers = self._target(event)
         try:
             response = await self._client.request(
-                method, url, headers=headers, content=b"".join(event.frames)
+                method, url, headers=headers, content=b"".join(event.frames), extensions=self._extensions
             )
         except httpx.ConnectTimeout as err:
             raise ConnectionLost(f"{method} {url}: connecting timed out") from err
@@ -215,6 +224,12 @@ class HttpClientConnector(Connector[ClientOptions]):
             headers[str(name).lower()] = [str(v) for v in (value if isinstance(value, list) else [value])]
         headers.setdefault("content-type", [self.content_type])
         return method.upper(), url, [(name, v) for name, values in headers.items() for v in values]
+
+    @property
+    def _extensions(self) -> dict[str, Any]:
+        """httpcore's per-request settings: the TLS name to verify when `tls.domain` is set."""
+        tls = self.options.tls
+        return {"sni_hostname": tls.domain} if tls and tls.domain else {}
 
     async def _emit(self, event: SinkEvent, response: httpx.Response) -> None:
         meta: dict[str, Any] = {

@@ -1,6 +1,8 @@
 """`http_server`: each HTTP request is an event; its response waits for delivery or for a reply.
 
-Config: `url` (`"http://host:port"` or `"host:port"`, required).
+Config: `url` (`"http://host:port"` or `"host:port"`, required), `tls`
+(`{"cert", "key"}`, optional `"cafile"` to require client certificates:
+`contraflow.connectors.base.tls`; `$request.url.scheme` is then `https`).
 
 Source: the request body is the event's data (decoded by the connector's
 codec and preprocessors, one stream per request; an empty body is the event
@@ -49,6 +51,7 @@ from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Se
 from contraflow.connectors.base.inbox import Inbox
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.tls import ServerTls, server_tls
 from contraflow.connectors.base.undelivered import report_undelivered
 
 QUEUED_REQUESTS = 128
@@ -79,9 +82,15 @@ def response_headers(spec: Any) -> list[tuple[bytes, bytes]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class HttpServerOptions:
+    url: Endpoint
+    tls: ServerTls | None
+
+
 @register("http_server")
-class HttpServerConnector(Connector[Endpoint]):
-    config_keys = frozenset({"url"})
+class HttpServerConnector(Connector[HttpServerOptions]):
+    config_keys = frozenset({"url", "tls"})
     required_keys = frozenset({"url"})
 
     def __init__(self, ctx: ConnectorContext) -> None:
@@ -93,8 +102,9 @@ class HttpServerConnector(Connector[Endpoint]):
         self._ids = itertools.count(1)
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Endpoint:
-        return endpoint(ConfigReader(alias, cls.kind, config), scheme="http")
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> HttpServerOptions:
+        cfg = ConfigReader(alias, cls.kind, config)
+        return HttpServerOptions(endpoint(cfg, scheme="http"), server_tls(cfg))
 
     @property
     def port(self) -> int:
@@ -103,10 +113,13 @@ class HttpServerConnector(Connector[Endpoint]):
 
     async def connect(self) -> None:
         if self._server is None:
-            server = AsgiServer(self._handle, self.options.host, self.options.port)
+            url = self.options.url
+            server = AsgiServer(self._handle, url.host, url.port, self.options.tls)
             await server.start()
             self._server = server
-            self.ctx.logger.info("HTTP server listening on %s:%d", self.options.host, server.port)
+            self.ctx.logger.info(
+                "HTTP%s server listening on %s:%d", "S" if self.options.tls else "", url.host, server.port
+            )
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -129,7 +142,7 @@ class HttpServerConnector(Connector[Endpoint]):
 
     def _meta(self, scope: Scope, rid: int) -> dict[str, Any]:
         headers = headers_of_pairs(scope["headers"])
-        host, port = _authority(headers, scope.get("server") or (self.options.host, self.port))
+        host, port = _authority(headers, scope.get("server") or (self.options.url.host, self.port))
         request = {
             "method": scope["method"],
             "url": {

@@ -7,6 +7,7 @@ from typing import Any
 
 from contraflow.asgi_server import EmbeddedAsgiServer
 from contraflow.connectors.base import ConnectionLost
+from contraflow.connectors.base.tls import ServerTls
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -20,12 +21,15 @@ GRACEFUL_SHUTDOWN_S = 2
 class AsgiServer(EmbeddedAsgiServer):
     """An HTTP connector's server: a port in use is a `ConnectionLost` the runtime retries."""
 
-    def __init__(self, app: Asgi, host: str, port: int) -> None:
+    def __init__(self, app: Asgi, host: str, port: int, tls: ServerTls | None = None) -> None:
         super().__init__(
             app,
             host,
             port,
             error=ConnectionLost,
-            purpose="the HTTP server",
+            purpose="the HTTPS server" if tls else "the HTTP server",
             graceful_shutdown_s=GRACEFUL_SHUTDOWN_S,
+            tls_cert=tls.cert if tls else None,
+            tls_key=tls.key if tls else None,
+            tls_client_ca=tls.cafile if tls else None,
         )

@@ -8,7 +8,7 @@ peer. `pull()` takes the next item or returns None once the flow quiesces.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from contraflow.connectors.base import SourceData
@@ -45,28 +45,22 @@ class Inbox:
 
 
 async def pump(
-    reader: asyncio.StreamReader,
+    chunks: AsyncIterator[tuple[bytes, dict[str, Any]]],
     inbox: Inbox,
     stream: int,
     meta: dict[str, Any],
-    buf_size: int,
     on_end: Callable[[], None] = lambda: None,
     keep: bool = True,
 ) -> None:
-    """Copy one connection's bytes into the inbox as chunks of `stream`, then its end.
+    """Copy one connection's chunks (data and its metadata) into the inbox as `stream`, then its end
+    (with `meta`).
 
-    With `keep=False` (nothing reads the connector's output) the bytes are read
+    With `keep=False` (nothing reads the connector's output) the chunks are read
     and dropped, so the peer is not held back and a closed connection is noticed."""
     try:
-        while True:
-            try:
-                data = await reader.read(buf_size)
-            except (ConnectionError, OSError):
-                data = b""
-            if not data:
-                break
+        async for data, chunk_meta in chunks:
             if keep:
-                await inbox.put(SourceData(data=data, stream=stream, meta=meta))
+                await inbox.put(SourceData(data=data, stream=stream, meta=chunk_meta))
     finally:
         on_end()
     if keep:

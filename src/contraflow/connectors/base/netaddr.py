@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from contraflow.connectors.base.options import ConfigReader
 
-DEFAULT_PORTS = {"http": 80, "https": 443}
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 @dataclass(frozen=True)

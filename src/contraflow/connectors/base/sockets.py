@@ -1,19 +1,22 @@
-"""Socket settings shared by the TCP and UDP connectors (Tremor's `buf_size`, `socket_options`)."""
+"""What the socket connectors share: Tremor's `buf_size` and `socket_options`, and one stream
+connection (TCP, TLS over TCP, a unix socket) as chunks read and frames written (`StreamLink`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contraflow.connectors.base import ConnectionLost
+from contraflow.connectors.base import ConnectionLost, SinkEvent
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.tls import ClientTls, ServerTls, client_tls, server_tls
 
-SOCKET_OPTIONS = frozenset({"TCP_NODELAY", "SO_REUSEPORT"})
+# SO_REUSEADDR is accepted for Tremor's files; listeners here always set it (asyncio's default).
+SOCKET_OPTIONS = frozenset({"TCP_NODELAY", "SO_REUSEPORT", "SO_REUSEADDR"})
 
 
 @dataclass(frozen=True)
@@ -24,31 +27,68 @@ class SocketOptions:
     reuse_port: bool
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> SocketOptions:
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> SocketOptions:
         cfg = ConfigReader(alias, kind, config)
         options = cfg.record("socket_options")
         for key in options:
             if key not in SOCKET_OPTIONS:
-                raise cfg.error(
-                    "socket_options", f"has an unknown option '{key}' (known: TCP_NODELAY, SO_REUSEPORT)"
-                )
+                known = ", ".join(sorted(SOCKET_OPTIONS))
+                raise cfg.error("socket_options", f"has an unknown option '{key}' (known: {known})")
         sub = ConfigReader(alias, kind, options)
+        sub.boolean("SO_REUSEADDR", True)
+        # Tremor 0.12's clients say `no_delay` at the top level; later ones `socket_options.TCP_NODELAY`.
+        no_delay = cfg.boolean("no_delay", sub.boolean("TCP_NODELAY", True))
         return cls(
-            endpoint(cfg),
+            endpoint(cfg, scheme=scheme),
             cfg.integer("buf_size", 8192, minimum=1),
-            sub.boolean("TCP_NODELAY", True),
+            no_delay,
             sub.boolean("SO_REUSEPORT", False),
         )
 
 
-def tune(writer: asyncio.StreamWriter, options: SocketOptions) -> None:
-    sock = writer.get_extra_info("socket")
+@dataclass(frozen=True)
+class ListenOptions:
+    """A TCP server's (`tcp_server`, `ws_server`): its socket, `backlog` and `tls`."""
+
+    socket: SocketOptions
+    backlog: int
+    tls: ServerTls | None
+
+    @classmethod
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> ListenOptions:
+        cfg = ConfigReader(alias, kind, config)
+        socket = SocketOptions.read(alias, kind, config, scheme)
+        return cls(socket, cfg.integer("backlog", 128, minimum=1), server_tls(cfg))
+
+
+@dataclass(frozen=True)
+class ConnectOptions:
+    """A TCP client's (`tcp_client`, `ws_client`): its socket and `tls` (on by default for `wss://`)."""
+
+    socket: SocketOptions
+    tls: ClientTls | None
+
+    @classmethod
+    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> ConnectOptions:
+        socket = SocketOptions.read(alias, kind, config, scheme)
+        cfg = ConfigReader(alias, kind, config)
+        return cls(socket, client_tls(cfg, socket.url.host, default=socket.url.scheme == "wss"))
+
+
+def host_port_key(meta: Mapping[str, Any]) -> tuple[Any, Any] | None:
+    """`{"peer": {"host", "port"}}` -> (host, port): how tcp and ws servers name a connection."""
+    peer = meta.get("peer")
+    return (peer.get("host"), peer.get("port")) if isinstance(peer, dict) else None
+
+
+def tune(transport: asyncio.BaseTransport | asyncio.StreamWriter, no_delay: bool) -> None:
+    sock = transport.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if options.no_delay else 0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if no_delay else 0)
 
 
-def peer_of(writer: asyncio.StreamWriter) -> dict[str, Any]:
-    peer = writer.get_extra_info("peername") or ("", 0)
+def peer_of(transport: asyncio.BaseTransport | asyncio.StreamWriter) -> dict[str, Any]:
+    peer = transport.get_extra_info("peername") or ("", 0)
     return {"host": str(peer[0]), "port": int(peer[1])}
 
 
@@ -67,3 +107,34 @@ async def close_writer(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(ConnectionError, OSError, TimeoutError):
         await asyncio.wait_for(writer.wait_closed(), 2.0)
+
+
+async def stream_chunks(
+    reader: asyncio.StreamReader, buf_size: int, meta: dict[str, Any]
+) -> AsyncIterator[tuple[bytes, dict[str, Any]]]:
+    """What a stream connection reads, up to `buf_size` bytes at a time, until it ends or breaks."""
+    while True:
+        try:
+            data = await reader.read(buf_size)
+        except (ConnectionError, OSError):
+            return
+        if not data:
+            return
+        yield data, meta
+
+
+class StreamLink:
+    """The sending side of one stream connection: the events' frames are written back to back, at once."""
+
+    def __init__(self, writer: asyncio.StreamWriter, what: str) -> None:
+        self.writer = writer
+        self.what = what
+
+    def is_closing(self) -> bool:
+        return self.writer.is_closing()
+
+    async def send(self, events: Sequence[SinkEvent]) -> None:
+        await write(self.writer, b"".join(f for e in events for f in e.frames), self.what)
+
+    async def close(self) -> None:
+        await close_writer(self.writer)

@@ -38,6 +38,10 @@ _BUILT_IN: dict[str, ConnectorKind] = {
         ConnectorKind("udp_client", outputs=_NO_OUTPUT),
         ConnectorKind("http_server"),
         ConnectorKind("http_client"),
+        ConnectorKind("ws_server"),
+        ConnectorKind("ws_client"),
+        ConnectorKind("unix_socket_server"),
+        ConnectorKind("unix_socket_client"),
         ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY),
         ConnectorKind("kafka_producer", outputs=_NO_OUTPUT),
         ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
