@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from contraflow.codecs import preprocessors
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, connector_class
 from contraflow.lang.graph import ConnectorSpec, PluginRef
 
@@ -96,3 +97,18 @@ async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.01)
+
+
+async def frames_by_stream(conn: Connector, until: int) -> dict[int, list[bytes]]:
+    """Pull, framing each stream with its own `separate` chain as the runtime does, until `until` frames."""
+    chains: dict[int, Any] = {}
+    out: dict[int, list[bytes]] = {}
+    total = 0
+    while total < until:
+        item = await conn.pull()
+        assert item is not None
+        chain = chains.setdefault(item.stream, preprocessors(["separate"]))
+        frames = chain.finish() if item.end_stream else chain.process(item.data or b"")
+        out.setdefault(item.stream, []).extend(frames)
+        total += len(frames)
+    return out

@@ -6,32 +6,16 @@ import asyncio
 
 import pytest
 
-from contraflow.codecs import preprocessors
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, SourceData
 from contraflow.connectors.tcp_client import TcpClientConnector
 from contraflow.connectors.tcp_server import TcpServerConnector
-from tests.connectors.support import eventually, make, run, sink_event
+from tests.connectors.support import eventually, frames_by_stream, make, run, sink_event
 
 
 def server() -> TcpServerConnector:
     conn = make("tcp_server", {"url": "127.0.0.1:0", "buf_size": 16})
     assert isinstance(conn, TcpServerConnector)
     return conn
-
-
-async def frames_by_stream(conn: TcpServerConnector, until: int) -> dict[int, list[bytes]]:
-    """Pull, framing each stream with its own `separate` chain as the runtime does, until `until` frames."""
-    chains: dict[int, object] = {}
-    out: dict[int, list[bytes]] = {}
-    total = 0
-    while total < until:
-        item = await conn.pull()
-        assert item is not None
-        chain = chains.setdefault(item.stream, preprocessors(["separate"]))
-        frames = chain.finish() if item.end_stream else chain.process(item.data or b"")  # type: ignore[attr-defined]
-        out.setdefault(item.stream, []).extend(frames)
-        total += len(frames)
-    return out
 
 
 def test_server_frames_each_connection_separately_across_reads() -> None:

@@ -1,7 +1,8 @@
-"""A real HTTP server on 127.0.0.1 that records request bodies, and can go down and come back on its port."""
+"""A real HTTP(S) server on 127.0.0.1 that records request bodies, and can go down and come back on its port."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -11,8 +12,9 @@ import orjson
 class Target:
     """Collects JSON bodies POSTed to it; `stop()` closes the port, `start()` listens on it again."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, tls: ssl.SSLContext | None = None) -> None:
         self.status = status
+        self.tls = tls
         self.attempts = 0
         self.bodies: list[object] = []
         self.port = 0
@@ -38,6 +40,8 @@ class Target:
 
         ThreadingHTTPServer.allow_reuse_address = True
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        if self.tls is not None:
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -54,4 +58,4 @@ class Target:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/events"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/events"

@@ -53,9 +53,11 @@ def server_tls(cfg: ConfigReader) -> ServerTls | None:
         return None
     if not isinstance(spec, Mapping):
         raise cfg.error(TLS_KEY, f'must be a record {{"cert": ..., "key": ...}}, got {spec!r}')
-    sub = _sub_reader(cfg, spec, SERVER_KEYS)
-    cert, key = sub.string("cert"), sub.string("key")
-    cafile = sub.string("cafile") if "cafile" in spec else None
+    _check_keys(cfg, spec, SERVER_KEYS)
+    if "cert" not in spec or "key" not in spec:
+        raise cfg.error(TLS_KEY, "needs 'cert' and 'key' (PEM files)")
+    cert, key = _path(cfg, spec, "cert"), _path(cfg, spec, "key")
+    cafile = _path(cfg, spec, "cafile") if "cafile" in spec else None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     _load(cfg, lambda: context.load_cert_chain(cert, key), f"cannot use cert {cert!r} with key {key!r}")
     if cafile is not None:
@@ -74,18 +76,15 @@ def client_tls(cfg: ConfigReader, host: str, *, default: bool = False) -> Client
         return ClientTls(ssl.create_default_context(), host)
     if not isinstance(spec, Mapping):
         raise cfg.error(TLS_KEY, f'must be true, false or a record {{"cafile", "domain", ...}}, got {spec!r}')
-    sub = _sub_reader(cfg, spec, CLIENT_KEYS)
-    context = (
-        _client_context_with_ca(cfg, sub.string("cafile"))
-        if "cafile" in spec
-        else ssl.create_default_context()
-    )
+    _check_keys(cfg, spec, CLIENT_KEYS)
+    cafile = _path(cfg, spec, "cafile") if "cafile" in spec else None
+    context = ssl.create_default_context() if cafile is None else _client_context_with_ca(cfg, cafile)
     if ("cert" in spec) != ("key" in spec):
         raise cfg.error(TLS_KEY, "needs both 'cert' and 'key' for a client certificate, or neither")
     if "cert" in spec:
-        cert, key = sub.string("cert"), sub.string("key")
+        cert, key = _path(cfg, spec, "cert"), _path(cfg, spec, "key")
         _load(cfg, lambda: context.load_cert_chain(cert, key), f"cannot use cert {cert!r} with key {key!r}")
-    domain = sub.string("domain") if "domain" in spec else host
+    domain = _path(cfg, spec, "domain") if "domain" in spec else host
     return ClientTls(context, domain)
 
 
@@ -97,11 +96,18 @@ def _client_context_with_ca(cfg: ConfigReader, cafile: str) -> ssl.SSLContext:
     return context
 
 
-def _sub_reader(cfg: ConfigReader, spec: Mapping[str, Any], known: frozenset[str]) -> ConfigReader:
+def _check_keys(cfg: ConfigReader, spec: Mapping[str, Any], known: frozenset[str]) -> None:
     for name in spec:
         if name not in known:
             raise cfg.error(TLS_KEY, f"has an unknown key '{name}' (known: {', '.join(sorted(known))})")
-    return ConfigReader(cfg.alias, cfg.kind, spec)
+
+
+def _path(cfg: ConfigReader, spec: Mapping[str, Any], name: str) -> str:
+    """A string value of the `tls` record (a file path, or the domain)."""
+    value = spec[name]
+    if not isinstance(value, str) or not value:
+        raise cfg.error(TLS_KEY, f"'{name}' must be a non-empty string, got {value!r}")
+    return value
 
 
 def _load(cfg: ConfigReader, load: Any, problem: str) -> None:

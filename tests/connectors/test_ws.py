@@ -1,0 +1,138 @@
+"""ws_server and ws_client against the `websockets` library on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+
+from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, SourceData
+from contraflow.connectors.ws_client import WsClientConnector
+from contraflow.connectors.ws_server import WsServerConnector
+from tests.connectors.support import make, run, sink_event
+
+
+async def started_server() -> WsServerConnector:
+    conn = make("ws_server", {"url": "127.0.0.1:0"})
+    assert isinstance(conn, WsServerConnector)
+    await conn.connect()
+    return conn
+
+
+def test_server_streams_each_client_and_replies_on_its_connection() -> None:
+    async def body() -> None:
+        conn = await started_server()
+        url = f"ws://127.0.0.1:{conn.port}/"
+        async with connect(url) as a, connect(url) as b:
+
+            async def pulled(sent: str | bytes, by: object) -> SourceData:
+                await by.send(sent)  # type: ignore[attr-defined]
+                item = await asyncio.wait_for(conn.pull(), 2)
+                assert item is not None and item.data == (sent if isinstance(sent, bytes) else sent.encode())
+                return item
+
+            a1 = await pulled('{"from":"a","n":1}\n{"from":', a)  # a line split over two messages
+            b1 = await pulled(b'{"from":"b"}\n', b)  # a binary message
+            a2 = await pulled('"a","n":2}\n', a)
+            assert a1.stream == a2.stream != b1.stream  # one stream per connection, framed on its own
+            assert a1.meta == {
+                "ws_server": {"tls": False, "peer": {"host": "127.0.0.1", "port": a.local_address[1]}}
+            }
+            assert b1.meta is not None and b1.meta["ws_server"]["binary"] is True
+            await conn.send([sink_event("echo", a1.meta, frames=[b"one\n", b"two\n"])])
+            assert [await a.recv(), await a.recv()] == ["one\n", "two\n"]  # one text message per frame
+            await conn.send([sink_event("raw", b1.meta, frames=[b"\xff"])])  # $ws_server.binary: binary
+            assert await b.recv() == b"\xff"
+            await conn.send([sink_event("lost", {"stream": a1.stream}, frames=[b"x\n"])])
+            error = await conn.pull()  # no $ws_server.peer: an error event on the connector's err port
+            assert error is not None and error.port == "err" and error.events is not None
+            assert "no $ws_server.peer" in error.events[0][0]["error"]
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(b.recv(), 0.1)  # nothing leaked to b
+        end = await asyncio.wait_for(conn.pull(), 2)
+        assert end is not None and end.end_stream
+        error = None
+        while error is None or error.port != "err":  # the clients are gone: the reply is undeliverable
+            await conn.send([sink_event("late", a1.meta, frames=[b"late\n"])])
+            error = await asyncio.wait_for(conn.pull(), 2)
+        assert error.events is not None and "is closed" in error.events[0][0]["error"]
+        await conn.close()
+
+    run(body())
+
+
+async def upper_echo(ws: ServerConnection) -> None:
+    async for message in ws:
+        await ws.send(message.upper())
+
+
+def test_client_sends_messages_and_reads_what_comes_back() -> None:
+    async def body() -> None:
+        async with serve(upper_echo, "127.0.0.1", 0) as server:
+            port = next(iter(server.sockets)).getsockname()[1]
+            conn = make("ws_client", {"url": f"ws://127.0.0.1:{port}/path", "no_delay": False})
+            await conn.connect()
+            await conn.send([sink_event("a", frames=[b"hello\n"]), sink_event("b", frames=[b"world\n"])])
+            await conn.send([sink_event("c", {"ws_client": {"binary": True}}, frames=[b"bin\n"])])
+            items = [await asyncio.wait_for(conn.pull(), 2) for _ in range(3)]
+            assert [i.data for i in items if i] == [b"HELLO\n", b"WORLD\n", b"BIN\n"]
+            peer = {"host": "127.0.0.1", "port": port}
+            assert items[0] is not None and items[0].meta == {"ws_client": {"tls": False, "peer": peer}}
+            assert items[2] is not None and items[2].meta == {
+                "ws_client": {"tls": False, "peer": peer, "binary": True}
+            }
+            await conn.close()
+
+    run(body())
+
+
+def test_client_reports_connection_lost_and_reconnects_on_a_new_stream() -> None:
+    async def body() -> None:
+        server = await serve(upper_echo, "127.0.0.1", 0)
+        port = next(iter(server.sockets)).getsockname()[1]
+        conn = make("ws_client", {"url": f"127.0.0.1:{port}"})
+        assert isinstance(conn, WsClientConnector)
+        await conn.connect()
+        first = conn._stream
+        server.close()
+        await server.wait_closed()
+        with pytest.raises(ConnectionLost):
+            while True:  # the close frame ends the stream, then pull says so
+                item = await asyncio.wait_for(conn.pull(), 2)
+                assert item is not None and item.end_stream
+        with pytest.raises(ConnectionLost):
+            await conn.send([sink_event("x")])
+        with pytest.raises(ConnectionLost, match="cannot connect"):
+            await conn.connect()  # refused while nobody listens
+        async with serve(upper_echo, "127.0.0.1", port):
+            await conn.connect()
+            assert conn.connected and conn._stream != first
+            await conn.send([sink_event("y", frames=[b"again\n"])])
+            item = await asyncio.wait_for(conn.pull(), 2)
+            assert item is not None and item.data == b"AGAIN\n" and item.stream == conn._stream
+        await conn.close()
+
+    run(body())
+
+
+@pytest.mark.parametrize(
+    ("kind", "config", "message"),
+    [
+        ("ws_server", {"url": "127.0.0.1:1", "buf_size": 1}, "unknown config key 'buf_size'"),
+        (
+            "ws_server",
+            {"url": "127.0.0.1:1", "tls": {"cert": "c"}},
+            "config key 'tls' needs 'cert' and 'key'",
+        ),
+        ("ws_server", {"url": "127.0.0.1:1", "tls": {"cert": "/nope", "key": "/nope"}}, "cannot use cert"),
+        ("ws_client", {"url": "ws://h:1", "tls": {"ca": "x"}}, "unknown key 'ca'"),
+        ("ws_client", {"url": "ws://h:1", "tls": {"cafile": "/nope"}}, "cannot use cafile '/nope'"),
+        ("ws_client", {"url": "ws://h:1", "tls": "yes"}, "config key 'tls' must be true, false or a record"),
+    ],
+)
+def test_config_errors(kind: str, config: dict, message: str) -> None:
+    cls = WsServerConnector if kind == "ws_server" else WsClientConnector
+    with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(")):
+        cls.check_config("c", config)
