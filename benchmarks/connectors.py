@@ -8,7 +8,15 @@ Prints one JSON object. Figures (medians over REPEATS runs, ~200-byte JSON lines
   (bounded inbox, one pull per read) against a bare asyncio stream server.
 Each `ratio` is connector / baseline: 1.0 means the connector is free.
 
-Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N]
+With `--flows`, the socket servers in a whole flow instead: `<kind>_server`
+(codec json, `separate`) -> `select event from in into out` -> a file sink, for
+tcp, ws and unix sockets, runs interleaved; events/s from the peer's first byte
+until the sink file holds every event. The peers: one TCP or unix socket
+connection writing the lines in 64 KiB chunks; one websockets client sending one
+message per event (how ws peers send events). `ratio` is each kind's rate over
+tcp's in the same run (target: >= 0.7).
+
+Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N] [--flows [--events N] [--repeats N]]
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import argparse
 import asyncio
 import json
 import logging
+import os
+import socket
 import statistics
 import tempfile
 import time
@@ -132,10 +142,133 @@ def compare(
     }
 
 
+# -- socket servers in a whole flow ----------------------------------------------------------------
+
+FLOW_KINDS = ("tcp", "ws", "unix")
+
+
+def socket_flow(fid: str, kind: str, address: str, out: Path) -> str:
+    key = "path" if kind == "unix_socket" else "url"
+    return f"""
+define flow {fid}
+flow
+  define connector input from {kind}_server
+  with codec = "json", preprocessors = ["separate"], config = {{"{key}": "{address}"}}
+  end;
+  define connector output from file
+  with codec = "json", postprocessors = ["separate"], config = {{"path": "{out}", "mode": "truncate"}}
+  end;
+  define pipeline pass
+  pipeline
+    select event from in into out;
+  end;
+  create connector input;
+  create connector output;
+  create pipeline pass;
+  connect /connector/input to /pipeline/pass;
+  connect /pipeline/pass to /connector/output;
+end;
+deploy flow {fid};
+"""
+
+
+async def feed(kind: str, address: str, data: bytes) -> None:
+    """The peer: the lines over one connection, as a client of that kind would send them."""
+    if kind == "ws":
+        from websockets.asyncio.client import connect
+
+        async with connect(f"ws://{address}/", compression=None) as ws:
+            for line in data.splitlines(keepends=True):
+                await ws.send(line, text=True)
+        return
+    if kind == "unix":
+        _, writer = await asyncio.open_unix_connection(address)
+    else:
+        host, port = address.rsplit(":", 1)
+        _, writer = await asyncio.open_connection(host, int(port))
+    view = memoryview(data)
+    for start in range(0, len(data), 1 << 16):
+        writer.write(view[start : start + (1 << 16)])
+        await writer.drain()
+    writer.close()
+
+
+async def flow_seconds(
+    spu: str, spark: Any, work: Path, fid: str, kind: str, data: bytes, events: int
+) -> float:
+    """Seconds from the peer's first byte until the flow's sink file holds every event."""
+    from contraflow.runtime.runtime import Runtime
+
+    address = str(work / f"{fid}.sock") if kind == "unix" else f"127.0.0.1:{free_port()}"
+    out = work / f"{fid}.out.jsonl"
+    troy = socket_flow(fid, "unix_socket" if kind == "unix" else kind, address, out)
+    runtime = Runtime(spu, spark, work / "data")
+    await runtime.deploy(troy, "<bench>")
+    started = time.perf_counter()
+    await feed(kind, address, data)
+    while count_lines(out) < events:
+        await asyncio.sleep(0.02)
+    elapsed = time.perf_counter() - started
+    await runtime.quiesce_all(shutdown=False)
+    return elapsed
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def count_lines(path: Path) -> int:
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def flows(events: int, repeats: int) -> dict[str, Any]:
+    """tcp, ws and unix socket servers through the same passthrough flow, interleaved."""
+    from contraflow.spark.session import session
+    from contraflow.spu.embedded import EmbeddedSpu
+
+    data = make_data(events)
+    seconds: dict[str, list[float]] = {kind: [] for kind in FLOW_KINDS}
+    with tempfile.TemporaryDirectory(prefix="contraflow-bench-") as tmp:
+        work = Path(tmp)
+        with EmbeddedSpu(work / "spu", mode="process") as spu:
+            spark = session(master="local[2]", data_dir=work)
+            warmup = make_data(events // 20)  # Spark's Python workers start cold
+            asyncio.run(flow_seconds(spu.addr, spark, work, "warmup", "tcp", warmup, events // 20))
+            for i in range(repeats):
+                for kind in FLOW_KINDS:
+                    fid = f"{kind}{i}"
+                    seconds[kind].append(
+                        asyncio.run(flow_seconds(spu.addr, spark, work, fid, kind, data, events))
+                    )
+            spark.stop()
+    rates = {kind: events / statistics.median(s) for kind, s in seconds.items()}
+    return {
+        "events": events,
+        "repeats": repeats,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        **{
+            kind: {
+                "events_per_s": round(rate),
+                "seconds": [round(x, 2) for x in seconds[kind]],
+                "ratio_to_tcp": round(rate / rates["tcp"], 3),
+            }
+            for kind, rate in rates.items()
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=100_000)
+    parser.add_argument("--flows", action="store_true", help="the socket servers in a whole flow")
+    parser.add_argument("--events", type=int, default=50_000, help="events per flow run (--flows)")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per kind (--flows)")
     args = parser.parse_args()
+    if args.flows:
+        print(json.dumps(flows(args.events, args.repeats)))
+        return
     data = make_data(args.lines)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events.json"
