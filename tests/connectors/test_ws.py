@@ -133,6 +133,11 @@ def test_client_reports_connection_lost_and_reconnects_on_a_new_stream() -> None
     ],
 )
 def test_config_errors(kind: str, config: dict, message: str) -> None:
-    cls = WsServerConnector if kind == "ws_server" else WsClientConnector
     with pytest.raises(ConnectorConfigError, match=message.replace("(", r"\(")):
-        cls.check_config("c", config)
+        make(kind, config)  # checks the config, then creates the connector (which reads the tls files)
+
+
+def test_check_leaves_tls_files_to_the_deploy() -> None:
+    """`contraflow check` passes Tremor's files whose certificates are made just before they run."""
+    WsServerConnector.check_config("c", {"url": "127.0.0.1:1", "tls": {"cert": "/nope", "key": "/nope"}})
+    WsClientConnector.check_config("c", {"url": "wss://h:1", "tls": {"cafile": "./before/localhost.cert"}})

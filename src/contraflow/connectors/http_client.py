@@ -111,6 +111,9 @@ class HttpClientConnector(Connector[ClientOptions]):
         super().__init__(ctx)
         self.content_type = ctx.codec().mime_types[0]
         self.inbox = Inbox(ctx.quiescing, QUEUED_RESPONSES)
+        self.tls_context = (
+            self.options.tls.context() if self.options.tls else None
+        )  # a bad file fails the deploy
         self._client: httpx.AsyncClient | None = None
         self._slots = asyncio.Semaphore(self.options.concurrency)
         self._at_capacity = False
@@ -134,9 +137,8 @@ class HttpClientConnector(Connector[ClientOptions]):
         writer.close()
         if self._client is None:
             limits = httpx.Limits(max_connections=self.options.concurrency)
-            tls = self.options.tls
             self._client = httpx.AsyncClient(
-                timeout=self.options.timeout_s, limits=limits, verify=tls.context if tls else True
+                timeout=self.options.timeout_s, limits=limits, verify=self.tls_context or True
             )
 
     # -- sink --------------------------------------------------------------------------------------

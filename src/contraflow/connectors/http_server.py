@@ -96,6 +96,8 @@ class HttpServerConnector(Connector[HttpServerOptions]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
+        if self.options.tls is not None:
+            self.options.tls.context()  # uvicorn reads the files itself; a bad one fails the deploy here
         self.content_type = ctx.codec().mime_types[0].encode()
         self._server: AsgiServer | None = None
         self._pending: dict[int, asyncio.Future[Response]] = {}

@@ -41,7 +41,7 @@ class TcpClientConnector(StreamClient[ConnectOptions]):
                 url.host,
                 url.port,
                 limit=buf_size,
-                ssl=tls.context if tls else None,
+                ssl=self.tls_context,
                 server_hostname=tls.domain if tls else None,
             )
         except OSError as err:  # ssl.SSLError (a refused certificate) is an OSError too

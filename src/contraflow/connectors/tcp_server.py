@@ -79,7 +79,7 @@ class TcpServerConnector(StreamServer[ListenOptions]):
             backlog=self.options.backlog,
             reuse_port=self.socket.reuse_port or None,
             limit=self.socket.buf_size,
-            ssl=tls.context if tls else None,
+            ssl=self.tls_context,
         )
         self.ctx.logger.info("listening on %s:%d%s", url.host, self.port, " (TLS)" if tls else "")
         return self._server

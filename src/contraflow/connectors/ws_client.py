@@ -55,7 +55,7 @@ class WsClientConnector(StreamClient[ConnectOptions]):
         try:
             ws = await connect(
                 self._uri,
-                ssl=tls.context if tls else None,
+                ssl=self.tls_context,
                 server_hostname=tls.domain if tls else None,
                 proxy=None,
                 open_timeout=OPEN_TIMEOUT_S,

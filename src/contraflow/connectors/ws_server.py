@@ -54,7 +54,7 @@ class WsServerConnector(StreamServer[ListenOptions]):
                 self._accept,
                 url.host,
                 url.port,
-                ssl=tls.context if tls else None,
+                ssl=self.tls_context,
                 backlog=options.backlog,
                 reuse_port=options.socket.reuse_port or None,
                 family=socket.AF_UNSPEC,

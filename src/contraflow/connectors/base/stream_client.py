@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,6 +45,9 @@ class StreamClient(Connector[OptionsT]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.inbox = Inbox(ctx.quiescing)
+        # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
+        tls = getattr(self.options, "tls", None)
+        self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None
         self._link: Link | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._streams = itertools.count(1)

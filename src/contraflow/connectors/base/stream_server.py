@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -69,6 +70,9 @@ class StreamServer(Connector[OptionsT]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.inbox = Inbox(ctx.quiescing)
+        # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
+        tls = getattr(self.options, "tls", None)
+        self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None
         self._listener: Listener | None = None
         self._links: dict[Hashable, Link] = {}
         self._ids = itertools.count(1)

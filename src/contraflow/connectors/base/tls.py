@@ -10,15 +10,17 @@ the url's host as the name to verify), `false`, or a record with Tremor's keys
 and send as SNI, default the url's host), `cert` and `key` (a client certificate,
 both or neither).
 
-Files are loaded when the config is read, so a missing or invalid file is a
-config error naming the key before anything starts.
+Checking a flow (`read_config`) checks the record's shape only: the files are
+read when a connector is created (`context()`), so `contraflow check` works where
+the certificates are not (Tremor's tests make theirs before they run), and a
+missing or invalid file fails the deploy with a config error naming `tls`.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from contraflow.connectors.base.options import ConfigReader
@@ -30,20 +32,56 @@ CLIENT_KEYS = frozenset({"cafile", "domain", "cert", "key"})
 
 @dataclass(frozen=True)
 class ServerTls:
-    """A server's TLS: the context to accept with, and the files it came from (uvicorn wants paths)."""
+    """A server's TLS files (uvicorn wants the paths); `context()` loads them."""
 
-    context: ssl.SSLContext
+    cfg: ConfigReader = field(repr=False, compare=False)
     cert: str
     key: str
     cafile: str | None
+    _loaded: dict[str, ssl.SSLContext] = field(default_factory=dict, repr=False, compare=False)
+
+    def context(self) -> ssl.SSLContext:
+        """The context to accept with (loaded once); a config error naming `tls` if a file is bad."""
+        if not self._loaded:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            _load_chain(self.cfg, context, self.cert, self.key)
+            if self.cafile is not None:
+                _load(
+                    self.cfg,
+                    lambda: context.load_verify_locations(self.cafile),
+                    f"cannot use cafile {self.cafile!r}",
+                )
+                context.verify_mode = ssl.CERT_REQUIRED
+            self._loaded["context"] = context
+        return self._loaded["context"]
 
 
 @dataclass(frozen=True)
 class ClientTls:
-    """A client's TLS: the context to connect with and the name the server's certificate must carry."""
+    """A client's TLS: whom to trust, the name the server's certificate must carry, its own certificate."""
 
-    context: ssl.SSLContext
-    domain: str | None
+    cfg: ConfigReader = field(repr=False, compare=False)
+    domain: str
+    cafile: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    _loaded: dict[str, ssl.SSLContext] = field(default_factory=dict, repr=False, compare=False)
+
+    def context(self) -> ssl.SSLContext:
+        """The context to connect with (loaded once); a config error naming `tls` if a file is bad."""
+        if not self._loaded:
+            context = ssl.create_default_context() if self.cafile is None else self._trusting(self.cafile)
+            if self.cert is not None and self.key is not None:
+                _load_chain(self.cfg, context, self.cert, self.key)
+            self._loaded["context"] = context
+        return self._loaded["context"]
+
+    def _trusting(self, cafile: str) -> ssl.SSLContext:
+        """Trusts `cafile` alone (Tremor: a configured CA replaces the system's); PROTOCOL_TLS_CLIENT
+        verifies the certificate and the host name, as the default context does."""
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        _load(self.cfg, lambda: context.load_verify_locations(cafile), f"cannot use cafile {cafile!r}")
+        return context
 
 
 def server_tls(cfg: ConfigReader) -> ServerTls | None:
@@ -56,14 +94,8 @@ def server_tls(cfg: ConfigReader) -> ServerTls | None:
     _check_keys(cfg, spec, SERVER_KEYS)
     if "cert" not in spec or "key" not in spec:
         raise cfg.error(TLS_KEY, "needs 'cert' and 'key' (PEM files)")
-    cert, key = _path(cfg, spec, "cert"), _path(cfg, spec, "key")
-    cafile = _path(cfg, spec, "cafile") if "cafile" in spec else None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    _load(cfg, lambda: context.load_cert_chain(cert, key), f"cannot use cert {cert!r} with key {key!r}")
-    if cafile is not None:
-        _load(cfg, lambda: context.load_verify_locations(cafile), f"cannot use cafile {cafile!r}")
-        context.verify_mode = ssl.CERT_REQUIRED
-    return ServerTls(context, cert, key, cafile)
+    cafile = _string(cfg, spec, "cafile") if "cafile" in spec else None
+    return ServerTls(cfg, _string(cfg, spec, "cert"), _string(cfg, spec, "key"), cafile)
 
 
 def client_tls(cfg: ConfigReader, host: str, *, default: bool = False) -> ClientTls | None:
@@ -73,27 +105,14 @@ def client_tls(cfg: ConfigReader, host: str, *, default: bool = False) -> Client
     if spec is False:
         return None
     if spec is True:
-        return ClientTls(ssl.create_default_context(), host)
+        return ClientTls(cfg, host)
     if not isinstance(spec, Mapping):
         raise cfg.error(TLS_KEY, f'must be true, false or a record {{"cafile", "domain", ...}}, got {spec!r}')
     _check_keys(cfg, spec, CLIENT_KEYS)
-    cafile = _path(cfg, spec, "cafile") if "cafile" in spec else None
-    context = ssl.create_default_context() if cafile is None else _client_context_with_ca(cfg, cafile)
     if ("cert" in spec) != ("key" in spec):
         raise cfg.error(TLS_KEY, "needs both 'cert' and 'key' for a client certificate, or neither")
-    if "cert" in spec:
-        cert, key = _path(cfg, spec, "cert"), _path(cfg, spec, "key")
-        _load(cfg, lambda: context.load_cert_chain(cert, key), f"cannot use cert {cert!r} with key {key!r}")
-    domain = _path(cfg, spec, "domain") if "domain" in spec else host
-    return ClientTls(context, domain)
-
-
-def _client_context_with_ca(cfg: ConfigReader, cafile: str) -> ssl.SSLContext:
-    """A client context that trusts `cafile` alone (Tremor: a configured CA replaces the system's);
-    PROTOCOL_TLS_CLIENT verifies the certificate and the host name, as the default context does."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    _load(cfg, lambda: context.load_verify_locations(cafile), f"cannot use cafile {cafile!r}")
-    return context
+    value = {name: _string(cfg, spec, name) for name in CLIENT_KEYS if name in spec}.get
+    return ClientTls(cfg, value("domain") or host, value("cafile"), value("cert"), value("key"))
 
 
 def _check_keys(cfg: ConfigReader, spec: Mapping[str, Any], known: frozenset[str]) -> None:
@@ -102,7 +121,7 @@ def _check_keys(cfg: ConfigReader, spec: Mapping[str, Any], known: frozenset[str
             raise cfg.error(TLS_KEY, f"has an unknown key '{name}' (known: {', '.join(sorted(known))})")
 
 
-def _path(cfg: ConfigReader, spec: Mapping[str, Any], name: str) -> str:
+def _string(cfg: ConfigReader, spec: Mapping[str, Any], name: str) -> str:
     """A string value of the `tls` record (a file path, or the domain)."""
     value = spec[name]
     if not isinstance(value, str) or not value:
@@ -110,7 +129,11 @@ def _path(cfg: ConfigReader, spec: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _load(cfg: ConfigReader, load: Any, problem: str) -> None:
+def _load_chain(cfg: ConfigReader, context: ssl.SSLContext, cert: str, key: str) -> None:
+    _load(cfg, lambda: context.load_cert_chain(cert, key), f"cannot use cert {cert!r} with key {key!r}")
+
+
+def _load(cfg: ConfigReader, load: Callable[[], Any], problem: str) -> None:
     try:
         load()
     except (OSError, ssl.SSLError, ValueError) as err:
