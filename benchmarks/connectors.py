@@ -177,7 +177,9 @@ async def feed(kind: str, address: str, data: bytes) -> None:
     if kind == "ws":
         from websockets.asyncio.client import connect
 
-        async with connect(f"ws://{address}/", compression=None) as ws:
+        # close_timeout=None: the closing handshake waits until the flow has read every message
+        # (websockets' default aborts the connection after 10 s, dropping what the server had not read).
+        async with connect(f"ws://{address}/", compression=None, close_timeout=None) as ws:
             for line in data.splitlines(keepends=True):
                 await ws.send(line, text=True)
         return

@@ -63,6 +63,32 @@ def test_server_streams_each_client_and_replies_on_its_connection() -> None:
     run(body())
 
 
+@pytest.mark.parametrize("preprocessors", [["separate"], []])
+def test_messages_waiting_are_joined_only_before_a_framing_preprocessor(preprocessors: list[str]) -> None:
+    async def body() -> None:
+        conn = make("ws_server", {"url": "127.0.0.1:0"}, preprocessors=preprocessors)
+        assert isinstance(conn, WsServerConnector)
+        await conn.connect()
+        lines = [f'{{"n":{i}}}\n'.encode() for i in range(200)]
+        async with connect(f"ws://127.0.0.1:{conn.port}/") as peer:
+            for line in lines:
+                await peer.send(line, text=True)
+            await peer.send(b"binary\n")  # another meta: never joined to the text before it
+            chunks = []
+            while len(chunks) < 2 or chunks[-1].data != b"binary\n":
+                item = await asyncio.wait_for(conn.pull(), 5)
+                assert item is not None
+                chunks.append(item)
+        assert b"".join(c.data or b"" for c in chunks[:-1]) == b"".join(lines)
+        if preprocessors:  # `separate` frames across chunks: what waited came in far fewer pulls
+            assert len(chunks) - 1 < len(lines) // 4
+        else:  # each message is an event of its own
+            assert [c.data for c in chunks[:-1]] == lines
+        await conn.close()
+
+    run(body())
+
+
 async def upper_echo(ws: ServerConnection) -> None:
     async for message in ws:
         await ws.send(message.upper())

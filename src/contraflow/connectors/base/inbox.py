@@ -8,40 +8,108 @@ peer. `pull()` takes the next item or returns None once the flow quiesces.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from contraflow.connectors.base import SourceData
 from contraflow.stopping import STOPPED, unless_stopped
 
 DEFAULT_CAPACITY = 64
+# The most bytes one `get()` joins from waiting chunks (see `Inbox(joins=True)`).
+JOIN_LIMIT = 1 << 16
+# Preprocessors that frame a stream whatever its chunks: chunks of one stream can be joined before them.
+STREAM_FRAMING = frozenset({"separate", "length-prefixed", "textual-length-prefixed"})
+
+
+def chunks_can_join(preprocessors: Sequence[Any]) -> bool:
+    """True when the first preprocessor frames across chunk boundaries, so feeding it two chunks of a
+    stream joined is the same as feeding them one after the other (a buffering `separate`, a length
+    prefix); not for per-chunk stages (`base64`, `decompress`) or no preprocessor (a chunk is a frame)."""
+    if not preprocessors or preprocessors[0].name not in STREAM_FRAMING:
+        return False
+    return preprocessors[0].config.get("buffered", True) is not False
 
 
 class Inbox:
-    def __init__(self, stop: asyncio.Event, capacity: int = DEFAULT_CAPACITY) -> None:
+    """A bounded queue with one reader (`pull`), many writers (connections).
+
+    With `joins=True` (`chunks_can_join`), `get()` hands out the data chunks
+    waiting for one stream, with one meta, as one chunk of up to `JOIN_LIMIT`
+    bytes: a WebSocket peer sends an event per message, and one pull per
+    message would cost the runtime a decode and an append each.
+    """
+
+    def __init__(self, stop: asyncio.Event, capacity: int = DEFAULT_CAPACITY, joins: bool = False) -> None:
         self.stop = stop
-        self._queue: asyncio.Queue[SourceData] = asyncio.Queue(capacity)
+        self.capacity = capacity
+        self.joins = joins
+        self._items: deque[SourceData] = deque()
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
 
     def empty(self) -> bool:
-        return self._queue.empty()
+        return not self._items
 
     async def put(self, item: SourceData) -> None:
-        await self._queue.put(item)
+        while len(self._items) >= self.capacity:
+            self._writable.clear()
+            await self._writable.wait()
+        self._append(item)
 
     def put_nowait(self, item: SourceData) -> bool:
         """For datagrams, which cannot wait: False when full (the datagram is dropped)."""
-        try:
-            self._queue.put_nowait(item)
-        except asyncio.QueueFull:
+        if len(self._items) >= self.capacity:
             return False
+        self._append(item)
         return True
+
+    def _append(self, item: SourceData) -> None:
+        self._items.append(item)
+        self._readable.set()
 
     async def get(self) -> SourceData | None:
         """The next item, waiting for it; None when the flow quiesces first."""
-        if not self._queue.empty():
-            return self._queue.get_nowait()
-        item = await unless_stopped(self._queue.get(), self.stop)
-        return None if item is STOPPED else item
+        if not self._items and await unless_stopped(self._wait_readable(), self.stop) is STOPPED:
+            return None
+        item = self._items.popleft()
+        if self.joins and _joinable(item):
+            item = self._joined(item)
+        if not self._items:
+            self._readable.clear()
+        self._writable.set()
+        return item
+
+    async def _wait_readable(self) -> None:
+        while not self._items:
+            self._readable.clear()
+            await self._readable.wait()
+
+    def _joined(self, first: SourceData) -> SourceData:
+        """`first` and the chunks after it of the same stream and meta, as one chunk."""
+        parts, size = [first.data or b""], len(first.data or b"")
+        while self._items and size < JOIN_LIMIT:
+            item = self._items[0]
+            if not _joinable(item) or item.stream != first.stream or item.meta is not first.meta:
+                break
+            self._items.popleft()
+            parts.append(item.data or b"")
+            size += len(parts[-1])
+        if len(parts) == 1:
+            return first
+        return SourceData(data=b"".join(parts), stream=first.stream, meta=first.meta, port=first.port)
+
+
+def _joinable(item: SourceData) -> bool:
+    """A plain data chunk: nothing acked, resumed or ended by it."""
+    return (
+        item.data is not None
+        and not item.end_stream
+        and item.token is None
+        and item.position is None
+        and item.events is None
+    )
 
 
 async def pump(

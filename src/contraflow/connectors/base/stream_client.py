@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, SinkEvent, SourceData
-from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.inbox import Inbox, chunks_can_join, pump
 from contraflow.connectors.base.stream_server import Link
 
 OptionsT = TypeVar("OptionsT")
@@ -44,7 +44,7 @@ class Opened:
 class StreamClient(Connector[OptionsT]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.inbox = Inbox(ctx.quiescing)
+        self.inbox = Inbox(ctx.quiescing, joins=chunks_can_join(ctx.spec.preprocessors))
         # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
         tls = getattr(self.options, "tls", None)
         self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None

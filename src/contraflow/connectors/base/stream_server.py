@@ -35,7 +35,7 @@ from contraflow.connectors.base import (
     SinkEvent,
     SourceData,
 )
-from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.inbox import Inbox, chunks_can_join, pump
 from contraflow.connectors.base.undelivered import report_undelivered
 
 
@@ -69,7 +69,7 @@ class StreamServer(Connector[OptionsT]):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.inbox = Inbox(ctx.quiescing)
+        self.inbox = Inbox(ctx.quiescing, joins=chunks_can_join(ctx.spec.preprocessors))
         # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
         tls = getattr(self.options, "tls", None)
         self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None
