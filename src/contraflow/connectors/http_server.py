@@ -51,7 +51,7 @@ from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Se
 from contraflow.connectors.base.inbox import Inbox
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.tls import ServerTls, server_tls
+from contraflow.connectors.base.tls import ServerTls, loaded_tls, server_tls
 from contraflow.connectors.base.undelivered import report_undelivered
 
 QUEUED_REQUESTS = 128
@@ -96,8 +96,7 @@ class HttpServerConnector(Connector[HttpServerOptions]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
-        if self.options.tls is not None:
-            self.options.tls.context()  # uvicorn reads the files itself; a bad one fails the deploy here
+        loaded_tls(self.options)  # uvicorn reads the files itself; a bad one fails the deploy here
         self.content_type = ctx.codec().mime_types[0].encode()
         self._server: AsgiServer | None = None
         self._pending: dict[int, asyncio.Future[Response]] = {}

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from contraflow.connectors.base import SourceData
+from contraflow.connectors.base import ConnectorContext, SourceData
 from contraflow.stopping import STOPPED, unless_stopped
 
 DEFAULT_CAPACITY = 64
@@ -48,6 +48,11 @@ class Inbox:
         self._readable = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
+
+    @classmethod
+    def for_streams(cls, ctx: ConnectorContext) -> Inbox:
+        """The inbox of a connector reading byte streams: joining chunks where its preprocessors allow."""
+        return cls(ctx.quiescing, joins=chunks_can_join(ctx.spec.preprocessors))
 
     def empty(self) -> bool:
         return not self._items

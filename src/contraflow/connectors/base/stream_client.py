@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, SinkEvent, SourceData
-from contraflow.connectors.base.inbox import Inbox, chunks_can_join, pump
+from contraflow.connectors.base.inbox import Inbox, pump
 from contraflow.connectors.base.stream_server import Link
+from contraflow.connectors.base.tls import loaded_tls
 
 OptionsT = TypeVar("OptionsT")
 
@@ -44,10 +44,8 @@ class Opened:
 class StreamClient(Connector[OptionsT]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.inbox = Inbox(ctx.quiescing, joins=chunks_can_join(ctx.spec.preprocessors))
-        # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
-        tls = getattr(self.options, "tls", None)
-        self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None
+        self.inbox = Inbox.for_streams(ctx)
+        self.tls_context = loaded_tls(self.options)
         self._link: Link | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._streams = itertools.count(1)

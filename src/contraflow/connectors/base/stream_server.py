@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import ssl
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -35,7 +34,8 @@ from contraflow.connectors.base import (
     SinkEvent,
     SourceData,
 )
-from contraflow.connectors.base.inbox import Inbox, chunks_can_join, pump
+from contraflow.connectors.base.inbox import Inbox, pump
+from contraflow.connectors.base.tls import loaded_tls
 from contraflow.connectors.base.undelivered import report_undelivered
 
 
@@ -69,10 +69,8 @@ class StreamServer(Connector[OptionsT]):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.inbox = Inbox(ctx.quiescing, joins=chunks_can_join(ctx.spec.preprocessors))
-        # Kinds with a `tls` option: its files are read here, so a bad one fails the deploy.
-        tls = getattr(self.options, "tls", None)
-        self.tls_context: ssl.SSLContext | None = tls.context() if tls is not None else None
+        self.inbox = Inbox.for_streams(ctx)
+        self.tls_context = loaded_tls(self.options)
         self._listener: Listener | None = None
         self._links: dict[Hashable, Link] = {}
         self._ids = itertools.count(1)

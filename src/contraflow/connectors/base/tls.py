@@ -84,6 +84,13 @@ class ClientTls:
         return context
 
 
+def loaded_tls(options: Any) -> ssl.SSLContext | None:
+    """The context of a kind's `options.tls` (None without TLS), its files read now: called when a
+    connector is created, so a bad file fails the deploy."""
+    tls = getattr(options, "tls", None)
+    return tls.context() if isinstance(tls, ServerTls | ClientTls) else None
+
+
 def server_tls(cfg: ConfigReader) -> ServerTls | None:
     """The `tls` record of a server kind, or None without one."""
     spec = cfg.config.get(TLS_KEY)
