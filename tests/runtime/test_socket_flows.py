@@ -1,6 +1,6 @@
 """ws and unix socket connectors in a running flow: a ws_server answering through a pipeline, and
 ws_client and unix_socket_client sinks whose peers go away (the breaker opens, the source stops)
-and come back (the breaker closes, the flow goes on)."""
+and come back (the breaker closes, the flow goes on); pausing the flow stops the ws_server's reads."""
 
 from __future__ import annotations
 
@@ -113,6 +113,7 @@ def test_ws_server_answers_and_socket_sinks_open_the_breaker_while_their_peers_a
         await peers.start()
         answers: list[int] = []
         stop = asyncio.Event()
+        paused_at = 0
         async with running(
             spu_addr, spark, tmp_path / "data", flow(fid, ws_port, unix_path, server_port)
         ) as runtime:
@@ -136,11 +137,19 @@ def test_ws_server_answers_and_socket_sinks_open_the_breaker_while_their_peers_a
                 lambda: min(max(answers), max(peers.ws_ids), max(peers.unix_ids)) > stopped_at,
                 what="answers and events after the peers came back",
             )
+
+            await flow_.pause()  # the ws_server stops being pulled; its client is held back, not dropped
+            await asyncio.sleep(0.3)  # a pull already under way completes
+            paused_at = emitted(flow_, "questions")
+            await asyncio.sleep(0.5)
+            assert emitted(flow_, "questions") == paused_at, "the source kept pulling while paused"
+            await flow_.resume()
+            await wait_for(lambda: max(answers) > paused_at, what="answers after resume")
             stop.set()
             await asking
         for ids in (answers, peers.ws_ids, peers.unix_ids):
             assert ids == sorted(ids), "events reordered"
-        assert answers[:stopped_at] == list(range(stopped_at)), "an answer was lost"
+        assert answers[:paused_at] == list(range(paused_at)), "an answer was lost"
         await peers.stop()
 
     asyncio.run(scenario())
