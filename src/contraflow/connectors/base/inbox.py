@@ -19,7 +19,7 @@ DEFAULT_CAPACITY = 64
 # The most bytes one `get()` joins from waiting chunks (see `Inbox(joins=True)`).
 JOIN_LIMIT = 1 << 16
 # Preprocessors that frame a stream whatever its chunks: chunks of one stream can be joined before them.
-STREAM_FRAMING = frozenset({"separate", "length-prefixed", "textual-length-prefixed"})
+STREAM_FRAMING = frozenset({"separate", "lines", "length-prefixed", "textual-length-prefixed"})
 
 
 def chunks_can_join(preprocessors: Sequence[Any]) -> bool:
