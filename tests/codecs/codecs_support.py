@@ -21,6 +21,46 @@ TEXT = st.text(max_size=20)
 SCALARS = st.none() | st.booleans() | I64 | FLOATS | TEXT
 
 
+INFLUX_EXAMPLE = {
+    "measurement": "weather",
+    "tags": {"location": "us-midwest"},
+    "fields": {"temperature": 82.0},
+    "timestamp": 1465839830100400200,
+}
+
+EXAMPLE_VALUES: dict[str, Any] = {
+    "json": {"k": [1, 2.5]},
+    "msgpack": {"k": [1, 2.5]},
+    "yaml": {"k": [1, 2.5]},
+    "tremor": {"k": [1, 2.5, b"raw"]},
+    "csv": ["a", "b"],
+    "string": "text",
+    "binary": b"raw",
+    "null": None,
+    "influx": INFLUX_EXAMPLE,
+    "binflux": INFLUX_EXAMPLE,
+    "statsd": {"type": "c", "metric": "sam", "value": 7, "sample_rate": 0.1},
+    "dogstatsd": {
+        "metric": {
+            "type": "c",
+            "metric": "datadog.metric",
+            "values": [7.0],
+            "sample_rate": 0.1,
+            "tags": ["example_tag:example_value"],
+        }
+    },
+    "syslog": {
+        "severity": "notice",
+        "facility": "local4",
+        "msg": "test message",
+        "protocol": "RFC5424",
+        "protocol_version": 1,
+        "timestamp": 0,
+    },
+}
+"""One value per codec, from Tremor's codec reference, that survives encode -> decode."""
+
+
 def values(scalars: st.SearchStrategy[Any] = SCALARS) -> st.SearchStrategy[Any]:
     """JSON-shaped values: nested lists and string-keyed dicts of `scalars`."""
     return st.recursive(
