@@ -14,6 +14,9 @@ from contraflow.codecs.processors.chain import Chain
 RELAXED = settings(deadline=None)
 """For property tests: the cores are shared, so a per-example time limit would only add flakiness."""
 
+MODEST = settings(deadline=None, max_examples=40)
+"""RELAXED with fewer examples, for the many format properties that share the suite's time budget."""
+
 I64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)
 TEXT = st.text(max_size=20)
@@ -85,11 +88,11 @@ def assert_same(left: Any, right: Any) -> None:
         assert left == right
 
 
-def run(chain: Chain, chunks: Iterable[bytes]) -> tuple[list[bytes], list[str]]:
-    """Feed `chunks` then finish; the frames out and the error messages, in order."""
+def run(chain: Chain, chunks: Iterable[bytes], finish: bool = True) -> tuple[list[bytes], list[str]]:
+    """Feed `chunks` then finish (unless told not to); the frames out and the error messages, in order."""
     frames: list[bytes] = []
     errors: list[str] = []
-    for chunk in [*chunks, None]:
+    for chunk in [*chunks, None] if finish else chunks:
         try:
             frames.extend(chain.finish() if chunk is None else chain.process(chunk))
         except FrameErrors as err:
