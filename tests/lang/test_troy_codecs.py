@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.cli_process import run_cli
 
 from contraflow.codecs import CODECS, POSTPROCESSORS, PREPROCESSORS
 from contraflow.lang.errors import LangError
 from contraflow.lang.troy.compiler import compile_source
-from tests.cli_process import run_cli
 
 CONFIGS = {"compress": {"algorithm": "zstd"}}  # the one processor that needs a config
 

@@ -13,7 +13,9 @@ from tests.connectors.support import make
 
 
 def decode(codec_name: str, preprocessors: list[Any], data: bytes) -> Decoded:
-    connector = make("file", {"path": "unused", "mode": "read"}, codec=codec_name, preprocessors=preprocessors)
+    connector = make(
+        "file", {"path": "unused", "mode": "read"}, codec=codec_name, preprocessors=preprocessors
+    )
     return SourceDecoder(connector.ctx, structured=False).decode(SourceData(data=data, end_stream=True))
 
 
