@@ -13,8 +13,8 @@ all five, so every value it writes reads back the same (Tremor's reader keeps
 some of those backslashes and so cannot read all of its own output back). In
 string values only `\\\\` and `\\"` are escapes, as in Tremor.
 
-Most lines have no backslash and no quote: those take a path of plain
-`str.split` calls; the others a scanner of precompiled patterns.
+Most lines have no backslash, and their strings no separators: those take a
+path of plain `str.split` calls; the others a scanner of precompiled patterns.
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ _U64_MAX = 2**64 - 1
 _I64 = range(-(2**63), 2**63)
 
 # The scanner's pieces: a name runs to one of its terminators, `\\.` is an escaped character.
+_HEAD = re.compile(r"(?:[^\\ ]|\\.)*")
 _MEASUREMENT = re.compile(r"(?:[^\\, ]|\\.)*")
-_TAG_KEY = re.compile(r"(?:[^\\,= ]|\\.)*")
-_FIELD_KEY = re.compile(r"(?:[^\\=]|\\.)*")
-_STRING_VALUE = re.compile(r'"((?:[^\\"]|\\.)*)"')
-_PLAIN_VALUE = re.compile(r"(?:[^\\, ]|\\.)+")
+_TAG = re.compile(r",((?:[^\\,= ]|\\.)*)=((?:[^\\,= ]|\\.)*)")
+# A field: key, then a quoted string or a bare value, then what ends it (`,`, a space or the end).
+_FIELD = re.compile(r'((?:[^\\=]|\\.)*)=(?:"((?:[^\\"]|\\.)*)"|((?:[^\\, "]|\\.)+))(,| |\Z)', re.DOTALL)
 _NAME_ESCAPE = re.compile(r'\\([\\ ,="])')
 _STRING_ESCAPE = re.compile(r'\\([\\"])')
 _ANY_ESCAPE = re.compile(r"\\(.)")
@@ -53,23 +53,54 @@ def parse_line(text: str, now: int) -> dict[str, Any] | None:
     line = text.strip()
     if not line or line.startswith("#"):
         return None
-    if "\\" in line or '"' in line:
-        measurement, tags, fields, stamp = _scan(line)
-    else:
+    escaped = "\\" in line
+    try:
+        if escaped:
+            raise _NeedsScan
         measurement, tags, fields, stamp = _split_plain(line)
+    except _NeedsScan:
+        head_end = _head_end(line) if escaped else line.find(" ")
+        if head_end < 0:
+            raise LineError("expected a space before the fields")
+        measurement, tags = _scan_head(line, head_end) if escaped else _split_head(line[:head_end])
+        fields, stamp = _scan_fields(line, head_end + 1, escaped)
     return {"measurement": measurement, "tags": tags, "fields": fields, "timestamp": _timestamp(stamp, now)}
 
 
+class _NeedsScan(Exception):
+    """The line has escapes, or a quoted string holding a separator: `_split_plain` cannot read it."""
+
+
 def _split_plain(line: str) -> tuple[str, dict[str, str], dict[str, Any], str]:
-    """The fast path: no escapes and no quoted strings, so every separator is a real one."""
+    """The fast path, for lines without escapes: split at every separator, as long as no quoted
+    string turns out to contain one (then it raises `_NeedsScan`)."""
     parts = line.split(" ")
     if len(parts) == 2:
         head, body = parts
         stamp = ""
     elif len(parts) == 3:
         head, body, stamp = parts
+    elif '"' in line:
+        raise _NeedsScan
     else:
         raise LineError("expected `measurement[,tags] fields [timestamp]` separated by single spaces")
+    measurement, tags = _split_head(head)
+    fields: dict[str, Any] = {}
+    for item in body.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or not value:
+            raise _NeedsScan if '"' in line else LineError(f"field {item!r} has no value")
+        if value[0] == '"':
+            if len(value) < 2 or value[-1] != '"' or value.count('"') != 2:
+                raise _NeedsScan  # a separator inside the string split it
+            fields[key] = value[1:-1]
+        else:
+            fields[key] = _field_value(value)
+    return measurement, tags, fields, stamp
+
+
+def _split_head(head: str) -> tuple[str, dict[str, str]]:
+    """Measurement and tags of a head without escapes."""
     measurement, *tag_items = head.split(",")
     tags: dict[str, str] = {}
     for item in tag_items:
@@ -79,68 +110,56 @@ def _split_plain(line: str) -> tuple[str, dict[str, str], dict[str, Any], str]:
         if "=" in value:
             raise LineError(f"tag value {value!r} holds an unescaped '='")
         tags[key] = value
-    fields: dict[str, Any] = {}
-    for item in body.split(","):
-        key, eq, value = item.partition("=")
-        if not eq or not value:
-            raise LineError(f"field {item!r} has no value")
-        fields[key] = _field_value(value)
-    return measurement, tags, fields, stamp
+    return measurement, tags
 
 
-def _scan(line: str) -> tuple[str, dict[str, str], dict[str, Any], str]:
-    """The general path, for lines with escapes or quoted strings."""
-    found = _MEASUREMENT.match(line)
+def _head_end(line: str) -> int:
+    """Where the first unescaped space is (the end of measurement and tags), -1 if there is none."""
+    found = _HEAD.match(line)
+    assert found is not None  # the pattern matches the empty string
+    return found.end() if line.startswith(" ", found.end()) else -1  # else the end or a lone backslash
+
+
+def _scan_head(line: str, end: int) -> tuple[str, dict[str, str]]:
+    """Measurement and tags of `line[:end]`, which has escapes."""
+    found = _MEASUREMENT.match(line, 0, end)
     assert found is not None  # the pattern matches the empty string
     measurement, pos = _unescape_name(found.group()), found.end()
     tags: dict[str, str] = {}
-    while pos < len(line) and line[pos] == ",":
-        key, pos = _take(_TAG_KEY, line, pos + 1)
-        if pos >= len(line) or line[pos] != "=":
-            raise LineError(f"tag {key!r} has no value (column {pos + 1})")
-        value, pos = _take(_TAG_KEY, line, pos + 1)
-        if pos < len(line) and line[pos] == "=":
-            raise LineError(f"tag value holds an unescaped '=' (column {pos + 1})")
-        tags[_unescape_name(key)] = _unescape_name(value)
-    if pos >= len(line) or line[pos] != " ":
-        raise LineError(f"expected a space before the fields (column {pos + 1})")
+    while pos < end:
+        tag = _TAG.match(line, pos, end)
+        if tag is None:
+            raise LineError(f"malformed tag at column {pos + 1} (a tag is `,key=value`)")
+        tags[_unescape_name(tag.group(1))] = _unescape_name(tag.group(2))
+        pos = tag.end()
+    return measurement, tags
+
+
+def _scan_fields(line: str, pos: int, escaped: bool) -> tuple[dict[str, Any], str]:
+    """The fields from `pos` on and the timestamp text after them, for lines with quotes or escapes."""
     fields: dict[str, Any] = {}
     while True:
-        key, pos = _take(_FIELD_KEY, line, pos + 1)
-        if pos >= len(line):
-            raise LineError(f"field {key!r} has no value")
-        value, pos = _scan_value(line, pos + 1)
-        fields[_unescape_name(key)] = value
-        if pos >= len(line):
-            return measurement, tags, fields, ""
-        if line[pos] == " ":
-            return measurement, tags, fields, line[pos + 1 :]
-
-
-def _take(pattern: re.Pattern[str], line: str, pos: int) -> tuple[str, int]:
-    found = pattern.match(line, pos)
-    assert found is not None  # every name pattern matches the empty string
-    if found.end() < len(line) and line[found.end()] == "\\":
-        raise LineError(f"a backslash ends the line (column {found.end() + 1})")
-    return found.group(), found.end()
-
-
-def _scan_value(line: str, pos: int) -> tuple[Any, int]:
-    """One field value at `pos` and the position of the ',' or ' ' after it (or the end)."""
-    if line.startswith('"', pos):
-        found = _STRING_VALUE.match(line, pos)
+        found = _FIELD.match(line, pos)
         if found is None:
-            raise LineError(f"unterminated string (column {pos + 1})")
-        value: Any = _STRING_ESCAPE.sub(r"\1", found.group(1))
-    else:
-        found = _PLAIN_VALUE.match(line, pos)
-        if found is None:
-            raise LineError(f"field without a value (column {pos + 1})")
-        value = _field_value(_ANY_ESCAPE.sub(r"\1", found.group()))
-    end = found.end()
-    if end < len(line) and line[end] not in ", ":
-        raise LineError(f"unexpected {line[end]!r} after a field value (column {end + 1})")
-    return value, end
+            raise _field_error(line, pos)
+        key, text, raw, separator = found.groups()
+        if text is not None:
+            value: Any = _STRING_ESCAPE.sub(r"\1", text) if escaped else text
+        else:
+            value = _field_value(_ANY_ESCAPE.sub(r"\1", raw) if escaped else raw)
+        fields[_unescape_name(key) if escaped else key] = value
+        pos = found.end()
+        if separator != ",":
+            return fields, line[pos:]
+
+
+def _field_error(line: str, pos: int) -> LineError:
+    key, eq, value = line[pos:].partition("=")
+    if not eq:
+        return LineError(f"field {key!r} has no value (column {pos + 1})")
+    if value.startswith('"'):
+        return LineError(f"unterminated string (column {pos + len(key) + 2})")
+    return LineError(f"malformed field value at column {pos + len(key) + 2}")
 
 
 def _field_value(raw: str) -> Any:
