@@ -59,12 +59,18 @@ def parse_line(text: str, now: int) -> dict[str, Any] | None:
             raise _NeedsScan
         measurement, tags, fields, stamp = _split_plain(line)
     except _NeedsScan:
-        head_end = _head_end(line) if escaped else line.find(" ")
-        if head_end < 0:
-            raise LineError("expected a space before the fields")
-        measurement, tags = _scan_head(line, head_end) if escaped else _split_head(line[:head_end])
-        fields, stamp = _scan_fields(line, head_end + 1, escaped)
+        measurement, tags, fields, stamp = _scan(line, escaped)
     return {"measurement": measurement, "tags": tags, "fields": fields, "timestamp": _timestamp(stamp, now)}
+
+
+def _scan(line: str, escaped: bool) -> tuple[str, dict[str, str], dict[str, Any], str]:
+    """The general path: lines with escapes, or with separators inside quoted strings."""
+    head_end = _head_end(line) if escaped else line.find(" ")
+    if head_end < 0:
+        raise LineError("expected a space before the fields")
+    measurement, tags = _scan_head(line, head_end) if escaped else _split_head(line[:head_end])
+    fields, stamp = _scan_fields(line, head_end + 1, escaped)
+    return measurement, tags, fields, stamp
 
 
 class _NeedsScan(Exception):
