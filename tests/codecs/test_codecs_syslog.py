@@ -12,7 +12,7 @@ from codecs_support import MODEST
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contraflow.codecs import CodecError, codec
+from contraflow.codecs import codec
 
 BOM = "\ufeff"
 
@@ -160,25 +160,6 @@ def test_records_are_written_as_tremor_writes_them() -> None:
     assert syslog.encode({**message, "protocol": "RFC3164"}) == b"<165>Jan  1 00:00:00 - : test message"
 
 
-@pytest.mark.parametrize(
-    ("value", "reason"),
-    [
-        ({}, "facility missing"),
-        ({"facility": "cron"}, "severity missing"),
-        ({"facility": "cron", "severity": "info", "structured_data": "sd"}, "structured data not an object"),
-        ({"facility": "snot", "severity": "info"}, "invalid facility 'snot'"),
-        ({"facility": "cron", "severity": "snot"}, "invalid severity 'snot'"),
-        ({"facility": "cron", "severity": "info", "protocol": "RFC5424"}, "missing protocol version"),
-        ({"facility": "cron", "severity": "info", "protocol_version": 1}, "missing protocol type"),
-        ({"facility": "cron", "severity": "info", "protocol": "snot"}, "invalid protocol type"),
-    ],
-)
-def test_records_syslog_cannot_write_are_errors(value: dict[str, Any], reason: str) -> None:
-    with pytest.raises(CodecError) as caught:
-        codec("syslog").encode(value)
-    assert reason in caught.value.reason
-
-
 FACILITY = st.sampled_from(["kern", "user", "mail", "daemon", "auth", "cron", "local0", "local7"])
 SEVERITY = st.sampled_from(["emerg", "alert", "crit", "err", "warning", "notice", "info", "debug"])
 WORD = st.text(
@@ -202,7 +183,7 @@ RFC5424_RECORDS = st.fixed_dictionaries(
     {
         "facility": FACILITY,
         "severity": SEVERITY,
-        "timestamp": st.integers(min_value=0, max_value=253402300799 * 10**9),
+        "timestamp": st.integers(min_value=0, max_value=2**63 - 1),  # i64 nanoseconds, as Tremor keeps them
         "protocol": st.just("RFC5424"),
         "protocol_version": st.integers(min_value=0, max_value=2**32 - 1),
     },

@@ -18,7 +18,7 @@ from typing import Any
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.statsd_codec import float_text, is_number, parse_float
-from contraflow.codecs.string_codec import utf8
+from contraflow.codecs.string_codec import text, utf8
 
 _TYPES = ("c", "d", "g", "h", "s", "ms")
 _DIGITS = re.compile(r"\d+")
@@ -102,10 +102,10 @@ def _decode_event(data: bytes) -> dict[str, Any]:
     if rest and not rest.startswith(b"|"):
         raise _invalid("text longer than its length")
     out: dict[str, Any] = {
-        "title": str(data[head.end() : title_end], "utf-8"),
-        "text": str(data[title_end + 1 : text_end], "utf-8"),
+        "title": text("dogstatsd", data[head.end() : title_end]),
+        "text": text("dogstatsd", data[title_end + 1 : text_end]),
     }
-    _sections(out, str(rest, "utf-8").split("|")[1:], _EVENT_SECTIONS)
+    _sections(out, text("dogstatsd", rest).split("|")[1:], _EVENT_SECTIONS)
     return {"event": out}
 
 
@@ -127,15 +127,12 @@ class DogstatsdCodec(Codec):
 
     def decode(self, data: bytes) -> dict[str, Any]:
         data = bytes(data)
-        try:
-            if data.startswith(b"_e{"):
-                return _decode_event(data)
-            text = str(data, "utf-8")
-        except UnicodeDecodeError as err:
-            raise CodecError("dogstatsd", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
-        if text.startswith("_sc|"):
-            return _decode_service_check(text[4:])
-        return _decode_metric(text)
+        if data.startswith(b"_e{"):
+            return _decode_event(data)
+        line = text("dogstatsd", data)
+        if line.startswith("_sc|"):
+            return _decode_service_check(line[4:])
+        return _decode_metric(line)
 
     def encode(self, value: Any) -> bytes:
         if isinstance(value, dict):

@@ -12,6 +12,7 @@ from typing import Any
 from contraflow.codecs.codec import NO_EVENT, Codec
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.line_protocol import LineError, parse_line, write_line
+from contraflow.codecs.string_codec import text, utf8
 
 
 class InfluxCodec(Codec):
@@ -20,17 +21,13 @@ class InfluxCodec(Codec):
 
     def decode(self, data: bytes) -> Any:
         try:
-            record = parse_line(str(data, "utf-8"), time.time_ns())
-        except UnicodeDecodeError as err:
-            raise CodecError("influx", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
+            record = parse_line(text("influx", data), time.time_ns())
         except LineError as err:
             raise CodecError("influx", str(err)) from None
         return NO_EVENT if record is None else record
 
     def encode(self, value: Any) -> bytes:
         try:
-            return write_line(value).encode("utf-8")
+            return utf8("influx", write_line(value))
         except LineError as err:
             raise CodecError("influx", str(err)) from None
-        except UnicodeEncodeError as err:
-            raise CodecError("influx", f"cannot encode string as UTF-8: {err.reason}") from None

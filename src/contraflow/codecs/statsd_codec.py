@@ -14,7 +14,7 @@ from typing import Any
 
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.string_codec import utf8
+from contraflow.codecs.string_codec import text, utf8
 
 FLOAT = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _SIGNED = re.compile(r"-\d+")
@@ -57,11 +57,7 @@ class StatsdCodec(Codec):
     mime_types = ("text/plain",)
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        try:
-            text = str(data, "utf-8")
-        except UnicodeDecodeError as err:
-            raise CodecError("statsd", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
-        metric, colon, rest = text.partition(":")
+        metric, colon, rest = text("statsd", data).partition(":")
         if not colon:
             raise self._invalid("no ':' after the metric name")
         sign = rest[:1] if rest[:1] in "+-" else ""

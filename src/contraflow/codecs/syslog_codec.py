@@ -17,7 +17,7 @@ from typing import Any
 
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.string_codec import utf8
+from contraflow.codecs.string_codec import text, utf8
 from contraflow.codecs.syslog_message import FACILITIES, MONTHS, SEVERITIES, parse_syslog
 
 _DEFAULT_PRI = 13
@@ -39,11 +39,7 @@ class SyslogCodec(Codec):
     mime_types = ("text/plain",)
 
     def decode(self, data: bytes) -> dict[str, Any]:
-        try:
-            text = str(data, "utf-8")
-        except UnicodeDecodeError as err:
-            raise CodecError("syslog", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
-        return parse_syslog(text, _now)
+        return parse_syslog(text("syslog", data), _now)
 
     def encode(self, value: Any) -> bytes:
         if not isinstance(value, dict):
