@@ -40,8 +40,8 @@ _FIELD = re.compile(r'((?:[^\\=]|\\.)*)=(?:"((?:[^\\"]|\\.)*)"|((?:[^\\, "]|\\.)
 _NAME_ESCAPE = re.compile(r'\\([\\ ,="])')
 _STRING_ESCAPE = re.compile(r'\\([\\"])')
 _ANY_ESCAPE = re.compile(r"\\(.)")
-_NAME_SPECIAL = re.compile(r'([\\ ,="])')
-_STRING_SPECIAL = re.compile(r'([\\"])')
+_NAME_ESCAPES = str.maketrans({char: "\\" + char for char in '\\ ,="'})
+_STRING_ESCAPES = str.maketrans({char: "\\" + char for char in '\\"'})
 
 
 class LineError(ValueError):
@@ -229,7 +229,7 @@ def _record(value: dict[str, Any], key: str) -> dict[str, Any]:
 
 def _write_field(key: str, field: Any) -> str:
     if isinstance(field, str):
-        return '"' + _STRING_SPECIAL.sub(r"\\\1", field) + '"'
+        return '"' + field.translate(_STRING_ESCAPES) + '"'
     if field is True or field is False:
         return "true" if field else "false"
     if isinstance(field, int):
@@ -242,7 +242,7 @@ def _write_field(key: str, field: Any) -> str:
 
 
 def _escape_name(text: str) -> str:
-    return _NAME_SPECIAL.sub(r"\\\1", text)
+    return text.translate(_NAME_ESCAPES)
 
 
 def _kind(value: Any) -> str:
