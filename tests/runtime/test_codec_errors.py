@@ -46,3 +46,10 @@ def test_a_bad_binary_frame_is_an_error_carrying_its_raw_bytes() -> None:
     assert len(values(decoded)) == 2
     (error,) = errors(decoded)
     assert error["data"] == bad and "unknown version 7" in error["error"]
+
+
+def test_a_frame_a_preprocessor_refuses_is_an_error_carrying_that_frame() -> None:
+    decoded = decode("string", ["separate", "base64"], b"aGk=\n!not base64!\nYm9i\n")
+    assert values(decoded) == ["hi", "bob"]
+    (error,) = errors(decoded)
+    assert error["data"] == "!not base64!" and "preprocessor 'base64': invalid base64" in error["error"]

@@ -202,7 +202,7 @@ class SourceDecoder(_PerStream[Preprocessors]):
             frames = step()
         except FrameErrors as err:
             frames = err.frames
-            out.errors.extend(error_event(self.ctx, str(e), None, meta) for e in err.errors)
+            out.errors.extend(error_event(self.ctx, str(e), e.data, meta) for e in err.errors)
         if self.json_fast_path and frames:
             valid = validate_json_frames(frames)
             if valid is not None:
