@@ -47,7 +47,8 @@ LAYERS: list[list[str]] = [
     ],
     ["contraflow.asgi_server", "contraflow.foreground"],
     ["contraflow.spu"],
-    ["contraflow.codecs", "contraflow.lang"],
+    ["contraflow.codecs"],
+    ["contraflow.lang"],  # Troy checks codec names and configs; `influx||` reads the codec's line protocol
     ["contraflow.connectors"],
     ["contraflow.spark"],
     ["contraflow.pipeline"],

@@ -5,9 +5,11 @@ payload per frame, Tremor's algorithm names) and the SPU's record batch
 format (a whole batch body, Kafka's codec ids). Each algorithm says how to
 spot it (magic bytes), which levels it takes, and how to run it.
 
-`gzip`, `zlib`, `xz2` (xz and legacy LZMA), `lz4` (frame format), `zstd`, and
-`bzip2` (not in Tremor; stdlib, so free). Tremor's `snappy` and `br` have no
-well-kept library pinned here: `UNAVAILABLE` says so.
+`gzip`, `zlib`, `xz2` (xz and legacy LZMA), `lz4` (frame format), `zstd`,
+`snappy` (the framing format, as Tremor writes it; cramjam does the raw
+blocks, the frames are read here so a stream decompresses chunk by chunk), `br`
+(brotli, through cramjam; whole payloads only, it has no magic bytes and no
+incremental reader) and `bzip2` (not in Tremor; stdlib, so free).
 
 Every algorithm is driven through one incremental decompressor interface
 (`decompress` / `eof` / `unused_data`): it gives both one-shot decompression
@@ -29,6 +31,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+import cramjam
+import crc32c
 import lz4.frame
 import zstandard
 
@@ -57,6 +61,8 @@ class Algorithm:
     default_level: int
     make_compressor: Callable[[int], Transform]
     new_decompressor: Callable[[], Incremental]
+    streams: bool = True
+    """Whether it can decompress a stream read in chunks (brotli here cannot: whole payloads only)."""
 
     def matches(self, data: bytes) -> bool:
         return data.startswith(self.magic)
@@ -112,6 +118,84 @@ def _zstd_compressor(level: int) -> Transform:
     return zstandard.ZstdCompressor(level=level).compress
 
 
+class _FramedSnappy:
+    """Snappy's framing format, read chunk by chunk: a 4-byte header (type, 24-bit length) per chunk.
+
+    Type 0x00 holds a masked CRC-32C and a raw snappy block, 0x01 the CRC and
+    the data as it is, 0xff the stream identifier (which may repeat, so
+    concatenated streams read as one); 0x80-0xfe are skippable, the rest
+    reserved (an error). The format has no end marker: the stream is complete
+    (`eof`) whenever no chunk is half received.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.unused_data = b""
+
+    @property
+    def eof(self) -> bool:
+        return not self._buffer
+
+    def decompress(self, data: bytes) -> bytes:
+        buffer = self._buffer
+        buffer += data
+        out = []
+        pos = 0
+        while len(buffer) - pos >= 4:
+            kind = buffer[pos]
+            end = pos + 4 + int.from_bytes(buffer[pos + 1 : pos + 4], "little")
+            if end > len(buffer):
+                break
+            body = bytes(buffer[pos + 4 : end])
+            if kind in (0x00, 0x01):
+                out.append(_snappy_chunk(kind, body))
+            elif kind == 0xFF:
+                if body != b"sNaPpY":
+                    raise ValueError("bad snappy stream identifier")
+            elif kind < 0x80:
+                raise ValueError(f"reserved snappy chunk type {kind:#04x}")
+            pos = end
+        del buffer[:pos]
+        return b"".join(out)
+
+
+def _snappy_chunk(kind: int, body: bytes) -> bytes:
+    if len(body) < 4:
+        raise ValueError("snappy chunk shorter than its checksum")
+    data = body[4:] if kind == 0x01 else bytes(cramjam.snappy.decompress_raw(body[4:]))
+    crc = crc32c.crc32c(data)
+    masked = (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    if masked != int.from_bytes(body[:4], "little"):
+        raise ValueError("snappy chunk checksum mismatch")
+    return data
+
+
+class _WholeBrotli:
+    """Brotli through cramjam, which reads whole payloads only: `eof` once the input decompresses."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.eof = False
+        self.unused_data = b""
+
+    def decompress(self, data: bytes) -> bytes:
+        self._buffer += data
+        try:
+            out = bytes(cramjam.brotli.decompress(self._buffer))
+        except cramjam.DecompressionError:
+            return b""  # not (yet) a whole payload; `eof` stays False
+        self.eof, self._buffer = True, b""
+        return out
+
+
+def _snappy_compressor(level: int) -> Transform:
+    return lambda data: bytes(cramjam.snappy.compress(data))
+
+
+def _brotli_compressor(level: int) -> Transform:
+    return lambda data: bytes(cramjam.brotli.compress(data, level=level))
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     algorithm.name: algorithm
     for algorithm in (
@@ -156,6 +240,15 @@ ALGORITHMS: dict[str, Algorithm] = {
             _zstd_decompressor,
         ),
         Algorithm(
+            "snappy",
+            (b"\xff\x06\x00\x00sN",),
+            range(0, 1),
+            0,
+            _snappy_compressor,
+            _FramedSnappy,
+        ),
+        Algorithm("br", (), range(0, 12), 11, _brotli_compressor, _WholeBrotli, streams=False),
+        Algorithm(
             "bzip2",
             tuple(b"BZh" + bytes([digit]) for digit in b"123456789"),
             range(1, 10),
@@ -166,13 +259,6 @@ ALGORITHMS: dict[str, Algorithm] = {
     )
 }
 
-UNAVAILABLE = {
-    "snappy": "snappy needs a library contraflow does not ship",
-    "br": "brotli needs a library contraflow does not ship",
-}
-"""Tremor algorithms contraflow cannot run, with the reason the config error gives."""
-
-SNAPPY_FRAMED_MAGIC = b"\xff\x06\x00\x00sNaPpY"
 MAGIC_BYTES = 6
 """Enough leading bytes to tell every algorithm apart."""
 
@@ -184,6 +270,7 @@ DECOMPRESS_ERRORS = (
     zlib.error,
     lzma.LZMAError,
     zstandard.ZstdError,
+    cramjam.DecompressionError,
 )
 """What the libraries raise for corrupt or truncated input."""
 
@@ -191,6 +278,6 @@ DECOMPRESS_ERRORS = (
 def detect(data: bytes) -> Algorithm | None:
     """The algorithm whose magic bytes start `data`, or None for data that is not compressed."""
     for algorithm in ALGORITHMS.values():
-        if algorithm.matches(data):
+        if algorithm.magic and algorithm.matches(data):
             return algorithm
     return None

@@ -9,6 +9,7 @@ import zlib
 
 import lz4.frame
 import pytest
+import snappy
 import zstandard
 from codecs_support import split_at
 from hypothesis import given, settings
@@ -27,6 +28,7 @@ FOREIGN = {
     "lz4": lz4.frame.compress(PAYLOAD),
     "zstd": zstandard.ZstdCompressor().compress(PAYLOAD),
     "bzip2": bz2.compress(PAYLOAD),
+    "snappy": snappy.StreamCompressor().add_chunk(PAYLOAD),  # python-snappy's framing format
 }
 ALGORITHMS = sorted(FOREIGN)
 
@@ -98,9 +100,22 @@ def test_forcing_the_wrong_algorithm_is_an_error() -> None:
         preprocessors(decompress("zstd")).process(FOREIGN["gzip"])
 
 
-def test_snappy_framed_data_is_recognised_but_unsupported() -> None:
-    with pytest.raises(FrameErrors, match="snappy-compressed data is not supported"):
-        preprocessors(["decompress"]).process(b"\xff\x06\x00\x00sNaPpY\x01\x02")
+@settings(max_examples=25, deadline=None)
+@given(data=st.binary(max_size=300), level=st.integers(min_value=0, max_value=11))
+def test_brotli_round_trips_when_named(data: bytes, level: int) -> None:
+    """Brotli has no magic bytes: `decompress` must name it (as in Tremor, autodetect cannot)."""
+    (wire,) = postprocessors(compress("br", level=level)).process(data)
+    assert preprocessors(decompress("br")).process(wire) == [data]
+    assert preprocessors(["decompress"]).process(wire) == [wire]
+
+
+def test_corrupt_snappy_and_brotli_are_errors() -> None:
+    flipped = bytearray(FOREIGN["snappy"])
+    flipped[-1] ^= 0xFF
+    with pytest.raises(FrameErrors, match="corrupt snappy data"):
+        preprocessors(["decompress"]).process(bytes(flipped))
+    with pytest.raises(FrameErrors, match="br data"):
+        preprocessors(decompress("br")).process(b"not brotli at all")
 
 
 def test_decompress_after_length_prefixed_framing() -> None:
@@ -139,8 +154,13 @@ def test_stream_decompressor_reports_a_truncated_stream_at_finish(algorithm: str
 def test_stream_decompressor_reports_corrupt_data() -> None:
     with pytest.raises(CodecError, match="corrupt gzip data"):
         StreamDecompressor().decompress(FOREIGN["gzip"][:10] + bytes(50))
-    with pytest.raises(CodecError, match="snappy-compressed data is not supported"):
-        StreamDecompressor().decompress(b"\xff\x06\x00\x00sNaPpY")
+    with pytest.raises(CodecError, match="corrupt snappy data: reserved snappy chunk type 0x02"):
+        StreamDecompressor().decompress(b"\xff\x06\x00\x00sNaPpY\x02\x00\x00\x00")
+
+
+def test_stream_decompressor_refuses_brotli() -> None:
+    with pytest.raises(ConfigError, match="br decompresses whole payloads only"):
+        StreamDecompressor("br")
 
 
 def test_stream_decompressor_rejects_unknown_algorithms() -> None:

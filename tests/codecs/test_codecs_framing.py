@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import struct
+import time
+from typing import Any
 
 import pytest
-from codecs_support import RELAXED, run, split_at
+from codecs_support import MODEST, RELAXED, run, split_at
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -248,3 +250,76 @@ def test_textual_length_prefixed_rejects_a_prefix_that_is_not_a_number() -> None
     with pytest.raises(FrameErrors, match="stream ended inside a frame"):
         pre.process(b"5 abc")
         pre.finish()
+
+
+def test_ingest_ns_prepends_the_write_time_and_the_preprocessor_removes_it() -> None:
+    before = time.time_ns()
+    (framed,) = postprocessors(["ingest-ns"]).process(b"event")
+    stamp = int.from_bytes(framed[:8], "big")
+    assert before <= stamp <= time.time_ns() and framed[8:] == b"event"
+    assert preprocessors(["ingest-ns"]).process(framed) == [b"event"]
+    assert preprocessors(["ingest-ns"]).process(bytes(7) + b"\x2a" + b"89") == [b"89"]  # Tremor's example
+
+
+def test_ingest_ns_reports_frames_too_short_for_a_timestamp() -> None:
+    frames, errors = run(preprocessors(["ingest-ns"]), [bytes(7)])
+    assert frames == [] and errors == [
+        "preprocessor 'ingest-ns': frame of 7 bytes is shorter than its 8-byte timestamp"
+    ]
+
+
+def gelf_chunks(message: bytes, ident: int, count: int) -> list[bytes]:
+    """`message` cut into `count` GELF chunks, written here independently of the postprocessor."""
+    size = -(-len(message) // count)
+    return [
+        b"\x1e\x0f" + ident.to_bytes(8, "big") + bytes([seq, count]) + message[seq * size : (seq + 1) * size]
+        for seq in range(count)
+    ]
+
+
+@MODEST
+@given(message=st.binary(max_size=40_000), order=st.randoms(use_true_random=False))
+def test_gelf_chunking_round_trips_in_any_chunk_order(message: bytes, order: Any) -> None:
+    chunks = postprocessors(["gelf-chunking"]).process(message)
+    assert all(len(chunk) <= 8192 for chunk in chunks)
+    order.shuffle(chunks)
+    assert run(preprocessors(["gelf-chunking"]), chunks) == ([message], [])
+
+
+def test_gelf_chunking_passes_whole_messages_and_joins_interleaved_chunks() -> None:
+    first, second = gelf_chunks(b'{"short_message": "one"}', 1, 3), gelf_chunks(b'{"m": 2}', 2, 2)
+    stream = [first[2], second[0], b'{"whole": true}', b"\x1f\x3c{}", first[0], second[1], first[1]]
+    assert run(preprocessors(["gelf-chunking"]), stream) == (
+        [b'{"whole": true}', b"{}", b'{"m": 2}', b'{"short_message": "one"}'],
+        [],
+    )
+
+
+def test_gelf_chunking_reports_every_loss() -> None:
+    pre = preprocessors(["gelf-chunking"])
+    stage = pre.stages[0]
+    now = [0]
+    stage.clock = lambda: now[0]  # type: ignore[attr-defined]
+    chunks = gelf_chunks(b"abcdef", 7, 3)
+    frames, errors = run(pre, [chunks[0], chunks[0], b"\x00\x01", chunks[1]], finish=False)
+    assert frames == []
+    assert errors == [
+        "preprocessor 'gelf-chunking': duplicate or inconsistent chunk 0 of 3 for message 7: dropped",
+        "preprocessor 'gelf-chunking': not a GELF chunk: 2 bytes starting 00 01",
+    ]
+    now[0] = 6_000_000_000  # past the 5 seconds GELF gives a message to complete
+    frames, errors = run(pre, [gelf_chunks(b"xy", 8, 2)[0]], finish=False)
+    assert errors == [
+        "preprocessor 'gelf-chunking': message 7 incomplete (1 of 3 chunks) when 5 seconds passed"
+    ]
+    _, errors = run(pre, [])
+    assert errors == [
+        "preprocessor 'gelf-chunking': message 8 incomplete (1 of 2 chunks) when the stream ended"
+    ]
+
+
+def test_gelf_chunking_refuses_frames_over_128_chunks() -> None:
+    frames, errors = run(postprocessors(["gelf-chunking"]), [bytes(129 * 8180)])
+    assert frames == [] and errors == [
+        "postprocessor 'gelf-chunking': a frame of 1055220 bytes needs 129 chunks; GELF allows 128"
+    ]

@@ -6,11 +6,11 @@ from typing import Any
 
 import msgpack
 import pytest
-from codecs_support import FLOATS, I64, RELAXED, SCALARS, TEXT, assert_same, values
+from codecs_support import FLOATS, I64, MODEST, RELAXED, SCALARS, TEXT, assert_same, values
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contraflow.codecs import codec
+from contraflow.codecs import CodecError, codec
 
 WITH_BYTES = SCALARS | st.binary(max_size=16)
 
@@ -145,3 +145,38 @@ def test_csv_quotes_fields_with_line_breaks() -> None:
 def test_msgpack_timestamps_decode_to_epoch_nanoseconds() -> None:
     wire = msgpack.packb({"at": msgpack.Timestamp(seconds=1_700_000_000, nanoseconds=5)})
     assert codec("msgpack").decode(wire) == {"at": 1_700_000_000_000_000_005}
+
+
+U64 = st.integers(min_value=2**63, max_value=2**64 - 1)
+
+
+@MODEST
+@given(values(WITH_BYTES | U64))
+def test_tremor_round_trip_keeps_every_value_and_type(value: Any) -> None:
+    tremor = codec("tremor")
+    assert_same(tremor.decode(tremor.encode(value)), value)
+
+
+def test_tremor_writes_tremors_layout() -> None:
+    """Version 0, then a type byte and big-endian u64 lengths, as tremor-codec's tremor.rs writes them."""
+    tremor = codec("tremor")
+    assert tremor.encode([42, -1]) == bytes.fromhex(
+        "0000 08 0000000000000002 03 000000000000002a 03 ffffffffffffffff"
+    )
+    assert tremor.encode({"a": None}) == bytes.fromhex("0000 09 0000000000000001 0000000000000001 61 00")
+    assert tremor.encode(2**63) == bytes.fromhex("0000 04 8000000000000000")
+    assert tremor.encode("🦡") == bytes.fromhex("0000 06 0000000000000004") + "🦡".encode()
+
+
+def test_tremor_refuses_values_nested_too_deep() -> None:
+    deep: Any = []
+    for _ in range(300):
+        deep = [deep]
+    with pytest.raises(CodecError, match="nested deeper than 255"):
+        codec("tremor").encode(deep)
+
+
+def test_null_decodes_everything_to_null_and_encodes_nothing() -> None:
+    null = codec("null")
+    assert null.decode(b"anything at all") is None
+    assert null.encode({"a": 1}) == b""

@@ -11,7 +11,7 @@ Config mistakes raise `ConfigError` (a `UserError`) when building; bad data
 raises `CodecError` (`FrameErrors` from chains, carrying the good frames too).
 """
 
-from contraflow.codecs.codec import Codec
+from contraflow.codecs.codec import NO_EVENT, Codec
 from contraflow.codecs.config import Spec
 from contraflow.codecs.errors import CodecError, ConfigError, FrameErrors
 from contraflow.codecs.processors.chain import Postprocessors, Preprocessors
@@ -26,6 +26,7 @@ from contraflow.codecs.registry import (
 
 __all__ = [
     "CODECS",
+    "NO_EVENT",
     "POSTPROCESSORS",
     "PREPROCESSORS",
     "Codec",

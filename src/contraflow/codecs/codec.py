@@ -9,9 +9,23 @@ buffers and precompiled settings on `self` instead of looking config up per call
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from contraflow.codecs.config import Configured, OptionsT
+
+
+class _NoEvent:
+    """The type of `NO_EVENT`."""
+
+    def __repr__(self) -> str:
+        return "NO_EVENT"
+
+    def __reduce__(self) -> str:
+        return "NO_EVENT"  # unpickles as the module's one instance
+
+
+NO_EVENT: Final = _NoEvent()
+"""What `decode` returns for a frame that carries no event (an influx comment line), as Tremor's `None`."""
 
 
 class Codec(Configured[OptionsT], ABC):
@@ -23,7 +37,7 @@ class Codec(Configured[OptionsT], ABC):
 
     @abstractmethod
     def decode(self, data: bytes) -> Any:
-        """The value in `data`; raises `CodecError` (never anything else) on bad input."""
+        """The value in `data` (or `NO_EVENT`); raises `CodecError` (never anything else) on bad input."""
 
     @abstractmethod
     def encode(self, value: Any) -> bytes:

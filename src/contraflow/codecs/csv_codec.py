@@ -15,7 +15,7 @@ from typing import Any
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.json_codec import json_dumps
-from contraflow.codecs.string_codec import utf8
+from contraflow.codecs.string_codec import text, utf8
 
 
 class CsvCodec(Codec):
@@ -28,11 +28,7 @@ class CsvCodec(Codec):
 
     def decode(self, data: bytes) -> list[str]:
         try:
-            text = str(data, "utf-8")
-        except UnicodeDecodeError as err:
-            raise CodecError("csv", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
-        try:
-            return next(csv.reader(io.StringIO(text, newline="")), [])
+            return next(csv.reader(io.StringIO(text("csv", data), newline="")), [])
         except csv.Error as err:
             raise CodecError("csv", str(err)) from None
 

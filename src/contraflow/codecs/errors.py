@@ -48,13 +48,18 @@ def unknown(what: str, given: str, valid: Iterable[str]) -> str:
 
 
 class CodecError(Exception):
-    """Data a codec or processor could not handle: which one (`name`, `kind`) and a short `reason`."""
+    """Data a codec or processor could not handle: which one (`name`, `kind`) and a short `reason`.
 
-    def __init__(self, name: str, reason: str, *, kind: str = "codec") -> None:
+    `data` is the frame that failed when one frame did (a chain fills it in for
+    its per-frame stages), so the runtime's `err` event can carry it.
+    """
+
+    def __init__(self, name: str, reason: str, *, kind: str = "codec", data: bytes | None = None) -> None:
         super().__init__(f"{kind} {name!r}: {reason}")
         self.name = name
         self.reason = reason
         self.kind = kind
+        self.data = data
 
     @property
     def codec(self) -> str:
@@ -63,7 +68,7 @@ class CodecError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Errors cross process boundaries (Spark workers): pickle by fields, not by message."""
-        return (partial(type(self), kind=self.kind), (self.name, self.reason))
+        return (partial(type(self), kind=self.kind, data=self.data), (self.name, self.reason))
 
 
 class FrameErrors(CodecError):

@@ -6,15 +6,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from contraflow.codecs.binary_codec import BinaryCodec
+from contraflow.codecs.binflux_codec import BinfluxCodec
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.config import Spec, resolve
 from contraflow.codecs.csv_codec import CsvCodec
+from contraflow.codecs.dogstatsd_codec import DogstatsdCodec
 from contraflow.codecs.errors import ConfigError
+from contraflow.codecs.influx_codec import InfluxCodec
 from contraflow.codecs.json_codec import JsonCodec
 from contraflow.codecs.msgpack_codec import MsgpackCodec
+from contraflow.codecs.null_codec import NullCodec
 from contraflow.codecs.processors.base64_processor import Base64Postprocessor, Base64Preprocessor
 from contraflow.codecs.processors.chain import Postprocessors, Preprocessors
 from contraflow.codecs.processors.compress import CompressPostprocessor, DecompressPreprocessor
+from contraflow.codecs.processors.gelf_chunking import GelfChunkingPostprocessor, GelfChunkingPreprocessor
+from contraflow.codecs.processors.ingest_ns import IngestNsPostprocessor, IngestNsPreprocessor
 from contraflow.codecs.processors.length_prefixed import (
     LengthPrefixedPostprocessor,
     LengthPrefixedPreprocessor,
@@ -26,7 +32,10 @@ from contraflow.codecs.processors.textual_length_prefixed import (
     TextualLengthPrefixedPostprocessor,
     TextualLengthPrefixedPreprocessor,
 )
+from contraflow.codecs.statsd_codec import StatsdCodec
 from contraflow.codecs.string_codec import StringCodec
+from contraflow.codecs.syslog_codec import SyslogCodec
+from contraflow.codecs.tremor_codec import TremorCodec
 from contraflow.codecs.yaml_codec import YamlCodec
 
 Factory = Callable[[Mapping[str, Any]], Any]
@@ -37,7 +46,21 @@ def _by_name(*classes: Any) -> dict[str, Factory]:
     return {cls.name: cls.from_config for cls in classes}
 
 
-CODECS = _by_name(JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
+CODECS = _by_name(
+    JsonCodec,
+    StringCodec,
+    BinaryCodec,
+    MsgpackCodec,
+    CsvCodec,
+    YamlCodec,
+    InfluxCodec,
+    BinfluxCodec,
+    StatsdCodec,
+    DogstatsdCodec,
+    SyslogCodec,
+    NullCodec,
+    TremorCodec,
+)
 PREPROCESSORS = _by_name(
     SeparatePreprocessor,
     LengthPrefixedPreprocessor,
@@ -45,6 +68,8 @@ PREPROCESSORS = _by_name(
     DecompressPreprocessor,
     RemoveEmptyPreprocessor,
     TextualLengthPrefixedPreprocessor,
+    GelfChunkingPreprocessor,
+    IngestNsPreprocessor,
 )
 POSTPROCESSORS = _by_name(
     SeparatePostprocessor,
@@ -52,6 +77,8 @@ POSTPROCESSORS = _by_name(
     Base64Postprocessor,
     CompressPostprocessor,
     TextualLengthPrefixedPostprocessor,
+    GelfChunkingPostprocessor,
+    IngestNsPostprocessor,
 )
 
 

@@ -18,15 +18,20 @@ class StringCodec(Codec):
     mime_types = ("text/plain", "text/html")
 
     def decode(self, data: bytes) -> str:
-        try:
-            return str(data, "utf-8")
-        except UnicodeDecodeError as err:
-            raise CodecError("string", f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
+        return text("string", data)
 
     def encode(self, value: Any) -> bytes:
         if isinstance(value, str):
             return utf8("string", value)
         return json_dumps(value, "string")
+
+
+def text(codec: str, data: bytes) -> str:
+    """`data` as UTF-8 text; invalid UTF-8 is a `CodecError` naming the byte where it starts."""
+    try:
+        return str(data, "utf-8")
+    except UnicodeDecodeError as err:
+        raise CodecError(codec, f"invalid UTF-8 at byte {err.start}: {err.reason}") from None
 
 
 def utf8(codec: str, text: str) -> bytes:

@@ -7,7 +7,9 @@ appended as it was read (the channel format is JSON), and a sink's json
 frame is the channel value itself: no decode/encode round trip.
 
 Frames or events that fail become error events for the connector's `err`
-port: `{"error": ..., "connector": ..., "data": <the frame as text>}`.
+port: `{"error": ..., "connector": ..., "data": <the frame>}`, the frame as
+text when it is UTF-8 and as bytes otherwise (a binflux or tremor frame), so
+the raw bytes survive for inspection or replay.
 
 The bulk path: a pull's frames stay one list of bytes from the preprocessors'
 split to the append (a `Run`), and json frames are validated all at once
@@ -35,7 +37,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.codecs import Codec, CodecError, FrameErrors, Postprocessors, Preprocessors
+from contraflow.codecs import NO_EVENT, Codec, CodecError, FrameErrors, Postprocessors, Preprocessors
 from contraflow.codecs.processors.separate import SeparatePostprocessor, SeparatePreprocessor
 from contraflow.connectors.base import ConnectorContext, SinkEvent, SourceData
 from contraflow.events import decode_value, encode_value, event_from_record
@@ -110,10 +112,14 @@ def validate_json_frames(frames: list[bytes]) -> list[bytes] | None:
 def error_event(
     ctx: ConnectorContext, reason: str, data: bytes | None, meta: dict[str, Any] | None
 ) -> Outgoing:
-    """An error event for the `err` port, with the offending data as text."""
+    """An error event for the `err` port, with the offending data (text if it is UTF-8, else bytes)."""
     value: dict[str, Any] = {"error": reason, "connector": ctx.name}
     if data is not None:
-        value["data"] = bytes(data).decode("utf-8", "replace")
+        raw = bytes(data)
+        try:
+            value["data"] = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            value["data"] = raw
     return Outgoing(encode_value(value), dict(meta or {}), "err")
 
 
@@ -196,7 +202,7 @@ class SourceDecoder(_PerStream[Preprocessors]):
             frames = step()
         except FrameErrors as err:
             frames = err.frames
-            out.errors.extend(error_event(self.ctx, str(e), None, meta) for e in err.errors)
+            out.errors.extend(error_event(self.ctx, str(e), e.data, meta) for e in err.errors)
         if self.json_fast_path and frames:
             valid = validate_json_frames(frames)
             if valid is not None:
@@ -215,7 +221,10 @@ class SourceDecoder(_PerStream[Preprocessors]):
                 value = bytes(frame)
             else:
                 assert self.codec is not None
-                value = encode_value(self.codec.decode(frame))
+                decoded = self.codec.decode(frame)
+                if decoded is NO_EVENT:
+                    return  # a frame without an event (an influx comment line)
+                value = encode_value(decoded)
         except (orjson.JSONDecodeError, CodecError, TypeError, ValueError) as err:
             out.errors.append(error_event(self.ctx, f"invalid {self._codec_name}: {err}", frame, meta))
             return

@@ -24,6 +24,8 @@ def _feed(step: Callable[[bytes], list[bytes]], frames: list[bytes], errors: lis
             produced = err.frames
             errors.extend(err.errors)
         except CodecError as err:
+            if err.data is None:  # a per-frame stage failed on this frame: keep it for the err event
+                err.data = bytes(frame)
             errors.append(err)
             continue
         if len(frames) == 1:

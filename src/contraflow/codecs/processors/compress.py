@@ -19,8 +19,6 @@ from contraflow.compression import (
     ALGORITHMS,
     DECOMPRESS_ERRORS,
     MAGIC_BYTES,
-    SNAPPY_FRAMED_MAGIC,
-    UNAVAILABLE,
     Algorithm,
     Incremental,
     detect,
@@ -33,8 +31,6 @@ def _check_algorithm(name: str, extra: tuple[str, ...] = ()) -> None:
     if name in ALGORITHMS or name in extra:
         return
     valid = ", ".join(map(repr, (*extra, *ALGORITHMS)))
-    if name in UNAVAILABLE:
-        raise BadValue("algorithm", f"{name!r} is not available: {UNAVAILABLE[name]}; use one of {valid}")
     raise BadValue("algorithm", f"must be one of {valid}, got {name!r}")
 
 
@@ -73,8 +69,6 @@ class DecompressPreprocessor(Preprocessor[DecompressOptions]):
     def process(self, data: bytes) -> list[bytes]:
         algorithm = self._forced or detect(data)
         if algorithm is None:
-            if data.startswith(SNAPPY_FRAMED_MAGIC):
-                raise self.error("snappy-compressed data is not supported")
             return [data]
         try:
             return [algorithm.decompress(data)]
@@ -104,12 +98,18 @@ class StreamDecompressor:
 
     def __init__(self, algorithm: str = "autodetect") -> None:
         if algorithm != "autodetect" and algorithm not in ALGORITHMS:
-            valid = ["autodetect", *ALGORITHMS]
+            valid = ["autodetect", *(name for name, known in ALGORITHMS.items() if known.streams)]
             raise ConfigError(
                 unknown("compression algorithm", algorithm, valid),
                 kind="preprocessor",
                 name="decompress",
                 valid=valid,
+            )
+        if algorithm in ALGORITHMS and not ALGORITHMS[algorithm].streams:
+            raise ConfigError(
+                f"{algorithm} decompresses whole payloads only (the decompress preprocessor), not a stream",
+                kind="preprocessor",
+                name="decompress",
             )
         self._algorithm = None if algorithm == "autodetect" else ALGORITHMS[algorithm]
         self._head = b""  # first bytes, kept until there are enough to detect the algorithm
@@ -143,8 +143,6 @@ class StreamDecompressor:
         """Pick the algorithm from `head`; False when the stream is not compressed."""
         algorithm = self._algorithm or detect(head)
         if algorithm is None:
-            if head.startswith(SNAPPY_FRAMED_MAGIC):
-                raise self._error("snappy-compressed data is not supported")
             self._passthrough = True
             return False
         self._algorithm = algorithm

@@ -8,13 +8,22 @@ a wrong one is reported at the value, with a hint.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from contraflow.codecs import ConfigError, codec, postprocessors, preprocessors
 from contraflow.lang.errors import Position
 from contraflow.lang.graph import ConnectorSpec, PluginRef
 from contraflow.lang.trickle import ast as tast
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.troy.kinds import CODECS, CONNECTOR_PARAMS, POSTPROCESSORS, PREPROCESSORS
+
+# Builds a codec or one processor from its spec, raising ConfigError as the runtime would.
+_BUILDERS: dict[str, Callable[[dict[str, Any]], object]] = {
+    "codec": codec,
+    "preprocessor": lambda spec: preprocessors([spec]),
+    "postprocessor": lambda spec: postprocessors([spec]),
+}
 
 
 class ConnectorSettings:
@@ -69,6 +78,11 @@ class ConnectorSettings:
             return None
         if plugin_name not in known:
             self.diag.unknown(what, plugin_name, at, known)
+            return None
+        try:
+            _BUILDERS[what]({"name": plugin_name, "config": config})
+        except ConfigError as err:  # a bad config key or value: what the runtime would refuse
+            self.diag.error(str(err), at)
             return None
         return PluginRef(plugin_name, config)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from contraflow import codecs
 from contraflow.user_modules import installed_kinds
 
 
@@ -73,9 +74,10 @@ def _installed() -> list[str]:
 
 CONNECTORS: Mapping[str, ConnectorKind] = _ConnectorKinds()
 
-CODECS = frozenset({"json", "string", "binary", "msgpack", "csv", "yaml"})
-PREPROCESSORS = frozenset({"separate", "length-prefixed", "base64", "decompress"})
-POSTPROCESSORS = frozenset({"separate", "length-prefixed", "base64", "compress"})
+# The names the runtime builds (contraflow.codecs' registry), so Troy accepts exactly what runs.
+CODECS = frozenset(codecs.CODECS)
+PREPROCESSORS = frozenset(codecs.PREPROCESSORS)
+POSTPROCESSORS = frozenset(codecs.POSTPROCESSORS)
 
 # The keys a connector's `with` block may set.
 CONNECTOR_PARAMS = frozenset(
