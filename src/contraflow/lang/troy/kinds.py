@@ -40,6 +40,12 @@ _BUILT_IN: dict[str, ConnectorKind] = {
         ConnectorKind("http_client"),
         ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY),
         ConnectorKind("kafka_producer", outputs=_NO_OUTPUT),
+        ConnectorKind("cb"),
+        ConnectorKind("crononome", inputs=_SOURCE_ONLY),
+        ConnectorKind("metrics"),
+        ConnectorKind("kv"),
+        ConnectorKind("wal"),
+        ConnectorKind("dns_client"),
         ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
     )
 }
