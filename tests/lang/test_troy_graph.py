@@ -147,3 +147,17 @@ def test_modules_come_from_the_file_directory_then_contraflow_path(
     with pytest.raises(LangError) as info:
         compile_file(flow)
     assert info.value.message == "unknown module 'lib::only_shared'"  # and nothing cascades from it
+
+
+def test_a_tremor_kind_this_build_lacks_is_named_with_the_kinds_there_are() -> None:
+    text = FLOW.replace("from file", "from elastic")
+    with pytest.raises(LangError) as info:
+        compile_source(text, "flow.troy")
+    error = info.value
+    assert (
+        error.message
+        == "connector kind 'elastic' is not available in this build (it needs an Elasticsearch cluster)"
+    )
+    assert (
+        error.hint.startswith("the kinds available are: ") and "file, " in error.hint and "kv, " in error.hint
+    )

@@ -51,6 +51,25 @@ _BUILT_IN: dict[str, ConnectorKind] = {
 }
 
 
+# Tremor's kinds that talk to a service this build has no client or peer for: a flow naming one is
+# told so (and which kinds there are), rather than that the kind is unknown. Kind -> what it needs.
+UNAVAILABLE: dict[str, str] = {
+    "elastic": "an Elasticsearch cluster",
+    "clickhouse": "a ClickHouse server",
+    "gbq_writer": "Google BigQuery",
+    "gcl_writer": "Google Cloud Logging",
+    "gcs_streamer": "Google Cloud Storage",
+    "gcs_writer": "Google Cloud Storage",
+    "gpubsub_consumer": "Google Cloud Pub/Sub",
+    "gpubsub_producer": "Google Cloud Pub/Sub",
+    "discord": "the Discord API",
+    "otel_client": "an OpenTelemetry collector (OTLP over gRPC)",
+    "otel_server": "OTLP over gRPC",
+    "s3_reader": "Amazon S3",
+    "s3_streamer": "Amazon S3",
+}
+
+
 class _ConnectorKinds(Mapping[str, ConnectorKind]):
     """The built-in kinds, then those installed packages declare by entry point (ports `in`, `out`,
     `err`), read when a name is not built in: a package installed after start is found."""
