@@ -27,7 +27,7 @@ def config_error(build: Any, spec: Any) -> ConfigError:
 
 
 def test_the_issue_names_are_registered() -> None:
-    assert set(CODECS) == {"json", "string", "binary", "msgpack", "csv", "yaml"}
+    assert set(CODECS) == {"json", "json-sorted", "string", "binary", "msgpack", "csv", "yaml"}
     assert set(PREPROCESSORS) >= {"separate", "length-prefixed", "base64", "decompress"}
     assert set(POSTPROCESSORS) >= {"separate", "length-prefixed", "base64", "compress"}
     assert set(PREPROCESSORS) - set(POSTPROCESSORS) == {"decompress", "remove-empty"}
@@ -49,15 +49,15 @@ def test_specs_accept_a_name_or_a_record_with_optional_config() -> None:
 def test_unknown_codec_lists_valid_names_and_suggests_one() -> None:
     err = config_error(codec, "jsn")
     assert str(err) == (
-        "unknown codec 'jsn' (did you mean 'json'?); valid codecs: binary, csv, json, msgpack, string, yaml"
+        "unknown codec 'jsn' (did you mean 'json'?); valid codecs: binary, csv, json, json-sorted, msgpack, string, yaml"
     )
     assert err.kind == "codec" and err.name == "jsn"
-    assert err.valid == ("binary", "csv", "json", "msgpack", "string", "yaml")
+    assert err.valid == ("binary", "csv", "json", "json-sorted", "msgpack", "string", "yaml")
 
 
 def test_unknown_processors_name_their_kind() -> None:
-    err = config_error(preprocessors, ["separate", "lines"])
-    assert str(err).startswith("unknown preprocessor 'lines'; valid preprocessors: base64, decompress,")
+    err = config_error(preprocessors, ["separate", "sep"])
+    assert str(err).startswith("unknown preprocessor 'sep'; valid preprocessors: base64, decompress,")
     err = config_error(postprocessors, [{"name": "gzip"}])
     assert "unknown postprocessor 'gzip'" in str(err) and "compress" in str(err)
 
@@ -194,3 +194,10 @@ def test_processors_pickle_with_their_options() -> None:
     assert copy.options == post.options and copy.options.level == 5
     sorted_json = pickle.loads(pickle.dumps(codec({"name": "json", "config": {"mode": "sorted"}})))
     assert sorted_json.encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+
+
+def test_tremors_other_names_lines_and_json_sorted() -> None:
+    assert codec("json-sorted").encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+    assert codec({"name": "json-sorted", "config": {}}).encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+    assert preprocessors(["lines"]).process(b"x\ny\nz") == [b"x", b"y"]
+    assert postprocessors(["lines"]).process(b"x") == [b"x\n"]

@@ -10,7 +10,7 @@ from contraflow.codecs.codec import Codec
 from contraflow.codecs.config import Spec, resolve
 from contraflow.codecs.csv_codec import CsvCodec
 from contraflow.codecs.errors import ConfigError
-from contraflow.codecs.json_codec import JsonCodec
+from contraflow.codecs.json_codec import JsonCodec, JsonSortedCodec
 from contraflow.codecs.msgpack_codec import MsgpackCodec
 from contraflow.codecs.processors.base64_processor import Base64Postprocessor, Base64Preprocessor
 from contraflow.codecs.processors.chain import Postprocessors, Preprocessors
@@ -37,7 +37,7 @@ def _by_name(*classes: Any) -> dict[str, Factory]:
     return {cls.name: cls.from_config for cls in classes}
 
 
-CODECS = _by_name(JsonCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
+CODECS = _by_name(JsonCodec, JsonSortedCodec, StringCodec, BinaryCodec, MsgpackCodec, CsvCodec, YamlCodec)
 PREPROCESSORS = _by_name(
     SeparatePreprocessor,
     LengthPrefixedPreprocessor,
@@ -53,6 +53,11 @@ POSTPROCESSORS = _by_name(
     CompressPostprocessor,
     TextualLengthPrefixedPostprocessor,
 )
+
+
+# `lines` is Tremor's older name of `separate`.
+PREPROCESSORS["lines"] = SeparatePreprocessor.from_config
+POSTPROCESSORS["lines"] = SeparatePostprocessor.from_config
 
 
 def codec(spec: Spec) -> Codec:
