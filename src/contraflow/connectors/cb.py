@@ -68,7 +68,8 @@ def commands_of(event: SinkEvent) -> set[str]:
 
 @register("cb")
 class CbConnector(Connector[CbOptions]):
-    config_keys = frozenset({"path", "paths", "timeout", "expect_batched"})
+    # `chunk_size`: older Tremor versions took it (their integration tests still set it); no effect here.
+    config_keys = frozenset({"path", "paths", "timeout", "expect_batched", "chunk_size"})
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)

@@ -94,9 +94,21 @@ def _installed() -> list[str]:
 
 CONNECTORS: Mapping[str, ConnectorKind] = _ConnectorKinds()
 
-CODECS = frozenset({"json", "string", "binary", "msgpack", "csv", "yaml"})
-PREPROCESSORS = frozenset({"separate", "length-prefixed", "base64", "decompress"})
-POSTPROCESSORS = frozenset({"separate", "length-prefixed", "base64", "compress"})
+CODECS = frozenset({"json", "json-sorted", "string", "binary", "msgpack", "csv", "yaml"})
+PREPROCESSORS = frozenset(
+    {
+        "separate",
+        "lines",
+        "length-prefixed",
+        "textual-length-prefixed",
+        "base64",
+        "decompress",
+        "remove-empty",
+    }
+)
+POSTPROCESSORS = frozenset(
+    {"separate", "lines", "length-prefixed", "textual-length-prefixed", "base64", "compress"}
+)
 
 # The keys a connector's `with` block may set.
 CONNECTOR_PARAMS = frozenset(
