@@ -215,3 +215,10 @@ def test_a_flow_written_for_tremor_0_13_compiles_as_it_is() -> None:
         "remove-empty",
         "textual-length-prefixed",
     ]
+
+
+def test_a_quoted_name_is_the_text_between_its_backticks() -> None:
+    text = TREMOR_013_FLOW.replace("lines_in", "`lines-in`")
+    flow = compile_source(text, "flow.troy").flows["main"]
+    assert "lines-in" in flow.connectors
+    assert any(c.from_alias == "lines-in" for c in flow.connections)
