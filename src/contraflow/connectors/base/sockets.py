@@ -14,6 +14,7 @@ from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 
 SOCKET_OPTIONS = frozenset({"TCP_NODELAY", "SO_REUSEPORT"})
+UDP_SOCKET_OPTIONS = frozenset({"SO_REUSEPORT"})
 
 
 @dataclass(frozen=True)
@@ -26,19 +27,28 @@ class SocketOptions:
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> SocketOptions:
         cfg = ConfigReader(alias, kind, config)
-        options = cfg.record("socket_options")
-        for key in options:
-            if key not in SOCKET_OPTIONS:
-                raise cfg.error(
-                    "socket_options", f"has an unknown option '{key}' (known: TCP_NODELAY, SO_REUSEPORT)"
-                )
-        sub = ConfigReader(alias, kind, options)
+        sub = socket_options(cfg, SOCKET_OPTIONS)
         return cls(
             endpoint(cfg),
             cfg.integer("buf_size", 8192, minimum=1),
             sub.boolean("TCP_NODELAY", True),
             sub.boolean("SO_REUSEPORT", False),
         )
+
+
+def socket_options(cfg: ConfigReader, known: frozenset[str]) -> ConfigReader:
+    """The `socket_options` record (Tremor's), read like a config of its own; unknown options are errors."""
+    options = cfg.record("socket_options")
+    for key in options:
+        if key not in known:
+            names = ", ".join(sorted(known))
+            raise cfg.error("socket_options", f"has an unknown option '{key}' (known: {names})")
+    return ConfigReader(cfg.alias, cfg.kind, options)
+
+
+def udp_reuse_port(cfg: ConfigReader) -> bool:
+    """Tremor's UDP `socket_options`: `SO_REUSEPORT` (default false), several sockets on one port."""
+    return socket_options(cfg, UDP_SOCKET_OPTIONS).boolean("SO_REUSEPORT", False)
 
 
 def tune(writer: asyncio.StreamWriter, options: SocketOptions) -> None:
