@@ -33,6 +33,7 @@ INFLUX_EXAMPLE = {
 
 EXAMPLE_VALUES: dict[str, Any] = {
     "json": {"k": [1, 2.5]},
+    "json-sorted": {"k": [1, 2.5], "a": None},
     "msgpack": {"k": [1, 2.5]},
     "yaml": {"k": [1, 2.5]},
     "tremor": {"k": [1, 2.5, b"raw"]},

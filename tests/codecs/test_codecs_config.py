@@ -29,11 +29,11 @@ def config_error(build: Any, spec: Any) -> ConfigError:
 
 def test_tremors_codecs_and_processors_are_registered() -> None:
     assert set(CODECS) == {
-        *("json", "string", "binary", "msgpack", "csv", "yaml"),
+        *("json", "json-sorted", "string", "binary", "msgpack", "csv", "yaml"),
         *("influx", "binflux", "statsd", "dogstatsd", "syslog", "null", "tremor"),
     }
     assert set(PREPROCESSORS) == {
-        *("separate", "length-prefixed", "textual-length-prefixed", "base64", "decompress"),
+        *("separate", "lines", "length-prefixed", "textual-length-prefixed", "base64", "decompress"),
         *("remove-empty", "gelf-chunking", "ingest-ns"),
     }
     assert set(PREPROCESSORS) - set(POSTPROCESSORS) == {"decompress", "remove-empty"}
@@ -61,8 +61,8 @@ def test_unknown_codec_lists_valid_names_and_suggests_one() -> None:
 
 
 def test_unknown_processors_name_their_kind() -> None:
-    err = config_error(preprocessors, ["separate", "lines"])
-    assert str(err).startswith("unknown preprocessor 'lines'; valid preprocessors: base64, decompress,")
+    err = config_error(preprocessors, ["separate", "sep"])
+    assert str(err).startswith("unknown preprocessor 'sep'; valid preprocessors: base64, decompress,")
     err = config_error(postprocessors, [{"name": "gzip"}])
     assert "unknown postprocessor 'gzip'" in str(err) and "compress" in str(err)
 
@@ -192,3 +192,10 @@ def test_processors_pickle_with_their_options() -> None:
     assert copy.options == post.options and copy.options.level == 5
     sorted_json = pickle.loads(pickle.dumps(codec({"name": "json", "config": {"mode": "sorted"}})))
     assert sorted_json.encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+
+
+def test_tremors_other_names_lines_and_json_sorted() -> None:
+    assert codec("json-sorted").encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+    assert codec({"name": "json-sorted", "config": {}}).encode({"b": 1, "a": 2}) == b'{"a":2,"b":1}'
+    assert preprocessors(["lines"]).process(b"x\ny\nz") == [b"x", b"y"]
+    assert postprocessors(["lines"]).process(b"x") == [b"x\n"]

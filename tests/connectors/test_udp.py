@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from contraflow.connectors.base import ConnectionLost
+from contraflow.connectors.base import ConnectionLost, ConnectorConfigError
 from contraflow.connectors.udp_server import UdpServerConnector
 from tests.connectors.support import make, run, sink_event
 
@@ -82,3 +82,36 @@ def test_client_sends_from_its_bind_address() -> None:
         await srv.close()
 
     run(body())
+
+
+def test_so_reuseport_lets_two_servers_share_a_port_and_a_client_bind_it_too() -> None:
+    reuse = {"SO_REUSEPORT": True}
+
+    async def body() -> None:
+        first = make("udp_server", {"url": "127.0.0.1:0", "socket_options": reuse})
+        assert isinstance(first, UdpServerConnector)
+        await first.connect()
+        url = f"127.0.0.1:{first.port}"
+        second = make("udp_server", {"url": url, "socket_options": reuse})
+        await second.connect()  # Tremor's udp-reuseport test: two servers on one port
+        without = make("udp_server", {"url": url})
+        with pytest.raises(OSError):
+            await without.connect()
+        client = make("udp_client", {"url": url, "bind": "127.0.0.1:0", "socket_options": reuse})
+        await client.connect()
+        await client.send([sink_event("a", frames=[b"shared"])])
+        # The kernel hands each datagram to one of the sockets sharing the port.
+        pulls = [asyncio.create_task(s.pull()) for s in (first, second)]
+        done, pending = await asyncio.wait(pulls, return_when=asyncio.FIRST_COMPLETED)
+        assert [t.result().data for t in done] == [b"shared"]
+        for task in pending:
+            task.cancel()
+        for conn in (client, first, second):
+            await conn.close()
+
+    run(body())
+
+
+def test_udp_socket_options_know_only_so_reuseport() -> None:
+    with pytest.raises(ConnectorConfigError, match="unknown option 'TCP_NODELAY' \\(known: SO_REUSEPORT\\)"):
+        make("udp_server", {"url": "127.0.0.1:0", "socket_options": {"TCP_NODELAY": True}})

@@ -147,3 +147,78 @@ def test_modules_come_from_the_file_directory_then_contraflow_path(
     with pytest.raises(LangError) as info:
         compile_file(flow)
     assert info.value.message == "unknown module 'lib::only_shared'"  # and nothing cascades from it
+
+
+def test_a_tremor_kind_this_build_lacks_is_named_with_the_kinds_there_are() -> None:
+    text = FLOW.replace("from file", "from elastic")
+    with pytest.raises(LangError) as info:
+        compile_source(text, "flow.troy")
+    error = info.value
+    assert (
+        error.message
+        == "connector kind 'elastic' is not available in this build (it needs an Elasticsearch cluster)"
+    )
+    assert (
+        error.hint.startswith("the kinds available are: ") and "file, " in error.hint and "kv, " in error.hint
+    )
+
+
+TREMOR_013_FLOW = """
+define flow main
+flow
+  use troy::connectors;
+  use troy::pipelines;
+  define connector lines_in from file
+  with
+    codec = "json",
+    preprocessors = ["lines", "remove-empty", "textual-length-prefixed"],
+    config = {"path": "in.json", "mode": "read"}
+  end;
+  define connector sorted_out from file
+  with
+    codec = "json-sorted",
+    postprocessors = ["textual-length-prefixed", "lines"],
+    config = {"path": "out.json", "mode": "truncate"}
+  end;
+  define pipeline main
+  into out, exit
+  pipeline
+    select event from in where event != "exit" into out/out;
+    select event from in where event == "exit" into out/exit;
+  end;
+  create connector lines_in;
+  create connector sorted_out;
+  create connector exit from connectors::exit;
+  create connector metrics from connectors::metrics;
+  create pipeline main;
+  create pipeline pass from pipelines::passthrough;
+  connect /connector/lines_in to /pipeline/main;
+  connect /pipeline/main to /connector/sorted_out;
+  connect /pipeline/main/exit to /connector/exit;
+  connect /connector/metrics to /pipeline/pass;
+  connect /pipeline/pass to /connector/sorted_out;
+end;
+deploy flow main
+"""
+
+
+def test_a_flow_written_for_tremor_0_13_compiles_as_it_is() -> None:
+    """troy:: module names, the `lines` and `json-sorted` names, Tremor's processors, `into out/<port>`
+    and a last `deploy` without `;`."""
+    flow = compile_source(TREMOR_013_FLOW, "flow.troy").flows["main"]
+    assert flow.connectors["metrics"].kind == "metrics"
+    main = flow.pipelines["main"]
+    routed = {(e.to_node, e.to_port) for e in main.edges if e.from_node.startswith("select_")}
+    assert routed == {("out", "in"), ("exit", "in")}
+    assert [p.name for p in flow.connectors["lines_in"].preprocessors] == [
+        "lines",
+        "remove-empty",
+        "textual-length-prefixed",
+    ]
+
+
+def test_a_quoted_name_is_the_text_between_its_backticks() -> None:
+    text = TREMOR_013_FLOW.replace("lines_in", "`lines-in`")
+    flow = compile_source(text, "flow.troy").flows["main"]
+    assert "lines-in" in flow.connectors
+    assert any(c.from_alias == "lines-in" for c in flow.connections)

@@ -2,7 +2,7 @@
 
 As in Tremor, `mode` is `unsorted` (default, fastest: keys keep their order)
 or `sorted` (keys sorted when encoding, for output that must compare byte for
-byte). Duplicate keys decode last-one-wins. `bytes` values encode as an array
+byte); Tremor's `json-sorted` is the same codec, sorted by default. Duplicate keys decode last-one-wins. `bytes` values encode as an array
 of byte values, the way Tremor writes binary data into JSON.
 """
 
@@ -55,7 +55,19 @@ class JsonCodec(Codec[JsonOptions]):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as err:
-            raise CodecError("json", str(err)) from None
+            raise CodecError(self.name, str(err)) from None
 
     def encode(self, value: Any) -> bytes:
-        return json_dumps(value, "json", self._option)
+        return json_dumps(value, self.name, self._option)
+
+
+@dataclass(frozen=True)
+class SortedJsonOptions(JsonOptions):
+    mode: str = "sorted"
+
+
+class JsonSortedCodec(JsonCodec):
+    """Tremor's `json-sorted`: the json codec with `mode` sorted."""
+
+    name = "json-sorted"
+    Options = SortedJsonOptions

@@ -13,7 +13,7 @@ from contraflow.codecs.csv_codec import CsvCodec
 from contraflow.codecs.dogstatsd_codec import DogstatsdCodec
 from contraflow.codecs.errors import ConfigError
 from contraflow.codecs.influx_codec import InfluxCodec
-from contraflow.codecs.json_codec import JsonCodec
+from contraflow.codecs.json_codec import JsonCodec, JsonSortedCodec
 from contraflow.codecs.msgpack_codec import MsgpackCodec
 from contraflow.codecs.null_codec import NullCodec
 from contraflow.codecs.processors.base64_processor import Base64Postprocessor, Base64Preprocessor
@@ -48,6 +48,7 @@ def _by_name(*classes: Any) -> dict[str, Factory]:
 
 CODECS = _by_name(
     JsonCodec,
+    JsonSortedCodec,
     StringCodec,
     BinaryCodec,
     MsgpackCodec,
@@ -80,6 +81,11 @@ POSTPROCESSORS = _by_name(
     GelfChunkingPostprocessor,
     IngestNsPostprocessor,
 )
+
+
+# `lines` is Tremor's older name of `separate`.
+PREPROCESSORS["lines"] = SeparatePreprocessor.from_config
+POSTPROCESSORS["lines"] = SeparatePostprocessor.from_config
 
 
 def codec(spec: Spec) -> Codec:

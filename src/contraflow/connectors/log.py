@@ -53,7 +53,7 @@ from contraflow.connectors.base.logtail import TopicTail
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.protocol import SpuError
-from contraflow.spu.protocol.batch import encode_batch
+from contraflow.spu.protocol.batch import Record, encode_batch
 from contraflow.spu.protocol.errors import ErrorCode
 
 THROUGH_HEADER = "contraflow.through"
@@ -192,6 +192,13 @@ class LogConnector(Connector[LogOptions]):
         partition, record = item
         self._handed[partition] = record.offset + 1
         self._windows[partition].issue(record.offset, record.offset, record.offset + 1)
+        data = self.source_data(partition, record)
+        data.token = (partition, record.offset)
+        data.position = {str(p): offset for p, offset in self._handed.items()}
+        return data
+
+    def source_data(self, partition: int, record: Record) -> SourceData:
+        """What one record of the topic becomes: its value for the codec, with `$log`."""
         meta = {
             "log": {
                 "topic": self.options.topic,
@@ -201,8 +208,7 @@ class LogConnector(Connector[LogOptions]):
                 "key": _key_text(record.key),
             }
         }
-        position = {str(p): offset for p, offset in self._handed.items()}
-        return SourceData(data=record.value, meta=meta, token=(partition, record.offset), position=position)
+        return SourceData(data=record.value, meta=meta)
 
     async def resume(self, position: Any) -> None:
         """Continue each partition after the records whose events already reached the channel log.

@@ -1,7 +1,8 @@
 """`udp_client`: sends every event as one datagram per frame (Tremor's `udp_client`).
 
 Config: `url` (`"host:port"`, required), `bind` (local `"host:port"` to send
-from, default an ephemeral port on all interfaces). A frame larger than a
+from, default an ephemeral port on all interfaces), `socket_options`
+(`{"SO_REUSEPORT": true}` for a `bind` port other sockets share). A frame larger than a
 datagram can carry fails the event (non-retryable). The peer's port being
 closed is reported by the kernel as "connection refused" on a later send;
 that is a `ConnectionLost`, so the breaker opens and the runtime reconnects
@@ -25,6 +26,7 @@ from contraflow.connectors.base import (
 )
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.sockets import udp_reuse_port
 
 
 class _Sender(asyncio.DatagramProtocol):
@@ -36,20 +38,21 @@ class _Sender(asyncio.DatagramProtocol):
 
 
 @register("udp_client")
-class UdpClientConnector(Connector[tuple[Endpoint, Endpoint | None]]):
-    config_keys = frozenset({"url", "bind"})
+class UdpClientConnector(Connector[tuple[Endpoint, Endpoint | None, bool]]):
+    config_keys = frozenset({"url", "bind", "socket_options"})
     required_keys = frozenset({"url"})
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url, self.bind = self.options
+        self.url, self.bind, self.reuse_port = self.options
         self._transport: asyncio.DatagramTransport | None = None
         self._protocol: _Sender | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, Endpoint | None]:
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, Endpoint | None, bool]:
         cfg = ConfigReader(alias, cls.kind, config)
-        return endpoint(cfg), endpoint(cfg, "bind") if "bind" in config else None
+        bind = endpoint(cfg, "bind") if "bind" in config else None
+        return endpoint(cfg), bind, udp_reuse_port(cfg)
 
     async def connect(self) -> None:
         await self.close()
@@ -57,7 +60,10 @@ class UdpClientConnector(Connector[tuple[Endpoint, Endpoint | None]]):
         local = (self.bind.host, self.bind.port) if self.bind else None
         try:
             self._transport, self._protocol = await loop.create_datagram_endpoint(
-                _Sender, remote_addr=(self.url.host, self.url.port), local_addr=local
+                _Sender,
+                remote_addr=(self.url.host, self.url.port),
+                local_addr=local,
+                reuse_port=self.reuse_port or None,
             )
         except OSError as err:
             raise ConnectionLost(f"cannot reach {self.url}: {err.strerror or err}") from err

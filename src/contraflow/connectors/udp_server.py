@@ -2,7 +2,8 @@
 
 Config: `url` (`"host:port"`, required), `buf_size` (largest datagram
 accepted, default 8192; longer ones are truncated by the kernel, as in
-Tremor). Each datagram is its own stream, so a `separate` preprocessor
+Tremor), `socket_options` (`{"SO_REUSEPORT": true}`: several servers, in
+this process or others, share the port). Each datagram is its own stream, so a `separate` preprocessor
 never joins the tail of one datagram to the next; events carry
 `$udp_server = {"peer": {"host", "port"}}`.
 
@@ -24,6 +25,7 @@ from contraflow.connectors.base import Connector, ConnectorContext, SourceData, 
 from contraflow.connectors.base.inbox import Inbox
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.sockets import udp_reuse_port
 
 QUEUE_DATAGRAMS = 4096
 
@@ -37,13 +39,13 @@ class _Receiver(asyncio.DatagramProtocol):
 
 
 @register("udp_server")
-class UdpServerConnector(Connector[tuple[Endpoint, int]]):
-    config_keys = frozenset({"url", "buf_size"})
+class UdpServerConnector(Connector[tuple[Endpoint, int, bool]]):
+    config_keys = frozenset({"url", "buf_size", "socket_options"})
     required_keys = frozenset({"url"})
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.url, self.buf_size = self.options
+        self.url, self.buf_size, self.reuse_port = self.options
         self.inbox = Inbox(ctx.quiescing, QUEUE_DATAGRAMS)
         self._transport: asyncio.DatagramTransport | None = None
         self._streams = itertools.count(1)
@@ -51,10 +53,10 @@ class UdpServerConnector(Connector[tuple[Endpoint, int]]):
         self._warned_at = 0.0
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, int]:
-        """(where to listen, receive buffer size)."""
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, int, bool]:
+        """(where to listen, receive buffer size, SO_REUSEPORT)."""
         cfg = ConfigReader(alias, cls.kind, config)
-        return endpoint(cfg), cfg.integer("buf_size", 8192, minimum=1)
+        return endpoint(cfg), cfg.integer("buf_size", 8192, minimum=1), udp_reuse_port(cfg)
 
     @property
     def port(self) -> int:
@@ -65,7 +67,9 @@ class UdpServerConnector(Connector[tuple[Endpoint, int]]):
         if self._transport is None:
             loop = asyncio.get_running_loop()
             self._transport, _ = await loop.create_datagram_endpoint(
-                lambda: _Receiver(self), local_addr=(self.url.host, self.url.port)
+                lambda: _Receiver(self),
+                local_addr=(self.url.host, self.url.port),
+                reuse_port=self.reuse_port or None,
             )
 
     def received(self, data: bytes, addr: tuple[Any, int]) -> None:

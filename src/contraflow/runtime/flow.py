@@ -153,6 +153,7 @@ class FlowInstance:
                 state_dir=self.services.data_dir / "connectors" / self.id / alias,
                 spu_addr=self.services.spu_addr,
                 stop_runtime=self.services.stop_runtime,
+                runtime_metrics=self.services.metrics.registry,
                 outputs=frozenset(self.topology.outputs_of("connector", alias)),
                 inputs=frozenset(r.to.port for _, r in self.topology.inputs_of("connector", alias)),
             )

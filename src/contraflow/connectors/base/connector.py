@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
+from prometheus_client import CollectorRegistry
+
 from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
 from contraflow.errors import UserError
 from contraflow.events import decode_value
@@ -173,6 +175,7 @@ class ConnectorContext:
     it sees itself (e.g. a concurrency limit) without failing a batch.
     `stop_runtime()` asks the whole runtime to quiesce and exit (the `exit` connector).
     `state_dir` is a private directory that survives restarts (checkpoints).
+    `runtime_metrics` is the runtime's own metric registry (what `/metrics` shows; the `metrics` kind).
     """
 
     alias: str
@@ -185,6 +188,7 @@ class ConnectorContext:
     quiescing: asyncio.Event = field(default_factory=asyncio.Event)
     state_dir: Path | None = None
     spu_addr: str | None = None
+    runtime_metrics: CollectorRegistry | None = None
     # Ports connected in the flow: a connector may skip a side nothing uses (stdio without `out`).
     outputs: frozenset[str] = frozenset()
     inputs: frozenset[str] = frozenset()

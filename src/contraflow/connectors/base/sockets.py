@@ -17,6 +17,7 @@ from contraflow.connectors.base.tls import ClientTls, ServerTls, client_tls, ser
 
 # SO_REUSEADDR is accepted for Tremor's files; listeners here always set it (asyncio's default).
 SOCKET_OPTIONS = frozenset({"TCP_NODELAY", "SO_REUSEPORT", "SO_REUSEADDR"})
+UDP_SOCKET_OPTIONS = frozenset({"SO_REUSEPORT"})
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,7 @@ class SocketOptions:
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> SocketOptions:
         cfg = ConfigReader(alias, kind, config)
-        options = cfg.record("socket_options")
-        for key in options:
-            if key not in SOCKET_OPTIONS:
-                known = ", ".join(sorted(SOCKET_OPTIONS))
-                raise cfg.error("socket_options", f"has an unknown option '{key}' (known: {known})")
-        sub = ConfigReader(alias, kind, options)
+        sub = socket_options(cfg, SOCKET_OPTIONS)
         sub.boolean("SO_REUSEADDR", True)
         # Tremor 0.12's clients say `no_delay` at the top level; later ones `socket_options.TCP_NODELAY`.
         no_delay = cfg.boolean("no_delay", sub.boolean("TCP_NODELAY", True))
@@ -79,6 +75,21 @@ def host_port_key(meta: Mapping[str, Any]) -> tuple[Any, Any] | None:
     """`{"peer": {"host", "port"}}` -> (host, port): how tcp and ws servers name a connection."""
     peer = meta.get("peer")
     return (peer.get("host"), peer.get("port")) if isinstance(peer, dict) else None
+
+
+def socket_options(cfg: ConfigReader, known: frozenset[str]) -> ConfigReader:
+    """The `socket_options` record (Tremor's), read like a config of its own; unknown options are errors."""
+    options = cfg.record("socket_options")
+    for key in options:
+        if key not in known:
+            names = ", ".join(sorted(known))
+            raise cfg.error("socket_options", f"has an unknown option '{key}' (known: {names})")
+    return ConfigReader(cfg.alias, cfg.kind, options)
+
+
+def udp_reuse_port(cfg: ConfigReader) -> bool:
+    """Tremor's UDP `socket_options`: `SO_REUSEPORT` (default false), several sockets on one port."""
+    return socket_options(cfg, UDP_SOCKET_OPTIONS).boolean("SO_REUSEPORT", False)
 
 
 def tune(transport: asyncio.BaseTransport | asyncio.StreamWriter, no_delay: bool) -> None:

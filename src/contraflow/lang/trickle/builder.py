@@ -500,6 +500,8 @@ class PipelineBuilder:
                 + (f" ({', '.join(ctx.graph.inputs if reading else ctx.graph.outputs)})"),
             )
             return None
+        if not reading and node.kind == "output" and ref.port and ref.port.value in ctx.graph.outputs:
+            return ref.port.value, "in"  # Tremor's `into out/exit`: the pipeline's output port `exit`
         ports = node.outputs if reading else node.inputs
         port = ref.port.value if ref.port else ("out" if reading else "in")
         if port not in ports:

@@ -141,7 +141,11 @@ class TrickleTransformer(Transformer):
     # --- helpers -----------------------------------------------------------------------------
 
     def _name(self, token: Token) -> ast.Name:
-        return ast.Name(str(token), token_pos(self.source, token))
+        """A name; a quoted one (`` `udp-out` ``) is the text between its backticks."""
+        text = str(token)
+        if len(text) > 1 and text[0] == text[-1] == "`":
+            text = text[1:-1]
+        return ast.Name(text, token_pos(self.source, token))
 
     def _pos(self, meta: Meta) -> Position:
         return meta_pos(self.source, meta)

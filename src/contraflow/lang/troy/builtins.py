@@ -1,5 +1,7 @@
 """Tremor's built-in Troy modules (`use tremor::connectors;`, `use tremor::pipelines;`).
 
+Tremor 0.13 names them `troy::connectors` and `troy::pipelines`; both spellings are the same modules.
+
 They are ordinary Troy source, compiled like any module, so they behave exactly
 like user definitions (and can be inspected here).
 """
@@ -18,6 +20,9 @@ end;
 
 # Stops the runtime when an event arrives (its `delay` field, in ns, postpones the exit).
 define connector exit from exit;
+
+# The runtime's own metrics as events (Tremor's measurement shape).
+define connector metrics from metrics;
 """,
     ("tremor", "pipelines"): """\
 # Forwards every event unchanged.
@@ -27,3 +32,7 @@ pipeline
 end;
 """,
 }
+
+# Tremor 0.13's names for the same modules.
+BUILTIN_MODULES[("troy", "connectors")] = BUILTIN_MODULES[("tremor", "connectors")]
+BUILTIN_MODULES[("troy", "pipelines")] = BUILTIN_MODULES[("tremor", "pipelines")]

@@ -20,7 +20,7 @@ from contraflow.lang.trickle.parser import parse_trickle
 from contraflow.lang.trickle.scope import Definition, ModuleLoader, Scope
 from contraflow.lang.troy import ast
 from contraflow.lang.troy.connectors import ConnectorSettings, check_connector_config
-from contraflow.lang.troy.kinds import CONNECTORS
+from contraflow.lang.troy.kinds import CONNECTORS, UNAVAILABLE
 from contraflow.lang.troy.modules import Modules
 from contraflow.lang.troy.parser import parse_troy
 from contraflow.user_modules import search_path_from_env
@@ -141,8 +141,16 @@ class TroyCompiler:
             builder.validate_definition(stmt, scope, scope.env({}))
 
     def check_connector_definition(self, stmt: ast.DefineConnector) -> None:
-        if stmt.kind.text not in CONNECTORS:
-            self.diag.unknown("connector kind", stmt.kind.text, stmt.kind.pos, CONNECTORS)
+        kind = stmt.kind.text
+        if kind not in CONNECTORS and kind in UNAVAILABLE:
+            available = ", ".join(sorted(CONNECTORS))
+            self.diag.error(
+                f"connector kind '{kind}' is not available in this build ({UNAVAILABLE[kind]})",
+                stmt.kind.pos,
+                f"the kinds available are: {available}",
+            )
+        elif kind not in CONNECTORS:
+            self.diag.unknown("connector kind", kind, stmt.kind.pos, CONNECTORS)
 
     def _builder(self, loader: ModuleLoader) -> PipelineBuilder:
         return PipelineBuilder(self.diag, loader, self.used_pipelines)

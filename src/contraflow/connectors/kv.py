@@ -1,0 +1,203 @@
+"""`kv`: Tremor's key-value store: commands in `$kv` on `in`, replies on `out`, durable on disk.
+
+Config: `dir` (required, Tremor's): where the store lives. A relative `dir`
+is inside the connector's state directory under the runtime's data directory
+(`DATA_DIR/connectors/<flow>/<alias>/<dir>`), so it survives restarts and
+moves with the data directory; an absolute one is used as it is (created if
+missing). The store is one SQLite file written with full synchronous commits:
+a reply goes out only after its write reached the disk.
+
+Commands (the event's `$kv`; the event's value is the value to store):
+- `{"get": key}`: the stored value, or null;
+- `{"put": key}`: stores the value, replies with it;
+- `{"swap": key}`: stores the value, replies with the old one (null if none);
+- `{"cas": key, "old": v}`: stores the value only if the key holds `v`
+  (no `old`: only if the key is absent); replies null, or an error;
+- `{"delete": key}`: removes the key, replies with the old value;
+- `{"scan": start, "end": end}`: one reply per key in `[start, end)` (no
+  `end`: to the last key), in key order.
+Replies carry `$kv = {"op", "ok": key}` and the request's `$correlation`.
+A bad command or a failed `cas` is an error event on `err`:
+`{"error", "connector", "event"}` with `$kv = {"op", "key"}`, `$error` and
+`$correlation`. Replies are kept only while `out` (errors: `err`) is
+connected; a full reply queue holds the sink back (back-pressure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
+from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.options import ConfigReader
+
+STORE_FILE = "kv.sqlite3"
+OPS = ("get", "put", "swap", "cas", "delete", "scan")
+
+Reply = tuple[Any, dict[str, Any]]
+
+
+class KvError(Exception):
+    """A command that cannot be carried out (bad shape, a `cas` that found another value)."""
+
+
+class KvStore:
+    """Keys (text) to JSON values in one SQLite file; each command is one transaction."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def get(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else orjson.loads(row[0])
+
+    def put(self, key: str, value: Any) -> Any:
+        """Store `value`; the old value (None if there was none)."""
+        with self._transaction():
+            old = self.get(key)
+            self._db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, orjson.dumps(value)))
+        return old
+
+    def cas(self, key: str, expected: Any, absent: bool, value: Any) -> None:
+        with self._transaction():
+            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            current = None if row is None else orjson.loads(row[0])
+            if (row is not None) if absent else (row is None or current != expected):
+                wanted = "no value" if absent else orjson.dumps(expected).decode()
+                found = "no value" if row is None else orjson.dumps(current).decode()
+                raise KvError(f"CAS error: expected {wanted} but found {found}.")
+            self._db.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, orjson.dumps(value)))
+
+    def delete(self, key: str) -> Any:
+        with self._transaction():
+            old = self.get(key)
+            self._db.execute("DELETE FROM kv WHERE key = ?", (key,))
+        return old
+
+    def scan(self, start: str, end: str | None) -> list[tuple[str, Any]]:
+        if end is None:
+            rows = self._db.execute("SELECT key, value FROM kv WHERE key >= ? ORDER BY key", (start,))
+        else:
+            rows = self._db.execute(
+                "SELECT key, value FROM kv WHERE key >= ? AND key < ? ORDER BY key", (start, end)
+            )
+        return [(key, orjson.loads(value)) for key, value in rows]
+
+    def _transaction(self) -> sqlite3.Connection:
+        self._db.execute("BEGIN IMMEDIATE")
+        return self._db  # its context manager commits, or rolls back on an exception
+
+
+def execute(store: KvStore, command: Any, value: Any) -> list[Reply]:
+    """Carry out one `$kv` command; its replies (value, `$kv`). Raises KvError."""
+    op, key = _operation(command)
+    if op == "get":
+        return [_reply(op, key, store.get(key))]
+    if op == "put":
+        store.put(key, value)
+        return [_reply(op, key, value)]
+    if op == "swap":
+        return [_reply(op, key, store.put(key, value))]
+    if op == "cas":
+        store.cas(key, command.get("old"), "old" not in command, value)
+        return [_reply(op, key, None)]
+    if op == "delete":
+        return [_reply(op, key, store.delete(key))]
+    end = command.get("end")
+    if end is not None and not isinstance(end, str):
+        raise KvError(f"Invalid KV command: `end` must be a string, got {end!r}")
+    return [_reply(op, k, v) for k, v in store.scan(key, end)]
+
+
+def _operation(command: Any) -> tuple[str, str]:
+    if isinstance(command, dict):
+        for op in OPS:
+            key = command.get(op)
+            if isinstance(key, str):
+                return op, key
+    raise KvError(f"Invalid KV command: {orjson.dumps(command).decode()}")
+
+
+def _reply(op: str, key: str, value: Any) -> Reply:
+    return value, {"kv": {"op": op, "ok": key}}
+
+
+@register("kv")
+class KvConnector(Connector[Path]):
+    config_keys = frozenset({"dir"})
+    required_keys = frozenset({"dir"})
+    structured = True
+
+    def __init__(self, ctx: ConnectorContext) -> None:
+        super().__init__(ctx)
+        self.inbox = Inbox(ctx.quiescing)
+        self._store: KvStore | None = None
+
+    @classmethod
+    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Path:
+        return Path(ConfigReader(alias, cls.kind, config).string("dir"))
+
+    @property
+    def directory(self) -> Path:
+        """`dir`, relative ones inside the connector's state directory."""
+        if self.options.is_absolute() or self.ctx.state_dir is None:
+            return self.options
+        return self.ctx.state_dir / self.options
+
+    async def connect(self) -> None:
+        if self._store is None:
+            self._store = await asyncio.to_thread(KvStore, self.directory / STORE_FILE)
+
+    async def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    async def pull(self) -> SourceData | None:
+        return await self.inbox.get()
+
+    async def send(self, events: Sequence[SinkEvent]) -> None:
+        store = self._store
+        assert store is not None, "kv: send before connect"
+        for event in events:
+            command = event.meta.get("kv")
+            correlation = event.meta.get("correlation")
+            value = event.value()
+            try:
+                replies = await asyncio.to_thread(execute, store, command, value)
+            except KvError as err:
+                await self._error(str(err), command, event, correlation)
+                continue
+            if "out" in self.ctx.outputs:
+                for reply_value, meta in replies:
+                    if correlation is not None:
+                        meta["correlation"] = correlation
+                    await self.inbox.put(SourceData(events=[(reply_value, meta)]))
+
+    async def _error(self, reason: str, command: Any, event: SinkEvent, correlation: Any) -> None:
+        self.ctx.metrics.count("in", 0, 0, errors=1)
+        if "err" not in self.ctx.outputs:
+            self.ctx.logger.error("kv command failed: %s", reason)
+            return
+        try:
+            op, key = _operation(command)
+            meta: dict[str, Any] = {"kv": {"op": op, "key": key}, "error": reason}
+        except KvError:
+            meta = {"kv": None, "error": reason}
+        if correlation is not None:
+            meta["correlation"] = correlation
+        error = {"error": reason, "connector": self.ctx.name, "event": event.value()}
+        await self.inbox.put(SourceData(events=[(error, meta)], port="err"))
