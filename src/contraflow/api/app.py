@@ -18,6 +18,7 @@ Routes:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -53,7 +54,11 @@ from contraflow.api.models import (
 from contraflow.api.page import add_page_routes
 from contraflow.api.paths import PLUGINS_UNDER_PATH_POLICY, PathPolicy, python_operators_in
 from contraflow.connectors.base import plugins_refused
+from contraflow.lang.nesting import parse_budget
 from contraflow.lang.troy.compiler import compile_source
+
+# How long parsing a deployed source may take: it runs in a thread, but holds the GIL meanwhile.
+DEPLOY_PARSE_BUDGET_S = 5.0
 
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
@@ -147,19 +152,15 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
     )
     async def deploy(request: Request) -> DeployResponse:
         """Deploy every `deploy flow` of Troy source (text/plain, or JSON {"troy": ..., "name": ...}).
-        Files its connectors name must lie in the allowed directories (403 otherwise)."""
+        Files its connectors name must lie in the allowed directories (403 otherwise). Parsing
+        runs off the event loop and may take at most DEPLOY_PARSE_BUDGET_S (400 past it)."""
         source, name = await deploy_source(request)
-        if paths is None:
-            return DeployResponse(flows=await runtime.deploy(source, name))
-        with plugins_refused(PLUGINS_UNDER_PATH_POLICY):  # their code could reach any file
-            deployment = compile_source(source, name)
-            operators = python_operators_in(deployment)
-            if operators:
-                raise ApiError(400, f"{PLUGINS_UNDER_PATH_POLICY}: {', '.join(operators)}")
-            refused = paths.refusals(deployment)
-            if refused:
-                raise ApiError(403, "; ".join(map(str, refused)))
-            return DeployResponse(flows=await runtime.deploy(source, name))
+        with parse_budget(DEPLOY_PARSE_BUDGET_S):
+            if paths is None:
+                return DeployResponse(flows=await runtime.deploy(source, name))
+            with plugins_refused(PLUGINS_UNDER_PATH_POLICY):  # their code could reach any file
+                await asyncio.to_thread(check_path_policy, source, name, paths)
+                return DeployResponse(flows=await runtime.deploy(source, name))
 
     @router.get("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
     async def get_flow(flow_id: str) -> FlowReport:
@@ -222,6 +223,18 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
             assert patch.status in ("running", "paused")
             connector = await runtime.set_connector_status(flow_id, alias, patch.status)
         return ConnectorReport.of(connector)
+
+
+def check_path_policy(source: str, name: str, paths: PathPolicy) -> None:
+    """Raise ApiError unless `source` compiles, has no Python operators and names only allowed
+    files: compiling is seconds of work for a large source, so it runs in a thread."""
+    deployment = compile_source(source, name)
+    operators = python_operators_in(deployment)
+    if operators:
+        raise ApiError(400, f"{PLUGINS_UNDER_PATH_POLICY}: {', '.join(operators)}")
+    refused = paths.refusals(deployment)
+    if refused:
+        raise ApiError(403, "; ".join(map(str, refused)))
 
 
 async def _connector(runtime: RuntimeFacade, flow_id: str, alias: str) -> ConnectorStatus:
