@@ -42,6 +42,7 @@ from contraflow.api.facade import (
     UnknownConnector,
 )
 from contraflow.api.models import (
+    NON_BLANK,
     ConnectorReport,
     DeployRequest,
     DeployResponse,
@@ -70,10 +71,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 def _json_body(model: type[Any], *media: str) -> dict[str, Any]:
-    """OpenAPI `requestBody` for a route that reads its body itself (see `bodies`)."""
+    """OpenAPI `requestBody` for a route that reads its body itself (see `bodies`); `media` carry
+    the source as text, which must not be blank."""
     content: dict[str, Any] = {"application/json": {"schema": model.model_json_schema()}}
     for m in media:
-        content[m] = {"schema": {"type": "string"}}
+        content[m] = {"schema": {"type": "string", **NON_BLANK}}
     return {"requestBody": {"required": True, "content": content}}
 
 
@@ -264,13 +266,26 @@ def add_metrics_route(router: APIRouter, runtime: RuntimeFacade) -> None:
 EVENTS_PING_S = 15
 
 
+# One event of `GET /v1/events`, as Open API before 3.2 describes a `text/event-stream`: the
+# schema covers each event, not the (endless) body. `data` is one JSON object, `id` its `seq`.
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "the event"},
+        "id": {"type": "string", "pattern": "^[0-9]*$", "description": "its `seq` (for Last-Event-ID)"},
+        "event": {"type": "string", "enum": ["message"]},
+    },
+}
+
+
 def add_events_route(router: APIRouter, runtime: RuntimeFacade) -> None:
     """`GET /v1/events`: runtime events as Server-Sent Events, each `data:` one JSON object."""
 
     @router.get(
         "/v1/events",
         response_class=EventSourceResponse,
-        responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+        responses={200: {"content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **_errors(400)},
         tags=["events"],
     )
     async def events(
@@ -313,14 +328,16 @@ def create_app(
     add_metrics_route(app.router, runtime)
     add_events_route(app.router, runtime)
     add_page_routes(app)
-    _drop_422_from_openapi(app)
+    _tidy_openapi(app)
     if token is not None:
         app.add_middleware(BearerAuth, token=token)
     return app
 
 
-def _drop_422_from_openapi(app: FastAPI) -> None:
-    """FastAPI documents a 422 for every route with parameters; this API answers 400 instead."""
+def _tidy_openapi(app: FastAPI) -> None:
+    """What FastAPI generates, corrected to what the server does: no 422 (this API answers 400
+    instead), and an optional parameter is absent or a value, never `null` (FastAPI documents
+    `x: int | None = None` as "an int or null", and `Last-Event-ID: null` is a 400)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -329,8 +346,18 @@ def _drop_422_from_openapi(app: FastAPI) -> None:
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     operation["responses"].pop("422", None)
+                    for parameter in operation.get("parameters", []):
+                        _drop_null(parameter["schema"])
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _drop_null(schema: dict[str, Any]) -> None:
+    """`{"anyOf": [X, {"type": "null"}], ...}` becomes `{**X, ...}`."""
+    choices = [c for c in schema.get("anyOf", []) if c != {"type": "null"}]
+    if "anyOf" in schema and len(choices) == 1:
+        del schema["anyOf"]
+        schema.update(choices[0])
