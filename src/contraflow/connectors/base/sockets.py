@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from contraflow.connectors.base import ConnectionLost
+from contraflow.connectors.base import ConnectionLost, reason_of
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 
@@ -60,7 +60,7 @@ async def write(writer: asyncio.StreamWriter, data: bytes, what: str) -> None:
         writer.write(data)
         await writer.drain()
     except (ConnectionError, OSError) as err:
-        raise ConnectionLost(f"{what}: {err}") from err
+        raise ConnectionLost(f"{what}: {reason_of(err)}") from err
 
 
 async def close_writer(writer: asyncio.StreamWriter) -> None:
