@@ -6,6 +6,7 @@ both and calls into it with its lock held.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -429,12 +430,19 @@ class Segment:
         which `header` may predate) at the end; returns its position."""
         pos = self.size
         fd = self.file.fileno()
-        written = os.pwritev(fd, parts, pos)
-        if written != header.total_size:  # rare short write: finish it the slow way
-            rest = b"".join(bytes(p) for p in parts)[written:]
-            while rest:
-                n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
-                rest = rest[n:]
+        try:
+            written = os.pwritev(fd, parts, pos)
+            if written != header.total_size:  # rare short write (a full disk): finish it the slow way
+                rest = b"".join(bytes(p) for p in parts)[written:]
+                while rest:
+                    n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
+                    rest = rest[n:]
+        except OSError:
+            # Cut what part of the batch got written (ENOSPC midway): the file keeps exactly the
+            # batches appended, and the next open finds no torn tail to quarantine (on a full disk).
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, pos)
+            raise
         self.size = pos + header.total_size
         self._track(pos, header, base_offset)
         self.verified.add(pos, self.size)  # the partition checked the batch before writing it
