@@ -397,6 +397,7 @@ class Segment:
             return
         last = self.time_index.last()
         if self.last_batch_offset >= 0 and (last is None or self.max_timestamp > last[0]):
+            self.time_index.reserve_next()
             self.time_index.append(self.max_timestamp, self.last_batch_offset - self.base_offset)
         os.fsync(self.file.fileno())
         self.index.freeze()
@@ -430,6 +431,8 @@ class Segment:
         which `header` may predate) at the end; returns its position."""
         pos = self.size
         fd = self.file.fileno()
+        self.index.reserve_next()  # a full disk fails here, before the log has anything of it
+        self.time_index.reserve_next()
         try:
             written = os.pwritev(fd, parts, pos)
             if written != header.total_size:  # rare short write (a full disk): finish it the slow way
