@@ -57,21 +57,15 @@ deploy flow crash;
 
 
 # Deployed through the API during the first run: `path` comes in as an arg of its `deploy flow`.
-KEPT_FLOW = """
+KEPT_FLOW = f"""
 define flow ticker
 args
   path = "nowhere.jsonl"
 flow
-  define connector ticks from metronome with config = {"interval": 20000000} end;
-  define connector out from file
-  args path
-  with codec = "json", postprocessors = ["separate"], config = {"path": args.path, "mode": "append"} end;
-  define pipeline pass
-  pipeline
-    select event from in into out;
-  end;
+{JSON_LINES}
+  define connector ticks from metronome with config = {{"interval": 20000000}} end;
   create connector ticks;
-  create connector out with path = args.path end;
+  create connector out from lines with path = args.path, mode = "append" end;
   create pipeline pass;
   connect /connector/ticks to /pipeline/pass;
   connect /pipeline/pass to /connector/out;

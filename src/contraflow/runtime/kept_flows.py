@@ -13,6 +13,7 @@ its committed offsets and state.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,8 +45,15 @@ class KeptFlows:
     def keep(self, flow_ids: list[str], source: str, name: str, directory: Path) -> None:
         """Record each of `flow_ids` as deployed from `source` (compiled in `directory`)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        for flow_id in flow_ids:
-            kept = {"flow": flow_id, "source": source, "name": name, "directory": str(directory)}
+        deployed_ns = time.time_ns()
+        for i, flow_id in enumerate(flow_ids):
+            kept = {
+                "flow": flow_id,
+                "source": source,
+                "name": name,
+                "directory": str(directory),
+                "order": [deployed_ns, i],  # deployment order, for the next start
+            }
             write_atomic(self._path(flow_id), orjson.dumps(kept))
 
     def forget(self, flow_id: str) -> None:
@@ -60,14 +68,15 @@ class KeptFlows:
         are logged and skipped, never fatal to the start."""
         if not self.directory.is_dir():
             return []
-        kept = []
-        for path in sorted(self.directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns):
+        kept: list[tuple[list[int], KeptFlow]] = []
+        for path in self.directory.glob("*.json"):
             try:
                 raw = orjson.loads(path.read_bytes())
-                kept.append(KeptFlow(raw["flow"], raw["source"], raw["name"], raw["directory"]))
+                flow = KeptFlow(raw["flow"], raw["source"], raw["name"], raw["directory"])
+                kept.append((list(raw["order"]), flow))
             except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as err:
                 log.error("cannot read the deployed flow %s, not redeployed: %s", path, err)
-        return kept
+        return [flow for _, flow in sorted(kept, key=lambda item: item[0])]
 
     def _path(self, flow_id: str) -> Path:
         return self.directory / f"{flow_id}.json"
