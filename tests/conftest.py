@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +32,19 @@ def spu(spu_addr: str) -> Iterator[SpuClient]:
     client = SpuClient(spu_addr)
     yield client
     client.close()
+
+
+# A disk that fills for real: tests run as root (as CI does); a failed mount fails the test.
+SMALL_DISK = "4m"
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A directory on a tmpfs of SMALL_DISK bytes, unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SMALL_DISK}", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "--lazy", str(mount)], check=True)

@@ -303,6 +303,10 @@ async def _serve(
         )
         if not stop.is_set():
             await runtime.deploy_graphs(deployment)
+        if not stop.is_set():
+            redeployed = await runtime.redeploy_kept()
+            if redeployed:
+                _say(console, f"redeployed {', '.join(redeployed)} (deployed through the API before)")
         _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()

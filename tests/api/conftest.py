@@ -121,7 +121,7 @@ class InMemoryRuntime:
 
     async def deploy(self, source: str, name: str) -> list[str]:
         self._check()
-        deployment = compile_source(source, name)
+        deployment = await asyncio.to_thread(compile_source, source, name)  # as the real runtime does
         for flow_id in deployment.flows:
             if flow_id in self.flows:
                 raise FlowExists(flow_id)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from contraflow.api import app
 from contraflow.api.bodies import MAX_SOURCE_BYTES
+from contraflow.lang.nesting import MAX_NESTING
 from tests.api.conftest import InMemoryRuntime
 from tests.api.test_routes import assert_error
 
@@ -137,3 +139,27 @@ def test_a_record_nested_300_deep_is_a_400_with_a_position(client: httpx.Client)
     line = next(i for i, text in enumerate(source.splitlines(), 1) if "x = {" in text)
     assert (detail["file"], detail["line"]) == ("deep.troy", line)
     assert detail["column"] > 1 and "nested too deeply" in detail["message"]
+
+
+def test_nested_parentheses_are_refused_like_records(client: httpx.Client, runtime: InMemoryRuntime) -> None:
+    """Issue 32: 20,000 nested parentheses in a pipeline parsed for seconds, then deployed (201)."""
+    deep = "(" * 20_000 + "event" + ")" * 20_000
+    source = ONE_FLOW.replace("select event from", f"select {deep} from")
+    r = client.post("/v1/flows", json={"troy": source, "name": "parens.troy"})
+    assert r.status_code == 400, r.text
+    [detail] = r.json()["errors"]
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "select (" in text)
+    column = source.splitlines()[line - 1].index("(") + MAX_NESTING + 1
+    assert (detail["file"], detail["line"], detail["column"]) == ("parens.troy", line, column)
+    assert f"more than {MAX_NESTING} levels" in detail["message"]
+    assert "third" not in runtime.flows
+
+
+def test_parsing_past_the_budget_is_a_400(client: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deploy's parse stops at its time budget (here none at all) with the place it reached."""
+    monkeypatch.setattr(app, "DEPLOY_PARSE_BUDGET_S", 0.0)
+    r = client.post("/v1/flows", json={"troy": ONE_FLOW, "name": "slow.troy"})
+    assert r.status_code == 400, r.text
+    [detail] = r.json()["errors"]
+    assert detail["file"] == "slow.troy" and detail["line"] >= 1
+    assert "longer than the 0 s budget" in detail["message"]

@@ -53,11 +53,13 @@ def test_openapi_schemas(client: httpx.Client) -> None:
     patch_body = flow["patch"]["requestBody"]["content"]["application/json"]["schema"]
     assert patch_body["required"] == ["status"]
     assert patch_body["additionalProperties"] is False
+    assert resolve(doc, patch_body["properties"]["status"])["enum"] == ["running", "paused"]
     connector = doc["paths"]["/v1/flows/{flow_id}/connectors/{alias}"]["get"]["responses"]["200"]
     schema = resolve(doc, connector["content"]["application/json"]["schema"])
     assert schema["properties"]["connectivity"]["enum"] == ["connected", "disconnected"]
     deploy = doc["paths"]["/v1/flows"]["post"]
     assert set(deploy["requestBody"]["content"]) == {"application/json", "text/plain"}
+    assert deploy["requestBody"]["content"]["text/plain"]["schema"]["minLength"] == 1  # "" is a 400
     assert "201" in deploy["responses"]
     assert {"400", "409", "413", "415"} <= set(deploy["responses"])
     status = doc["paths"]["/v1/status"]["get"]["responses"]

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
-from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed
+from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, DeliveryFailed, reason_of
 from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.http_client import HttpClientConnector
 from tests.connectors.support import make, run, sink_event
@@ -101,6 +105,18 @@ def test_events_become_requests_and_responses_become_events() -> None:
     run(body())
 
 
+def test_the_reason_of_a_lost_connection_is_never_empty() -> None:
+    """httpx's ConnectError may carry no message of its own; the OSError under it does."""
+    try:
+        try:
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "")
+        except OSError as refused:
+            raise httpx.ConnectError("") from refused
+    except httpx.ConnectError as err:
+        assert reason_of(err) == os.strerror(errno.ECONNREFUSED)
+    assert reason_of(TimeoutError()) == "TimeoutError"
+
+
 def test_breaker_signal_while_the_server_is_down_and_recovery_when_it_is_back() -> None:
     async def body() -> None:
         upstream = Upstream()
@@ -109,8 +125,10 @@ def test_breaker_signal_while_the_server_is_down_and_recovery_when_it_is_back() 
         await conn.connect()
         await conn.send([sink_event({"n": 0}, offset=0)])
         await upstream.stop()  # the server goes away
-        with pytest.raises(ConnectionLost):
+        with pytest.raises(ConnectionLost) as lost:
             await conn.send([sink_event({"n": 1}, offset=1)])
+        # Issue 32: the cause after the colon (it was empty: `POST http://...: `).
+        assert re.fullmatch(rf"POST http://127\.0\.0\.1:{port}/\S*: \S.*", str(lost.value)), str(lost.value)
         with pytest.raises(ConnectionLost):
             await conn.connect()  # the runtime's reconnect probe fails while it is down
         back = Upstream()

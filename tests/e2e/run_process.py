@@ -13,7 +13,8 @@ from tests.cli_process import start_cli
 
 
 class RunProcess:
-    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background."""
+    """One `contraflow run FLOW --data-dir DIR --no-api --no-status --spu-port 0` in the background
+    (`api`: serve the REST API there instead of `--no-api`)."""
 
     def __init__(
         self,
@@ -23,6 +24,7 @@ class RunProcess:
         log: Path,
         *extra_args: str,
         env: dict[str, str] | None = None,
+        api: str | None = None,
     ) -> None:
         self.log = log
         with log.open("ab") as out:
@@ -31,7 +33,7 @@ class RunProcess:
                 flow,
                 "--data-dir",
                 data_dir,
-                "--no-api",
+                *(("--api", api) if api else ("--no-api",)),
                 "--no-status",
                 "--spu-port",
                 "0",

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -19,6 +20,7 @@ from contraflow.spu.api import LocalLog
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
 from tests.runtime.harness import JSON_LINES, read_events, write_events
+from tests.runtime.test_contraflow import free_port
 
 LOG_TOPIC = "crash-out"
 
@@ -54,6 +56,24 @@ deploy flow crash;
 """
 
 
+# Deployed through the API during the first run: `path` comes in as an arg of its `deploy flow`.
+KEPT_FLOW = f"""
+define flow ticker
+args
+  path = "nowhere.jsonl"
+flow
+{JSON_LINES}
+  define connector ticks from metronome with config = {{"interval": 20000000}} end;
+  create connector ticks;
+  create connector out from lines with path = args.path, mode = "append" end;
+  create pipeline pass;
+  connect /connector/ticks to /pipeline/pass;
+  connect /pipeline/pass to /connector/out;
+end;
+deploy flow kept from ticker with path = "KEPT_PATH" end;
+"""
+
+
 def log_values(data_dir: Path) -> list[int]:
     log = LocalLog(data_dir / "spu", read_only=True)
     try:
@@ -83,14 +103,27 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     def delivered() -> int:
         return len(read_events(out))
 
-    first = RunProcess(flow, data_dir, tmp_path, tmp_path / "run1.log")
+    api = f"127.0.0.1:{free_port()}" if size is SMALL else None  # one size is enough for the API
+    kept = tmp_path / "kept.jsonl"
+
+    first = RunProcess(flow, data_dir, tmp_path, tmp_path / "run1.log", api=api)
+    if api:
+        first.wait_until(first.running, 150, "the first run to start")
+        deployed = httpx.post(f"http://{api}/v1/flows", content=KEPT_FLOW.replace("KEPT_PATH", str(kept)))
+        assert deployed.status_code == 201, deployed.text
+        first.wait_until(lambda: len(read_events(kept)) > 0, 150, "the API's flow to run")
     first.wait_until(lambda: delivered() >= size.step, 150, "the first events")
     first.kill()
     killed_at = delivered()
     assert killed_at < events, "the flow finished before it could be killed mid-stream"
 
-    second = RunProcess(flow, data_dir, tmp_path, tmp_path / "run2.log")
+    second = RunProcess(flow, data_dir, tmp_path, tmp_path / "run2.log", api=api)
     second.wait_until(lambda: delivered() >= killed_at + size.step, 150, "events after the restart")
+    if api:  # Issue 32: a flow deployed through the API survives the SIGKILL, with its args
+        ticked = len(read_events(kept))
+        second.wait_until(lambda: len(read_events(kept)) > ticked + 10, 150, "the API's flow to run again")
+        assert httpx.get(f"http://{api}/v1/flows/kept").json()["status"] == "running"
+        assert "redeployed kept" in second.tail()
     assert second.terminate() == 0, second.tail()
     stopped_at = delivered()
     # Quiescence drained what the source had read: the log sink holds the same events as the file.

@@ -8,7 +8,8 @@ import pytest
 from lark import Lark, Transformer
 from lark.visitors import merge_transformers
 
-from contraflow.lang.errors import LangError, SourceText
+from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.nesting import MAX_NESTING
 from contraflow.lang.script import ast
 from contraflow.lang.script.compiler import Env, compile_expr, compile_script
 from contraflow.lang.script.parser import ScriptTransformer, parse_expr, parse_script
@@ -129,3 +130,20 @@ def test_deep_nesting_is_a_language_error_at_its_position() -> None:
         parse_script(text, "deep.tremor")
     assert (caught.value.position.file, caught.value.position.line) == ("deep.tremor", 1)
     assert caught.value.position.column > 9
+
+
+@pytest.mark.parametrize(
+    ("opening", "closing"),
+    [('{"a": ', "}"), ("[", "]"), ("(", ")"), ("string::len(", ")")],
+    ids=["record", "array", "parentheses", "call"],
+)
+def test_one_nesting_limit_for_every_bracketed_construct(opening: str, closing: str) -> None:
+    """Issue 32: 20,000 nested parentheses parsed for seconds and passed while records were refused
+    at 200; every construct now stops at MAX_NESTING, at the bracket that goes one level too deep."""
+    parse_script(opening * MAX_NESTING + "1" + closing * MAX_NESTING, "ok.tremor")
+    with pytest.raises(LangError, match=f"nested too deeply \\(more than {MAX_NESTING} levels\\)") as caught:
+        parse_script(opening * 20_000 + "1" + closing * 20_000, "deep.tremor")
+    bracket = len(opening) * MAX_NESTING + opening.index(
+        opening.rstrip()[-1] if "(" in opening else opening[0]
+    )
+    assert caught.value.position == Position("deep.tremor", 1, bracket + 1, 1)

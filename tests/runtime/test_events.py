@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,11 +93,13 @@ def test_transitions_are_streamed_logged_to_the_topic_and_shown_in_flows(
                         what="the breaker opening",
                     )
                     opened = kinds(mine, "breaker", state="open")[-1]
-                    assert "connection lost" in opened["reason"]
+                    # Issue 32: the cause follows the colon (it was missing: `POST http://...: `)
+                    assert re.fullmatch(r"connection lost: POST http://\S+: \S.*", opened["reason"]), opened
+
                     flows = (await api.get("/v1/flows")).json()
                     report = next(f for f in flows if f["alias"] == fid)
                     assert report["breakers"]["sink"]["state"] == "open"
-                    assert "connection lost" in report["breakers"]["sink"]["reason"]
+                    assert report["breakers"]["sink"]["reason"] == opened["reason"]
                     assert report["breakers"]["ticks"] == {"state": "closed", "reason": None}
                     assert report["priority"] == "normal"
                     channels = {c["name"]: c for c in report["channels"]}

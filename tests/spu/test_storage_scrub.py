@@ -122,14 +122,17 @@ def test_topic_verify_names_each_bad_batch_and_writes_nothing(tmp_path: Path) ->
     flip_keeping_mtime(path, position)
     before = _digest(tmp_path)
     damaged = run_cli("topic", "verify", "t", "--partition", "1", env=env)
-    assert damaged.returncode != 0
+    assert damaged.returncode == 1, "damage has its own exit status"
     assert "1 bad stretch(es)" in damaged.stderr and "Traceback" not in damaged.stderr
     lines = damaged.stdout.splitlines()
     assert lines[0].startswith("t/1: offsets 0..299") and lines[0].endswith(": 1 bad")
     assert "CRC32C mismatch" in lines[1] and str(path) in lines[1] and "offset " in lines[1]
     assert _digest(tmp_path) == before, "a verify opens read-only and writes nothing"
     missing = run_cli("topic", "verify", "t", "--partition", "5", env=env)
-    assert missing.returncode != 0 and "has no partition 5" in missing.stderr
+    assert missing.returncode == 2 and "has no partition 5" in missing.stderr
+    unknown = run_cli("topic", "verify", "nope", env=env)
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    assert "1 damage found, 2 bad input" in run_cli("topic", "verify", "--help").stdout.replace("\n", " ")
 
 
 def test_first_gap_is_where_a_scrub_resumes() -> None:

@@ -18,6 +18,7 @@ Routes:
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -41,6 +42,7 @@ from contraflow.api.facade import (
     UnknownConnector,
 )
 from contraflow.api.models import (
+    NON_BLANK,
     ConnectorReport,
     DeployRequest,
     DeployResponse,
@@ -53,7 +55,11 @@ from contraflow.api.models import (
 from contraflow.api.page import add_page_routes
 from contraflow.api.paths import PLUGINS_UNDER_PATH_POLICY, PathPolicy, python_operators_in
 from contraflow.connectors.base import plugins_refused
+from contraflow.lang.nesting import parse_budget
 from contraflow.lang.troy.compiler import compile_source
+
+# How long parsing a deployed source may take: it runs in a thread, but holds the GIL meanwhile.
+DEPLOY_PARSE_BUDGET_S = 5.0
 
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
@@ -65,10 +71,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 def _json_body(model: type[Any], *media: str) -> dict[str, Any]:
-    """OpenAPI `requestBody` for a route that reads its body itself (see `bodies`)."""
+    """OpenAPI `requestBody` for a route that reads its body itself (see `bodies`); `media` carry
+    the source as text, which must not be blank."""
     content: dict[str, Any] = {"application/json": {"schema": model.model_json_schema()}}
     for m in media:
-        content[m] = {"schema": {"type": "string"}}
+        content[m] = {"schema": {"type": "string", **NON_BLANK}}
     return {"requestBody": {"required": True, "content": content}}
 
 
@@ -147,19 +154,15 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
     )
     async def deploy(request: Request) -> DeployResponse:
         """Deploy every `deploy flow` of Troy source (text/plain, or JSON {"troy": ..., "name": ...}).
-        Files its connectors name must lie in the allowed directories (403 otherwise)."""
+        Files its connectors name must lie in the allowed directories (403 otherwise). Parsing
+        runs off the event loop and may take at most DEPLOY_PARSE_BUDGET_S (400 past it)."""
         source, name = await deploy_source(request)
-        if paths is None:
-            return DeployResponse(flows=await runtime.deploy(source, name))
-        with plugins_refused(PLUGINS_UNDER_PATH_POLICY):  # their code could reach any file
-            deployment = compile_source(source, name)
-            operators = python_operators_in(deployment)
-            if operators:
-                raise ApiError(400, f"{PLUGINS_UNDER_PATH_POLICY}: {', '.join(operators)}")
-            refused = paths.refusals(deployment)
-            if refused:
-                raise ApiError(403, "; ".join(map(str, refused)))
-            return DeployResponse(flows=await runtime.deploy(source, name))
+        with parse_budget(DEPLOY_PARSE_BUDGET_S):
+            if paths is None:
+                return DeployResponse(flows=await runtime.deploy(source, name))
+            with plugins_refused(PLUGINS_UNDER_PATH_POLICY):  # their code could reach any file
+                await asyncio.to_thread(check_path_policy, source, name, paths)
+                return DeployResponse(flows=await runtime.deploy(source, name))
 
     @router.get("/v1/flows/{flow_id}", response_model=FlowReport, responses=_errors(404), tags=["flows"])
     async def get_flow(flow_id: str) -> FlowReport:
@@ -224,6 +227,18 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
         return ConnectorReport.of(connector)
 
 
+def check_path_policy(source: str, name: str, paths: PathPolicy) -> None:
+    """Raise ApiError unless `source` compiles, has no Python operators and names only allowed
+    files: compiling is seconds of work for a large source, so it runs in a thread."""
+    deployment = compile_source(source, name)
+    operators = python_operators_in(deployment)
+    if operators:
+        raise ApiError(400, f"{PLUGINS_UNDER_PATH_POLICY}: {', '.join(operators)}")
+    refused = paths.refusals(deployment)
+    if refused:
+        raise ApiError(403, "; ".join(map(str, refused)))
+
+
 async def _connector(runtime: RuntimeFacade, flow_id: str, alias: str) -> ConnectorStatus:
     """A connector of a flow; 404 when either is unknown."""
     connector = (await runtime.get_flow(flow_id)).connector(alias)
@@ -251,13 +266,26 @@ def add_metrics_route(router: APIRouter, runtime: RuntimeFacade) -> None:
 EVENTS_PING_S = 15
 
 
+# One event of `GET /v1/events`, as Open API before 3.2 describes a `text/event-stream`: the
+# schema covers each event, not the (endless) body. `data` is one JSON object, `id` its `seq`.
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "the event"},
+        "id": {"type": "string", "pattern": "^[0-9]*$", "description": "its `seq` (for Last-Event-ID)"},
+        "event": {"type": "string", "enum": ["message"]},
+    },
+}
+
+
 def add_events_route(router: APIRouter, runtime: RuntimeFacade) -> None:
     """`GET /v1/events`: runtime events as Server-Sent Events, each `data:` one JSON object."""
 
     @router.get(
         "/v1/events",
         response_class=EventSourceResponse,
-        responses={200: {"content": {"text/event-stream": {"schema": {"type": "string"}}}}},
+        responses={200: {"content": {"text/event-stream": {"schema": EVENT_SCHEMA}}}, **_errors(400)},
         tags=["events"],
     )
     async def events(
@@ -300,14 +328,16 @@ def create_app(
     add_metrics_route(app.router, runtime)
     add_events_route(app.router, runtime)
     add_page_routes(app)
-    _drop_422_from_openapi(app)
+    _tidy_openapi(app)
     if token is not None:
         app.add_middleware(BearerAuth, token=token)
     return app
 
 
-def _drop_422_from_openapi(app: FastAPI) -> None:
-    """FastAPI documents a 422 for every route with parameters; this API answers 400 instead."""
+def _tidy_openapi(app: FastAPI) -> None:
+    """What FastAPI generates, corrected to what the server does: no 422 (this API answers 400
+    instead), and an optional parameter is absent or a value, never `null` (FastAPI documents
+    `x: int | None = None` as "an int or null", and `Last-Event-ID: null` is a 400)."""
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -316,8 +346,18 @@ def _drop_422_from_openapi(app: FastAPI) -> None:
             for operations in schema["paths"].values():
                 for operation in operations.values():
                     operation["responses"].pop("422", None)
+                    for parameter in operation.get("parameters", []):
+                        _drop_null(parameter["schema"])
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
         return app.openapi_schema or generate()
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _drop_null(schema: dict[str, Any]) -> None:
+    """`{"anyOf": [X, {"type": "null"}], ...}` becomes `{**X, ...}`."""
+    choices = [c for c in schema.get("anyOf", []) if c != {"type": "null"}]
+    if "anyOf" in schema and len(choices) == 1:
+        del schema["anyOf"]
+        schema.update(choices[0])

@@ -8,6 +8,8 @@ are additions a Tremor client simply ignores.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from contraflow.api.facade import (
@@ -15,6 +17,7 @@ from contraflow.api.facade import (
     ChannelStatus,
     Connectivity,
     ConnectorStatus,
+    DesiredState,
     FlowStatus,
     NodeRef,
     Priority,
@@ -149,11 +152,16 @@ class FlowReport(BaseModel):
 
 
 class StatusPatch(BaseModel):
-    """`PATCH` body: the desired status; only `running` <-> `paused` changes are allowed."""
+    """`PATCH` body: the desired status, `running` or `paused` (the only states a user may ask for;
+    the others are the runtime's to reach)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    status: State
+    status: DesiredState
+
+
+# JSON schema of a string that holds something besides white space (a Troy source).
+NON_BLANK: dict[str, Any] = {"minLength": 1, "pattern": "\\S"}
 
 
 class DeployRequest(BaseModel):
@@ -161,7 +169,10 @@ class DeployRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    troy: str = Field(description="Troy source with one or more `deploy flow` statements")
+    troy: str = Field(
+        description="Troy source with one or more `deploy flow` statements",
+        json_schema_extra=NON_BLANK,  # a blank source is answered 400 "no Troy source"
+    )
     name: str = Field(default="<api>", description="file name used in error messages")
 
 

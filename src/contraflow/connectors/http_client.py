@@ -35,7 +35,6 @@ sending back) when `out` is connected, and not kept at all when it is not.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from contraflow.connectors.base import (
     DeliveryFailed,
     SinkEvent,
     SourceData,
+    reason_of,
     register,
 )
 from contraflow.connectors.base.inbox import Inbox
@@ -132,8 +132,7 @@ class HttpClientConnector(Connector[ClientOptions]):
         try:
             _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), 5.0)
         except (OSError, TimeoutError) as err:
-            reason = os.strerror(err.errno) if err.errno else str(err) or "timed out"
-            raise ConnectionLost(f"cannot reach {target}: {reason}") from err
+            raise ConnectionLost(f"cannot reach {target}: {reason_of(err)}") from err
         writer.close()
         if self._client is None:
             limits = httpx.Limits(max_connections=self.options.concurrency)
@@ -209,7 +208,7 @@ class HttpClientConnector(Connector[ClientOptions]):
         except httpx.TimeoutException as err:
             raise DeliveryFailed(f"{method} {url}: timed out", retryable=True) from err
         except (httpx.TransportError, OSError) as err:
-            raise ConnectionLost(f"{method} {url}: {err}") from err
+            raise ConnectionLost(f"{method} {url}: {reason_of(err)}") from err
         if response.status_code >= 500 or response.status_code in RETRYABLE_STATUS:
             raise DeliveryFailed(f"{method} {url}: HTTP {response.status_code}", retryable=True)
         return response

@@ -115,7 +115,7 @@ class EventStream:
         self.recent.append(event)
         for queue in self._subscribers:
             _offer(queue, event)
-        level = logging.WARNING if kind in ("watchdog", "batch_failed") else logging.INFO
+        level = logging.WARNING if kind in ("watchdog", "batch_failed", "redeploy_failed") else logging.INFO
         log.log(level, "event=%s %s", kind, _logfmt(event), extra={"runtime_event": event})
         self._persist(event)
         return event

@@ -25,10 +25,12 @@ from contraflow.api.facade import (
     UnknownConnector,
     UnknownFlow,
 )
+from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.runtime.event_stream import EventStream, RuntimeEvent
 from contraflow.runtime.flow import FlowInstance, Services
+from contraflow.runtime.kept_flows import KeptFlows
 from contraflow.runtime.metrics import RuntimeMetrics
 
 log = logging.getLogger("contraflow.runtime")
@@ -52,6 +54,7 @@ class Runtime:
         self.services = Services(
             spu_addr, spark, Path(data_dir), self.metrics, self.request_stop, self.events
         )
+        self.kept = KeptFlows(Path(data_dir))
 
     def request_stop(self) -> None:
         """Ask the process to quiesce every flow and exit (SIGINT/SIGTERM, the `exit` connector)."""
@@ -119,12 +122,34 @@ class Runtime:
         return flow.connector_status(alias)
 
     async def deploy(self, source: str, name: str) -> list[str]:
-        deployment = await asyncio.to_thread(compile_source, source, name, Path.cwd())
-        return await self.deploy_graphs(deployment)
+        directory = Path.cwd()
+        deployment = await asyncio.to_thread(compile_source, source, name, directory)
+        flow_ids = await self.deploy_graphs(deployment)
+        await asyncio.to_thread(self.kept.keep, flow_ids, source, name, directory)  # fsyncs
+        return flow_ids
+
+    async def redeploy_kept(self) -> list[str]:
+        """Deploy again every flow an earlier run deployed through the API (`kept_flows`); a flow
+        id the command line deployed already, or a source that no longer compiles or starts, is
+        a `redeploy_failed` event and the others go on. Returns the ids redeployed."""
+        redeployed = []
+        for kept in await asyncio.to_thread(self.kept.all):
+            try:
+                if kept.flow_id in self.flows:
+                    raise FlowExists(kept.flow_id)
+                deployment = await asyncio.to_thread(
+                    compile_source, kept.source, kept.name, Path(kept.directory)
+                )
+                graph = deployment.flows[kept.flow_id]
+                redeployed += await self.deploy_graphs(Deployment({kept.flow_id: graph}))
+            except (UserError, KeyError) as err:
+                self.events.emit("redeploy_failed", kept.flow_id, error=str(err) or type(err).__name__)
+        return redeployed
 
     async def undeploy(self, flow_id: str) -> FlowStatus:
         flow = self._flow(flow_id)
         await flow.quiesce()
+        await asyncio.to_thread(self.kept.forget, flow_id)
         del self.flows[flow_id]
         self.metrics.forget_flow(flow_id)
         self.events.emit("undeploy", flow_id)

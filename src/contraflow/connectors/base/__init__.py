@@ -18,6 +18,7 @@ from contraflow.connectors.base.connector import (
     SinkBytes,
     SinkEvent,
     SourceData,
+    reason_of,
 )
 from contraflow.connectors.base.registry import (
     check_connector,
@@ -32,6 +33,7 @@ from contraflow.user_modules import ENTRY_POINT_GROUP, installed_kinds
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ConnectionLost",
+    "reason_of",
     "Connector",
     "ConnectorConfigError",
     "ConnectorContext",
@@ -46,6 +48,7 @@ __all__ = [
     "connector_for",
     "installed_kinds",
     "plugins_refused",
+    "reason_of",
     "register",
     "registered_kinds",
 ]

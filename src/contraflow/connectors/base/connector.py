@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,22 @@ class ConnectorError(Exception):
 
 class ConnectionLost(ConnectorError):
     """The outside end is gone (refused, reset, closed). Opens the circuit breaker; the runtime reconnects."""
+
+
+def reason_of(err: BaseException) -> str:
+    """What went wrong, for a breaker's reason and an `err` event: the first message along the
+    exception's chain (httpx's ConnectError can have none of its own while the OSError it wraps
+    says `Connection refused`), else the errno's text, else the exception's type."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno and not current.strerror:
+            return os.strerror(current.errno)  # `[Errno 111] ` says less
+        if str(current):
+            return str(current)
+        current = current.__cause__ or current.__context__
+    return type(err).__name__
 
 
 class DeliveryFailed(ConnectorError):

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from contraflow.connectors.base import ConnectionLost, SinkEvent
+from contraflow.connectors.base import ConnectionLost, SinkEvent, reason_of
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.tls import ClientTls, ServerTls, client_tls, server_tls
@@ -111,7 +111,7 @@ async def write(writer: asyncio.StreamWriter, data: bytes, what: str) -> None:
         writer.write(data)
         await writer.drain()
     except (ConnectionError, OSError) as err:
-        raise ConnectionLost(f"{what}: {err}") from err
+        raise ConnectionLost(f"{what}: {reason_of(err)}") from err
 
 
 async def close_writer(writer: asyncio.StreamWriter) -> None:

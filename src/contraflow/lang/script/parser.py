@@ -20,7 +20,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from contraflow.lang.errors import LangError, Position, SourceText
-from contraflow.lang.nesting import check_nesting, transform_tree
+from contraflow.lang.nesting import parse_bounded, transform_tree
 from contraflow.lang.script import ast
 from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
 
@@ -777,7 +777,7 @@ def _wording(lark: Lark, end_of: str) -> Wording:
 def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_offset: int = 0) -> Any:
     lark = _parser()
     try:
-        tree = lark.parse(text, start=start)
+        tree = parse_bounded(lark, text, source, start=start, line_offset=line_offset, col_offset=col_offset)
     except UnexpectedInput as err:
         end_of = "script" if text == source.text else "interpolation `#{...}`"
         raise syntax_error(
@@ -789,7 +789,6 @@ def _parse(text: str, source: SourceText, start: str, line_offset: int = 0, col_
             col_offset=col_offset,
             parsed_text=text,
         ) from None
-    check_nesting(tree, source, line_offset=line_offset, col_offset=col_offset)
     transformer = ScriptTransformer(source, line_offset=line_offset, col_offset=col_offset)
     return transform_tree(transformer, tree, source)
 

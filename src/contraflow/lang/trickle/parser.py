@@ -22,7 +22,7 @@ from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import Position, SourceText
 from contraflow.lang.graph import SourceExpr
-from contraflow.lang.nesting import check_nesting, transform_tree
+from contraflow.lang.nesting import parse_bounded, transform_tree
 from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
@@ -330,12 +330,11 @@ def combined_transformer(base: Transformer, source: SourceText, prefix: str = ""
 def parse_with(name: str, source: SourceText, transformer: Transformer) -> Any:
     """Parse `source` with grammar `name`; syntax errors become LangError with caret and hint."""
     try:
-        tree = grammar(name).parse(source.text)
+        tree = parse_bounded(grammar(name), source.text, source)
     except UnexpectedInput as err:
         expected = expected_terminals(err, accepts_first=True)
         hint = _open_construct_hint(err, expected) or _expected_hint(expected, grammar(name))
         raise syntax_error(err, source, TRICKLE_WORDING, hint) from None
-    check_nesting(tree, source)
     return transform_tree(transformer, tree, source)
 
 

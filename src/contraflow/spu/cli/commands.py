@@ -241,13 +241,21 @@ def topic_describe(name: str, as_json: bool, data_dir: str) -> None:
             click.echo(f"partition {p.partition}: {line}")
 
 
+# `topic verify`'s exit status for a log found damaged; bad input (an unknown topic or
+# partition, an unusable data directory) exits 2 like every other command's.
+DAMAGE_EXIT_CODE = 1
+
+
 @topic.command("verify")
 @click.argument("name")
 @log_data_dir_option
 @click.option("--partition", default=None, metavar="P", help="Verify only partition P (default: all).")
 @_errors_as_user_errors
 def topic_verify(name: str, data_dir: str, partition: str | None) -> None:
-    """CRC-check every batch of topic NAME on disk (a scrub); exit 1 naming each bad batch.
+    """CRC-check every batch of topic NAME on disk (a scrub), naming each bad batch.
+
+    Exit status: 0 intact, 1 damage found, 2 bad input (unknown topic or partition, unusable
+    data directory).
 
     It reads the data directory's files read-only, whether or not an SPU runs
     from it, and writes nothing. A running SPU does the same in the background
@@ -263,7 +271,9 @@ def topic_verify(name: str, data_dir: str, partition: str | None) -> None:
     finally:
         store.close()
     if bad:
-        raise UserError(f"topic {name!r}: {bad} bad stretch(es) of the log, listed above")
+        raise UserError(
+            f"topic {name!r}: {bad} bad stretch(es) of the log, listed above", exit_code=DAMAGE_EXIT_CODE
+        )
 
 
 def _verify_partition(part: Partition) -> int:

@@ -5,6 +5,7 @@ User mistakes subclass UserError so the CLI prints one line.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 from contraflow.errors import UserError
@@ -30,6 +31,23 @@ class CorruptSegmentError(StorageError):
         self.path = path
         self.position = position
         self.reason = reason
+
+
+class DiskFullError(StorageError):
+    """The data directory's filesystem is full: appends are refused (and nothing half-written
+    counts), reads, topic deletion and retention go on, and appends resume once space is freed."""
+
+    def __init__(self, where: str, directory: Path) -> None:
+        super().__init__(
+            f"no space left on device: {where} refused, nothing of it written; "
+            f"free space under {directory} (delete a topic, shorten retention, grow the disk) "
+            "and appends resume; reads go on meanwhile"
+        )
+
+
+def is_disk_full(err: OSError) -> bool:
+    """ENOSPC, or a quota (EDQUOT): the same for the log, space is what is missing."""
+    return err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class DataDirLockedError(UserError):

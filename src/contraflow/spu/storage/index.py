@@ -40,6 +40,7 @@ class EntryTable:
         self.writable = writable
         self._file: int | None = None
         self._buf: mmap.mmap | bytearray = bytearray()
+        self._backed = 0  # bytes of the mapped file known to have disk space behind them
 
     # -- opening ----------------------------------------------------------------------------------
 
@@ -90,7 +91,25 @@ class EntryTable:
             return
         self._close_map()
         os.truncate(self.path, size)
+        self._backed = self.count * self.entry.size
         self._map(size)
+
+    def reserve_next(self) -> None:
+        """Give the page the next entry goes to its disk space now. The file is sparse and
+        mapped: writing a page the filesystem cannot back (a full disk) is a SIGBUS that kills
+        the process, where `posix_fallocate` is an ENOSPC the append refuses cleanly, before
+        anything of it is written."""
+        end = (self.count + 1) * self.entry.size
+        if self.path is None or not self.writable or self.full or end <= self._backed:
+            return
+        start = self._backed - self._backed % mmap.PAGESIZE
+        length = -(-(end - start) // mmap.PAGESIZE) * mmap.PAGESIZE
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, min(length, self.capacity * self.entry.size - start))
+        finally:
+            os.close(fd)
+        self._backed = start + length
 
     def freeze(self) -> None:
         """Flush and trim to the written entries; the table stays readable."""

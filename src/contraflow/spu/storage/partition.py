@@ -15,9 +15,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contraflow.atomic_files import fsync_dir, write_atomic
 from contraflow.spu.protocol.batch import (
@@ -36,7 +37,13 @@ from contraflow.spu.protocol.errors import OffsetOutOfRangeError
 from contraflow.spu.protocol.topics import Isolation, PartitionInfo, TopicConfig
 from contraflow.spu.storage import boot_checks
 from contraflow.spu.storage.checkpoint import read_offset, write_offset
-from contraflow.spu.storage.errors import CorruptSegmentError, InvalidBatchError, StorageError
+from contraflow.spu.storage.errors import (
+    CorruptSegmentError,
+    DiskFullError,
+    InvalidBatchError,
+    StorageError,
+    is_disk_full,
+)
 from contraflow.spu.storage.recovery import (
     CLEAN_SHUTDOWN,
     HIGH_WATERMARK,
@@ -144,7 +151,17 @@ class Partition:
         self._hw = self._leo if hw_follows_flush or checkpoint is None else min(checkpoint, self._leo)
         self._checkpointed_at = (time.monotonic(), self._end_position())
         if writable:
-            self._write_recovery_point(self._leo)
+            self._skippable(self._write_recovery_point, self._leo)
+
+    def _skippable(self, write: Callable[..., None], *args: Any) -> None:
+        """Write a checkpoint that only saves work (recovery reads less of the log); a full disk
+        skips it with a warning, and the next open recovers from the log itself."""
+        try:
+            write(*args)
+        except OSError as err:
+            if not is_disk_full(err):
+                raise
+            log.warning("%s/%d: checkpoint skipped, the disk is full: %s", self.topic, self.number, err)
 
     def _open(self, hw_checkpoint: int) -> tuple[list[Segment], RecoveryReport]:
         marker = self.directory / CLEAN_SHUTDOWN
@@ -262,12 +279,17 @@ class Partition:
                     f"batch for {self.topic}/{self.number} starts at offset {header.base_offset}, "
                     f"but the log ends at {self._leo}"
                 )
-            seg = self.segments[-1]
-            if not seg.fits(header.total_size, header.record_count):
-                seg = self._roll()
             base = self._leo
             parts = (stamped_prefix(view, base, self.leader_epoch), view[MAGIC_POS:]) if assign else (view,)
-            seg.append(parts, header, base)
+            try:
+                seg = self.segments[-1]
+                if not seg.fits(header.total_size, header.record_count):
+                    seg = self._roll()
+                seg.append(parts, header, base)  # a torn write past `seg.size` is overwritten next time
+            except OSError as err:
+                if is_disk_full(err):
+                    raise DiskFullError(f"append to {self.topic}/{self.number}", self.directory) from err
+                raise
             end = self._leo = base + header.record_count
             self.stats.appends += 1
             sync = self._after_write(header.total_size)
@@ -351,11 +373,15 @@ class Partition:
         old.freeze()
         boot_checks.remember(self.directory, self.segments)  # a crash keeps the closed segments' checks
         self.stats.rolls += 1
-        seg = Segment.create(self.directory, self._leo, self._settings)
+        try:
+            seg = Segment.create(self.directory, self._leo, self._settings)
+        except OSError:  # a full disk: the next roll creates the same files again
+            Segment(self.directory, self._leo, self._settings, writable=True).delete()
+            raise
         fsync_dir(self.directory)
         self.segments.append(seg)
         self._bases.append(seg.base_offset)
-        self._write_recovery_point(seg.base_offset)
+        self._skippable(self._write_recovery_point, seg.base_offset)
         self.enforce_retention()
         return seg
 
@@ -600,11 +626,25 @@ class Partition:
         with self._lock:
             self._closed = True
             if self.writable:
-                self.segments[-1].freeze()
-                write_offset(self.directory / HIGH_WATERMARK, self._hw)
-                self._write_recovery_point(self._leo)
-                boot_checks.remember(self.directory, self.segments)
-                write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
+                self._skippable(self._close_checkpoints)
+            for seg in self.segments:
+                seg.close()
+
+    def _close_checkpoints(self) -> None:
+        """What a clean close leaves for a fast next open (none of it needed for a correct one)."""
+        self.segments[-1].freeze()
+        write_offset(self.directory / HIGH_WATERMARK, self._hw)
+        self._write_recovery_point(self._leo)
+        boot_checks.remember(self.directory, self.segments)
+        write_atomic(self.directory / CLEAN_SHUTDOWN, b"")
+
+    def discard(self) -> None:
+        """Close without writing anything: the partition is being deleted (so nothing of it
+        needs to survive), and on a full disk the checkpoints `close` writes would fail."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             for seg in self.segments:
                 seg.close()
 

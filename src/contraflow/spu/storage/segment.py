@@ -6,6 +6,7 @@ both and calls into it with its lock held.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -396,6 +397,7 @@ class Segment:
             return
         last = self.time_index.last()
         if self.last_batch_offset >= 0 and (last is None or self.max_timestamp > last[0]):
+            self.time_index.reserve_next()
             self.time_index.append(self.max_timestamp, self.last_batch_offset - self.base_offset)
         os.fsync(self.file.fileno())
         self.index.freeze()
@@ -429,12 +431,21 @@ class Segment:
         which `header` may predate) at the end; returns its position."""
         pos = self.size
         fd = self.file.fileno()
-        written = os.pwritev(fd, parts, pos)
-        if written != header.total_size:  # rare short write: finish it the slow way
-            rest = b"".join(bytes(p) for p in parts)[written:]
-            while rest:
-                n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
-                rest = rest[n:]
+        self.index.reserve_next()  # a full disk fails here, before the log has anything of it
+        self.time_index.reserve_next()
+        try:
+            written = os.pwritev(fd, parts, pos)
+            if written != header.total_size:  # rare short write (a full disk): finish it the slow way
+                rest = b"".join(bytes(p) for p in parts)[written:]
+                while rest:
+                    n = os.pwrite(fd, rest, pos + header.total_size - len(rest))
+                    rest = rest[n:]
+        except OSError:
+            # Cut what part of the batch got written (ENOSPC midway): the file keeps exactly the
+            # batches appended, and the next open finds no torn tail to quarantine (on a full disk).
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, pos)
+            raise
         self.size = pos + header.total_size
         self._track(pos, header, base_offset)
         self.verified.add(pos, self.size)  # the partition checked the batch before writing it

@@ -141,7 +141,7 @@ class Store:
         with self._lock:
             topic = self._topic(name)
             for part in topic.partitions.values():
-                part.close()
+                part.discard()  # writes nothing: a topic can be deleted to free a full disk
             self._topics.pop(name, None)
             doomed = self.topics_dir / f".deleting-{name}-{time.time_ns()}"
             os.rename(self.topics_dir / name, doomed)
