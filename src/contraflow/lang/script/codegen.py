@@ -318,10 +318,12 @@ class Codegen:
             return self._logic(node, inline)
         left = self.expr(node.left, inline)
         right = self.expr(node.right, inline)
-        if node.op in ("==", "!=") and _is_plain_str(node.right):
-            code = f"({left} {node.op} {right})"
-        elif node.op in ("==", "!=") and _is_plain_str(node.left):
-            code = f"({right} {node.op} {left})"
+        if node.op in ("==", "!=") and (_is_plain_str(node.right) or _is_plain_str(node.left)):
+            value, text = (left, node.right) if _is_plain_str(node.right) else (right, node.left)
+            assert isinstance(text, ast.Literal)
+            # a binary of the same bytes is equal too (Tremor's binary/string `==`)
+            alike = (text.value, text.value.encode())
+            code = f"({value} {'in' if node.op == '==' else 'not in'} {alike!r})"
         else:
             code = f"{_BINARY_HELPERS[node.op]}({left}, {right})"
         return code if inline else self.hoist(code, node, node.op)

@@ -507,7 +507,9 @@ _BINARY_TYPES: dict[str, tuple[str, ...]] = {
 def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> ast.BinarySegment:
     """The segment with its type in canonical form, or a compile error for a type or size
     Tremor rejects: sizes are 1 to 64 (bits for integers, bytes for `/binary`)."""
-    name = "-".join(segment.types)
+    # `signed_integer` is read as `signed-integer`: Tremor spells the parts with `-`, but
+    # the `_` spelling appears in the wild and cannot mean anything else
+    name = "-".join(segment.types).replace("_", "-")
     canonical = _BINARY_TYPES.get(name)
     if canonical is None:
         raise LangError(
