@@ -27,10 +27,19 @@ def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:
     assert out == [
         {"n": 1, "event": {"a": 1}},
         {"$port": "alerts", "event": {"alert": True}},
-        {"$dropped": True},
         {"n": 4, "event": [2]},
         {"$state": 4},
     ]
+
+
+def test_a_dropped_event_prints_nothing_unless_show_drops(tmp_path: Path) -> None:
+    script = tmp_path / "keep.tremor"
+    script.write_text("match event of case %{ keep == true } => event default => drop end")
+    lines = '{"keep": true, "n": 1}\n{"n": 2}\n{"keep": true, "n": 3}\n'
+    quiet = _run([str(script)], lines, tmp_path)
+    assert [orjson.loads(line)["n"] for line in quiet.stdout.splitlines()] == [1, 3]
+    shown = _run([str(script), "--show-drops"], lines, tmp_path)
+    assert [orjson.loads(line) for line in shown.stdout.splitlines()][1] == {"$dropped": True}
 
 
 def test_without_state_each_event_starts_from_null(tmp_path: Path) -> None:
@@ -50,7 +59,8 @@ def test_bad_json_and_runtime_errors_report_line_numbers_and_continue(tmp_path: 
     assert out[1]["$error"].startswith("invalid JSON")
     assert "non-existing key `a`" in out[2]["$error"]
     assert "error: line 2: invalid JSON" in proc.stderr
-    assert "error: line 3: trying to access a non-existing key `a`" in proc.stderr
+    assert "s.tremor:1:1: trying to access a non-existing key `a`" in proc.stderr.split("error: line 3: ")[1]
+    assert out[2]["$error"].splitlines()[1:] == ["   1 | event.a", "       ^^^^^^^"]  # line and caret
 
 
 def test_syntax_error_is_one_clean_message_with_caret(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
-from contraflow.lang.errors import Position, ScriptRuntimeError
+from contraflow.lang.errors import Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, values
 
 
@@ -29,10 +29,13 @@ class LineInfo:
 class Locator:
     """Maps generated line numbers back to tremor positions."""
 
-    def __init__(self, filename: str, lines: dict[int, LineInfo], node: str) -> None:
+    def __init__(
+        self, filename: str, lines: dict[int, LineInfo], node: str, source: SourceText | None = None
+    ) -> None:
         self.filename = filename
         self.lines = lines
         self.node = node
+        self.source = source
 
     def error(self, exc: BaseException) -> ScriptRuntimeError:
         outermost = isinstance(exc, RecursionError)
@@ -45,7 +48,9 @@ class Locator:
             and not isinstance(exc, ScriptRuntimeError)
         ):
             message = explain_path(info.path, frame)
-        return ScriptRuntimeError(message or message_for(exc, info), info.pos if info else None, self.node)
+        return ScriptRuntimeError(
+            message or message_for(exc, info), info.pos if info else None, self.node, self.source
+        )
 
     def _line_of(self, tb: TracebackType | None, outermost: bool) -> tuple[LineInfo | None, FrameType | None]:
         """The mapped line (and its frame) where the exception left generated code."""

@@ -266,7 +266,7 @@ _TEXTS = frozenset({str, bytes})
 
 
 def _as_bytes(value: str | bytes) -> bytes:
-    return value.encode() if type(value) is str else value  # type: ignore[union-attr]
+    return value.encode() if isinstance(value, str) else value
 
 
 def _orderable(op: str, a: Any, b: Any) -> tuple[Any, Any]:
