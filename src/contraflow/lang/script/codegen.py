@@ -250,7 +250,7 @@ class Codegen:
         result = self.block(body)
         ends_with_exit = bool(body) and isinstance(body[-1], (ast.Emit, ast.Drop))
         if kind == "script" and not ends_with_exit:
-            self.line(f"return _R(None, {result}, False, state, meta)", node)
+            self.line(f"return _R(None, {result}, False, state, meta)", body[-1] if body else node)
         elif kind != "script":
             self.line(f"return {result}", node)
         self.indent -= 1

@@ -9,6 +9,7 @@ that failed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
@@ -98,9 +99,9 @@ def message_for(exc: BaseException, info: LineInfo | None) -> str:
     if isinstance(exc, KeyError):
         return f"trying to access a non-existing key `{exc.args[0]}`{where}"
     if isinstance(exc, NameError):
-        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace(
-            "`l_", "`"
-        )
+        # a local bound only in a branch that did not run: the interpreter's "unknown name"
+        name = getattr(exc, "name", None) or next(iter(re.findall(r"'(\w+)'", str(exc))), "?")
+        return f"unknown name `{name.removeprefix('l_')}`"
     if isinstance(exc, RecursionError):
         return "maximum recursion depth exceeded"
     if isinstance(exc, (TypeError, IndexError, AttributeError)):

@@ -591,7 +591,34 @@ def _field_key(tok: Token) -> str:
 
 def _extractor(pos: Position, text: str) -> ast.ExtractorPattern:
     kind, _, rest = text.partition("|")
-    return ast.ExtractorPattern(pos, kind, rest[:-1].replace("\\|", "|"))
+    return ast.ExtractorPattern(pos, kind, extractor_text(rest[:-1]))
+
+
+_EXTRACTOR_ESCAPE = re.compile(r"\\([\\|\n])")
+
+
+def extractor_text(raw: str) -> str:
+    """The text between an extractor's bars, read as Tremor's lexer reads it: `\\|` is a bar,
+    `\\\\` a backslash, and a backslash at the end of a line continues the text on the next one
+    (the lines' common indentation removed, then joined). Other backslashes stay as written, so
+    `re|\\d+|` is the regex `\\d+` (Tremor rejects them; accepting them breaks no Tremor file)."""
+    lines: list[str] = []
+    current: list[str] = []
+    pos = 0
+    for m in _EXTRACTOR_ESCAPE.finditer(raw):
+        current.append(raw[pos : m.start()])
+        pos = m.end()
+        if m.group(1) == "\n":
+            lines.append("".join(current))
+            current = []
+        else:
+            current.append(m.group(1))
+    current.append(raw[pos:])
+    lines.append("".join(current))
+    if len(lines) == 1:
+        return lines[0]
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line), default=0)
+    return "".join(line[indent:] for line in lines)
 
 
 def _unescape(raw: str) -> str:
