@@ -165,9 +165,17 @@ class ScriptTransformer(Transformer[Token, Any]):
     def use_alias(self, meta: Any, items: list[Token]) -> _Alias:
         return _Alias(_ident(items[0]))
 
-    def use_item(self, meta: Any, items: list[Any]) -> tuple[str, str]:
-        name = _ident(items[0])
-        return (name, items[1].name if len(items) > 1 else name)
+    def use_item(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        alias = items.pop().name if isinstance(items[-1], _Alias) else None
+        path = tuple(_ident(t) for t in items)
+        return [(path, alias or path[-1])]
+
+    def use_nested(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        base = tuple(_ident(t) for t in items[:-1])
+        return [((*base, *path), alias) for path, alias in items[-1]]
+
+    def use_braces(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        return [pair for item in items for pair in item]
 
     def use_one(self, meta: Any, items: list[Any]) -> list[ast.Use]:
         alias = items.pop().name if isinstance(items[-1], _Alias) else None
@@ -175,10 +183,9 @@ class ScriptTransformer(Transformer[Token, Any]):
         return [ast.Use(self._b.pos(meta), path, alias or path[-1])]
 
     def use_group(self, meta: Any, items: list[Any]) -> list[ast.Use]:
-        base = tuple(_ident(t) for t in items if isinstance(t, Token))
+        base = tuple(_ident(t) for t in items[:-1])
         pos = self._b.pos(meta)
-        pairs = [i for i in items if isinstance(i, tuple)]
-        return [ast.Use(pos, (*base, name), alias) for name, alias in pairs]
+        return [ast.Use(pos, (*base, *path), alias) for path, alias in items[-1]]
 
     def block(self, meta: Any, items: list[Any]) -> tuple[ast.Expr, ...]:
         return tuple(items)
