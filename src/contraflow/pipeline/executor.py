@@ -25,6 +25,7 @@ from orjson import dumps
 
 from contraflow.events import Event, encode_value
 from contraflow.lang.graph import PipelineGraph
+from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
 from contraflow.pipeline.base import Context, Push
 from contraflow.pipeline.item import UNDECODED, Item
 from contraflow.pipeline.wiring import WiredGraph
@@ -81,6 +82,7 @@ class PipelineExecutor:
         """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
+        INGEST_CLOCK.source = self.ctx
         self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
         push([value, event.meta or None, event.raw])
@@ -90,6 +92,7 @@ class PipelineExecutor:
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
         """Processing time reached `now_ns`: close interval windows, flush timed-out batches."""
         self.ctx.now_ns = now_ns
+        INGEST_CLOCK.source = self.ctx
         self._wired.tick(now_ns)
         self._wired.flush()
         return self._drain(None)
@@ -140,6 +143,7 @@ class PipelineExecutor:
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
         ctx = self.ctx
+        INGEST_CLOCK.source = ctx
         emitted = self._emitted
         emitted.clear()
         columns: dict[str, Columns] = {}
@@ -177,6 +181,7 @@ class PipelineExecutor:
         """
         push = self._input(port)
         ctx = self.ctx
+        INGEST_CLOCK.source = ctx
         emitted = self._emitted
         emitted.clear()
         traced = Traced([], [], [], [])
