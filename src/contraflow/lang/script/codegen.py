@@ -12,12 +12,13 @@ import ast as pyast
 import difflib
 import itertools
 import keyword
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
@@ -223,7 +224,7 @@ class Codegen:
         self.consts[name] = py
 
     def literal(self, value: Any) -> str:
-        if type(value) in _PY_LITERAL_TYPES and not (type(value) is float and value != value):
+        if type(value) in _PY_LITERAL_TYPES and not (type(value) is float and not math.isfinite(value)):
             return repr(value)
         return self.add_global("_k", value)
 
@@ -304,18 +305,16 @@ class Codegen:
         return "[" + ", ".join(self.expr(i, inline) for i in node.items) + "]"
 
     def _x_Unary(self, node: ast.Unary, inline: bool) -> str:
-        if (
-            node.op == "-"
-            and isinstance(node.operand, ast.Literal)
-            and type(node.operand.value) in (int, float)
-        ):
-            return self.literal(values.neg(node.operand.value))
+        if isinstance(node.operand, ast.Literal):
+            return self.folded(values.UNARY[node.op], (node.operand.value,), node)
         code = f"{_UNARY_HELPERS[node.op]}({self.expr(node.operand, inline)})"
         return code if inline else self.hoist(code, node, node.op)
 
     def _x_Binary(self, node: ast.Binary, inline: bool) -> str:
         if node.op in ("and", "or"):
             return self._logic(node, inline)
+        if isinstance(node.left, ast.Literal) and isinstance(node.right, ast.Literal):
+            return self.folded(values.BINARY[node.op], (node.left.value, node.right.value), node)
         left = self.expr(node.left, inline)
         right = self.expr(node.right, inline)
         if node.op in ("==", "!=") and (_is_plain_str(node.right) or _is_plain_str(node.left)):
@@ -327,6 +326,14 @@ class Codegen:
         else:
             code = f"{_BINARY_HELPERS[node.op]}({left}, {right})"
         return code if inline else self.hoist(code, node, node.op)
+
+    def folded(self, op: Callable[..., Any], operands: tuple[Any, ...], node: ast.Node) -> str:
+        """An operator on literals, computed once here: operands it is not defined for are a
+        compile error, as Tremor reports them (`1 + "a"` fails at `contraflow check`)."""
+        try:
+            return self.literal(op(*operands))
+        except ScriptRuntimeError as err:
+            raise self.error(err.message, node.pos) from None
 
     def _logic(self, node: ast.Binary, inline: bool) -> str:
         left = self.expr(node.left, inline)
