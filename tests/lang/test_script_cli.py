@@ -6,7 +6,10 @@ import subprocess
 from pathlib import Path
 
 import orjson
+from click.testing import CliRunner
 from tests.cli_process import ROOT, run_cli
+
+from contraflow.lang.script.commands import script_command
 
 
 def _run(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -24,7 +27,7 @@ def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:
     proc = _run([str(script), "--state"], lines, tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = [orjson.loads(line) for line in proc.stdout.splitlines()]
-    assert out == [
+    assert out == [  # the dropped {"skip": true} prints nothing
         {"n": 1, "event": {"a": 1}},
         {"$port": "alerts", "event": {"alert": True}},
         {"n": 4, "event": [2]},
@@ -32,14 +35,18 @@ def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:
     ]
 
 
-def test_a_dropped_event_prints_nothing_unless_show_drops(tmp_path: Path) -> None:
+def test_show_drops_prints_the_marker_for_a_dropped_event(tmp_path: Path) -> None:
+    """The subprocess test above shows a drop prints nothing; the flag, in process (no second start)."""
     script = tmp_path / "keep.tremor"
     script.write_text("match event of case %{ keep == true } => event default => drop end")
     lines = '{"keep": true, "n": 1}\n{"n": 2}\n{"keep": true, "n": 3}\n'
-    quiet = _run([str(script)], lines, tmp_path)
-    assert [orjson.loads(line)["n"] for line in quiet.stdout.splitlines()] == [1, 3]
-    shown = _run([str(script), "--show-drops"], lines, tmp_path)
-    assert [orjson.loads(line) for line in shown.stdout.splitlines()][1] == {"$dropped": True}
+    result = CliRunner().invoke(script_command, [str(script), "--show-drops"], input=lines)
+    assert result.exit_code == 0, result.output
+    assert [orjson.loads(line) for line in result.output.splitlines()] == [
+        {"keep": True, "n": 1},
+        {"$dropped": True},
+        {"keep": True, "n": 3},
+    ]
 
 
 def test_without_state_each_event_starts_from_null(tmp_path: Path) -> None:
