@@ -764,7 +764,7 @@ class Codegen:
         if isinstance(pat, ast.ExprPattern):
             value = self.pattern_value(pat.expr)
             if _is_plain_str(pat.expr):
-                return f"{s} == {value}"
+                return _str_eq(s, pat.expr)
             return f"_eq({s}, {value})"
         if isinstance(pat, ast.ExtractorPattern):
             return f"({self.extractor_var(pat)} := {self.extractor(pat)}({s})) is not _M"
@@ -814,7 +814,7 @@ class Codegen:
                 assert isinstance(fp.value, ast.Expr)
                 value = self.pattern_value(fp.value)
                 if fp.op == "==" and _is_plain_str(fp.value):
-                    parts.append(f"{got} == {value}")
+                    parts.append(_str_eq(got, fp.value))
                 elif fp.op == "==":
                     parts.append(
                         f"{field} is not _M and _eq({field}, {value})"
@@ -822,10 +822,11 @@ class Codegen:
                         else f"{key} in {s} and _eq({s}[{key}], {value})"
                     )
                 elif fp.op == "!=" and _is_plain_str(fp.value):
+                    present = field or f"{s}[{key}]"
                     parts.append(
-                        f"{field} is not _M and {field} != {value}"
+                        f"{field} is not _M and not {_str_eq(field, fp.value)}"
                         if field
-                        else f"{key} in {s} and {s}[{key}] != {value}"
+                        else f"{key} in {s} and not {_str_eq(present, fp.value)}"
                     )
                 else:
                     parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
@@ -960,6 +961,14 @@ def _is_literal_code(code: str) -> bool:
 
 def _is_plain_str(node: ast.Expr) -> bool:
     return isinstance(node, ast.Literal) and type(node.value) is str
+
+
+def _str_eq(subject: str, literal: ast.Expr) -> str:
+    """`subject` equals a string literal: the same string, or a binary of its bytes (Tremor's `==`).
+    The binary test only runs after the string test failed, so a match costs one comparison."""
+    assert isinstance(literal, ast.Literal)
+    text = literal.value
+    return f"({subject} == {text!r} or ({subject}.__class__ is bytes and {subject} == {text.encode()!r}))"
 
 
 def _keyword(node: ast.Node) -> str:
