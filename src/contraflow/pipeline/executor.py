@@ -15,11 +15,12 @@ A bad event never raises: it becomes an error record on the `err` output.
 
 from __future__ import annotations
 
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orjson import dumps
 
@@ -50,6 +51,26 @@ class Traced:
     items: list[Item] = field(default_factory=list)
 
 
+_T = TypeVar("_T")
+
+
+def _reading_ingest_time(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run an executor method with `system::ingest_ns()` reading this executor's context, whose
+    `now_ns` is the ingest time of the event being processed; the previous source comes back
+    after, so a standalone script run later on this thread reads the wall clock again."""
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> _T:
+        previous = INGEST_CLOCK.source
+        INGEST_CLOCK.source = self.ctx
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            INGEST_CLOCK.source = previous
+
+    return run
+
+
 class PipelineExecutor:
     """One running instance of a pipeline graph (see the module docstring)."""
 
@@ -78,21 +99,21 @@ class PipelineExecutor:
 
     # --- events ---------------------------------------------------------------------------------
 
+    @_reading_ingest_time
     def process(self, port: str, event: Event, ingest_ns: int) -> list[tuple[str, Event]]:
         """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
-        INGEST_CLOCK.source = self.ctx
         self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
         push([value, event.meta or None, event.raw])
         self._wired.flush()
         return self._drain(event.origin)
 
+    @_reading_ingest_time
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
         """Processing time reached `now_ns`: close interval windows, flush timed-out batches."""
         self.ctx.now_ns = now_ns
-        INGEST_CLOCK.source = self.ctx
         self._wired.tick(now_ns)
         self._wired.flush()
         return self._drain(None)
@@ -126,6 +147,7 @@ class PipelineExecutor:
 
     # --- batches (Arrow) ------------------------------------------------------------------------
 
+    @_reading_ingest_time
     def process_values(
         self,
         port: str,
@@ -143,7 +165,6 @@ class PipelineExecutor:
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
         ctx = self.ctx
-        INGEST_CLOCK.source = ctx
         emitted = self._emitted
         emitted.clear()
         columns: dict[str, Columns] = {}
@@ -169,6 +190,7 @@ class PipelineExecutor:
                 _collect(emitted, columns)
         return columns
 
+    @_reading_ingest_time
     def process_values_traced(
         self, port: str, values: list[bytes], metas: list[dict[str, Any] | None] | None, ingest_ns: list[int]
     ) -> Traced:
@@ -181,7 +203,6 @@ class PipelineExecutor:
         """
         push = self._input(port)
         ctx = self.ctx
-        INGEST_CLOCK.source = ctx
         emitted = self._emitted
         emitted.clear()
         traced = Traced([], [], [], [])

@@ -82,6 +82,10 @@ class SelectRunner(NodeRunner):
             self.target_fn = target.fn
         # Building Tremor's `group` value (dimensions + their JSON) only pays when a script reads it.
         self.sees_group = any(e is not None and reads_group(e.ast) for e in (spec.target, spec.having))
+        # ... and in a function's arguments, where aggregate arguments are (the Spark fold reads this)
+        self.calls_see_group = self.sees_group and any(
+            isinstance(n, sast.Call) and any(reads_group(a) for a in n.args) for n in walk(spec.target.ast)
+        )
         self.where_fn = self.where.fn if self.where is not None else None
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)

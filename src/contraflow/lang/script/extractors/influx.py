@@ -9,10 +9,10 @@ t/true/f/false (bool). Without a timestamp the current time is used.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from contraflow.lang.script.extractors.text import of_text
+from contraflow.lang.script.stdlib.system_ import ingest_ns
 from contraflow.lang.script.values import MISSING
 
 _TRUE = {"t", "T", "true", "True", "TRUE"}
@@ -93,7 +93,7 @@ def parse_line(line: str) -> dict[str, Any]:
         raise _Invalid
     stamp = stamp.strip()
     try:
-        timestamp = int(stamp) if stamp else time.time_ns()
+        timestamp = int(stamp) if stamp else ingest_ns()  # Tremor: the event's ingest time
     except ValueError:
         raise _Invalid from None
     return {
