@@ -6,7 +6,10 @@ import subprocess
 from pathlib import Path
 
 import orjson
+from click.testing import CliRunner
 from tests.cli_process import ROOT, run_cli
+
+from contraflow.lang.script.commands import script_command
 
 
 def _run(args: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -24,12 +27,25 @@ def test_runs_each_json_line_and_keeps_state(tmp_path: Path) -> None:
     proc = _run([str(script), "--state"], lines, tmp_path)
     assert proc.returncode == 0, proc.stderr
     out = [orjson.loads(line) for line in proc.stdout.splitlines()]
-    assert out == [
+    assert out == [  # the dropped {"skip": true} prints nothing
         {"n": 1, "event": {"a": 1}},
         {"$port": "alerts", "event": {"alert": True}},
-        {"$dropped": True},
         {"n": 4, "event": [2]},
         {"$state": 4},
+    ]
+
+
+def test_show_drops_prints_the_marker_for_a_dropped_event(tmp_path: Path) -> None:
+    """The subprocess test above shows a drop prints nothing; the flag, in process (no second start)."""
+    script = tmp_path / "keep.tremor"
+    script.write_text("match event of case %{ keep == true } => event default => drop end")
+    lines = '{"keep": true, "n": 1}\n{"n": 2}\n{"keep": true, "n": 3}\n'
+    result = CliRunner().invoke(script_command, [str(script), "--show-drops"], input=lines)
+    assert result.exit_code == 0, result.output
+    assert [orjson.loads(line) for line in result.output.splitlines()] == [
+        {"keep": True, "n": 1},
+        {"$dropped": True},
+        {"keep": True, "n": 3},
     ]
 
 
@@ -50,7 +66,8 @@ def test_bad_json_and_runtime_errors_report_line_numbers_and_continue(tmp_path: 
     assert out[1]["$error"].startswith("invalid JSON")
     assert "non-existing key `a`" in out[2]["$error"]
     assert "error: line 2: invalid JSON" in proc.stderr
-    assert "error: line 3: trying to access a non-existing key `a`" in proc.stderr
+    assert "s.tremor:1:1: trying to access a non-existing key `a`" in proc.stderr.split("error: line 3: ")[1]
+    assert out[2]["$error"].splitlines()[1:] == ["   1 | event.a", "       ^^^^^^^"]  # line and caret
 
 
 def test_syntax_error_is_one_clean_message_with_caret(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 A case holds `script.tremor` and either `error.txt` (text the compile error
 must contain) or `in.jsonl` + `out.jsonl`: one expected result per input event,
-in the format `contraflow script` prints (`{"$port": ...}`, `{"$dropped": true}`,
+in the format `contraflow script --show-drops` prints (`{"$port": ...}`, `{"$dropped": true}`,
 and `{"$error": "..."}` where the actual error must contain the expected text).
 State carries from one event to the next. Every case also runs through the
 reference interpreter, which must agree with the compiler.

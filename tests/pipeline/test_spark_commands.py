@@ -27,7 +27,8 @@ script
 end;
 create script checked;
 select event from in into checked;
-select {"sum": aggr::stats::sum(event.v), "n": aggr::stats::count()} from checked[three_ns] into out;
+select {"sum": aggr::stats::sum(event.v), "n": aggr::stats::count(), "last": aggr::win::last(system::ingest_ns())}
+from checked[three_ns] into out;
 """
 
 
@@ -44,9 +45,9 @@ def test_query_prints_out_events_as_json_lines_like_the_local_runner(tmp_path: P
     expected = run_local(compile_query(QUERY), lines, "index")
     assert result.stdout.splitlines() == [e.channel_bytes() for e in expected["out"]]
     assert [orjson.loads(line) for line in result.stdout.splitlines()] == [
-        {"sum": 30, "n": 2},
-        {"sum": 120, "n": 3},
-        {"sum": 60, "n": 1},
+        {"sum": 30, "n": 2, "last": 1},  # system::ingest_ns() is the event's ingest time: its index here
+        {"sum": 120, "n": 3, "last": 5},
+        {"sum": 60, "n": 1, "last": 6},
     ]
     errors = [orjson.loads(line) for line in result.stderr.splitlines()]
     assert [(e["node"], e["event"]) for e in errors] == [("checked", {"x": 0})]

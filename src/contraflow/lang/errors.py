@@ -56,18 +56,23 @@ class LangError(UserError):
         super().__init__(self.render())
 
     def render(self) -> str:
-        """`file:line:col: error: message`, the source line, a caret line, and the hint."""
-        pos = self.position
-        out = [f"{pos}: {self.message}"]
-        if self.source is not None:
-            text = self.source.line(pos.line)
-            if text:
-                gutter = f"{pos.line:>4} | "
-                out.append(gutter + text)
-                out.append(" " * (len(gutter) + pos.column - 1) + "^" * max(1, pos.length))
-        if self.hint:
-            out.append(f"hint: {self.hint}")
-        return "\n".join(out)
+        """`file:line:col: message`, the source line, a caret line, and the hint."""
+        return render_at(self.message, self.position, self.source, self.hint)
+
+
+def render_at(message: str, pos: Position, source: SourceText | None, hint: str = "") -> str:
+    """How every language error reads, at compile time or at run time (as Tremor shows them):
+    `file:line:col: message`, the source line, a caret under the span, and the hint."""
+    out = [f"{pos}: {message}"]
+    if source is not None:
+        text = source.line(pos.line)
+        if text:
+            gutter = f"{pos.line:>4} | "
+            out.append(gutter + text)
+            out.append(" " * (len(gutter) + pos.column - 1) + "^" * max(1, pos.length))
+    if hint:
+        out.append(f"hint: {hint}")
+    return "\n".join(out)
 
 
 class LangErrors(UserError):
@@ -87,13 +92,27 @@ class ScriptRuntimeError(Exception):
     event on the `err` port carrying `node`, `position` and the original event.
     """
 
-    def __init__(self, message: str, position: Position | None = None, node: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        position: Position | None = None,
+        node: str | None = None,
+        source: SourceText | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.position = position
         self.node = node
+        self.source = source  # the script's text, to quote the failing line
 
     def __str__(self) -> str:
         where = f" at {self.position}" if self.position else ""
         node = f" in node '{self.node}'" if self.node else ""
         return f"{self.message}{node}{where}"
+
+    def render(self) -> str:
+        """The message with the failing source line and a caret under it, as a compile error reads;
+        just the message when the position is unknown."""
+        if self.position is None:
+            return self.message
+        return render_at(self.message, self.position, self.source)

@@ -73,8 +73,16 @@ def syntax_error(
         if missing is not None:
             return missing
     return LangError(
-        f"{wording.prefix}unexpected {wording.token(token)}",
+        f"{wording.prefix}unexpected {_without_article(wording.token(token))}",
         source.position(line, column, max(1, len(str(token)))),
         source,
         hint=hint,
     )
+
+
+def _without_article(words: str) -> str:
+    """`a name 'x'` reads as `name 'x'` after "unexpected"."""
+    for article in ("a ", "an "):
+        if words.startswith(article):
+            return words[len(article) :]
+    return words

@@ -115,6 +115,10 @@ class NodeRunner:
 def locate(exc: BaseException, locators: tuple[Locator, ...]) -> BaseException:
     """The located ScriptRuntimeError for an exception raised in one of `locators`' generated code."""
     if isinstance(exc, ScriptRuntimeError) and exc.position is not None:
+        if exc.source is None:  # located by a window or an operator: quote the line if we have it
+            exc.source = next(
+                (loc.source for loc in locators if loc.source and loc.source.name == exc.position.file), None
+            )
         return exc
     files = set()
     tb = exc.__traceback__
@@ -128,13 +132,17 @@ def locate(exc: BaseException, locators: tuple[Locator, ...]) -> BaseException:
 
 
 def error_item(node: str, item: Item, exc: BaseException, locators: tuple[Locator, ...] = ()) -> Item:
-    """`{"error", "node", "position", "event"}` for a failed event, metadata kept."""
+    """`{"error", "node", "position", "event"}` for a failed event, metadata kept.
+
+    Tremor's `err` shape is `{"error", "event"}`, `error` being the rendered message (for a
+    script error: `file:line:col: message`, the source line and a caret); `node` and
+    `position` are contraflow's additions. Every `err` event of a pipeline is built here."""
     if isinstance(exc, orjson.JSONDecodeError):
         message, position = f"invalid JSON: {exc}", None
     else:
         err = locate(exc, locators)
         if isinstance(err, ScriptRuntimeError):
-            message, position = err.message, (str(err.position) if err.position else None)
+            message, position = err.render(), (str(err.position) if err.position else None)
         else:
             message, position = str(err) or type(err).__name__, None
     value = {"error": message, "node": node, "position": position, "event": original(item)}

@@ -15,16 +15,18 @@ A bad event never raises: it becomes an error record on the `err` output.
 
 from __future__ import annotations
 
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from orjson import dumps
 
 from contraflow.events import Event, encode_value
 from contraflow.lang.graph import PipelineGraph
+from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
 from contraflow.pipeline.base import Context, Push
 from contraflow.pipeline.item import UNDECODED, Item
 from contraflow.pipeline.wiring import WiredGraph
@@ -47,6 +49,26 @@ class Traced:
     # The items themselves (their values stay decoded where a node read them): what comes
     # next may read the events without parsing their bytes again. Empty when not kept.
     items: list[Item] = field(default_factory=list)
+
+
+_T = TypeVar("_T")
+
+
+def _reading_ingest_time(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Run an executor method with `system::ingest_ns()` reading this executor's context, whose
+    `now_ns` is the ingest time of the event being processed; the previous source comes back
+    after, so a standalone script run later on this thread reads the wall clock again."""
+
+    @functools.wraps(method)
+    def run(self: Any, *args: Any, **kwargs: Any) -> _T:
+        previous = INGEST_CLOCK.source
+        INGEST_CLOCK.source = self.ctx
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            INGEST_CLOCK.source = previous
+
+    return run
 
 
 class PipelineExecutor:
@@ -77,6 +99,7 @@ class PipelineExecutor:
 
     # --- events ---------------------------------------------------------------------------------
 
+    @_reading_ingest_time
     def process(self, port: str, event: Event, ingest_ns: int) -> list[tuple[str, Event]]:
         """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
         push = self._input(port)
@@ -87,6 +110,7 @@ class PipelineExecutor:
         self._wired.flush()
         return self._drain(event.origin)
 
+    @_reading_ingest_time
     def tick(self, now_ns: int) -> list[tuple[str, Event]]:
         """Processing time reached `now_ns`: close interval windows, flush timed-out batches."""
         self.ctx.now_ns = now_ns
@@ -123,6 +147,7 @@ class PipelineExecutor:
 
     # --- batches (Arrow) ------------------------------------------------------------------------
 
+    @_reading_ingest_time
     def process_values(
         self,
         port: str,
@@ -165,6 +190,7 @@ class PipelineExecutor:
                 _collect(emitted, columns)
         return columns
 
+    @_reading_ingest_time
     def process_values_traced(
         self, port: str, values: list[bytes], metas: list[dict[str, Any] | None] | None, ingest_ns: list[int]
     ) -> Traced:

@@ -3,7 +3,9 @@
 Every group value is an array of dimensions, as in Tremor: `group by event.k`
 gives `[k]`, `set(a, b)` gives `[a, b]`, and `each(xs)` gives one group per
 element (a record gives one per `[key, value]` pair), combined as a cross
-product inside `set`.
+product inside `set`. A select's scripts see `group` as Tremor sets it: the
+dimensions followed by their sorted JSON text (`[1, "[1]"]`; `[null, "[null]"]`
+without `group by`), see `script_group`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,18 @@ def compile_group(clause: GroupBy, graph: PipelineGraph, name: str) -> tuple[Gro
         return expr_groups
 
     return build(clause), exprs
+
+
+# `group` in the target and `having` of a select without `group by` (Tremor's value).
+NO_GROUP: list[Any] = [None, "[null]"]
+
+
+def script_group(dims: list[Any] | None) -> list[Any]:
+    """`group` as a select's target, `having` and window scripts read it: the dimensions, then
+    their sorted JSON text (Tremor's group key), e.g. `[1, "[1]"]` for `group by event.n`."""
+    if dims is None:
+        return NO_GROUP
+    return [*dims, orjson.dumps(dims, option=orjson.OPT_SORT_KEYS).decode()]
 
 
 def group_key(dims: list[Any] | None) -> Any:

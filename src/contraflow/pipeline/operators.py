@@ -25,11 +25,13 @@ class Passthrough(NodeRunner):
 
 
 class History(NodeRunner):
-    """`debug::history`: appends `"evt: <op>(<id>)"` to the metadata array `$[name]`, as Tremor does.
+    """`debug::history`: appends `"evt: <op>(<ids>)"` to the metadata array `$[name]`, as Tremor does.
 
-    A tracepoint for following events through a pipeline. contraflow events have
-    no Tremor event id, so `<id>` is the event's ingest time in nanoseconds; a
-    `$[name]` that is not an array is replaced by a new one, as in Tremor.
+    A tracepoint for following events through a pipeline. `<ids>` has the shape
+    of Tremor's event id, `source:stream:event`; contraflow events carry no
+    Tremor id, so it is `0:0:<ingest time in ns>` (with `contraflow query
+    --ingest-ns index` exactly Tremor's `0:0:0`, `0:0:1`...). A `$[name]` that is
+    not an array is replaced by a new one, as in Tremor.
     """
 
     mutates = True
@@ -38,7 +40,7 @@ class History(NodeRunner):
         super().__init__(node, ctx, path)
         config = _config(node)
         self.field = str(config["name"])
-        self.prefix = f"evt: {config['op']}("
+        self.prefix = f"evt: {config['op']}(0:0:"
 
     def push(self, item: Item) -> None:
         meta = meta_dict(item)
@@ -203,6 +205,10 @@ class Overflowing(NodeRunner):
         self.overflow = outs.get("overflow", drop)
 
 
+class _Unbucketed(Exception):
+    """The event names no bucket (no `$class`) or no rate for a new one: it goes to `err` as it is."""
+
+
 class Bucket(Overflowing):
     """`grouper::bucket`: per-class rate limiting by metadata, as Tremor's bucket grouper.
 
@@ -210,8 +216,9 @@ class Bucket(Overflowing):
     (default 1000, in `$windows` slots, default 100), `$dimensions` splits a
     class into independent limits, and `$cardinality` (default 1000) caps how
     many dimension values a class remembers (least recently used go first).
-    Events over the limit leave on `overflow`; events without `$class` or
-    `$rate` are errors.
+    Events over the limit leave on `overflow`. An event without a string
+    `$class`, or without a `$rate` for a new dimension, leaves on `err` as it
+    is (Tremor's bucket routes the event itself there, not an error record).
     """
 
     stateful = True
@@ -224,6 +231,9 @@ class Bucket(Overflowing):
         meta = item[1] or {}
         try:
             window = self._window(meta)
+        except _Unbucketed:
+            self.err(item)
+            return
         except NodeError as exc:
             self.fail(item, exc)
             return
@@ -238,7 +248,7 @@ class Bucket(Overflowing):
     def _window(self, meta: dict[str, Any]) -> RateWindow:
         cls = meta.get("class")
         if not isinstance(cls, str):
-            raise NodeError("grouper::bucket needs a string `$class`")
+            raise _Unbucketed
         bucket = self.classes.get(cls)
         if bucket is None:
             cardinality = meta.get("cardinality", 1000)
@@ -248,7 +258,7 @@ class Bucket(Overflowing):
         if window is None:
             rate = meta.get("rate")
             if isinstance(rate, bool) or not isinstance(rate, int) or rate < 0:
-                raise NodeError("grouper::bucket needs a non-negative integer `$rate`")
+                raise _Unbucketed
             time_range = _positive(meta.get("time_range", 1000), "$time_range")
             slots = _positive(meta.get("windows", 100), "$windows")
             window = RateWindow(rate, time_range * 1_000_000, slots)

@@ -12,9 +12,10 @@ from typing import Any
 
 from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
+from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner
-from contraflow.pipeline.grouping import GroupFn, compile_group
+from contraflow.pipeline.grouping import NO_GROUP, GroupFn, compile_group, script_group
 from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.windows import Windows
 
@@ -26,6 +27,11 @@ class ClauseError(Exception):
 def is_bare_event(expr: Any) -> bool:
     """True for the expression `event` itself (no path segments)."""
     return isinstance(expr, sast.Path) and expr.root == "event" and not expr.segments
+
+
+def reads_group(tree: Any) -> bool:
+    """Whether an expression reads `group` anywhere."""
+    return any(isinstance(n, sast.Path) and n.root == "group" for n in walk(tree))
 
 
 def _check_bool(value: Any, clause: str) -> bool:
@@ -74,6 +80,12 @@ class SelectRunner(NodeRunner):
             target = expr(spec.target)
             locators.append(target.locator)
             self.target_fn = target.fn
+        # Building Tremor's `group` value (dimensions + their JSON) only pays when a script reads it.
+        self.sees_group = any(e is not None and reads_group(e.ast) for e in (spec.target, spec.having))
+        # ... and in a function's arguments, where aggregate arguments are (the Spark fold reads this)
+        self.calls_see_group = self.sees_group and any(
+            isinstance(n, sast.Call) and any(reads_group(a) for a in n.args) for n in walk(spec.target.ast)
+        )
         self.where_fn = self.where.fn if self.where is not None else None
         self.having_fn = self.having.fn if self.having is not None else None
         self.locators = tuple(locators)
@@ -109,9 +121,9 @@ class SelectRunner(NodeRunner):
         args = self.args
         target = self.target_fn
         assert target is not None
-        value = target(event, meta, None, args, None, None)
+        value = target(event, meta, None, args, NO_GROUP, None)
         having = self.having_fn
-        if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
+        if having is not None and not _check_bool(having(value, meta, None, args, NO_GROUP, None), "having"):
             return ()
         return (item if self.passes_item else [value, meta, None],)
 
@@ -146,7 +158,8 @@ class SelectRunner(NodeRunner):
         outputs: list[Item] = []
         target, having, args = self.target_fn, self.having_fn, self.args
         assert target is not None
-        for group in groups:
+        for dims in groups:
+            group = script_group(dims) if self.sees_group else dims
             value = target(event, meta, None, args, group, None)
             if having is not None and not _check_bool(having(value, meta, None, args, group, None), "having"):
                 continue

@@ -31,7 +31,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, compile_expr, compile_script
 from contraflow.lang.script.stdlib.win_ import WINDOW
-from contraflow.pipeline.grouping import group_key
+from contraflow.pipeline.grouping import group_key, script_group
 from contraflow.pipeline.item import copy_value
 
 
@@ -58,10 +58,13 @@ class Frame:
 
 
 class Group:
-    __slots__ = ("value", "frames")
+    """One group's frames; `value` is its dimensions (what state keeps), `script` what scripts see."""
+
+    __slots__ = ("value", "script", "frames")
 
     def __init__(self, value: list[Any] | None, frames: list[Frame]) -> None:
         self.value = value
+        self.script = script_group(value)
         self.frames = frames
 
 
@@ -255,14 +258,14 @@ class Windows:
                 for total, pane in zip(merged, aggs, strict=True):
                     total.merge(pane)
         name = self.names[level]
-        emitted.append((self._emit(merged, event, meta, group, name), group.value, name))
+        emitted.append((self._emit(merged, event, meta, group, name), group.script, name))
 
     def _emit(self, aggs: list[Aggregate], event: Any, meta: dict[str, Any], group: Group, name: str) -> Any:
         """The select's target for a closing window; `win::cardinality()` reads the group count
         while it runs, and 0 again after it (outside a window)."""
         WINDOW.cardinality = len(self.groups) if group.value is not None else 0
         try:
-            return self.select.emit(aggs, event, meta, None, self.args, group.value, name)
+            return self.select.emit(aggs, event, meta, None, self.args, group.script, name)
         finally:
             WINDOW.cardinality = 0
 
@@ -304,7 +307,7 @@ class Windows:
     ) -> None:
         frame = group.frames[level]
         if prev is None:
-            args, value, window = self.args, group.value, self.names[level]
+            args, value, window = self.args, group.script, self.names[level]
             for agg, (fns, position) in zip(frame.aggs, self.accumulators):  # noqa: B905 - same length
                 try:
                     if not fns:
@@ -334,7 +337,7 @@ class Windows:
         frame = group.frames[level]
         if frame.n > 0 or self.specs[level].emit_empty_windows:
             name = self.names[level]
-            emitted.append((self._emit(frame.aggs, event, meta, group, name), group.value, name))
+            emitted.append((self._emit(frame.aggs, event, meta, group, name), group.script, name))
             if level + 1 < len(self.specs):
                 self._step(group, level + 1, event, meta, frame.aggs, now_ns, emitted, tick_ns)
         for agg in frame.aggs:  # the next frame has merged them already: reuse the objects

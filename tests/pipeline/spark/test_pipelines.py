@@ -126,6 +126,11 @@ def test_select_where_then_script_errors_on_err(pipeline) -> None:
     errors = p.values("err")
     assert [e["event"] for e in errors] == ["not json", {"a": "x"}]
     assert errors[1]["node"] == "double" and all(e["error"] for e in errors)
+    # Tremor's err shape through Spark: the message, then the source line with a caret under it
+    rendered = errors[1]["error"].splitlines()
+    assert rendered[0].endswith("cannot apply '*' to string and integer") and set(rendered[2].strip()) == {
+        "^"
+    }
     p.feed({"a": 5})  # the query survived the bad events
     p.drain()
     assert p.values("out")[-1] == {"a": 5, "double": 10}

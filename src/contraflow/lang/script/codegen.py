@@ -12,12 +12,13 @@ import ast as pyast
 import difflib
 import itertools
 import keyword
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.errors import LangError, Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, stdlib, values
 from contraflow.lang.script.aggr import AGGREGATES, lookup_aggregate
 from contraflow.lang.script.extractors import EXTRACTORS, build_extractor
@@ -223,7 +224,7 @@ class Codegen:
         self.consts[name] = py
 
     def literal(self, value: Any) -> str:
-        if type(value) in _PY_LITERAL_TYPES and not (type(value) is float and value != value):
+        if type(value) in _PY_LITERAL_TYPES and not (type(value) is float and not math.isfinite(value)):
             return repr(value)
         return self.add_global("_k", value)
 
@@ -250,7 +251,7 @@ class Codegen:
         result = self.block(body)
         ends_with_exit = bool(body) and isinstance(body[-1], (ast.Emit, ast.Drop))
         if kind == "script" and not ends_with_exit:
-            self.line(f"return _R(None, {result}, False, state, meta)", node)
+            self.line(f"return _R(None, {result}, False, state, meta)", body[-1] if body else node)
         elif kind != "script":
             self.line(f"return {result}", node)
         self.indent -= 1
@@ -304,27 +305,35 @@ class Codegen:
         return "[" + ", ".join(self.expr(i, inline) for i in node.items) + "]"
 
     def _x_Unary(self, node: ast.Unary, inline: bool) -> str:
-        if (
-            node.op == "-"
-            and isinstance(node.operand, ast.Literal)
-            and type(node.operand.value) in (int, float)
-        ):
-            return self.literal(values.neg(node.operand.value))
+        if isinstance(node.operand, ast.Literal):
+            return self.folded(values.UNARY[node.op], (node.operand.value,), node)
         code = f"{_UNARY_HELPERS[node.op]}({self.expr(node.operand, inline)})"
         return code if inline else self.hoist(code, node, node.op)
 
     def _x_Binary(self, node: ast.Binary, inline: bool) -> str:
         if node.op in ("and", "or"):
             return self._logic(node, inline)
+        if isinstance(node.left, ast.Literal) and isinstance(node.right, ast.Literal):
+            return self.folded(values.BINARY[node.op], (node.left.value, node.right.value), node)
         left = self.expr(node.left, inline)
         right = self.expr(node.right, inline)
-        if node.op in ("==", "!=") and _is_plain_str(node.right):
-            code = f"({left} {node.op} {right})"
-        elif node.op in ("==", "!=") and _is_plain_str(node.left):
-            code = f"({right} {node.op} {left})"
+        if node.op in ("==", "!=") and (_is_plain_str(node.right) or _is_plain_str(node.left)):
+            value, text = (left, node.right) if _is_plain_str(node.right) else (right, node.left)
+            assert isinstance(text, ast.Literal)
+            # a binary of the same bytes is equal too (Tremor's binary/string `==`)
+            alike = (text.value, text.value.encode())
+            code = f"({value} {'in' if node.op == '==' else 'not in'} {alike!r})"
         else:
             code = f"{_BINARY_HELPERS[node.op]}({left}, {right})"
         return code if inline else self.hoist(code, node, node.op)
+
+    def folded(self, op: Callable[..., Any], operands: tuple[Any, ...], node: ast.Node) -> str:
+        """An operator on literals, computed once here: operands it is not defined for are a
+        compile error, as Tremor reports them (`1 + "a"` fails at `contraflow check`)."""
+        try:
+            return self.literal(op(*operands))
+        except ScriptRuntimeError as err:
+            raise self.error(err.message, node.pos) from None
 
     def _logic(self, node: ast.Binary, inline: bool) -> str:
         left = self.expr(node.left, inline)
@@ -755,7 +764,7 @@ class Codegen:
         if isinstance(pat, ast.ExprPattern):
             value = self.pattern_value(pat.expr)
             if _is_plain_str(pat.expr):
-                return f"{s} == {value}"
+                return _str_eq(s, pat.expr)
             return f"_eq({s}, {value})"
         if isinstance(pat, ast.ExtractorPattern):
             return f"({self.extractor_var(pat)} := {self.extractor(pat)}({s})) is not _M"
@@ -805,7 +814,7 @@ class Codegen:
                 assert isinstance(fp.value, ast.Expr)
                 value = self.pattern_value(fp.value)
                 if fp.op == "==" and _is_plain_str(fp.value):
-                    parts.append(f"{got} == {value}")
+                    parts.append(_str_eq(got, fp.value))
                 elif fp.op == "==":
                     parts.append(
                         f"{field} is not _M and _eq({field}, {value})"
@@ -813,10 +822,11 @@ class Codegen:
                         else f"{key} in {s} and _eq({s}[{key}], {value})"
                     )
                 elif fp.op == "!=" and _is_plain_str(fp.value):
+                    present = field or f"{s}[{key}]"
                     parts.append(
-                        f"{field} is not _M and {field} != {value}"
+                        f"{field} is not _M and not {_str_eq(field, fp.value)}"
                         if field
-                        else f"{key} in {s} and {s}[{key}] != {value}"
+                        else f"{key} in {s} and not {_str_eq(present, fp.value)}"
                     )
                 else:
                     parts.append(f"_p{_BINARY_HELPERS[fp.op]}({got}, {value})")
@@ -951,6 +961,14 @@ def _is_literal_code(code: str) -> bool:
 
 def _is_plain_str(node: ast.Expr) -> bool:
     return isinstance(node, ast.Literal) and type(node.value) is str
+
+
+def _str_eq(subject: str, literal: ast.Expr) -> str:
+    """`subject` equals a string literal: the same string, or a binary of its bytes (Tremor's `==`).
+    The binary test only runs after the string test failed, so a match costs one comparison."""
+    assert isinstance(literal, ast.Literal)
+    text = literal.value
+    return f"({subject} == {text!r} or ({subject}.__class__ is bytes and {subject} == {text.encode()!r}))"
 
 
 def _keyword(node: ast.Node) -> str:

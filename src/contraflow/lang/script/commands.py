@@ -1,18 +1,20 @@
-"""`contraflow script FILE.tremor [--state] [--arg NAME=VALUE]...`: run a script over JSON lines, as a user would try it.
+"""`contraflow script FILE.tremor [--state] [--show-drops] [--arg NAME=VALUE]...`: run a script over JSON lines, as a user would try it.
 
-Each input line is one event. Each event produces one output line on stdout:
+Each input line is one event. An event produces one output line on stdout:
 
 - the emitted value, for the default port `out`;
 - `{"$port": "<port>", "event": <value>}` for `emit ... => "<port>"`;
-- `{"$dropped": true}` after `drop`;
-- `{"$error": "<message at file:line:col>"}` for a runtime error, or
+- nothing after `drop`, so the output pipes into any JSON-lines tool
+  (`{"$dropped": true}` with `--show-drops`, to keep output lines aligned with
+  input events);
+- `{"$error": "<file:line:col: message, the source line, a caret>"}` for a runtime error, or
   `{"$error": "invalid JSON: ..."}` for an input line that is not JSON (both
   also reported on stderr with the input line number).
 
 Without `--state` every event starts with `state` null; with it, state carries
 from one event to the next and the final state is printed last as
-`{"$state": <value>}`. Blank input lines are ignored, so output lines match
-input events one to one. The exit status is 1 if any line failed.
+`{"$state": <value>}`. Blank input lines are ignored. The exit status is 1 if
+any line failed.
 
 `--arg NAME=VALUE` (repeatable) sets `args.NAME`, so a script written for a
 `define script ... args` can be tried on its own. VALUE is JSON (`--arg
@@ -48,8 +50,8 @@ def format_result(result: ScriptResult) -> Any:
 
 
 def format_error(err: ScriptRuntimeError) -> Any:
-    where = f" at {err.position}" if err.position else ""
-    return {"$error": f"{err.message}{where}"}
+    """`{"$error": ...}`: the message with the failing source line and a caret, as in `err` events."""
+    return {"$error": err.render()}
 
 
 def parse_arg(text: str) -> tuple[str, Any]:
@@ -70,8 +72,11 @@ def run_lines(
     keep_state: bool,
     errors: TextIO | None = None,
     args: dict[str, Any] | None = None,
+    show_drops: bool = False,
 ) -> Iterator[Any]:
-    """Run `script` over JSON `lines`; yields one output value per event (and `$state` at the end)."""
+    """Run `script` over JSON `lines`; yields one output value per event (and `$state` at the end).
+
+    A dropped event yields `{"$dropped": true}` only with `show_drops`."""
     state: Any = None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -87,12 +92,13 @@ def run_lines(
             result = script.run(event, {}, state if keep_state else None, args)
         except ScriptRuntimeError as err:
             if errors is not None:
-                errors.write(f"error: line {number}: {err}\n")
+                errors.write(f"error: line {number}: {err.render()}\n")
             yield format_error(err)
             continue
         if keep_state:
             state = result.state
-        yield format_result(result)
+        if show_drops or not result.dropped:
+            yield format_result(result)
     if keep_state:
         yield {"$state": state}
 
@@ -109,7 +115,12 @@ def run_lines(
     metavar="NAME=VALUE",
     help="Set args.NAME (VALUE is JSON, or else a string); repeatable.",
 )
-def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) -> None:
+@click.option(
+    "--show-drops",
+    is_flag=True,
+    help='Print {"$dropped": true} for a dropped event (default: print nothing).',
+)
+def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...], show_drops: bool) -> None:
     """Run a tremor-script FILE over JSON lines on stdin; print one JSON result per event."""
     args = dict(parse_arg(text) for text in arg_values)
     try:
@@ -120,7 +131,9 @@ def script_command(file: Path, keep_state: bool, arg_values: tuple[str, ...]) ->
     script = compile_script(parse_script(text, str(file)), name=file.stem, modules=modules)
     failed = False
     out = sys.stdout
-    for value in run_lines(script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args):
+    for value in run_lines(
+        script, sys.stdin, keep_state=keep_state, errors=sys.stderr, args=args, show_drops=show_drops
+    ):
         if isinstance(value, dict) and "$error" in value:
             failed = True
         out.write(encode_value(value).decode() + "\n")  # binaries as {"$bytes": base64}

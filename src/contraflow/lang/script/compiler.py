@@ -271,7 +271,9 @@ def compile_script(
         "script",
     )
     fn = _exec(gen, "_script")
-    return CompiledScript(name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
+    return CompiledScript(
+        name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source)
+    )
 
 
 @_not_too_deep
@@ -294,7 +296,7 @@ def compile_expr(
         "expr",
     )
     fn = _exec(gen, "_expr")
-    return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name))
+    return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source))
 
 
 @_not_too_deep
@@ -324,7 +326,9 @@ def compile_select(
         "expr",
     )
     fn = _exec(gen, "_select")
-    return CompiledSelect("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name), gen.aggregates)
+    return CompiledSelect(
+        "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source), gen.aggregates
+    )
 
 
 def compile_text(text: str, *, name: str, file: str = "<script>") -> CompiledScript:

@@ -86,10 +86,12 @@ class Interpreter:
         except _Drop:
             return ScriptResult(None, None, True, frame.state, frame.meta)
         except ScriptRuntimeError as err:
-            raise ScriptRuntimeError(err.message, err.position, self.name) from err
+            raise ScriptRuntimeError(err.message, err.position, self.name, self.script.source) from err
         except RecursionError as err:
             where = expr.pos if expr is not None else None
-            raise ScriptRuntimeError("maximum recursion depth exceeded", where, self.name) from err
+            raise ScriptRuntimeError(
+                "maximum recursion depth exceeded", where, self.name, self.script.source
+            ) from err
         return ScriptResult(None, value, False, frame.state, frame.meta)
 
     # ------------------------------------------------------------ evaluation

@@ -9,11 +9,12 @@ that failed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any
 
-from contraflow.lang.errors import Position, ScriptRuntimeError
+from contraflow.lang.errors import Position, ScriptRuntimeError, SourceText
 from contraflow.lang.script import ast, values
 
 
@@ -29,10 +30,13 @@ class LineInfo:
 class Locator:
     """Maps generated line numbers back to tremor positions."""
 
-    def __init__(self, filename: str, lines: dict[int, LineInfo], node: str) -> None:
+    def __init__(
+        self, filename: str, lines: dict[int, LineInfo], node: str, source: SourceText | None = None
+    ) -> None:
         self.filename = filename
         self.lines = lines
         self.node = node
+        self.source = source
 
     def error(self, exc: BaseException) -> ScriptRuntimeError:
         outermost = isinstance(exc, RecursionError)
@@ -45,7 +49,9 @@ class Locator:
             and not isinstance(exc, ScriptRuntimeError)
         ):
             message = explain_path(info.path, frame)
-        return ScriptRuntimeError(message or message_for(exc, info), info.pos if info else None, self.node)
+        return ScriptRuntimeError(
+            message or message_for(exc, info), info.pos if info else None, self.node, self.source
+        )
 
     def _line_of(self, tb: TracebackType | None, outermost: bool) -> tuple[LineInfo | None, FrameType | None]:
         """The mapped line (and its frame) where the exception left generated code."""
@@ -93,9 +99,9 @@ def message_for(exc: BaseException, info: LineInfo | None) -> str:
     if isinstance(exc, KeyError):
         return f"trying to access a non-existing key `{exc.args[0]}`{where}"
     if isinstance(exc, NameError):
-        return f"variable `{getattr(exc, 'name', '?')}` used before it was assigned{where}".replace(
-            "`l_", "`"
-        )
+        # a local bound only in a branch that did not run: the interpreter's "unknown name"
+        name = getattr(exc, "name", None) or next(iter(re.findall(r"'(\w+)'", str(exc))), "?")
+        return f"unknown name `{name.removeprefix('l_')}`"
     if isinstance(exc, RecursionError):
         return "maximum recursion depth exceeded"
     if isinstance(exc, (TypeError, IndexError, AttributeError)):

@@ -71,9 +71,11 @@ def bind_uses(uses: tuple[ast.Use, ...], modules: ModuleResolver | None) -> Bind
             )
         for key, value in module.consts.items():
             out.consts[f"{use.alias}::{key}"] = value
+            out.consts[f"{use.text}::{key}"] = value  # also by its full path: `foo::bar::SNOT`
             out.consts.setdefault(key, value)
         for fn_name, defn in module.fns.items():
             out.fns[f"{use.alias}::{fn_name}"] = defn
+            out.fns[f"{use.text}::{fn_name}"] = defn
             out.fns.setdefault(fn_name, defn)
     return out
 

@@ -165,9 +165,17 @@ class ScriptTransformer(Transformer[Token, Any]):
     def use_alias(self, meta: Any, items: list[Token]) -> _Alias:
         return _Alias(_ident(items[0]))
 
-    def use_item(self, meta: Any, items: list[Any]) -> tuple[str, str]:
-        name = _ident(items[0])
-        return (name, items[1].name if len(items) > 1 else name)
+    def use_item(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        alias = items.pop().name if isinstance(items[-1], _Alias) else None
+        path = tuple(_ident(t) for t in items)
+        return [(path, alias or path[-1])]
+
+    def use_nested(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        base = tuple(_ident(t) for t in items[:-1])
+        return [((*base, *path), alias) for path, alias in items[-1]]
+
+    def use_braces(self, meta: Any, items: list[Any]) -> list[tuple[tuple[str, ...], str]]:
+        return [pair for item in items for pair in item]
 
     def use_one(self, meta: Any, items: list[Any]) -> list[ast.Use]:
         alias = items.pop().name if isinstance(items[-1], _Alias) else None
@@ -175,10 +183,9 @@ class ScriptTransformer(Transformer[Token, Any]):
         return [ast.Use(self._b.pos(meta), path, alias or path[-1])]
 
     def use_group(self, meta: Any, items: list[Any]) -> list[ast.Use]:
-        base = tuple(_ident(t) for t in items if isinstance(t, Token))
+        base = tuple(_ident(t) for t in items[:-1])
         pos = self._b.pos(meta)
-        pairs = [i for i in items if isinstance(i, tuple)]
-        return [ast.Use(pos, (*base, name), alias) for name, alias in pairs]
+        return [ast.Use(pos, (*base, *path), alias) for path, alias in items[-1]]
 
     def block(self, meta: Any, items: list[Any]) -> tuple[ast.Expr, ...]:
         return tuple(items)
@@ -507,7 +514,9 @@ _BINARY_TYPES: dict[str, tuple[str, ...]] = {
 def check_binary_segment(segment: ast.BinarySegment, source: SourceText) -> ast.BinarySegment:
     """The segment with its type in canonical form, or a compile error for a type or size
     Tremor rejects: sizes are 1 to 64 (bits for integers, bytes for `/binary`)."""
-    name = "-".join(segment.types)
+    # `signed_integer` is read as `signed-integer`: Tremor spells the parts with `-`, but
+    # the `_` spelling appears in the wild and cannot mean anything else
+    name = "-".join(segment.types).replace("_", "-")
     canonical = _BINARY_TYPES.get(name)
     if canonical is None:
         raise LangError(
@@ -589,7 +598,34 @@ def _field_key(tok: Token) -> str:
 
 def _extractor(pos: Position, text: str) -> ast.ExtractorPattern:
     kind, _, rest = text.partition("|")
-    return ast.ExtractorPattern(pos, kind, rest[:-1].replace("\\|", "|"))
+    return ast.ExtractorPattern(pos, kind, extractor_text(rest[:-1]))
+
+
+_EXTRACTOR_ESCAPE = re.compile(r"\\([\\|\n])")
+
+
+def extractor_text(raw: str) -> str:
+    """The text between an extractor's bars, read as Tremor's lexer reads it: `\\|` is a bar,
+    `\\\\` a backslash, and a backslash at the end of a line continues the text on the next one
+    (the lines' common indentation removed, then joined). Other backslashes stay as written, so
+    `re|\\d+|` is the regex `\\d+` (Tremor rejects them; accepting them breaks no Tremor file)."""
+    lines: list[str] = []
+    current: list[str] = []
+    pos = 0
+    for m in _EXTRACTOR_ESCAPE.finditer(raw):
+        current.append(raw[pos : m.start()])
+        pos = m.end()
+        if m.group(1) == "\n":
+            lines.append("".join(current))
+            current = []
+        else:
+            current.append(m.group(1))
+    current.append(raw[pos:])
+    lines.append("".join(current))
+    if len(lines) == 1:
+        return lines[0]
+    indent = min((len(line) - len(line.lstrip()) for line in lines if line), default=0)
+    return "".join(line[indent:] for line in lines)
 
 
 def _unescape(raw: str) -> str:

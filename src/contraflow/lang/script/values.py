@@ -18,7 +18,6 @@ from contraflow.lang.errors import ScriptRuntimeError
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1  # Tremor integers are i64, or u64 when positive
-_I64_MAX = 2**63 - 1
 
 
 class _Missing:
@@ -94,6 +93,9 @@ def add(a: Any, b: Any) -> Any:
         return float(a) + float(b)
     if ta is list and tb is list:
         return a + b
+    if ta is dict and tb is dict:
+        # Tremor's record `+`: a shallow union where the right-hand side wins (nulls included)
+        return {k: copy_value(v) for k, v in (a | b).items()}
     _bad_operands("+", a, b)
 
 
@@ -161,7 +163,8 @@ def bit_not(a: Any) -> Any:
     if type(a) is bool:
         return not a
     if type(a) is int:
-        return INT_MAX - a if a > _I64_MAX else ~a  # unsigned values stay unsigned
+        # Tremor reads a non-negative integer as u64 first: `!12` is 2^64 - 13, `!-1` is 0
+        return INT_MAX - a if a >= 0 else ~a
     fail(f"'!' expects a bool or an integer, got {type_name(a)}")
 
 
@@ -245,6 +248,8 @@ def eq(a: Any, b: Any) -> bool:
         return bool(a == b)
     if (ta is int and tb is float) or (ta is float and tb is int):
         return bool(a == b)
+    if ta in _TEXTS and tb in _TEXTS:  # a binary equals the string of the same bytes
+        return _as_bytes(a) == _as_bytes(b)
     return False
 
 
@@ -256,40 +261,51 @@ def ne(a: Any, b: Any) -> bool:
 _PLAIN_ORDER = frozenset({int, float, str})
 
 
-def _orderable(op: str, a: Any, b: Any) -> None:
+# Strings and binaries compare with each other byte by byte (Tremor's binary/string operators).
+_TEXTS = frozenset({str, bytes})
+
+
+def _as_bytes(value: str | bytes) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _orderable(op: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """The operands as Python orders them the way Tremor does, or a type error."""
     if _is_num(a) and _is_num(b):
-        return
-    ta = type(a)
-    if ta is type(b) and ta in (str, list, bool):
-        return
+        return a, b
+    ta, tb = type(a), type(b)
+    if ta is tb and ta in (str, list, bool, bytes):
+        return a, b
+    if ta in _TEXTS and tb in _TEXTS:
+        return _as_bytes(a), _as_bytes(b)
     _bad_operands(op, a, b)
 
 
 def lt(a: Any, b: Any) -> bool:
     if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
         return bool(a < b)
-    _orderable("<", a, b)
+    a, b = _orderable("<", a, b)
     return bool(a < b)
 
 
 def le(a: Any, b: Any) -> bool:
     if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
         return bool(a <= b)
-    _orderable("<=", a, b)
+    a, b = _orderable("<=", a, b)
     return bool(a <= b)
 
 
 def gt(a: Any, b: Any) -> bool:
     if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
         return bool(a > b)
-    _orderable(">", a, b)
+    a, b = _orderable(">", a, b)
     return bool(a > b)
 
 
 def ge(a: Any, b: Any) -> bool:
     if type(a) is type(b) and type(a) in _PLAIN_ORDER:  # the common case, checked first
         return bool(a >= b)
-    _orderable(">=", a, b)
+    a, b = _orderable(">=", a, b)
     return bool(a >= b)
 
 
@@ -524,15 +540,13 @@ def copy_value(value: Any) -> Any:
 
 
 def merge(target: Any, patch: Any) -> Any:
-    """Tremor's merge: two records merge key by key (a null value removes the key, a key the
-    target lacks is added as it is, nulls inside included); otherwise the patch replaces."""
+    """Tremor's merge: two records merge key by key (a key the target lacks is added as it is);
+    otherwise the patch replaces, so a null value sets the key to null (Tremor 0.12+, not RFC 7396)."""
     if type(patch) is not dict or type(target) is not dict:
         return copy_value(patch)
     out = dict(target)
     for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        elif key in out:
+        if key in out:
             out[key] = merge(out[key], value)
         else:
             out[key] = copy_value(value)

@@ -171,14 +171,19 @@ class TrickleTransformer(Transformer):
         """`use lib::{a, b as c};` is `use lib::a; use lib::b as c;`."""
         base: ast.ModPath = children[0]
         uses = []
-        for name, alias in (c for c in children[1:] if c is not None):
-            path = ast.ModPath((*base.parts, name), name.pos)
+        for parts, alias in _members(children[1:]):
+            path = ast.ModPath((*base.parts, *parts), parts[-1].pos)
             uses.append(ast.UseStmt(path, alias, self._pos(meta)))
         return uses
 
-    def use_member(self, children: list[Any]) -> tuple[ast.Name, ast.Name | None]:
-        name, alias = children
-        return self._name(name), self._name(alias) if alias is not None else None
+    def use_member(self, children: list[Any]) -> list[tuple[tuple[ast.Name, ...], ast.Name | None]]:
+        path, alias = children
+        return [(path.parts, self._name(alias) if alias is not None else None)]
+
+    def use_nested(self, children: list[Any]) -> list[tuple[tuple[ast.Name, ...], ast.Name | None]]:
+        """`integer::{unsigned, signed}` inside a group: each member under the nested path."""
+        base: ast.ModPath = children[0]
+        return [((*base.parts, *parts), alias) for parts, alias in _members(children[1:])]
 
     @v_args(meta=True)
     def mod_path(self, meta: Meta, children: list[Token]) -> ast.ModPath:
@@ -342,3 +347,8 @@ def parse_trickle(source: SourceText) -> ast.Query:
     """Parse a `.trickle` file (one pipeline body)."""
     transformer = combined_transformer(TrickleTransformer(source), source)
     return ast.Query(parse_with("trickle", source, transformer), source.name)
+
+
+def _members(children: list[Any]) -> list[tuple[tuple[ast.Name, ...], ast.Name | None]]:
+    """The (path, alias) pairs of a `use` group's members (a trailing comma leaves a None)."""
+    return [pair for member in children if member is not None for pair in member]

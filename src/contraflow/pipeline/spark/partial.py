@@ -50,9 +50,11 @@ import pyarrow.compute as pc
 
 from contraflow.lang.graph import PipelineGraph, SelectSpec, SourceExpr
 from contraflow.lang.script.aggr import Count
+from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
 from contraflow.pipeline.base import Context
 from contraflow.pipeline.columnar import ColumnarTraced
 from contraflow.pipeline.executor import Traced
+from contraflow.pipeline.grouping import script_group
 from contraflow.pipeline.item import opened
 from contraflow.pipeline.select import SelectRunner
 from contraflow.pipeline.spark.columnar_fold import ColumnarFold
@@ -161,23 +163,27 @@ class PartialAggregation:
         folded: set[int] = set()  # rows folded into a segment, or dropped by `where`
         fold = _Folder(self._runner)
         open_segments: dict[Any, Segment] = {}
-        for index, (port, item, source) in enumerate(
-            zip(traced.ports, traced.items, traced.sources, strict=True)
-        ):
-            if port != self.port:
-                continue
-            now = ingest[source]
-            try:
-                segment, joined = fold.step(item, now, open_segments)
-            except Exception:  # noqa: BLE001 - it stays an ordinary event, the executor reports it
-                open_segments.clear()
-                continue
-            if segment is None or joined:  # dropped by `where` (it does nothing), or folded
-                folded.add(index)
-                if segment is not None:
-                    segment.members.append(index)
-            else:
-                heads[index] = open_segments[segment.key] = segment
+        previous_clock, INGEST_CLOCK.source = INGEST_CLOCK.source, fold.ctx  # system::ingest_ns()
+        try:
+            for index, (port, item, source) in enumerate(
+                zip(traced.ports, traced.items, traced.sources, strict=True)
+            ):
+                if port != self.port:
+                    continue
+                now = ingest[source]
+                try:
+                    segment, joined = fold.step(item, now, open_segments)
+                except Exception:  # noqa: BLE001 - it stays an ordinary event, the executor reports it
+                    open_segments.clear()
+                    continue
+                if segment is None or joined:  # dropped by `where` (it does nothing), or folded
+                    folded.add(index)
+                    if segment is not None:
+                        segment.members.append(index)
+                else:
+                    heads[index] = open_segments[segment.key] = segment
+        finally:
+            INGEST_CLOCK.source = previous_clock
         return _rebuilt(traced, heads, folded)
 
 
@@ -190,6 +196,8 @@ class _Folder:
         self.windows: Windows = windows
         self.where = runner.where_fn
         self.group_expr = runner.group_expr
+        self.ctx = runner.ctx  # its `now_ns` is what system::ingest_ns() reads while folding
+        self.sees_group = runner.calls_see_group  # an aggregate argument reads `group`
         self.args = runner.args
         self.window = windows.names[0]
         self.by_script = windows.scripts[0] is not None
@@ -204,6 +212,7 @@ class _Folder:
         drops it. Raises for an event that must stay ordinary."""
         event, meta = opened(item)
         args = self.args
+        self.ctx.now_ns = now
         if self.where is not None:
             keep = self.where(event, meta, None, args, None, None)
             if keep is False:
@@ -232,8 +241,9 @@ class _Folder:
         if self.no_arguments:
             return [add(partial) for add, partial in zip(self.adders, partials, strict=True)]
         args, window = self.args, self.window
+        group = script_group(dims) if self.sees_group else dims  # what the per-event path passes
         return [
-            add(partial, *[fn(event, meta, None, args, dims, window) for fn in fns])
+            add(partial, *[fn(event, meta, None, args, group, window) for fn in fns])
             for add, fns, partial in zip(self.adders, self.arguments, partials, strict=True)
         ]
 

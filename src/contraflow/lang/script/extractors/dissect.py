@@ -5,7 +5,7 @@
 | `%{name}` | the text up to the next delimiter (the last field takes the rest) |
 | `%{name:int}`, `%{name:float}` | the same, converted (no match if it does not convert) |
 | `%{}`, `%{?name}` | matched, not kept (`&name` can still use a skipped value as a key) |
-| `%{+name}` | appended to `name`, separated by a space |
+| `%{+name}` | appended to `name`, joined with the pattern's separator before it (the delimiter, else the padding's chars, else a space) |
 | `%{&name}` | stored under the key that the earlier field `name` matched |
 | `%{_}`, `%{_(chars)}` | padding: any repetition of a space (or of `chars`) |
 | `%{name->}` | Logstash's right padding: the next delimiter may repeat |
@@ -33,6 +33,7 @@ class _Field:
     kind: str  # "keep", "skip", "append", "key"
     name: str
     convert: Any = None
+    separator: str = " "  # what an append puts before its value
 
 
 def _field(spec: str) -> _Field:
@@ -61,6 +62,7 @@ def _compile(text: str) -> tuple[re.Pattern[str], list[_Field]]:
     tokens = list(_TOKEN.finditer(text))
     pos = 0
     previous_was_field = False
+    padding = ""
     seen: set[str] = set()
     for i, match in enumerate(tokens):
         literal = text[pos : match.start()]
@@ -70,13 +72,19 @@ def _compile(text: str) -> tuple[re.Pattern[str], list[_Field]]:
         pad = _PADDING.fullmatch(spec.strip())
         pos = match.end()
         if pad:
-            parts.append(f"(?:{re.escape(pad.group(1) or ' ')})*")
+            padding = pad.group(1) or " "
+            # padding right before a field must be there, or the field before it would take nothing
+            next_is_field = i + 1 < len(tokens) and tokens[i + 1].start() == match.end()
+            parts.append(f"(?:{re.escape(padding)}){'+' if next_is_field else '*'}")
             previous_was_field = False
             continue
         if previous_was_field and not literal:
             raise ValueError(f"no delimiter between two fields before `%{{{spec}}}`")
         right_pad = spec.rstrip().endswith("->")
         field = _field(spec.rstrip()[:-2] if right_pad else spec)
+        if field.kind == "append":
+            field = _Field(field.kind, field.name, None, literal or padding or " ")
+        padding = ""
         if field.kind == "key" and field.name not in seen:
             raise ValueError(f"`%{{&{field.name}}}` needs an earlier field `{field.name}`")
         seen.add(field.name)
@@ -104,7 +112,7 @@ def _collect(fields: list[_Field], values: tuple[str, ...]) -> dict[str, Any] | 
         if field.kind == "skip":
             continue
         if field.kind == "append":
-            out[field.name] = f"{out[field.name]} {value}" if field.name in out else value
+            out[field.name] = f"{out[field.name]}{field.separator}{value}" if field.name in out else value
         elif field.convert is not None:
             try:
                 out[field.name] = field.convert(value)

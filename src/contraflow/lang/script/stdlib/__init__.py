@@ -96,6 +96,10 @@ def _load() -> None:
         _loaded = True
 
 
+# `use std;` and `use tremor;` bring in the whole library under its root (`std::size::kiB(1)`).
+_ROOTS = ("std", "tremor")
+
+
 def _short(name: str) -> str:
     for root in ("std::", "tremor::"):
         if name.startswith(root):
@@ -112,6 +116,8 @@ def lookup(name: str) -> Function | None:
 def has_module(path: str) -> bool:
     """Whether `path` (`std::string`, `string`, `tremor::system`) names a library module."""
     _load()
+    if path in _ROOTS:
+        return True
     prefix = _short(path) + "::"
     return (
         any(name.startswith(prefix) for name in FUNCTIONS)
@@ -132,7 +138,7 @@ def module_constants(path: str) -> dict[str, Any]:
     """The constants of the library module `path` and its submodules, by their names relative to it
     (`MAX` for `std::integer::signed`; `timezones::UTC` for `std::datetime`, as Tremor's modules `use` theirs)."""
     _load()
-    prefix = _short(path) + "::"
+    prefix = "" if path in _ROOTS else _short(path) + "::"
     return {name[len(prefix) :]: value for name, value in CONSTANTS.items() if name.startswith(prefix)}
 
 

@@ -15,5 +15,5 @@ def _none() -> Any:
     return None
 
 
-for _part in ("as_uri_string", "scheme", "host", "port", "path", "query"):
+for _part in ("as_uri_string", "as_uri_record", "scheme", "host", "port", "path", "query"):
     tremor_fn(f"origin::{_part}")(_none)

@@ -66,6 +66,7 @@ def rename(r: Any, renames: Any) -> dict[str, Any]:
     return {mapping.get(k, k): v for k, v in want(r, dict, "record::rename").items()}
 
 
+@tremor_fn("record::merge")  # Tremor's library name for its `record::combine` intrinsic
 @tremor_fn("record::combine")
 def combine(a: Any, b: Any) -> dict[str, Any]:
     """Deep merge of two records (keys of `b` win)."""

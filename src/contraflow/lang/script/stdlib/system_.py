@@ -3,9 +3,25 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
+from typing import Any
 
 from contraflow.lang.script.stdlib import tremor_fn
+
+
+class _IngestClock(threading.local):
+    """Where `system::ingest_ns()` reads the ingest time of the event being processed.
+
+    A pipeline executor points `source` at its context (an object whose `now_ns` it sets
+    per event) whenever it starts processing on this thread; the call then costs one
+    attribute read. Standalone scripts have no source and read the wall clock.
+    """
+
+    source: Any = None
+
+
+INGEST_CLOCK = _IngestClock()
 
 
 @tremor_fn("system::hostname")
@@ -20,8 +36,10 @@ def nanotime() -> int:
 
 @tremor_fn("system::ingest_ns")
 def ingest_ns() -> int:
-    """The current time; the runtime has no separate ingest timestamp for scripts run standalone."""
-    return time.time_ns()
+    """The ingest time of the current event inside a pipeline (so `contraflow query --ingest-ns
+    index` is deterministic); the wall clock for a script run on its own."""
+    source = INGEST_CLOCK.source
+    return time.time_ns() if source is None else int(source.now_ns)
 
 
 @tremor_fn("system::instance")
