@@ -16,7 +16,7 @@ A bad event never raises: it becomes an error record on the `err` output.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,6 +106,16 @@ class PipelineExecutor:
         """The runner of node `name`: for a caller that folds events into a node's state itself
         (see `contraflow.pipeline.spark.partial`)."""
         return self._wired.runners[name]
+
+    def outputs_of(self, action: Callable[[], None]) -> dict[str, Columns]:
+        """What `action` (a call into a node, see `node`) emits, collected as `process_values`
+        returns it."""
+        emitted = self._emitted
+        emitted.clear()
+        action()
+        columns: dict[str, Columns] = {}
+        _collect(emitted, columns)
+        return columns
 
     def _input(self, port: str) -> Push:
         push = self._inputs.get(port)

@@ -138,6 +138,26 @@ class Windows:
         if self.evict_on_event:
             self._evict_if_idle(key, group)
 
+    def step_without_event(
+        self, group: Group, time: int, now_ns: int, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]
+    ) -> None:
+        """What an event of `group` at window time `time` does to the first frame's clock (it may
+        close the window and emit), without the event: for a caller that adds the event's partials
+        itself (see `contraflow.pipeline.spark.partial`) and has checked that nothing the close runs
+        reads the event (the target, the higher windows' clocks)."""
+        frame = group.frames[0]
+        interval = self.clock_interval
+        if interval is None:
+            if self._advance(frame, self.specs[0], time):
+                self._close(group, 0, None, meta, now_ns, emitted, None)
+            return
+        end = frame.next_ns
+        if end is None:
+            frame.next_ns = now_ns + interval
+        elif end <= now_ns:
+            frame.next_ns = now_ns + interval
+            self._close(group, 0, None, meta, now_ns, emitted, None)
+
     def _step(
         self,
         group: Group,

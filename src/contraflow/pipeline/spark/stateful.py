@@ -104,10 +104,15 @@ class PipelineProcessor(StatefulProcessor):
         select = self._partial_select
         assert select is not None, "only a pipeline partial_select accepts gets folded events"
         partials = events.column(PARTIAL_COLUMN).combine_chunks()
+        runner = self.executor.node(select)
+
+        def close(key: Any, time: int, now_ns: int, meta: dict[str, Any]) -> None:
+            results = self.executor.outputs_of(lambda: runner.step_group(key, time, now_ns, meta))
+            for port, (out_values, out_metas) in results.items():
+                out.add_columns(port, out_values, out_metas)
+
         with no_cyclic_gc():  # as in `process_values`: rescans of the node state would be all it found
-            merge_partials(
-                self.executor.node(select).windows, events, lambda part: plain(part, out), partials
-            )
+            merge_partials(runner.windows, events, lambda part: plain(part, out), partials, close)
 
     def _run_events(self, events: pa.Table, out: OutputColumns) -> None:
         """An envelope's events, each run of one target through the executor's batch entry point."""
