@@ -93,7 +93,7 @@ class ColumnarFold:
         heads = row_numbers[found.heads]
         texts_of = found.texts(keys, self.counts)
         if found.later is not None:
-            texts_of = found.later.appended(texts_of, row_numbers, heads, folded, outputs.num_rows)
+            texts_of = found.later.appended(texts_of, row_numbers, folded, outputs.num_rows)
         return _rebuilt(traced, heads, texts_of, folded)
 
 
@@ -245,18 +245,14 @@ class _LaterSteps:
         np.cumsum(np.bincount(segment, minlength=segments), out=offsets[1:])
         return cls(offsets, rows[order], times[order], counts[order])
 
-    def appended(
-        self, texts: pa.Array, row_numbers: np.ndarray, heads: np.ndarray, folded: np.ndarray, total: int
-    ) -> pa.Array:
-        """Each segment's text with its later steps: `[..., [times], [counts], [rows between its
-        head and each step among the rows left], [each step's output row]]`."""
+    def appended(self, texts: pa.Array, row_numbers: np.ndarray, folded: np.ndarray, total: int) -> pa.Array:
+        """Each segment's text with its later steps: `[..., [times], [counts], [places], [rows]]`,
+        a step's place being how many of the rows left come before it, its row its output row."""
         keep = np.ones(total, dtype=bool)
         keep[folded] = False
-        left = np.flatnonzero(keep)
         rows = row_numbers[self.rows]
-        segment = np.repeat(np.arange(len(heads)), np.diff(self.offsets))
-        between = np.searchsorted(left, rows) - np.searchsorted(left, heads)[segment] - 1
-        lists = [self._joined(values) for values in (self.times, self.counts, between, rows)]
+        places = np.searchsorted(np.flatnonzero(keep), rows)
+        lists = [self._joined(values) for values in (self.times, self.counts, places, rows)]
         parts: list[Any] = [pc.utf8_slice_codeunits(texts.cast(pa.string()), 0, -1)]  # its closing `]`
         for joined in lists:
             parts += [",[", joined, "]"]

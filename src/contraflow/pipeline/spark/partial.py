@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,6 +65,12 @@ from contraflow.pipeline.windows import Frame, Group, Windows, window_group_key
 # The envelope column holding a head's segment (JSON, see `Segment.encode`); null for an ordinary event.
 PARTIAL_COLUMN = "partial"
 PARTIAL_FIELD = pa.field(PARTIAL_COLUMN, pa.binary())
+# Each row's place among its batch's rows left after folding, before the split by key: where a
+# segment's later steps fall among the rows of its envelope (see `StepsLeft`).
+PLACE_COLUMN = "place"
+PLACE_FIELD = pa.field(PLACE_COLUMN, pa.int32())
+# The column `arrival_order` numbers each envelope's rows with (one number per envelope).
+ENVELOPE_COLUMN = "envelope"
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -358,6 +365,7 @@ def merge_partials(
     heads = pc.indices_nonzero(partials.is_valid()).to_pylist()
     segments = orjson.loads(b"[" + b",".join(partials.drop_null().to_pylist()) + b"]")
     waiting: list[tuple[int, int, StepsLeft]] = []  # (row before which it closes, its source row, steps)
+    places = _Places(events)
     start = 0
 
     def run_to(stop: int) -> None:
@@ -395,7 +403,7 @@ def merge_partials(
             if group is None:  # turned away by `max_groups`: so is every later step
                 windows.dropped += sum(later[1])
             else:
-                StepsLeft(key, index, *later).wait(windows, waiting)
+                StepsLeft(key, index, places.after(index), *later).wait(windows, waiting)
     close_waiting(events.num_rows)
     run_to(events.num_rows)
 
@@ -405,16 +413,24 @@ class StepsLeft:
     run of equal ingest times, each with the count of events from it to the next step. A step
     before the window's end only adds its count; the first one at or after it closes the window
     (`close`, as its event would, in its event's place), then adds its count to the new window.
-    `between[k]`: rows of the envelope between the head's and step k's; `rows[k]`: its row
-    there (orders steps of several segments waiting before the same row)."""
+    `places[k]`: how many of the batch's rows left after folding come before step k's event
+    (`PLACE_COLUMN`); `rows[k]`: that event's row among the prefix's outputs (orders steps of
+    several segments waiting before the same row)."""
 
-    __slots__ = ("key", "head", "times", "counts", "between", "rows", "next")
+    __slots__ = ("key", "head", "after", "times", "counts", "places", "rows", "next")
 
     def __init__(
-        self, key: Any, head: int, times: list[int], counts: list[int], between: list[int], rows: list[int]
+        self,
+        key: Any,
+        head: int,
+        after: Callable[[int], int],
+        times: list[int],
+        counts: list[int],
+        places: list[int],
+        rows: list[int],
     ) -> None:
-        self.key, self.head = key, head
-        self.times, self.counts, self.between, self.rows = times, counts, between, rows
+        self.key, self.head, self.after = key, head, after
+        self.times, self.counts, self.places, self.rows = times, counts, places, rows
         self.next = 0
 
     def wait(self, windows: Windows, waiting: list[tuple[int, int, StepsLeft]]) -> None:
@@ -428,7 +444,7 @@ class StepsLeft:
             _absorb(frame, [added] * len(frame.aggs), added)
         self.next = reaching
         if reaching < len(self.times):
-            position = self.head + 1 + self.between[reaching]
+            position = self.after(self.places[reaching])
             heapq.heappush(waiting, (position, self.rows[reaching], self))
 
     def close_next(self, windows: Windows, close: StepClose, events: pa.Table) -> None:
@@ -443,6 +459,23 @@ class StepsLeft:
 
     def __lt__(self, other: StepsLeft) -> bool:  # ties never reach it: (position, row) is unique
         return self.head < other.head
+
+
+class _Places:
+    """Where a step's event falls among the call's rows: right after the head, its envelope's rows
+    follow in their places' order (a segment lies in one run of equal ingest times, which
+    `arrival_order` keeps together), so a step goes before the first of them at a later place."""
+
+    def __init__(self, events: pa.Table) -> None:
+        self.places = events.column(PLACE_COLUMN).to_numpy()
+        envelopes = events.column(ENVELOPE_COLUMN).to_numpy()
+        self.ends = np.append(np.flatnonzero(envelopes[1:] != envelopes[:-1]) + 1, len(envelopes))
+
+    def after(self, head: int) -> Callable[[int], int]:
+        """The row before which an event of `head`'s envelope at a given place goes."""
+        end = int(self.ends[np.searchsorted(self.ends, head, side="right")])
+        following = self.places[head + 1 : end]
+        return lambda place: head + 1 + int(np.searchsorted(following, place))
 
 
 def _fold_tail(windows: Windows, group: Group | None, tail: list[Any], tail_count: int) -> None:
