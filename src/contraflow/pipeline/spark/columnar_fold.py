@@ -17,6 +17,11 @@ earlier stretches', one `maximum.accumulate` (no per-row Python; polars'
 window expressions cost more in fixed overhead per call than the whole fold on
 a read task's few thousand rows).
 
+With `steps` (`partial.closes_without_event`) a segment is the whole stretch
+of a group (also ended by a change of metadata): its first head crosses, the
+later heads travel in its text as steps (`_LaterSteps`: times, counts, where
+each falls among the rows left, its output row).
+
 Only selects whose aggregates are all `aggr::stats::count()` fold here (their
 partials are counts, so a segment needs no argument values). Anything the
 columns do not answer exactly (an output of the per-event executor, an

@@ -35,6 +35,19 @@ aggregates keep the per-event path (decided per pipeline when it starts).
 After a columnar prefix (no items to read) only count-only selects fold, on
 the prefix's columns (`contraflow.pipeline.spark.columnar_fold`), batch by
 batch where the columns answer every row.
+
+Later steps: with event times that rise (most streams), nearly every event of
+a group in a new millisecond would head a segment. When the select's close
+needs nothing of the closing event (`closes_without_event`) and the fold runs
+on columns, a segment instead takes its group's whole stretch within one run
+of equal ingest times (and one metadata): its head, then the *steps*, the
+events whose time exceeds all before them in the stretch, each with its time
+and the count of events up to the next step. Only the head crosses as an
+event. The stateful side (`StepsLeft`) adds every step before the open
+window's end in one addition and runs only the step that reaches it, in its
+event's place among the call's rows (`PLACE_COLUMN`), as the event would
+(`SelectRunner.step_group`: the window closes and emits with the head's
+metadata), then goes on from the new window's end.
 """
 
 from __future__ import annotations
