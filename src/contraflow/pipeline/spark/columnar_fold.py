@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -251,22 +252,20 @@ class _LaterSteps:
         return cls(offsets, rows[order], times[order], counts[order])
 
     def appended(self, texts: pa.Array, row_numbers: np.ndarray, folded: np.ndarray, total: int) -> pa.Array:
-        """Each segment's text with its later steps: `[..., [times], [counts], [places], [rows]]`,
-        a step's place being how many of the rows left come before it, its row its output row."""
+        """Each segment's text with its later steps, if it has any: `[..., [times], [counts],
+        [places], [rows]]`, a step's place being how many of the rows left come before it, its row
+        its output row. One `orjson` call per such segment (a few per group and batch), on numpy
+        slices: casting every step's numbers to text in Arrow cost more."""
         keep = np.ones(total, dtype=bool)
         keep[folded] = False
         rows = row_numbers[self.rows]
-        places = np.searchsorted(np.flatnonzero(keep), rows)
-        lists = [self._joined(values) for values in (self.times, self.counts, places, rows)]
-        parts: list[Any] = [pc.utf8_slice_codeunits(texts.cast(pa.string()), 0, -1)]  # its closing `]`
-        for joined in lists:
-            parts += [",[", joined, "]"]
-        return pc.binary_join_element_wise(*parts, "]", "").cast(pa.binary())
-
-    def _joined(self, values: np.ndarray) -> pa.Array:
-        """Each segment's values as one comma-separated text."""
-        texts = pa.array(values.astype(np.int64)).cast(pa.string())
-        return pc.binary_join(pa.ListArray.from_arrays(pa.array(self.offsets), texts), ",")
+        columns = [self.times, self.counts, np.searchsorted(np.flatnonzero(keep), rows), rows]
+        found: list[bytes] = texts.to_pylist()
+        for segment in np.flatnonzero(np.diff(self.offsets)):
+            start, end = self.offsets[segment], self.offsets[segment + 1]
+            lists = orjson.dumps([c[start:end] for c in columns], option=orjson.OPT_SERIALIZE_NUMPY)
+            found[segment] = found[segment][:-1] + b"," + lists[1:]
+        return pa.array(found, pa.binary())
 
 
 def _numbered(column: pa.Array) -> np.ndarray:
