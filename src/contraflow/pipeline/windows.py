@@ -145,17 +145,8 @@ class Windows:
         close the window and emit), without the event: for a caller that adds the event's partials
         itself (see `contraflow.pipeline.spark.partial`) and has checked that nothing the close runs
         reads the event (the target, the higher windows' clocks)."""
-        frame = group.frames[0]
-        interval = self.clock_interval
-        if interval is None:
-            if self._advance(frame, self.specs[0], time):
-                self._close(group, 0, None, meta, now_ns, emitted, None)
-            return
-        end = frame.next_ns
-        if end is None:
-            frame.next_ns = now_ns + interval
-        elif end <= now_ns:
-            frame.next_ns = now_ns + interval
+        clock = now_ns if self.scripts[0] is None else time  # as `_event_time`
+        if self._advance(group.frames[0], self.specs[0], clock):
             self._close(group, 0, None, meta, now_ns, emitted, None)
 
     def _step(
