@@ -426,6 +426,7 @@ class StepsLeft:
     run of equal ingest times, each with the count of events from it to the next step. A step
     before the window's end only adds its count; the first one at or after it closes the window
     (`close`, as its event would, in its event's place), then adds its count to the new window.
+    Only count-only selects fold steps (on columns), so a run of steps' partials is its count.
     `places[k]`: how many of the batch's rows left after folding come before step k's event
     (`PLACE_COLUMN`); `rows[k]`: that event's row among the prefix's outputs (orders steps of
     several segments waiting before the same row)."""
