@@ -131,6 +131,16 @@ class PipelineExecutor:
         (see `contraflow.pipeline.spark.partial`)."""
         return self._wired.runners[name]
 
+    def outputs_of(self, action: Callable[[], None]) -> dict[str, Columns]:
+        """What `action` (a call into a node, see `node`) emits, collected as `process_values`
+        returns it."""
+        emitted = self._emitted
+        emitted.clear()
+        action()
+        columns: dict[str, Columns] = {}
+        _collect(emitted, columns)
+        return columns
+
     def _input(self, port: str) -> Push:
         push = self._inputs.get(port)
         if push is None:

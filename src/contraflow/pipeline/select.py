@@ -145,6 +145,17 @@ class SelectRunner(NodeRunner):
             windows.on_event(None, event, meta, now, emitted)
         return self._having(emitted, meta) if emitted else ()
 
+    def step_group(self, key: Any, time: int, now_ns: int, meta: dict[str, Any]) -> None:
+        """An event of existing group `key` at window time `time`, seen only by its clock: it may
+        close the group's window, and the outputs go on as an event's would (see
+        `Windows.step_without_event`; the caller adds the event to the window itself)."""
+        windows = self.windows
+        assert windows is not None
+        emitted: list[tuple[Any, Any, str]] = []
+        windows.step_without_event(windows.groups[key], time, now_ns, meta, emitted)
+        for out in self._having(emitted, meta) if emitted else ():
+            self.out(out)
+
     def _grouped(self, item: Item, event: Any, meta: dict[str, Any]) -> Sequence[Item]:
         """Grouped select without windows: one output per group."""
         if self.group_expr is not None:

@@ -141,6 +141,17 @@ class Windows:
         if self.evict_on_event:
             self._evict_if_idle(key, group)
 
+    def step_without_event(
+        self, group: Group, time: int, now_ns: int, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]
+    ) -> None:
+        """What an event of `group` at window time `time` does to the first frame's clock (it may
+        close the window and emit), without the event: for a caller that adds the event's partials
+        itself (see `contraflow.pipeline.spark.partial`) and has checked that nothing the close runs
+        reads the event (the target, the higher windows' clocks)."""
+        clock = now_ns if self.scripts[0] is None else time  # as `_event_time`
+        if self._advance(group.frames[0], self.specs[0], clock):
+            self._close(group, 0, None, meta, now_ns, emitted, None)
+
     def _step(
         self,
         group: Group,

@@ -256,3 +256,79 @@ def test_outputs_of_a_prefix_run_event_by_event_are_not_folded() -> None:
         traced, pa.array([5, 5], pa.int64())
     )
     assert rows is traced and partials.to_pylist() == [None, None]
+
+
+def test_rising_times_cross_as_one_row_per_group_and_close_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a columnar prefix, a count-only select whose close needs no event takes a group's
+    rising times in one segment: one row per group and batch crosses, and each window still
+    closes on its event's place (between the other group's closes, as per event)."""
+    monkeypatch.setenv(COLUMNAR_SWITCH, "on")
+    graph = _compiled(LIMITED)
+    per_event, folded = TwoStages(graph, fold=False), TwoStages(graph, fold=True)
+    events = [{"ts": 30 * i + 7 * (i % 3), "k": "abc"[i % 3], "keep": True} for i in range(60)]
+    for stages in (per_event, folded):
+        stages.micro_batch([SourceBatch(0, 0, events[:40], [1] * 40)])
+        stages.micro_batch([SourceBatch(0, 40, events[40:], [2] * 20)])
+    assert per_event.crossed == 60
+    assert folded.crossed == 6  # a, b and c (turned away by max_groups, all its events alike) per batch
+    assert folded.outputs == per_event.outputs
+    assert len(per_event.outputs) >= 10
+    assert folded.snapshot() == per_event.snapshot()
+
+
+# Events the columns answer (one type per field), so batches fold with later steps.
+CLEAN_SOURCE = st.tuples(
+    st.integers(0, 1),
+    st.lists(
+        st.fixed_dictionaries(
+            {"ts": st.integers(0, 600), "k": st.sampled_from("abc"), "keep": st.booleans()}
+        ),
+        max_size=30,
+    ),
+    st.integers(1, 12),
+)
+
+
+@pytest.mark.parametrize("name", ["count", "limited"])
+@given(
+    micro_batches=st.lists(
+        st.tuples(st.lists(CLEAN_SOURCE, min_size=1, max_size=2), st.booleans()), max_size=4
+    )
+)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_later_steps_agree_with_the_per_event_path(name: str, micro_batches: list[Any]) -> None:
+    """`test_folded_and_per_event_paths_agree` on events a columnar prefix answers whole: segments
+    with later steps, windows closing on them, across partitions and restarts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(COLUMNAR_SWITCH, "on")
+        graph = _compiled(FOLDED[name])
+        # Keyed by group stream where the query would: an envelope holds some groups' rows only.
+        per_event, folded = TwoStages(graph, fold=False), TwoStages(graph, fold=True, streams=True)
+        clock, offsets = [1_000], {}  # type: ignore[var-annotated]
+        for micro, restart in micro_batches:
+            batches = _source_batches(micro, clock, offsets)
+            for stages in (per_event, folded) if batches else ():
+                stages.micro_batch(batches)
+                if restart:
+                    stages.restart()
+            assert _by_group(folded.outputs) == _by_group(per_event.outputs)
+            assert _groups(folded) == _groups(per_event)
+
+
+def _by_group(outputs: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+    """Each group's outputs in order (group streams interleave different groups' outputs)."""
+    groups: dict[str, list[Any]] = {}
+    for topic, value in outputs:
+        groups.setdefault(orjson.dumps([topic, value.get("k")]).decode(), []).append(value)
+    return groups
+
+
+def _groups(stages: TwoStages) -> list[bytes]:
+    """Every key's window groups, sorted, and their drops (what the keys hold together)."""
+    found, dropped = [], 0
+    for state in orjson.loads(stages.snapshot()).values():
+        for node in state.values():
+            if node is not None:
+                found += [orjson.dumps(group) for group in node["groups"]]
+                dropped += node["dropped"]
+    return [*sorted(found), orjson.dumps(dropped)]

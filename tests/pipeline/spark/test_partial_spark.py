@@ -149,8 +149,8 @@ def test_tilt_frames_and_max_groups_agree_across_a_state_move(pipelines: Any, tm
 
 
 def test_folding_after_a_per_event_and_a_columnar_prefix(pipelines: Any) -> None:
-    """The same counts with a prefix Spark's workers run per event and one they run columnar,
-    folded alike (the same events cross), fewer crossing than unfolded."""
+    """The same counts with a prefix Spark's workers run per event and one they run columnar; both
+    fold, the columnar one further (a group's later steps travel in its segment's row)."""
     batches = [(0, 0, 240)]
     runs = {}
     for name, key, fold in [
@@ -162,4 +162,4 @@ def test_folding_after_a_per_event_and_a_columnar_prefix(pipelines: Any) -> None
         runs[name] = (_run(p, fold, batches, _counted_events), _by_group(p.values()))
     assert runs["per-event prefix"][1] == runs["columnar prefix"][1] == runs["unfolded"][1]
     assert sum(len(v) for v in runs["unfolded"][1].values()) > 10
-    assert runs["per-event prefix"][0] == runs["columnar prefix"][0] < runs["unfolded"][0]
+    assert runs["columnar prefix"][0] < runs["per-event prefix"][0] < runs["unfolded"][0]

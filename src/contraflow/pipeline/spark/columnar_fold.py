@@ -17,6 +17,11 @@ earlier stretches', one `maximum.accumulate` (no per-row Python; polars'
 window expressions cost more in fixed overhead per call than the whole fold on
 a read task's few thousand rows).
 
+With `steps` (`partial.closes_without_event`) a segment is the whole stretch
+of a group (also ended by a change of metadata): its first head crosses, the
+later heads travel in its text as steps (`_LaterSteps`: times, counts, where
+each falls among the rows left, its output row).
+
 Only selects whose aggregates are all `aggr::stats::count()` fold here (their
 partials are counts, so a segment needs no argument values). Anything the
 columns do not answer exactly (an output of the per-event executor, an
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,6 +57,8 @@ class ColumnarFold:
     group: SourceExpr | None
     time: SourceExpr | None
     counts: int
+    # Whether a segment takes its group's later steps too (`partial.closes_without_event`).
+    steps: bool = False
 
     @property
     def reads(self) -> tuple[SourceExpr, ...]:
@@ -76,17 +84,23 @@ class ColumnarFold:
                 texts[name] = column.take(rows)
                 if texts[name].null_count:
                     return None
-        rows_of = _Rows.classify(texts, ingest.take(outputs.column("source").take(rows)))
+        each_ingest = ingest.take(outputs.column("source"))
+        meta = outputs.column("meta").take(rows) if self.steps else None
+        rows_of = _Rows.classify(texts, each_ingest.take(rows), _ingest_runs(each_ingest).take(rows), meta)
         if rows_of is None:
             return None
-        found = rows_of.segments()
+        found = rows_of.segments(self.steps)
         if found is None:
             return None
         row_numbers = rows.to_numpy().astype(np.int64)
         folded = np.concatenate([row_numbers[rows_of.dropped], row_numbers[found.members]])
         group = texts.get("group")
         keys = group.take(pa.array(found.heads)) if group is not None else None
-        return _rebuilt(traced, row_numbers[found.heads], found.texts(keys, self.counts), folded)
+        heads = row_numbers[found.heads]
+        texts_of = found.texts(keys, self.counts)
+        if found.later is not None:
+            texts_of = found.later.appended(texts_of, row_numbers, folded, outputs.num_rows)
+        return _rebuilt(traced, heads, texts_of, folded)
 
 
 @dataclass
@@ -98,6 +112,7 @@ class _Segments:
     times: np.ndarray
     counts: np.ndarray
     members: np.ndarray
+    later: _LaterSteps | None = None
 
     def texts(self, keys: pa.Array | None, aggregates: int) -> pa.Array:
         """Each head's segment as `Segment.encode` writes it: `[key, time, head partials, members,
@@ -124,10 +139,13 @@ class _Rows:
     ordinary: np.ndarray  # must stay an ordinary event
     group: np.ndarray  # a number per distinct group text
     time: np.ndarray
-    ingest: np.ndarray
+    run: np.ndarray  # the run of equal ingest times among all outputs the row is in
+    meta: np.ndarray | None  # a number per distinct metadata (when a segment takes later steps)
 
     @classmethod
-    def classify(cls, texts: dict[str, pa.Array], ingest: pa.Array) -> _Rows | None:
+    def classify(
+        cls, texts: dict[str, pa.Array], ingest: pa.Array, runs: pa.Array, meta: pa.Array | None
+    ) -> _Rows | None:
         count = len(ingest)
         where = texts.get("where")
         keep = pc.equal(where, "true") if where is not None else pa.repeat(True, count)
@@ -155,21 +173,29 @@ class _Rows:
             np.asarray(ordinary.to_numpy(zero_copy_only=False), dtype=bool),
             numbers,
             np.asarray(times, dtype=np.int64),
-            np.asarray(ingest.to_numpy(), dtype=np.int64),
+            np.asarray(runs.to_numpy(), dtype=np.int64),
+            _numbered(meta) if meta is not None else None,
         )
 
-    def segments(self) -> _Segments | None:
-        """The segments (see the module docstring); None when the times span too much to offset."""
-        epoch = np.cumsum(self.ordinary)
+    def segments(self, steps: bool) -> _Segments | None:
+        """The segments (see the module docstring); None when the times span too much to offset.
+        With `steps` a segment is a whole stretch: its first head's, with the later heads (steps)
+        in `later`."""
+        # An ordinary row ends every open segment, and so does a change of ingest time.
+        epoch = np.cumsum(self.ordinary) + self.run
         candidates = np.flatnonzero(~self.ordinary & ~self.dropped)
         if not len(candidates):
             return _Segments(candidates, candidates, candidates, candidates)
-        group, times, ingest = self.group[candidates], self.time[candidates], self.ingest[candidates]
-        # Each (group, epoch) in row order, then its stretches of one ingest time.
+        group, times = self.group[candidates], self.time[candidates]
+        # Each (group, epoch) in row order; with steps, a change of metadata starts a new stretch
+        # (a later step's close gives its outputs the head's metadata).
         order = np.lexsort((epoch[candidates], group))
-        group, epochs, times, ingest = group[order], epoch[candidates][order], times[order], ingest[order]
+        group, epochs, times = group[order], epoch[candidates][order], times[order]
         starts = np.ones(len(order), dtype=bool)
-        starts[1:] = (group[1:] != group[:-1]) | (epochs[1:] != epochs[:-1]) | (ingest[1:] != ingest[:-1])
+        starts[1:] = (group[1:] != group[:-1]) | (epochs[1:] != epochs[:-1])
+        if steps and self.meta is not None:
+            meta = self.meta[candidates][order]
+            starts[1:] |= meta[1:] != meta[:-1]
         stretch = np.cumsum(starts) - 1
         # A running maximum per stretch: every stretch's times offset above all earlier ones.
         low, span = int(times.min()), int(times.max()) - int(times.min()) + 1
@@ -179,12 +205,82 @@ class _Rows:
         before = np.maximum.accumulate(offset)
         head = starts.copy()
         head[1:] |= offset[1:] > before[:-1]
-        others = np.bincount(np.cumsum(head) - 1) - 1  # per segment, in sorted order
+        others = np.bincount(np.cumsum(head) - 1) - 1  # per step, in sorted order
         positions = candidates[order]
-        by_row = np.argsort(positions[head])
-        return _Segments(
-            positions[head][by_row], times[head][by_row], others[by_row], np.sort(positions[~head])
+        if not steps:
+            by_row = np.argsort(positions[head])
+            return _Segments(
+                positions[head][by_row], times[head][by_row], others[by_row], np.sort(positions[~head])
+            )
+        # Segments are stretches: their first step is the head, the others cross as `later`.
+        first = starts[head]  # per step: whether it begins its stretch
+        by_row = np.argsort(positions[starts])
+        later = _LaterSteps.of(
+            np.argsort(by_row)[stretch[head][~first]],
+            positions[head][~first],
+            times[head][~first],
+            others[~first] + 1,
+            len(by_row),
         )
+        return _Segments(
+            positions[starts][by_row],
+            times[starts][by_row],
+            others[first][by_row],
+            np.sort(positions[~starts]),
+            later,
+        )
+
+
+@dataclass
+class _LaterSteps:
+    """The steps after each segment's head (see `partial.StepsLeft`), sorted by segment (numbered
+    in row order of their heads), then row: where each segment's run of them starts (`offsets`),
+    their rows among the cut port's rows, window times and event counts."""
+
+    offsets: np.ndarray
+    rows: np.ndarray
+    times: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(
+        cls, segment: np.ndarray, rows: np.ndarray, times: np.ndarray, counts: np.ndarray, segments: int
+    ) -> _LaterSteps:
+        order = np.argsort(segment, kind="stable")  # in row order within a segment already
+        offsets = np.zeros(segments + 1, dtype=np.int32)
+        np.cumsum(np.bincount(segment, minlength=segments), out=offsets[1:])
+        return cls(offsets, rows[order], times[order], counts[order])
+
+    def appended(self, texts: pa.Array, row_numbers: np.ndarray, folded: np.ndarray, total: int) -> pa.Array:
+        """Each segment's text with its later steps, if it has any: `[..., [times], [counts],
+        [places], [rows]]`, a step's place being how many of the rows left come before it, its row
+        its output row. One `orjson` call per such segment (a few per group and batch), on numpy
+        slices: casting every step's numbers to text in Arrow cost more."""
+        keep = np.ones(total, dtype=bool)
+        keep[folded] = False
+        rows = row_numbers[self.rows]
+        columns = [self.times, self.counts, np.searchsorted(np.flatnonzero(keep), rows), rows]
+        found: list[bytes] = texts.to_pylist()
+        for segment in np.flatnonzero(np.diff(self.offsets)):
+            start, end = self.offsets[segment], self.offsets[segment + 1]
+            lists = orjson.dumps([c[start:end] for c in columns], option=orjson.OPT_SERIALIZE_NUMPY)
+            found[segment] = found[segment][:-1] + b"," + lists[1:]
+        return pa.array(found, pa.binary())
+
+
+def _numbered(column: pa.Array) -> np.ndarray:
+    """A number per distinct value (null included) of `column`."""
+    encoded = pc.dictionary_encode(column, null_encoding="encode")
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _ingest_runs(ingest: pa.Array) -> pa.Array:
+    """Each row's run of equal ingest times in row order (a segment stays in one: equal-ingest runs
+    of one partition stay contiguous in `arrival_order`)."""
+    values = np.asarray(ingest.to_numpy(zero_copy_only=False), dtype=np.int64)
+    changes = np.zeros(len(values), dtype=np.int64)
+    changes[1:] = values[1:] != values[:-1]
+    return pa.array(np.cumsum(changes))
 
 
 def _rebuilt(

@@ -36,7 +36,7 @@ from contraflow.pipeline.executor import Traced, no_cyclic_gc
 from contraflow.pipeline.item import UNDECODED
 from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
 from contraflow.pipeline.spark.keying import GroupStreams
-from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PartialAggregation
+from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PLACE_FIELD, PartialAggregation
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
 from contraflow.spark.arrow_log import repeated_text
 
@@ -161,8 +161,9 @@ class PackEvents:
         ]
         if folded is None:
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
-        columns.append(folded)
-        return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA.append(PARTIAL_FIELD)), traced
+        columns += [folded, pa.array(range(len(folded)), pa.int32())]
+        schema = EVENTS_SCHEMA.append(PARTIAL_FIELD).append(PLACE_FIELD)
+        return pa.RecordBatch.from_arrays(columns, schema=schema), traced
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
         """The prefix over the batch: columnar when it vectorizes (`contraflow.pipeline.columnar`,

@@ -35,20 +35,37 @@ aggregates keep the per-event path (decided per pipeline when it starts).
 After a columnar prefix (no items to read) only count-only selects fold, on
 the prefix's columns (`contraflow.pipeline.spark.columnar_fold`), batch by
 batch where the columns answer every row.
+
+Later steps: with event times that rise (most streams), nearly every event of
+a group in a new millisecond would head a segment. When the select's close
+needs nothing of the closing event (`closes_without_event`) and the fold runs
+on columns, a segment instead takes its group's whole stretch within one run
+of equal ingest times (and one metadata): its head, then the *steps*, the
+events whose time exceeds all before them in the stretch, each with its time
+and the count of events up to the next step. Only the head crosses as an
+event. The stateful side (`StepsLeft`) adds every step before the open
+window's end in one addition and runs only the step that reaches it, in its
+event's place among the call's rows (`PLACE_COLUMN`), as the event would
+(`SelectRunner.step_group`: the window closes and emits with the head's
+metadata), then goes on from the new window's end.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.lang.graph import PipelineGraph, SelectSpec, SourceExpr
+from contraflow.lang.script import ast as sast
 from contraflow.lang.script.aggr import Count
 from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
 from contraflow.pipeline.base import Context
@@ -63,6 +80,12 @@ from contraflow.pipeline.windows import Frame, Group, Windows, window_group_key
 # The envelope column holding a head's segment (JSON, see `Segment.encode`); null for an ordinary event.
 PARTIAL_COLUMN = "partial"
 PARTIAL_FIELD = pa.field(PARTIAL_COLUMN, pa.binary())
+# Each row's place among its batch's rows left after folding, before the split by key: where a
+# segment's later steps fall among the rows of its envelope (see `StepsLeft`).
+PLACE_COLUMN = "place"
+PLACE_FIELD = pa.field(PLACE_COLUMN, pa.int32())
+# The column `arrival_order` numbers each envelope's rows with (one number per envelope).
+ENVELOPE_COLUMN = "envelope"
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -91,6 +114,46 @@ def partial_select(rest: PipelineGraph) -> str | None:
     if not all(call.cls.partial_exact for call in runner.windows.select.aggregates):
         return None
     return node.name
+
+
+# Calls a window's target may make for its close to run without the closing event: they read
+# only the window's aggregates and the group count, and never fail.
+_EVENT_FREE_CALLS = frozenset({"aggr::stats::count", "win::cardinality"})
+
+
+def closes_without_event(spec: SelectSpec) -> bool:
+    """Whether the select's first window can close on a step the read task folded (no event at
+    hand): no `having`, higher windows whose clocks do not read the event, and a target that reads
+    neither the event nor its metadata and cannot fail (literals, records of them, `group`,
+    `group[0]`, `window`, counts, `win::cardinality()`)."""
+    if spec.having is not None or any(w.script is not None or w.has_state for w in spec.windows[1:]):
+        return False
+    return _event_free(spec.target.ast, grouped=spec.group_by is not None)
+
+
+def _event_free(node: Any, grouped: bool) -> bool:
+    if isinstance(node, sast.Literal):
+        return True
+    if isinstance(node, sast.RecordLit):
+        return all(
+            isinstance(k, sast.Literal) and type(k.value) is str and _event_free(v, grouped)
+            for k, v in node.fields
+        )
+    if isinstance(node, sast.ArrayLit):
+        return all(_event_free(item, grouped) for item in node.items)
+    if isinstance(node, sast.Path):
+        if node.root == "window" or (node.root == "group" and not node.segments):
+            return not node.segments
+        return node.root == "group" and grouped and _is_first_index(node.segments)
+    return isinstance(node, sast.Call) and node.name in _EVENT_FREE_CALLS and not node.args
+
+
+def _is_first_index(segments: tuple[Any, ...]) -> bool:
+    """`[0]`: a `group by <expr>` group has exactly one value."""
+    if len(segments) != 1 or not isinstance(segments[0], sast.IndexSeg):
+        return False
+    index = segments[0].index
+    return isinstance(index, sast.Literal) and type(index.value) is int and index.value == 0
 
 
 def _select_runner(graph: PipelineGraph, name: str) -> SelectRunner:
@@ -163,14 +226,18 @@ class PartialAggregation:
         folded: set[int] = set()  # rows folded into a segment, or dropped by `where`
         fold = _Folder(self._runner)
         open_segments: dict[Any, Segment] = {}
+        last_ingest = None
         previous_clock, INGEST_CLOCK.source = INGEST_CLOCK.source, fold.ctx  # system::ingest_ns()
         try:
             for index, (port, item, source) in enumerate(
                 zip(traced.ports, traced.items, traced.sources, strict=True)
             ):
+                now = ingest[source]
+                if now != last_ingest:  # a segment stays within one run of equal ingest times (module doc)
+                    open_segments.clear()
+                    last_ingest = now
                 if port != self.port:
                     continue
-                now = ingest[source]
                 try:
                     segment, joined = fold.step(item, now, open_segments)
                 except Exception:  # noqa: BLE001 - it stays an ordinary event, the executor reports it
@@ -264,7 +331,7 @@ def columnar_fold(rest: PipelineGraph, select: str, runner: SelectRunner) -> Col
             return None
         time = SourceExpr(script.source, ast=script.ast.exprs[0])
     group = spec.group_by.expr if spec.group_by is not None else None
-    return ColumnarFold(spec.where, group, time, len(calls))
+    return ColumnarFold(spec.where, group, time, len(calls), steps=closes_without_event(spec))
 
 
 def _rebuilt(traced: Traced, heads: dict[int, Segment], folded: set[int]) -> tuple[Traced, pa.Array]:
@@ -301,37 +368,138 @@ def _rebuilt(traced: Traced, heads: dict[int, Segment], folded: set[int]) -> tup
 # -- the stateful side ------------------------------------------------------------------------------
 
 
+# Closes a group's window on a folded step: (group key, window time, ingest time, metadata).
+StepClose = Callable[[Any, int, int, dict[str, Any]], None]
+
+
 def merge_partials(
-    windows: Windows, events: pa.Table, plain: Callable[[pa.Table], None], partials: pa.Array
+    windows: Windows,
+    events: pa.Table,
+    plain: Callable[[pa.Table], None],
+    partials: pa.Array,
+    close: StepClose | None = None,
 ) -> None:
     """Run `events` (arrival order) through the executor holding `windows`: stretches of ordinary
-    events through `plain`, each head as described in the module docstring.
+    events through `plain`, each head as described in the module docstring, and the later steps
+    of a segment (see `StepsLeft`) through `close`, in the place their events had.
 
     The heads' segments are decoded in one call, and a head before its window's end costs a few
     dict and attribute reads: most heads never reach the executor."""
     heads = pc.indices_nonzero(partials.is_valid()).to_pylist()
     segments = orjson.loads(b"[" + b",".join(partials.drop_null().to_pylist()) + b"]")
+    waiting: list[tuple[int, int, StepsLeft]] = []  # (row before which it closes, its source row, steps)
+    places = _Places(events)
     start = 0
-    for index, (key, time, head, tail_count, tail) in zip(heads, segments, strict=True):
-        if start < index:
-            plain(events.slice(start, index - start))
+
+    def run_to(stop: int) -> None:
+        nonlocal start
+        if start < stop:
+            plain(events.slice(start, stop - start))
+            start = stop
+
+    def close_waiting(before: int) -> None:
+        while waiting and waiting[0][0] <= before:
+            position, _, steps = heapq.heappop(waiting)
+            run_to(position)
+            assert close is not None, "steps are only folded for a caller that closes them"
+            steps.close_next(windows, close, events)
+            steps.wait(windows, waiting)
+
+    for index, (key, time, head, tail_count, tail, *later) in zip(heads, segments, strict=True):
+        close_waiting(index)
+        run_to(index)
         start = index + 1
         if type(key) is list:
             key = key[0].encode()
         group = windows.groups.get(key)
-        if group is not None:
-            frame = group.frames[0]
-            end = frame.next_ns
-            if end is not None and time < end:  # before the window's end: the head only adds to it
-                _absorb(frame, head, 1)
-                if tail_count:
-                    _absorb(frame, tail, tail_count)
-                continue
-        plain(events.slice(index, 1))  # the head as the event it is
-        if tail_count:
-            _fold_tail(windows, windows.groups.get(key), tail, tail_count)
-    if start < events.num_rows:
-        plain(events.slice(start))
+        frame = group.frames[0] if group is not None else None
+        if frame is not None and frame.next_ns is not None and time < frame.next_ns:
+            _absorb(frame, head, 1)  # before the window's end: the head only adds to it
+            if tail_count:
+                _absorb(frame, tail, tail_count)
+        else:
+            plain(events.slice(index, 1))  # the head as the event it is
+            group = windows.groups.get(key)
+            if tail_count:
+                _fold_tail(windows, group, tail, tail_count)
+        if later:
+            if group is None:  # turned away by `max_groups`: so is every later step
+                windows.dropped += sum(later[1])
+            else:
+                StepsLeft(key, index, places.after(index), *later).wait(windows, waiting)
+    close_waiting(events.num_rows)
+    run_to(events.num_rows)
+
+
+class StepsLeft:
+    """A segment's steps after its head: the rising window times of its group's events within one
+    run of equal ingest times, each with the count of events from it to the next step. A step
+    before the window's end only adds its count; the first one at or after it closes the window
+    (`close`, as its event would, in its event's place), then adds its count to the new window.
+    Only count-only selects fold steps (on columns), so a run of steps' partials is its count.
+    `places[k]`: how many of the batch's rows left after folding come before step k's event
+    (`PLACE_COLUMN`); `rows[k]`: that event's row among the prefix's outputs (orders steps of
+    several segments waiting before the same row)."""
+
+    __slots__ = ("key", "head", "after", "times", "counts", "places", "rows", "next")
+
+    def __init__(
+        self,
+        key: Any,
+        head: int,
+        after: Callable[[int], int],
+        times: list[int],
+        counts: list[int],
+        places: list[int],
+        rows: list[int],
+    ) -> None:
+        self.key, self.head, self.after = key, head, after
+        self.times, self.counts, self.places, self.rows = times, counts, places, rows
+        self.next = 0
+
+    def wait(self, windows: Windows, waiting: list[tuple[int, int, StepsLeft]]) -> None:
+        """Add the steps before the window's end; queue the step that reaches it, if any."""
+        frame = windows.groups[self.key].frames[0]
+        end = frame.next_ns
+        first = self.next
+        reaching = bisect.bisect_left(self.times, end, first) if end is not None else first
+        if reaching > first:
+            added = sum(self.counts[first:reaching])
+            _absorb(frame, [added] * len(frame.aggs), added)
+        self.next = reaching
+        if reaching < len(self.times):
+            position = self.after(self.places[reaching])
+            heapq.heappush(waiting, (position, self.rows[reaching], self))
+
+    def close_next(self, windows: Windows, close: StepClose, events: pa.Table) -> None:
+        """The waiting step: its clock moves (the window closes), then its events are added."""
+        step = self.next
+        meta = events.column("meta")[self.head].as_py()
+        now = events.column("ingest_ns")[self.head].as_py()
+        close(self.key, self.times[step], now, orjson.loads(meta) if meta else {})
+        count = self.counts[step]
+        _absorb(windows.groups[self.key].frames[0], [count] * len(windows.select.aggregates), count)
+        self.next = step + 1
+
+    def __lt__(self, other: StepsLeft) -> bool:  # ties never reach it: (position, row) is unique
+        return self.head < other.head
+
+
+class _Places:
+    """Where a step's event falls among the call's rows: right after the head, its envelope's rows
+    follow in their places' order (a segment lies in one run of equal ingest times, which
+    `arrival_order` keeps together), so a step goes before the first of them at a later place."""
+
+    def __init__(self, events: pa.Table) -> None:
+        self.places = events.column(PLACE_COLUMN).to_numpy()
+        envelopes = events.column(ENVELOPE_COLUMN).to_numpy()
+        self.ends = np.append(np.flatnonzero(envelopes[1:] != envelopes[:-1]) + 1, len(envelopes))
+
+    def after(self, head: int) -> Callable[[int], int]:
+        """The row before which an event of `head`'s envelope at a given place goes."""
+        end = int(self.ends[np.searchsorted(self.ends, head, side="right")])
+        following = self.places[head + 1 : end]
+        return lambda place: head + 1 + int(np.searchsorted(following, place))
 
 
 def _fold_tail(windows: Windows, group: Group | None, tail: list[Any], tail_count: int) -> None:

@@ -33,7 +33,13 @@ from contraflow.events import META_HEADER
 from contraflow.pipeline.executor import no_cyclic_gc
 from contraflow.pipeline.spark.columns import OutputColumns, make_event
 from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
-from contraflow.pipeline.spark.partial import PARTIAL_COLUMN, merge_partials, partial_select
+from contraflow.pipeline.spark.partial import (
+    ENVELOPE_COLUMN,
+    PARTIAL_COLUMN,
+    PLACE_COLUMN,
+    merge_partials,
+    partial_select,
+)
 from contraflow.pipeline.spark.plan import PipelinePlan, failure_event
 
 STATE_DDL = "json string"
@@ -104,10 +110,15 @@ class PipelineProcessor(StatefulProcessor):
         select = self._partial_select
         assert select is not None, "only a pipeline partial_select accepts gets folded events"
         partials = events.column(PARTIAL_COLUMN).combine_chunks()
+        runner = self.executor.node(select)
+
+        def close(key: Any, time: int, now_ns: int, meta: dict[str, Any]) -> None:
+            results = self.executor.outputs_of(lambda: runner.step_group(key, time, now_ns, meta))
+            for port, (out_values, out_metas) in results.items():
+                out.add_columns(port, out_values, out_metas)
+
         with no_cyclic_gc():  # as in `process_values`: rescans of the node state would be all it found
-            merge_partials(
-                self.executor.node(select).windows, events, lambda part: plain(part, out), partials
-            )
+            merge_partials(runner.windows, events, lambda part: plain(part, out), partials, close)
 
     def _run_events(self, events: pa.Table, out: OutputColumns) -> None:
         """An envelope's events, each run of one target through the executor's batch entry point."""
@@ -260,11 +271,14 @@ def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
     lower (port, topic, partition).
     """
     runs: dict[tuple[str, str, int], list[pa.Table]] = {}
-    for row in sorted(envelopes, key=lambda r: (r.port, r.topic, r.partition, r.first_offset)):
+    ordered = sorted(envelopes, key=lambda r: (r.port, r.topic, r.partition, r.first_offset))
+    for number, row in enumerate(ordered):
         events = from_ipc(row.events)
         count = events.num_rows
         events = events.append_column("topic", pa.array([row.topic] * count, pa.string()))
         events = events.append_column("partition", pa.array([row.partition] * count, pa.int32()))
+        if PLACE_COLUMN in events.column_names:  # folded: later steps find their places by envelope
+            events = events.append_column(ENVELOPE_COLUMN, pa.array([number] * count, pa.int32()))
         runs.setdefault((row.port, row.topic, row.partition), []).append(events)
     tables = [pa.concat_tables(parts) for parts in runs.values()]
     if len(tables) == 1:
