@@ -42,10 +42,11 @@ log = logging.getLogger("contraflow.runtime.sink")
 Feedback = Callable[[str, Sequence[int], bool], None]  # (input topic, append times in ms, failed)
 
 MAX_BATCH_EVENTS = 1024
-# A sink's tail takes pushes of up to PUSH_BYTES, with PUSH_CREDIT_BYTES in flight: every push is
-# one delivery and one offset commit (a durable write on the SPU), so at the stream's default 256
+# A bulk sink's tail takes pushes of up to PUSH_BYTES, with PUSH_CREDIT_BYTES in flight: every push
+# is one write and one offset commit (a durable write on the SPU), so at the stream's default 256
 # KiB a busy file sink spent three quarters of its time committing. Pushes are whatever the log
-# holds when it is read, so a larger cap costs no latency.
+# holds when it is read, so a larger cap costs no latency. (Other sinks deliver 1,024 events at a
+# time whatever the push, and keep the stream's defaults.)
 PUSH_BYTES = 4 << 20
 PUSH_CREDIT_BYTES = 16 << 20
 
@@ -131,7 +132,11 @@ class SinkRunner:
         if offset is None:
             offset = await self.client.list_offsets(topic, 0, "earliest") or 0
         self.committed[topic] = offset
-        stream = self.client.stream(topic, 0, offset, credit_bytes=PUSH_CREDIT_BYTES, max_bytes=PUSH_BYTES)
+        stream = (
+            self.client.stream(topic, 0, offset, credit_bytes=PUSH_CREDIT_BYTES, max_bytes=PUSH_BYTES)
+            if self.bulk_separator is not None
+            else self.client.stream(topic, 0, offset)
+        )
         iterator = aiter(stream)
         trailing = TrailingCommits(functools.partial(self._commit, consumer, topic))
         try:
