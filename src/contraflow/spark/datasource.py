@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ from contraflow.spark.log_envelopes import (
     record_count,
     restamped,
 )
-from contraflow.spark.log_ranges import RANGE_COLUMN, RANGE_DDL, fetch_range, range_row, ranges_of
+from contraflow.spark.log_ranges import RANGE_COLUMN, RANGE_DDL, RangeFetcher, fetch_range, range_row
 from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
@@ -381,10 +381,15 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                 if topic not in partition_counts:
                     partition_counts[topic] = len(stager.client.describe_topic(topic).partitions)
             if ENVELOPE_COLUMN in rows.schema.names:
-                self._stage_envelopes(stager, rows, partition_counts, staged, batch_id, task, attempt)
+                self._stage_log_batches(
+                    stager, rows, partition_counts, staged, batch_id, task, attempt, _envelopes_in
+                )
                 continue
             if RANGE_COLUMN in rows.schema.names:
-                self._stage_ranges(stager, rows, partition_counts, staged, batch_id, task, attempt)
+                with RangeFetcher(self.options.fetch_bytes, _client) as fetcher:
+                    self._stage_log_batches(
+                        stager, rows, partition_counts, staged, batch_id, task, attempt, fetcher.envelopes
+                    )
                 continue
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
@@ -396,7 +401,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         stager.finish()
         return staged
 
-    def _stage_envelopes(
+    def _stage_log_batches(
         self,
         stager: ConnectionStager,
         rows: pa.RecordBatch,
@@ -405,51 +410,19 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         batch_id: int,
         task: int,
         attempt: int,
+        log_batches: Callable[[pa.Table], Iterator[memoryview]],
     ) -> None:
-        """Stage each envelope's log batch as it is, but for its header (see `log_envelopes.restamped`)."""
+        """Stage the log batches `log_batches` finds in each route's rows (envelope rows: their
+        bytes; range rows: the ranges, fetched), each as it is but for its header
+        (`log_envelopes.restamped`)."""
         now_ms = time.time_ns() // 1_000_000
-        routes = route_rows(rows, self.options.topic, partition_counts, task, columns=(ENVELOPE_COLUMN,))
-        for route, routed in routes:
+        columns = tuple(n for n in rows.schema.names if n == ENVELOPE_COLUMN or n.startswith("range_"))
+        for route, routed in route_rows(rows, self.options.topic, partition_counts, task, columns=columns):
             request = StageRequest(
                 staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
             )
-            for view in envelope_views(routed.column(ENVELOPE_COLUMN).combine_chunks()):
+            for view in log_batches(routed):
                 self._stage_envelope(stager, view, request, staged, now_ms)
-
-    def _stage_ranges(
-        self,
-        stager: ConnectionStager,
-        rows: pa.RecordBatch,
-        partition_counts: dict[str, int],
-        staged: StagedBatches,
-        batch_id: int,
-        task: int,
-        attempt: int,
-    ) -> None:
-        """Fetch each range row's records (`contraflow.spark.log_ranges`) and stage them as
-        envelopes: what the source's task would have sent through the JVM, fetched here instead."""
-        now_ms = time.time_ns() // 1_000_000
-        readers: dict[str, Any] = {}
-        columns = tuple(name for name in rows.schema.names if name.startswith("range_"))
-        try:
-            for route, routed in route_rows(
-                rows, self.options.topic, partition_counts, task, columns=columns
-            ):
-                request = StageRequest(
-                    staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
-                )
-                for spu, topic, partition, start, end in ranges_of(routed):
-                    reader = readers.get(spu)
-                    if reader is None:
-                        reader = readers[spu] = _client(spu)
-                    for fetched_from, batches in fetch_range(
-                        reader, topic, partition, start, end, self.options.fetch_bytes
-                    ):
-                        for envelope in envelopes(batches, fetched_from, end):
-                            self._stage_envelope(stager, memoryview(envelope), request, staged, now_ms)
-        finally:
-            for reader in readers.values():
-                reader.close()
 
     def _stage_envelope(
         self,
@@ -491,6 +464,11 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             client.abort(staged[0].query_id, batchId)
         finally:
             client.close()
+
+
+def _envelopes_in(rows: pa.Table) -> Iterator[memoryview]:
+    """The log batches of envelope rows, each a view of the column's memory."""
+    return iter(envelope_views(rows.column(ENVELOPE_COLUMN).combine_chunks()))
 
 
 def _topics_named(rows: pa.RecordBatch, default: str | None) -> set[str]:

@@ -22,11 +22,12 @@ counts the range's offsets, so a gap left by retention counts as written.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 
+from contraflow.spark.log_envelopes import envelopes
 from contraflow.spu.protocol.batch import DecodedBatch
 
 log = logging.getLogger(__name__)
@@ -88,3 +89,31 @@ def ranges_of(rows: pa.Table) -> Iterator[tuple[str, str, int, int, int]]:
     """(spu, topic, partition, start, end) of each range row, in row order."""
     columns = [rows.column(name).to_pylist() for name in RANGE_SCHEMA.names[:5]]
     yield from zip(*columns, strict=True)
+
+
+class RangeFetcher:
+    """A sink task's reading side: fetches range rows' records as envelopes, one SPU client per
+    address the rows name, closed with the fetcher."""
+
+    def __init__(self, fetch_bytes: int, connect: Callable[[str], Any]) -> None:
+        self._fetch_bytes = fetch_bytes
+        self._connect = connect
+        self._clients: dict[str, Any] = {}
+
+    def envelopes(self, rows: pa.Table) -> Iterator[memoryview]:
+        """The log batches of every range in `rows`, in row and offset order (`log_envelopes.envelopes`)."""
+        for spu, topic, partition, start, end in ranges_of(rows):
+            client = self._clients.get(spu)
+            if client is None:
+                client = self._clients[spu] = self._connect(spu)
+            for fetched_from, batches in fetch_range(client, topic, partition, start, end, self._fetch_bytes):
+                for envelope in envelopes(batches, fetched_from, end):
+                    yield memoryview(envelope)
+
+    def __enter__(self) -> RangeFetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
