@@ -1,15 +1,18 @@
-"""A routing-only query alone: SPU topic -> Spark -> SPU topic, per-row against envelopes.
+"""A routing-only query alone: SPU topic -> Spark -> SPU topic, per-row against envelopes and ranges.
 
 Prints one JSON object. The query a routing-only pipeline runs (see
 `contraflow.pipeline.spark.query._routed_rows`), in one process with its own
-local Spark and an embedded SPU in a child process, two ways side by side:
+local Spark and an embedded SPU in a child process, three ways side by side:
 
 - `rows`: one Spark row per event, as before envelopes: the source's
   `columns = payload` (value and packed headers, decoded from each log batch
   into Arrow) through the JVM to the `contraflow` sink, which encodes them
   back into log batches;
 - `envelopes`: one Spark row per log batch (`columns = batches`, see
-  `contraflow.spark.log_envelopes`), staged with only its header rewritten.
+  `contraflow.spark.log_envelopes`), staged with only its header rewritten;
+- `ranges`: one Spark row per read task naming its offsets (`columns =
+  ranges`, see `contraflow.spark.log_ranges`), what routing-only pipelines
+  run: the sink's task fetches the range and stages it as envelopes.
 
 Each run reads an input topic (JSON events of about 200 bytes with a packed
 `meta` header each, in log batches of BATCH records, as the runtime's file
@@ -23,7 +26,7 @@ included), `driver` (this process), `spu`). A query's fixed cost (starting,
 planning, committing) is the small run's CPU; the cost per event is the
 difference between the large and the small run over the events between them
 (`marginal_cpu_us_per_event`). Medians over the runs. The box is shared: read
-the two modes side by side, not against other runs.
+the modes side by side, not against other runs.
 
 Usage: python benchmarks/routing.py [EVENTS] [--runs=R] [--batch=BATCH]
 """
@@ -55,7 +58,7 @@ EVENTS = 600_000
 RUNS = 3
 BATCH = 5_000
 PARTITIONS = 2
-MODES = {"rows": "payload", "envelopes": "batches"}
+MODES = {"rows": "payload", "envelopes": "batches", "ranges": "ranges"}
 
 
 def option(name: str, default: int) -> int:

@@ -15,10 +15,9 @@ batch and the sink stages such rows as they are (`contraflow.spark.log_envelopes
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +59,7 @@ from contraflow.spark.log_envelopes import (
     record_count,
     restamped,
 )
+from contraflow.spark.log_ranges import RANGE_COLUMN, RANGE_DDL, RangeFetcher, fetch_range, range_row
 from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
@@ -73,14 +73,13 @@ from contraflow.spark.options import (
     ALL_COLUMNS,
     BATCH_COLUMNS,
     PAYLOAD_COLUMNS,
+    RANGE_COLUMNS,
     SinkOptions,
     SourceOptions,
     source_schema,
 )
 from contraflow.spark.staging import ConnectionStager, StageRequest
 from contraflow.spu.protocol.batch import DecodedBatch
-
-log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -106,17 +105,23 @@ class ContraflowDataSource(DataSource):
 
     def schema(self) -> str:
         return source_schema(
-            self.options, {ALL_COLUMNS: SOURCE_DDL, PAYLOAD_COLUMNS: PAYLOAD_DDL, BATCH_COLUMNS: ENVELOPE_DDL}
+            self.options,
+            {
+                ALL_COLUMNS: SOURCE_DDL,
+                PAYLOAD_COLUMNS: PAYLOAD_DDL,
+                BATCH_COLUMNS: ENVELOPE_DDL,
+                RANGE_COLUMNS: RANGE_DDL,
+            },
         )
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return TopicStreamReader(SourceOptions.parse(self.options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamArrowWriter:
-        if "value" not in schema.fieldNames() and ENVELOPE_COLUMN not in schema.fieldNames():
+        if not {"value", ENVELOPE_COLUMN, RANGE_COLUMN} & set(schema.fieldNames()):
             raise UserError(
-                f"the contraflow sink needs a 'value' column (binary or string), or '{ENVELOPE_COLUMN}' "
-                "(log batches)"
+                f"the contraflow sink needs a 'value' column (binary or string), '{ENVELOPE_COLUMN}' "
+                f"(log batches) or '{RANGE_COLUMN}' (log ranges)"
             )
         return TopicStreamWriter(SinkOptions.parse(self.options))
 
@@ -265,6 +270,12 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRange)
+        if self.options.columns == RANGE_COLUMNS:  # by reference: the sink fetches the range
+            if partition.end > partition.start:
+                yield range_row(
+                    self.options.spu, partition.topic, partition.partition, partition.start, partition.end
+                )
+            return
         client = _client(self.options.spu)
         try:
             if self.options.columns == BATCH_COLUMNS:
@@ -297,31 +308,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 yield rows
 
     def _fetch_range(self, client: Any, rng: OffsetRange) -> Iterator[tuple[int, list[DecodedBatch]]]:
-        """The range's log batches, per fetch with the offset it asked for (its first batch may
-        start below it); the next fetch is in flight while Spark takes the current ones."""
-        offset = rng.start
-        pending = client.fetch_soon(rng.topic, rng.partition, offset, self.options.fetch_bytes)
-        while pending is not None:
-            result = pending.result()
-            if not result.batches and result.next_offset <= offset:
-                raise RuntimeError(
-                    f"{rng.topic}/{rng.partition}: no records at offset {offset} below {rng.end}"
-                )
-            fetched_from, offset = offset, max(offset, result.next_offset)
-            pending = (
-                client.fetch_soon(rng.topic, rng.partition, offset, self.options.fetch_bytes)
-                if offset < rng.end
-                else None
-            )
-            if not result.batches:
-                log.warning(
-                    "%s/%s: offsets %s..%s are gone (retention)",
-                    rng.topic,
-                    rng.partition,
-                    fetched_from,
-                    offset,
-                )
-            yield fetched_from, result.batches
+        return fetch_range(client, rng.topic, rng.partition, rng.start, rng.end, self.options.fetch_bytes)
 
     def commit(self, end: dict[str, Any]) -> None:
         consumer = self.options.consumer
@@ -394,7 +381,15 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                 if topic not in partition_counts:
                     partition_counts[topic] = len(stager.client.describe_topic(topic).partitions)
             if ENVELOPE_COLUMN in rows.schema.names:
-                self._stage_envelopes(stager, rows, partition_counts, staged, batch_id, task, attempt)
+                self._stage_log_batches(
+                    stager, rows, partition_counts, staged, batch_id, task, attempt, _envelopes_in
+                )
+                continue
+            if RANGE_COLUMN in rows.schema.names:
+                with RangeFetcher(self.options.fetch_bytes, _client) as fetcher:
+                    self._stage_log_batches(
+                        stager, rows, partition_counts, staged, batch_id, task, attempt, fetcher.envelopes
+                    )
                 continue
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
@@ -406,7 +401,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         stager.finish()
         return staged
 
-    def _stage_envelopes(
+    def _stage_log_batches(
         self,
         stager: ConnectionStager,
         rows: pa.RecordBatch,
@@ -415,21 +410,35 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         batch_id: int,
         task: int,
         attempt: int,
+        log_batches: Callable[[pa.Table], Iterator[memoryview]],
     ) -> None:
-        """Stage each envelope's log batch as it is, but for its header (see `log_envelopes.restamped`)."""
+        """Stage the log batches `log_batches` finds in each route's rows (envelope rows: their
+        bytes; range rows: the ranges, fetched), each as it is but for its header
+        (`log_envelopes.restamped`)."""
         now_ms = time.time_ns() // 1_000_000
-        compression = self.options.compression
-        routes = route_rows(rows, self.options.topic, partition_counts, task, columns=(ENVELOPE_COLUMN,))
-        for route, routed in routes:
+        columns = tuple(n for n in rows.schema.names if n == ENVELOPE_COLUMN or n.startswith("range_"))
+        for route, routed in route_rows(rows, self.options.topic, partition_counts, task, columns=columns):
             request = StageRequest(
                 staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
             )
-            for view in envelope_views(routed.column(ENVELOPE_COLUMN).combine_chunks()):
-                parts = recompressed(view, compression) if compression else restamped(view, now_ms)
-                stager.stage(parts, request, sequence=staged.batches)
-                staged.batches += 1
-                staged.records += record_count(view)
-                staged.routes.append((route.topic, route.partition))
+            for view in log_batches(routed):
+                self._stage_envelope(stager, view, request, staged, now_ms)
+
+    def _stage_envelope(
+        self,
+        stager: ConnectionStager,
+        view: memoryview,
+        request: StageRequest,
+        staged: StagedBatches,
+        now_ms: int,
+    ) -> None:
+        """One log batch staged as it is but for its header, or re-encoded for a compressing sink."""
+        compression = self.options.compression
+        parts = recompressed(view, compression) if compression else restamped(view, now_ms)
+        stager.stage(parts, request, sequence=staged.batches)
+        staged.batches += 1
+        staged.records += record_count(view)
+        staged.routes.append((request.topic, request.partition))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         staged = [m for m in messages if isinstance(m, StagedBatches) and m.batches]
@@ -455,6 +464,11 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             client.abort(staged[0].query_id, batchId)
         finally:
             client.close()
+
+
+def _envelopes_in(rows: pa.Table) -> Iterator[memoryview]:
+    """The log batches of envelope rows, each a view of the column's memory."""
+    return iter(envelope_views(rows.column(ENVELOPE_COLUMN).combine_chunks()))
 
 
 def _topics_named(rows: pa.RecordBatch, default: str | None) -> set[str]:

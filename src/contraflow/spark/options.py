@@ -54,8 +54,9 @@ class SourceOptions:
     fetch_bytes: int
     max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK
     transform: RowsTransform | None = None
-    # `columns`: `all` (SOURCE_DDL), `payload` (value and packed headers only) or `batches`
-    # (one row per log batch: `contraflow.spark.log_envelopes`)
+    # `columns`: `all` (SOURCE_DDL), `payload` (value and packed headers only), `batches`
+    # (one row per log batch: `contraflow.spark.log_envelopes`) or `ranges` (one row per read task
+    # naming its offsets, fetched by the sink: `contraflow.spark.log_ranges`)
     columns: str = "all"
     ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
     min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
@@ -90,7 +91,8 @@ class SourceOptions:
 PAYLOAD_COLUMNS = "payload"
 ALL_COLUMNS = "all"
 BATCH_COLUMNS = "batches"
-COLUMN_CHOICES = (ALL_COLUMNS, PAYLOAD_COLUMNS, BATCH_COLUMNS)
+RANGE_COLUMNS = "ranges"
+COLUMN_CHOICES = (ALL_COLUMNS, PAYLOAD_COLUMNS, BATCH_COLUMNS, RANGE_COLUMNS)
 
 
 def _columns(options: Mapping[str, str]) -> str:
@@ -132,6 +134,8 @@ class SinkOptions:
     spu: str
     topic: str | None
     compression: str | None
+    # `fetchBytes`: how much one fetch of a range row asks for (see `contraflow.spark.log_ranges`).
+    fetch_bytes: int = DEFAULT_FETCH_BYTES
     # `stageBytesPerConnection`: a write task opens another connection past this many staged
     # bytes (see `contraflow.spark.staging`); below the SPU's `max_staged_bytes`.
     stage_bytes_per_connection: int = DEFAULT_BYTES_PER_CONNECTION
@@ -142,6 +146,7 @@ class SinkOptions:
             spu=spu_address(options),
             topic=_get(options, "topic"),
             compression=_get(options, "compression"),
+            fetch_bytes=_int(options, "fetchBytes", DEFAULT_FETCH_BYTES, 1024) or DEFAULT_FETCH_BYTES,
             stage_bytes_per_connection=_int(
                 options, "stageBytesPerConnection", DEFAULT_BYTES_PER_CONNECTION, minimum=1
             )

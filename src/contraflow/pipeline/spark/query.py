@@ -32,8 +32,8 @@ from contraflow.pipeline.spark.state import pending_import
 from contraflow.pipeline.spark.stateful import INITIAL_STATE_DDL, KEY_COLUMN, PipelineProcessor
 from contraflow.pipeline.spark.stateless import StatelessBatches
 from contraflow.spark.checkpoint import has_progress, state_partitions
-from contraflow.spark.log_envelopes import ENVELOPE_SCHEMA
-from contraflow.spark.options import BATCH_COLUMNS
+from contraflow.spark.log_ranges import RANGE_SCHEMA
+from contraflow.spark.options import RANGE_COLUMNS
 from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
@@ -156,8 +156,8 @@ class _Reader:
     def rows(
         self, step: SourceStep | None = None, *, columns: str = "all", spread: bool = False
     ) -> dict[str, DataFrame]:
-        """`columns`: the source's `columns` option (`batches`: one envelope row per log batch,
-        what routing needs). `spread`: read each batch in at least one task per core. Tasks of one partition commit
+        """`columns`: the source's `columns` option (`ranges`: one row per read task naming its
+        offsets, what routing needs). `spread`: read each batch in at least one task per core. Tasks of one partition commit
         their output in any order, so only a consumer that puts rows back in offset order (the
         stateful operator does) may spread."""
         return {
@@ -199,13 +199,14 @@ def _union_all(frames: list[DataFrame]) -> DataFrame:
 def _stateless_rows(plan: PipelinePlan, read: _Reader) -> DataFrame:
     routes = routing_only(plan.graph)
     if routes is not None:
-        return _routed_rows(plan, read.rows(columns=BATCH_COLUMNS), routes)
+        return _routed_rows(plan, read.rows(columns=RANGE_COLUMNS), routes)
     return _union_all(list(read.rows(lambda port: (StatelessBatches(plan, port), OUTPUT_DDL)).values()))
 
 
 def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict[str, str]) -> DataFrame:
-    """A pipeline that only routes: Spark moves each input log batch as one envelope row
-    (`contraflow.spark.log_envelopes`) from the source to the sink, no Python stage.
+    """A pipeline that only routes: Spark moves each read task's offset range as one row
+    (`contraflow.spark.log_ranges`) from the source to the sink, which fetches the range's log
+    batches and stages them as envelopes; no Python stage, no event bytes through the JVM.
 
     Rows get a `topic` column only when the sink has several topics.
     """
@@ -217,10 +218,10 @@ def _routed_rows(plan: PipelinePlan, sources: dict[str, DataFrame], routes: dict
         target = plan.outputs.get(routes[port])
         if target is None:
             continue
-        frames.append(raw if single else raw.select(F.lit(target).alias("topic"), *ENVELOPE_SCHEMA.names))
+        frames.append(raw if single else raw.select(F.lit(target).alias("topic"), *RANGE_SCHEMA.names))
     if not frames:  # nothing reaches a topic: read (and commit) the input, write nothing
         return next(iter(sources.values())).where("false")
-    # The sink counts envelopes; the events they hold are counted here for the listener.
+    # The sink's rows are ranges; the events they hold are counted here for the listener.
     return _union_all(frames).observe(OUTPUT_METRIC, F.sum("records").alias(OUTPUT_RECORDS))
 
 
