@@ -113,6 +113,16 @@ class WindowSpec(_ToDict):
     # and answers `emit` (bool) or `[emit, include]` for each event.
     has_state: bool = False
     state: Any = None
+    # Event time (beyond Tremor, see `contraflow.pipeline.event_time`): how far behind the highest
+    # event time the watermark trails (`lateness`), and a session window's `gap`/`max_duration`.
+    lateness_ns: int | None = None
+    gap_ns: int | None = None
+    max_duration_ns: int | None = None
+
+    @property
+    def watermarked(self) -> bool:
+        """True for a window closed by the watermark (one with `lateness`, or a session window)."""
+        return self.lateness_ns is not None or self.kind == "session"
 
 
 @dataclass

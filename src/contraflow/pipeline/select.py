@@ -13,7 +13,8 @@ from typing import Any
 from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
-from contraflow.pipeline.base import Context, NodeRunner
+from contraflow.pipeline.base import Context, NodeRunner, error_item
+from contraflow.pipeline.event_time import LateEvent, watermark_windows
 from contraflow.pipeline.grouping import GroupFn, compile_group
 from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.windows import Windows
@@ -66,7 +67,7 @@ class SelectRunner(NodeRunner):
             selected = compile_select(
                 spec.target.ast, name=node.name, consts=graph.constants, fns=graph.functions
             )
-            self.windows = Windows(spec.windows, selected, graph, node.name)
+            self.windows = watermark_windows(spec.windows, selected, graph, node.name)
             self.stateful = True
             locators += [selected.locator, *self.windows.locators]
             self.target_fn = None
@@ -166,6 +167,15 @@ class SelectRunner(NodeRunner):
                 continue
             outputs.append([value, dict(meta) if meta else None, None])
         return outputs
+
+    def fail(self, item: Item, exc: BaseException) -> None:
+        """A late event's error also names its window, the watermark and its time."""
+        if not isinstance(exc, LateEvent):
+            super().fail(item, exc)
+            return
+        error = error_item(self.name, item, exc, self.locators)
+        error[0].update(exc.fields())
+        self.err(error)
 
     def tick(self, now_ns: int) -> None:
         if self.windows is None:

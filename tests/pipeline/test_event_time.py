@@ -1,0 +1,91 @@
+"""Windows closed by the watermark, on out-of-order input: every event is emitted once or reported
+late, and moving the state anywhere in the stream (as a checkpoint or `state export` does) changes
+nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contraflow.events import Event
+from contraflow.pipeline.executor import PipelineExecutor
+from contraflow.pipeline.local import compile_query
+
+GRAPH = compile_query(
+    """
+    define window tumbling_late from tumbling with interval = 10, lateness = 6 script event.t end;
+    define window sliding_late from sliding with interval = 20, slide = 5, lateness = 4 script event.t end;
+    define window sessions from session with gap = 7, max_duration = 30, lateness = 5 script event.t end;
+    select {"w": "tumbling", "k": group[0], "ids": aggr::win::collect_flattened(event.id)}
+    from in[tumbling_late] group by event.k into out;
+    select {"w": "sliding", "ids": aggr::win::collect_flattened(event.id)} from in[sliding_late] into out;
+    select {"w": "session", "k": group[0], "ids": aggr::win::collect_flattened(event.id)}
+    from in[sessions] group by event.k into out;
+    """,
+    name="event_time.trickle",
+)
+
+# (group key, event time): times wander back and forth, so some events arrive late.
+STEPS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 120)), min_size=1, max_size=40)
+
+
+def run(executor: PipelineExecutor, steps: list[tuple[str, int]], first_id: int) -> list[tuple[str, Any]]:
+    out = []
+    for offset, (key, time) in enumerate(steps):
+        raw = orjson.dumps({"id": first_id + offset, "k": key, "t": time})
+        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), first_id + offset)]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.integers(0, 40))
+def test_a_move_at_any_point_changes_nothing(steps: list[tuple[str, int]], split: int) -> None:
+    split = min(split, len(steps))
+    whole = run(PipelineExecutor(GRAPH), steps, 0)
+    first = PipelineExecutor(GRAPH)
+    head = run(first, steps[:split], 0)
+    second = PipelineExecutor(GRAPH)
+    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
+    assert head + run(second, steps[split:], split) == whole
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS)
+def test_each_event_is_in_a_window_or_late_never_both(steps: list[tuple[str, int]]) -> None:
+    """Tumbling windows and sessions hold each event at most once; a late event is in none."""
+    out = run(PipelineExecutor(GRAPH), steps, 0)
+    for kind in ("tumbling", "session"):
+        emitted = [i for port, v in out if port == "out" and v["w"] == kind for i in v["ids"]]
+        late = {v["event"]["id"] for port, v in out if port == "err" and v["node"] == _node(kind)}
+        assert len(emitted) == len(set(emitted))
+        assert not late & set(emitted)
+    for port, value in out:
+        if port == "err":
+            assert value["late"] is True and value["event_time"] < value["watermark"]
+
+
+def test_the_watermark_is_one_for_all_groups_and_emits_in_order_of_window_end() -> None:
+    """Group b's window closes when group a's events move the watermark, ends in ascending order."""
+    steps = [("b", 3), ("a", 14), ("b", 12), ("a", 25), ("a", 41)]
+    out = [v for port, v in run(PipelineExecutor(GRAPH), steps, 0) if port == "out" and v["w"] == "tumbling"]
+    assert out == [
+        {"w": "tumbling", "k": "b", "ids": [0]},
+        {"w": "tumbling", "k": "a", "ids": [1]},
+        {"w": "tumbling", "k": "b", "ids": [2]},
+        {"w": "tumbling", "k": "a", "ids": [3]},
+    ]
+
+
+def test_the_late_count_is_part_of_the_state() -> None:
+    executor = PipelineExecutor(GRAPH)
+    run(executor, [("a", 50), ("a", 1), ("b", 2)], 0)
+    counts = {node: state["late"] for node, state in executor.snapshot().items() if state}
+    assert counts == {_node("tumbling"): 2, _node("sliding"): 2, _node("session"): 2}
+
+
+def _node(kind: str) -> str:
+    """The select node of each window kind, in the order of the query."""
+    return {"tumbling": "select_1", "sliding": "select_2", "session": "select_3"}[kind]
