@@ -89,3 +89,59 @@ def test_the_late_count_is_part_of_the_state() -> None:
 def _node(kind: str) -> str:
     """The select node of each window kind, in the order of the query."""
     return {"tumbling": "select_1", "sliding": "select_2", "session": "select_3"}[kind]
+
+
+JOIN = compile_query(
+    """
+    create stream orders;
+    create stream payments;
+    select event from in where event.side == "o" into orders;
+    select event from in where event.side == "p" into payments;
+    select [left.id, right.id] from orders with time = event.t join payments with time = event.t
+    on left.k == right.k within 5 into out;
+    """,
+    name="join.trickle",
+)
+
+# (side, key, event time)
+JOIN_STEPS = st.lists(
+    st.tuples(st.sampled_from(["o", "p"]), st.sampled_from(["a", "b"]), st.integers(0, 60)), max_size=40
+)
+
+
+def run_join(executor: PipelineExecutor, steps: list[tuple[str, str, int]], first_id: int) -> list[Any]:
+    out = []
+    for offset, (side, key, time) in enumerate(steps):
+        raw = orjson.dumps({"id": first_id + offset, "side": side, "k": key, "t": time})
+        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), first_id + offset)]
+    return out
+
+
+@settings(max_examples=40, deadline=None)
+@given(JOIN_STEPS, st.integers(0, 40))
+def test_a_join_moved_at_any_point_changes_nothing(steps: list[tuple[str, str, int]], split: int) -> None:
+    split = min(split, len(steps))
+    whole = run_join(PipelineExecutor(JOIN), steps, 0)
+    first = PipelineExecutor(JOIN)
+    head = run_join(first, steps[:split], 0)
+    second = PipelineExecutor(JOIN)
+    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
+    assert head + run_join(second, steps[split:], split) == whole
+
+
+@settings(max_examples=40, deadline=None)
+@given(JOIN_STEPS)
+def test_in_order_input_gives_every_matching_pair_once(steps: list[tuple[str, str, int]]) -> None:
+    """Times that never go back: nothing is late, and the outputs are exactly the matching pairs."""
+    ordered = [
+        (side, key, time) for (side, key, _), time in zip(steps, sorted(t for *_, t in steps), strict=True)
+    ]
+    out = run_join(PipelineExecutor(JOIN), ordered, 0)
+    want = [
+        [j, i] if side == "o" else [i, j]
+        for j, (side, key, time) in enumerate(ordered)
+        for i, (other, other_key, other_time) in enumerate(ordered[:j])
+        if other != side and other_key == key and time - other_time <= 5
+    ]
+    assert sorted(v for _, v in out) == sorted(want)
+    assert all(port == "out" for port, _ in out)

@@ -40,10 +40,12 @@ from contraflow.pipeline.windows import Group, Windows, window_group_key
 class LateEvent(Exception):
     """An event older than the watermark whose window was already emitted."""
 
-    def __init__(self, window: str, event_time: int, watermark: int) -> None:
+    def __init__(self, window: str, event_time: int, watermark: int, kind: str = "window") -> None:
+        done = (
+            "which has already emitted its window" if kind == "window" else "whose events that old are gone"
+        )
         super().__init__(
-            f"late event: its time {event_time} is behind the watermark {watermark} of window "
-            f"'{window}', which has already emitted its window"
+            f"late event: its time {event_time} is behind the watermark {watermark} of {kind} '{window}', {done}"
         )
         self.window = window
         self.event_time = event_time

@@ -29,7 +29,7 @@ def is_bare_event(expr: Any) -> bool:
     return isinstance(expr, sast.Path) and expr.root == "event" and not expr.segments
 
 
-def _check_bool(value: Any, clause: str) -> bool:
+def check_bool(value: Any, clause: str) -> bool:
     if value is True or value is False:
         return value
     raise ClauseError(f"`{clause}` must evaluate to a boolean, got {type(value).__name__}")
@@ -94,7 +94,7 @@ class SelectRunner(NodeRunner):
             where = self.where_fn
             if where is not None:
                 keep = where(event, meta, None, self.args, None, None)
-                if keep is not True and not _check_bool(keep, "where"):
+                if keep is not True and not check_bool(keep, "where"):
                     return
             outputs = self._outputs(item, event, meta)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
@@ -112,7 +112,7 @@ class SelectRunner(NodeRunner):
         assert target is not None
         value = target(event, meta, None, args, None, None)
         having = self.having_fn
-        if having is not None and not _check_bool(having(value, meta, None, args, None, None), "having"):
+        if having is not None and not check_bool(having(value, meta, None, args, None, None), "having"):
             return ()
         return (item if self.passes_item else [value, meta, None],)
 
@@ -149,7 +149,7 @@ class SelectRunner(NodeRunner):
         assert target is not None
         for group in groups:
             value = target(event, meta, None, args, group, None)
-            if having is not None and not _check_bool(having(value, meta, None, args, group, None), "having"):
+            if having is not None and not check_bool(having(value, meta, None, args, group, None), "having"):
                 continue
             if self.passes_item and not outputs:
                 outputs.append(item)
@@ -161,7 +161,7 @@ class SelectRunner(NodeRunner):
         having, args = self.having_fn, self.args
         outputs = []
         for value, group, window in emitted:
-            if having is not None and not _check_bool(
+            if having is not None and not check_bool(
                 having(value, meta or {}, None, args, group, window), "having"
             ):
                 continue
