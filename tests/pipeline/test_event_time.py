@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contraflow.events import Event
+from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 
@@ -145,3 +146,12 @@ def test_in_order_input_gives_every_matching_pair_once(steps: list[tuple[str, st
     ]
     assert sorted(v for _, v in out) == sorted(want)
     assert all(port == "out" for port, _ in out)
+
+
+def test_windows_closed_by_the_watermark_need_no_timers() -> None:
+    """Ticks never close them, so Spark runs them without processing-time timers (with timers a
+    `transformWithState` always asks for another micro-batch)."""
+    assert not has_timers(GRAPH)
+    executor = PipelineExecutor(GRAPH)
+    run(executor, [("a", 5), ("a", 9)], 0)
+    assert executor.next_deadline_ns() is None and executor.tick(10**12) == []
