@@ -33,31 +33,41 @@ GRAPH = compile_query(
 STEPS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 120)), min_size=1, max_size=40)
 
 
-def run(executor: PipelineExecutor, steps: list[tuple[str, int]], first_id: int) -> list[tuple[str, Any]]:
+def run(executor: PipelineExecutor, events: list[dict[str, Any]], first_id: int) -> list[tuple[str, Any]]:
+    """Feed `events` (numbered from `first_id` as `id`, ingested at that number); returns the outputs."""
     out = []
-    for offset, (key, time) in enumerate(steps):
-        raw = orjson.dumps({"id": first_id + offset, "k": key, "t": time})
-        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), first_id + offset)]
+    for number, event in enumerate(events, first_id):
+        raw = orjson.dumps({"id": number, **event})
+        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), number)]
     return out
+
+
+def assert_a_move_changes_nothing(graph: Any, events: list[dict[str, Any]], split: int) -> None:
+    """Stopping after `split` events, shipping the state as JSON and going on elsewhere = one run."""
+    split = min(split, len(events))
+    whole = run(PipelineExecutor(graph), events, 0)
+    first = PipelineExecutor(graph)
+    head = run(first, events[:split], 0)
+    second = PipelineExecutor(graph)
+    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
+    assert head + run(second, events[split:], split) == whole
+
+
+def keyed(steps: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"k": key, "t": time} for key, time in steps]
 
 
 @settings(max_examples=40, deadline=None)
 @given(STEPS, st.integers(0, 40))
 def test_a_move_at_any_point_changes_nothing(steps: list[tuple[str, int]], split: int) -> None:
-    split = min(split, len(steps))
-    whole = run(PipelineExecutor(GRAPH), steps, 0)
-    first = PipelineExecutor(GRAPH)
-    head = run(first, steps[:split], 0)
-    second = PipelineExecutor(GRAPH)
-    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
-    assert head + run(second, steps[split:], split) == whole
+    assert_a_move_changes_nothing(GRAPH, keyed(steps), split)
 
 
 @settings(max_examples=40, deadline=None)
 @given(STEPS)
 def test_each_event_is_in_a_window_or_late_never_both(steps: list[tuple[str, int]]) -> None:
     """Tumbling windows and sessions hold each event at most once; a late event is in none."""
-    out = run(PipelineExecutor(GRAPH), steps, 0)
+    out = run(PipelineExecutor(GRAPH), keyed(steps), 0)
     for kind in ("tumbling", "session"):
         emitted = [i for port, v in out if port == "out" and v["w"] == kind for i in v["ids"]]
         late = {v["event"]["id"] for port, v in out if port == "err" and v["node"] == _node(kind)}
@@ -71,7 +81,11 @@ def test_each_event_is_in_a_window_or_late_never_both(steps: list[tuple[str, int
 def test_the_watermark_is_one_for_all_groups_and_emits_in_order_of_window_end() -> None:
     """Group b's window closes when group a's events move the watermark, ends in ascending order."""
     steps = [("b", 3), ("a", 14), ("b", 12), ("a", 25), ("a", 41)]
-    out = [v for port, v in run(PipelineExecutor(GRAPH), steps, 0) if port == "out" and v["w"] == "tumbling"]
+    out = [
+        v
+        for port, v in run(PipelineExecutor(GRAPH), keyed(steps), 0)
+        if port == "out" and v["w"] == "tumbling"
+    ]
     assert out == [
         {"w": "tumbling", "k": "b", "ids": [0]},
         {"w": "tumbling", "k": "a", "ids": [1]},
@@ -82,7 +96,7 @@ def test_the_watermark_is_one_for_all_groups_and_emits_in_order_of_window_end() 
 
 def test_the_late_count_is_part_of_the_state() -> None:
     executor = PipelineExecutor(GRAPH)
-    run(executor, [("a", 50), ("a", 1), ("b", 2)], 0)
+    run(executor, keyed([("a", 50), ("a", 1), ("b", 2)]), 0)
     counts = {node: state["late"] for node, state in executor.snapshot().items() if state}
     assert counts == {_node("tumbling"): 2, _node("sliding"): 2, _node("session"): 2}
 
@@ -110,24 +124,14 @@ JOIN_STEPS = st.lists(
 )
 
 
-def run_join(executor: PipelineExecutor, steps: list[tuple[str, str, int]], first_id: int) -> list[Any]:
-    out = []
-    for offset, (side, key, time) in enumerate(steps):
-        raw = orjson.dumps({"id": first_id + offset, "side": side, "k": key, "t": time})
-        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), first_id + offset)]
-    return out
+def joined(steps: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    return [{"side": side, "k": key, "t": time} for side, key, time in steps]
 
 
 @settings(max_examples=40, deadline=None)
 @given(JOIN_STEPS, st.integers(0, 40))
 def test_a_join_moved_at_any_point_changes_nothing(steps: list[tuple[str, str, int]], split: int) -> None:
-    split = min(split, len(steps))
-    whole = run_join(PipelineExecutor(JOIN), steps, 0)
-    first = PipelineExecutor(JOIN)
-    head = run_join(first, steps[:split], 0)
-    second = PipelineExecutor(JOIN)
-    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
-    assert head + run_join(second, steps[split:], split) == whole
+    assert_a_move_changes_nothing(JOIN, joined(steps), split)
 
 
 @settings(max_examples=40, deadline=None)
@@ -137,7 +141,7 @@ def test_in_order_input_gives_every_matching_pair_once(steps: list[tuple[str, st
     ordered = [
         (side, key, time) for (side, key, _), time in zip(steps, sorted(t for *_, t in steps), strict=True)
     ]
-    out = run_join(PipelineExecutor(JOIN), ordered, 0)
+    out = run(PipelineExecutor(JOIN), joined(ordered), 0)
     want = [
         [j, i] if side == "o" else [i, j]
         for j, (side, key, time) in enumerate(ordered)
@@ -153,5 +157,5 @@ def test_windows_closed_by_the_watermark_need_no_timers() -> None:
     `transformWithState` always asks for another micro-batch)."""
     assert not has_timers(GRAPH)
     executor = PipelineExecutor(GRAPH)
-    run(executor, [("a", 5), ("a", 9)], 0)
+    run(executor, keyed([("a", 5), ("a", 9)]), 0)
     assert executor.next_deadline_ns() is None and executor.tick(10**12) == []
