@@ -13,6 +13,7 @@ from contraflow.lang.graph import (
     ConnectorSpec,
     Deployment,
     FlowGraph,
+    JoinSpec,
     Node,
     OperatorSpec,
     PipelineGraph,
@@ -97,7 +98,7 @@ def _pipeline_lines(alias: str, graph: PipelineGraph, indent: str, prefix: str =
 
 def _node(node: Node, graph: PipelineGraph) -> str:
     text = f"{node.kind} {node.name}"
-    if node.kind == "select":
+    if node.kind in ("select", "join"):
         sources = [f"{e.from_node}/{e.from_port}" for e in graph.predecessors(node.name)]
         targets = [f"{e.to_node}/{e.to_port}" for e in graph.successors(node.name)]
         text += f" {','.join(sources) or '?'} -> {','.join(targets) or '?'}"
@@ -115,6 +116,8 @@ def _node(node: Node, graph: PipelineGraph) -> str:
             text += f" where {_one_line(spec.where.source)}"
         if spec.having:
             text += f" having {_one_line(spec.having.source)}"
+    elif isinstance(spec, JoinSpec):
+        text += f" within={spec.within_ns}ns on {len(spec.left_keys)} key(s)"
     elif isinstance(spec, OperatorSpec):
         text += f" {spec.kind}" + (f" {_json(spec.config)}" if spec.config else "")
     elif isinstance(spec, ScriptSpec):
@@ -136,6 +139,12 @@ def _window(window: Any) -> str:
     if window.kind == "sliding":
         unit = "" if window.size is not None else "ns"
         measure = f"sliding {measure} slide={window.slide}{unit}"
+    if window.kind == "session":
+        measure = f"session gap={window.gap_ns}ns"
+        if window.max_duration_ns is not None:
+            measure += f" max_duration={window.max_duration_ns}ns"
+    if window.lateness_ns is not None:
+        measure += f" lateness={window.lateness_ns}ns"
     return f"{window.name}({measure})"
 
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from contraflow.lang.errors import Position
 
-NodeKind = Literal["input", "output", "select", "script", "operator", "stream", "pipeline"]
+NodeKind = Literal["input", "output", "select", "join", "script", "operator", "stream", "pipeline"]
 EndpointKind = Literal["connector", "pipeline"]
 
 # Marks fields holding compiler objects (ASTs) that `to_dict` leaves out.
@@ -113,6 +113,36 @@ class WindowSpec(_ToDict):
     # and answers `emit` (bool) or `[emit, include]` for each event.
     has_state: bool = False
     state: Any = None
+    # Event time (beyond Tremor, see `contraflow.pipeline.event_time`): how far behind the highest
+    # event time the watermark trails (`lateness`), and a session window's `gap`/`max_duration`.
+    lateness_ns: int | None = None
+    gap_ns: int | None = None
+    max_duration_ns: int | None = None
+
+    @property
+    def watermarked(self) -> bool:
+        """True for a window closed by the watermark (one with `lateness`, or a session window)."""
+        return self.lateness_ns is not None or self.kind == "session"
+
+
+@dataclass
+class JoinSpec(_ToDict):
+    """A windowed stream-stream inner join (beyond Tremor): the node's inputs are `left` and `right`.
+
+    Each pair of events whose keys are equal and whose times lie within `within_ns` of each
+    other gives one output when the second arrives. `left_keys`/`right_keys` (one per `==` of
+    the `on` clause) and `*_time` read one side's `event`; `target`, `where` and `having` read
+    the pair as `event.left`/`event.right` (written `left`/`right` in the source).
+    """
+
+    target: SourceExpr
+    left_keys: list[SourceExpr]
+    right_keys: list[SourceExpr]
+    within_ns: int
+    left_time: SourceExpr | None = None
+    right_time: SourceExpr | None = None
+    where: SourceExpr | None = None
+    having: SourceExpr | None = None
 
 
 @dataclass
@@ -169,7 +199,7 @@ class OperatorSpec(_ToDict):
     positions: dict[str, Position] = field(default_factory=dict, compare=False)
 
 
-NodeSpec = SelectSpec | ScriptSpec | OperatorSpec
+NodeSpec = SelectSpec | JoinSpec | ScriptSpec | OperatorSpec
 
 
 @dataclass

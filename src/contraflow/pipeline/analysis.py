@@ -32,7 +32,8 @@ def has_timers(graph: PipelineGraph) -> bool:
 def _has_timer(node: Node) -> bool:
     spec = node.spec
     if isinstance(spec, SelectSpec):
-        return any(w.interval_ns for w in spec.windows)
+        # windows closed by the watermark follow event time only: ticks never close them
+        return any(w.interval_ns and not w.watermarked for w in spec.windows)
     return (
         isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and bool(spec.config.get("timeout"))
     )

@@ -14,7 +14,8 @@ from contraflow.lang.graph import Node, PipelineGraph, SelectSpec
 from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
-from contraflow.pipeline.base import Context, NodeRunner
+from contraflow.pipeline.base import Context, NodeRunner, error_item
+from contraflow.pipeline.event_time import LateEvent, watermark_windows
 from contraflow.pipeline.grouping import NO_GROUP, GroupFn, compile_group, script_group
 from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.windows import Windows
@@ -34,7 +35,7 @@ def reads_group(tree: Any) -> bool:
     return any(isinstance(n, sast.Path) and n.root == "group" for n in walk(tree))
 
 
-def _check_bool(value: Any, clause: str) -> bool:
+def check_bool(value: Any, clause: str) -> bool:
     if value is True or value is False:
         return value
     raise ClauseError(f"`{clause}` must evaluate to a boolean, got {type(value).__name__}")
@@ -72,7 +73,7 @@ class SelectRunner(NodeRunner):
             selected = compile_select(
                 spec.target.ast, name=node.name, consts=graph.constants, fns=graph.functions
             )
-            self.windows = Windows(spec.windows, selected, graph, node.name)
+            self.windows = watermark_windows(spec.windows, selected, graph, node.name)
             self.stateful = True
             locators += [selected.locator, *self.windows.locators]
             self.target_fn = None
@@ -105,7 +106,7 @@ class SelectRunner(NodeRunner):
             where = self.where_fn
             if where is not None:
                 keep = where(event, meta, None, self.args, None, None)
-                if keep is not True and not _check_bool(keep, "where"):
+                if keep is not True and not check_bool(keep, "where"):
                     return
             outputs = self._outputs(item, event, meta)
         except Exception as exc:  # noqa: BLE001 - a bad event becomes an error event
@@ -123,7 +124,7 @@ class SelectRunner(NodeRunner):
         assert target is not None
         value = target(event, meta, None, args, NO_GROUP, None)
         having = self.having_fn
-        if having is not None and not _check_bool(having(value, meta, None, args, NO_GROUP, None), "having"):
+        if having is not None and not check_bool(having(value, meta, None, args, NO_GROUP, None), "having"):
             return ()
         return (item if self.passes_item else [value, meta, None],)
 
@@ -172,7 +173,7 @@ class SelectRunner(NodeRunner):
         for dims in groups:
             group = script_group(dims) if self.sees_group else dims
             value = target(event, meta, None, args, group, None)
-            if having is not None and not _check_bool(having(value, meta, None, args, group, None), "having"):
+            if having is not None and not check_bool(having(value, meta, None, args, group, None), "having"):
                 continue
             if self.passes_item and not outputs:
                 outputs.append(item)
@@ -184,12 +185,21 @@ class SelectRunner(NodeRunner):
         having, args = self.having_fn, self.args
         outputs = []
         for value, group, window in emitted:
-            if having is not None and not _check_bool(
+            if having is not None and not check_bool(
                 having(value, meta or {}, None, args, group, window), "having"
             ):
                 continue
             outputs.append([value, dict(meta) if meta else None, None])
         return outputs
+
+    def fail(self, item: Item, exc: BaseException) -> None:
+        """A late event's error also names its window, the watermark and its time."""
+        if not isinstance(exc, LateEvent):
+            super().fail(item, exc)
+            return
+        error = error_item(self.name, item, exc, self.locators)
+        error[0].update(exc.fields())
+        self.err(error)
 
     def tick(self, now_ns: int) -> None:
         if self.windows is None:

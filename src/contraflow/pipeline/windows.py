@@ -318,21 +318,27 @@ class Windows:
     ) -> None:
         frame = group.frames[level]
         if prev is None:
-            args, value, window = self.args, group.script, self.names[level]
-            for agg, (fns, position) in zip(frame.aggs, self.accumulators):  # noqa: B905 - same length
-                try:
-                    if not fns:
-                        agg.accumulate()
-                    elif len(fns) == 1:
-                        agg.accumulate(fns[0](event, meta, None, args, value, window))
-                    else:
-                        agg.accumulate(*[fn(event, meta, None, args, value, window) for fn in fns])
-                except ScriptRuntimeError as err:
-                    raise ScriptRuntimeError(err.message, err.position or position, err.node) from err
+            self._accumulate(frame.aggs, group.script, self.names[level], event, meta)
         else:
             for agg, done in zip(frame.aggs, prev, strict=True):
                 agg.merge(done)
         frame.n += 1
+
+    def _accumulate(
+        self, aggs: list[Aggregate], value: list[Any] | None, window: str, event: Any, meta: dict[str, Any]
+    ) -> None:
+        """Add one event to a window's aggregates (`value` is its group, `window` its name)."""
+        args = self.args
+        for agg, (fns, position) in zip(aggs, self.accumulators):  # noqa: B905 - same length
+            try:
+                if not fns:
+                    agg.accumulate()
+                elif len(fns) == 1:
+                    agg.accumulate(fns[0](event, meta, None, args, value, window))
+                else:
+                    agg.accumulate(*[fn(event, meta, None, args, value, window) for fn in fns])
+            except ScriptRuntimeError as err:
+                raise ScriptRuntimeError(err.message, err.position or position, err.node) from err
 
     def _close(
         self,

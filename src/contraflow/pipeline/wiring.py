@@ -19,6 +19,7 @@ from typing import Any
 from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph
 from contraflow.pipeline.base import Context, NodeRunner, Push, drop
 from contraflow.pipeline.item import Item, copy_item
+from contraflow.pipeline.join import JoinRunner
 from contraflow.pipeline.operators import OPERATORS
 from contraflow.pipeline.python.runners import PYTHON_OPERATORS
 from contraflow.pipeline.script import ScriptRunner
@@ -78,6 +79,8 @@ class NestedPipeline(NodeRunner):
 def make_runner(node: Node, ctx: Context, path: str, graph: PipelineGraph) -> NodeRunner:
     if node.kind == "select":
         return SelectRunner(node, ctx, path, graph)
+    if node.kind == "join":
+        return JoinRunner(node, ctx, path, graph)
     if node.kind == "script":
         return ScriptRunner(node, ctx, path)
     if node.kind == "stream":

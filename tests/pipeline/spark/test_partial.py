@@ -120,6 +120,15 @@ def test_these_pipelines_fold(name: str) -> None:
         ),
         # one event in several groups
         (EVENT_TIME, "select aggr::stats::count() from tag[w] group by set($k, event.v) into out;"),
+        # windows closed by the watermark: a late event must reach `err`, sessions merge
+        (
+            "define window w from tumbling with interval = 100, lateness = 10 script event.ts end;\n",
+            "select aggr::stats::count() from tag[w] group by $k into out;",
+        ),
+        (
+            "define window w from session with gap = 100 script event.ts end;\n",
+            "select aggr::stats::count() from tag[w] group by $k into out;",
+        ),
     ],
 )
 def test_these_pipelines_keep_the_per_event_path(windows: str, select: str) -> None:

@@ -305,3 +305,36 @@ def test_split_group_keyed_pipeline_matches_the_executor(pipeline) -> None:
     assert by_key(got) == by_key(want["out"]) and len(got) == len(want["out"]) > 10
     assert [e["event"] for e in p.values("err")] == [e["event"] for e in want["err"]] == ["{broken"]
     p.stop()
+
+
+def test_late_tolerant_window_runs_per_event_on_spark_across_a_restart(pipeline) -> None:
+    """A select the fold would take but for its `lateness`: Spark gives the executor's windows and
+    late errors, in order, with the watermark and windows continued across a restart."""
+    text = """
+    define window tens from tumbling with interval = 10, lateness = 5 script event.ts end;
+    select event from in where event.level == "error" into tagged;
+    create stream tagged;
+    select {"key": group[0], "ids": aggr::win::collect_flattened(event.id)} from tagged[tens]
+    group by event.key into out;
+    """
+    times = [1, 12, 8, 3, 16, 3, 25, 14, 22, 31, 19, 44, 40, 29, 52, 61]
+    events = [
+        orjson.dumps({"level": "info" if i == 5 else "error", "key": f"k{i % 3}", "id": i, "ts": ts})
+        for i, ts in enumerate(times)
+    ]
+    p = pipeline(text).start()
+    p.feed(*events[:6])
+    p.drain()
+    p.feed(*events[6:10])
+    p.drain()
+    p.stop()
+    p.start()
+    p.feed(*events[10:])
+    p.drain()
+    executor = PipelineExecutor(p.graph)
+    want: dict[str, list[Any]] = {"out": [], "err": []}
+    for port, event in (out for value in events for out in executor.process("in", Event.from_raw(value), 0)):
+        want[port].append(event.decoded)
+    assert p.values("out") == want["out"] and len(want["out"]) >= 6
+    assert p.values("err") == want["err"] and [e["late"] for e in want["err"]] == [True] * 3
+    p.stop()

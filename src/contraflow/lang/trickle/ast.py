@@ -114,6 +114,29 @@ class SelectStmt:
 
 
 @dataclass
+class JoinSide:
+    """One stream of a join, and the expression giving its events' time (None: the ingest time)."""
+
+    stream: StreamRef
+    time: SourceExpr | None
+
+
+@dataclass
+class JoinStmt:
+    """`select <target> from <left> join <right> on <cond> within <ns> [where] into <out> [having]`."""
+
+    target: SourceExpr
+    left: JoinSide
+    right: JoinSide
+    on: SourceExpr
+    within: SourceExpr
+    where: SourceExpr | None
+    into: StreamRef
+    having: SourceExpr | None
+    pos: Position
+
+
+@dataclass
 class DefineWindow:
     name: Name
     kind: Name
@@ -181,6 +204,7 @@ class CreateStmt:
 
 Statement = (
     SelectStmt
+    | JoinStmt
     | DefineWindow
     | DefineOperator
     | DefineScript

@@ -22,6 +22,7 @@ from contraflow.lang.errors import LangError, Position
 from contraflow.lang.graph import (
     Edge,
     GroupBy,
+    JoinSpec,
     Node,
     OperatorSpec,
     PipelineGraph,
@@ -33,6 +34,7 @@ from contraflow.lang.graph import (
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_params
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
+from contraflow.lang.trickle.joins import SIDES, pair_expr, side_keys
 from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, PYTHON_KINDS, PYTHON_REQUIRED
 from contraflow.lang.trickle.scope import Definition, DefKind, ModuleLoader, Scope
 from contraflow.lang.trickle.script_api import (
@@ -188,7 +190,7 @@ class PipelineBuilder:
         select_exprs = [
             e.ast
             for s in body
-            if isinstance(s, ast.SelectStmt)
+            if isinstance(s, ast.SelectStmt | ast.JoinStmt)
             for e in (s.target, s.where, s.having)
             if e is not None
         ]
@@ -199,6 +201,8 @@ class PipelineBuilder:
         for stmt in body:
             if isinstance(stmt, ast.SelectStmt):
                 self._select(ctx, stmt)
+            elif isinstance(stmt, ast.JoinStmt):
+                self._join(ctx, stmt)
         self._check_acyclic(graph)
         self.check_unused(ctx.scope)
         return graph
@@ -479,6 +483,42 @@ class PipelineBuilder:
         )
         if source is not None:
             ctx.graph.edges.append(Edge(source[0], source[1], name, "in"))
+        if target is not None:
+            ctx.graph.edges.append(Edge(name, "out", target[0], target[1]))
+
+    def _join(self, ctx: _Pipeline, stmt: ast.JoinStmt) -> None:
+        """A windowed stream-stream join: a node with inputs `left` and `right` (see `trickle.joins`)."""
+        ctx.selects += 1
+        name = f"select_{ctx.selects}"
+        sources = [self._endpoint(ctx, side.stream, reading=True) for side in (stmt.left, stmt.right)]
+        target = self._endpoint(ctx, stmt.into, reading=False)
+        exprs = [stmt.target, stmt.on, stmt.where, stmt.having, stmt.left.time, stmt.right.time]
+        for expr in exprs:
+            if expr is not None:
+                self._check_expr(ctx.scope, expr, allow_aggregates=False)
+        within = evaluate_expr(self.diag, stmt.within, ctx.env())
+        if within is not None and (isinstance(within, bool) or not isinstance(within, int) or within < 0):
+            self.diag.error(
+                f"a join's `within` must be a non-negative integer (nanoseconds), got {within!r}",
+                stmt.within.position or stmt.pos,
+            )
+        left_keys, right_keys = side_keys(self.diag, stmt.on)
+        spec = JoinSpec(
+            pair_expr(stmt.target) or stmt.target,
+            left_keys,
+            right_keys,
+            within if isinstance(within, int) else 0,
+            stmt.left.time,
+            stmt.right.time,
+            pair_expr(stmt.where),
+            pair_expr(stmt.having),
+        )
+        ctx.graph.nodes[name] = Node(
+            name, "join", inputs=list(SIDES), outputs=["out"], stateful=True, spec=spec, position=stmt.pos
+        )
+        for source, port in zip(sources, SIDES, strict=True):
+            if source is not None:
+                ctx.graph.edges.append(Edge(source[0], source[1], name, port))
         if target is not None:
             ctx.graph.edges.append(Edge(name, "out", target[0], target[1]))
 

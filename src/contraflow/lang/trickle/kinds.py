@@ -77,14 +77,18 @@ OPERATORS: dict[str, OperatorKind] = {
 class WindowKind:
     name: str
     params: frozenset[str] = field(
-        default_factory=lambda: frozenset({"size", "interval", "max_groups", "emit_empty_windows", "state"})
+        default_factory=lambda: frozenset(
+            {"size", "interval", "max_groups", "emit_empty_windows", "state", "lateness"}
+        )
     )
 
 
 WINDOW_KINDS: dict[str, WindowKind] = {
     "tumbling": WindowKind("tumbling"),
     # Beyond Tremor: the last `size` events (or `interval` ns), emitted every `slide` events (or ns).
-    "sliding": WindowKind("sliding", frozenset({"size", "interval", "slide", "max_groups"})),
+    "sliding": WindowKind("sliding", frozenset({"size", "interval", "slide", "max_groups", "lateness"})),
+    # Beyond Tremor: one window per group and burst of events, closed `gap` ns after its last event.
+    "session": WindowKind("session", frozenset({"gap", "max_duration", "lateness", "max_groups"})),
 }
 
 # Ports every select/stream/script node has; scripts may also `emit => "port"` to any name.

@@ -216,6 +216,14 @@ class TrickleTransformer(Transformer):
         return ast.SelectStmt(target, source, windows or [], where, group, into, having, self._pos(meta))
 
     @v_args(meta=True)
+    def join_stmt(self, meta: Meta, children: list[Any]) -> ast.JoinStmt:
+        target, left, right, on, within, where, into, having = children
+        return ast.JoinStmt(target, left, right, on, within, where, into, having, self._pos(meta))
+
+    def join_side(self, children: list[Any]) -> ast.JoinSide:
+        return ast.JoinSide(children[0], children[1])
+
+    @v_args(meta=True)
     def stream_ref(self, meta: Meta, children: list[Token]) -> ast.StreamRef:
         port = self._name(children[1]) if len(children) > 1 else None
         return ast.StreamRef(self._name(children[0]), port, self._pos(meta))

@@ -1,4 +1,4 @@
-"""Windows (tumbling, sliding): checking `define window` and the tilt frames a select chains them into."""
+"""Windows (tumbling, sliding, session): checking `define window` and the tilt frames a select chains them into."""
 
 from __future__ import annotations
 
@@ -38,7 +38,19 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
         emit_empty_windows=bool(params["emit_empty_windows"][1]) if "emit_empty_windows" in params else False,
         script=stmt.script,
         slide=_positive_int(diag, params, "slide"),
+        lateness_ns=_non_negative_int(diag, params, "lateness"),
+        gap_ns=_positive_int(diag, params, "gap"),
+        max_duration_ns=_positive_int(diag, params, "max_duration"),
     )
+    if kind.name == "session":
+        _check_session(diag, stmt, params)
+        return spec
+    if "lateness" in params and "interval" not in params:
+        diag.error(
+            f"window '{stmt.name.value}' has `lateness` but no `interval`",
+            params["lateness"][0].name.pos,
+            "lateness applies to time windows: `with interval = ..., lateness = ... end`",
+        )
     if kind.name == "sliding":
         _check_slide(diag, stmt, params, spec)
     if _state_window(diag, stmt, params, spec, {**env, "args": args}):
@@ -56,6 +68,18 @@ def window_spec(diag: Diagnostics, stmt: ast.DefineWindow, env: dict[str, Any]) 
             f"a {kind.name} window counts events or measures time, not both",
         )
     return spec
+
+
+def _check_session(diag: Diagnostics, stmt: ast.DefineWindow, params: Params) -> None:
+    """A session window closes `gap` ns after its last event: `gap` is required."""
+    if "gap" not in params:
+        diag.error(
+            f"session window '{stmt.name.value}' needs `gap` (nanoseconds without events that end a session)",
+            stmt.name.pos,
+            "e.g. `with gap = core::datetime::with_seconds(30) end`",
+        )
+    if stmt.state is not None:
+        diag.error("a session window cannot have a `state`", stmt.state.position or stmt.name.pos)
 
 
 def _state_window(
@@ -117,6 +141,14 @@ def _check_slide(diag: Diagnostics, stmt: ast.DefineWindow, params: Params, spec
 def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.ModPath, WindowSpec]]) -> None:
     """Tilt frames feed each window's output into the next (count and time windows may mix, as in
     Tremor). A sliding window's windows overlap, so it can only be the last frame of a chain."""
+    for name, spec in frames if len(frames) > 1 else ():
+        if spec.watermarked:
+            diag.error(
+                f"window '{spec.name}' ({'a session' if spec.kind == 'session' else 'with `lateness`'}) "
+                "cannot be part of a tilt frame",
+                name.pos,
+                "windows closed by the watermark stand alone: `from in[w]`",
+            )
     for (_, first), (name, second) in zip(frames, frames[1:], strict=False):
         if first.kind == "sliding":
             diag.error(
@@ -126,13 +158,18 @@ def check_tilt_frames(diag: Diagnostics, frames: list[tuple[ast.ModPath, WindowS
             )
 
 
-def _positive_int(diag: Diagnostics, params: Params, key: str) -> int | None:
+def _positive_int(diag: Diagnostics, params: Params, key: str, least: int = 1) -> int | None:
     if key not in params:
         return None
     assign, value = params[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
         if value is not None:
             at: Position = assign.value.position or assign.name.pos
-            diag.error(f"window `{key}` must be a positive integer, got {value!r}", at)
+            what = "a positive" if least > 0 else "a non-negative"
+            diag.error(f"window `{key}` must be {what} integer, got {value!r}", at)
         return None
     return value
+
+
+def _non_negative_int(diag: Diagnostics, params: Params, key: str) -> int | None:
+    return _positive_int(diag, params, key, least=0)

@@ -8,7 +8,8 @@ several independent streams, each holding a fixed share of the groups. The
 events of a group then keep their order, windows close on the same events
 and ticks, and only the interleaving of different groups' outputs differs.
 
-Not sound, and so not done, with `max_groups` (a limit over all groups),
+Not sound, and so not done, with `max_groups` (a limit over all groups), windows closed by the
+watermark (one watermark over all groups, see `pipeline.event_time`),
 `group by set/each` (one event in several groups) or any other stateful node.
 """
 
@@ -49,6 +50,8 @@ def independent_groups(graph: PipelineGraph) -> str | None:
     if spec.group_by is None or spec.group_by.mode != "expr":
         return None
     if any(window.max_groups is not None for window in spec.windows):
+        return None
+    if any(window.watermarked for window in spec.windows):  # one watermark over all groups
         return None
     return node.name
 

@@ -109,6 +109,8 @@ def partial_select(rest: PipelineGraph) -> str | None:
     first = spec.windows[0]
     if first.kind != "tumbling" or first.interval_ns is None or first.size is not None or first.has_state:
         return None
+    if first.watermarked:  # windows closed by the watermark run per event (`pipeline.event_time`)
+        return None
     runner = _select_runner(rest, node.name)
     assert runner.windows is not None
     if not all(call.cls.partial_exact for call in runner.windows.select.aggregates):

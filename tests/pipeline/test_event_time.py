@@ -1,0 +1,161 @@
+"""Windows closed by the watermark, on out-of-order input: every event is emitted once or reported
+late, and moving the state anywhere in the stream (as a checkpoint or `state export` does) changes
+nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contraflow.events import Event
+from contraflow.pipeline.analysis import has_timers
+from contraflow.pipeline.executor import PipelineExecutor
+from contraflow.pipeline.local import compile_query
+
+GRAPH = compile_query(
+    """
+    define window tumbling_late from tumbling with interval = 10, lateness = 6 script event.t end;
+    define window sliding_late from sliding with interval = 20, slide = 5, lateness = 4 script event.t end;
+    define window sessions from session with gap = 7, max_duration = 30, lateness = 5 script event.t end;
+    select {"w": "tumbling", "k": group[0], "ids": aggr::win::collect_flattened(event.id)}
+    from in[tumbling_late] group by event.k into out;
+    select {"w": "sliding", "ids": aggr::win::collect_flattened(event.id)} from in[sliding_late] into out;
+    select {"w": "session", "k": group[0], "ids": aggr::win::collect_flattened(event.id)}
+    from in[sessions] group by event.k into out;
+    """,
+    name="event_time.trickle",
+)
+
+# (group key, event time): times wander back and forth, so some events arrive late.
+STEPS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 120)), min_size=1, max_size=40)
+
+
+def run(executor: PipelineExecutor, events: list[dict[str, Any]], first_id: int) -> list[tuple[str, Any]]:
+    """Feed `events` (numbered from `first_id` as `id`, ingested at that number); returns the outputs."""
+    out = []
+    for number, event in enumerate(events, first_id):
+        raw = orjson.dumps({"id": number, **event})
+        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), number)]
+    return out
+
+
+def assert_a_move_changes_nothing(graph: Any, events: list[dict[str, Any]], split: int) -> None:
+    """Stopping after `split` events, shipping the state as JSON and going on elsewhere = one run."""
+    split = min(split, len(events))
+    whole = run(PipelineExecutor(graph), events, 0)
+    first = PipelineExecutor(graph)
+    head = run(first, events[:split], 0)
+    second = PipelineExecutor(graph)
+    second.restore(orjson.loads(orjson.dumps(first.snapshot())))
+    assert head + run(second, events[split:], split) == whole
+
+
+def keyed(steps: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return [{"k": key, "t": time} for key, time in steps]
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS, st.integers(0, 40))
+def test_a_move_at_any_point_changes_nothing(steps: list[tuple[str, int]], split: int) -> None:
+    assert_a_move_changes_nothing(GRAPH, keyed(steps), split)
+
+
+@settings(max_examples=40, deadline=None)
+@given(STEPS)
+def test_each_event_is_in_a_window_or_late_never_both(steps: list[tuple[str, int]]) -> None:
+    """Tumbling windows and sessions hold each event at most once; a late event is in none."""
+    out = run(PipelineExecutor(GRAPH), keyed(steps), 0)
+    for kind in ("tumbling", "session"):
+        emitted = [i for port, v in out if port == "out" and v["w"] == kind for i in v["ids"]]
+        late = {v["event"]["id"] for port, v in out if port == "err" and v["node"] == _node(kind)}
+        assert len(emitted) == len(set(emitted))
+        assert not late & set(emitted)
+    for port, value in out:
+        if port == "err":
+            assert value["late"] is True and value["event_time"] < value["watermark"]
+
+
+def test_the_watermark_is_one_for_all_groups_and_emits_in_order_of_window_end() -> None:
+    """Group b's window closes when group a's events move the watermark, ends in ascending order."""
+    steps = [("b", 3), ("a", 14), ("b", 12), ("a", 25), ("a", 41)]
+    out = [
+        v
+        for port, v in run(PipelineExecutor(GRAPH), keyed(steps), 0)
+        if port == "out" and v["w"] == "tumbling"
+    ]
+    assert out == [
+        {"w": "tumbling", "k": "b", "ids": [0]},
+        {"w": "tumbling", "k": "a", "ids": [1]},
+        {"w": "tumbling", "k": "b", "ids": [2]},
+        {"w": "tumbling", "k": "a", "ids": [3]},
+    ]
+
+
+def test_the_late_count_is_part_of_the_state() -> None:
+    executor = PipelineExecutor(GRAPH)
+    run(executor, keyed([("a", 50), ("a", 1), ("b", 2)]), 0)
+    counts = {node: state["late"] for node, state in executor.snapshot().items() if state}
+    assert counts == {_node("tumbling"): 2, _node("sliding"): 2, _node("session"): 2}
+
+
+def _node(kind: str) -> str:
+    """The select node of each window kind, in the order of the query."""
+    return {"tumbling": "select_1", "sliding": "select_2", "session": "select_3"}[kind]
+
+
+JOIN = compile_query(
+    """
+    create stream orders;
+    create stream payments;
+    select event from in where event.side == "o" into orders;
+    select event from in where event.side == "p" into payments;
+    select [left.id, right.id] from orders with time = event.t join payments with time = event.t
+    on left.k == right.k within 5 into out;
+    """,
+    name="join.trickle",
+)
+
+# (side, key, event time)
+JOIN_STEPS = st.lists(
+    st.tuples(st.sampled_from(["o", "p"]), st.sampled_from(["a", "b"]), st.integers(0, 60)), max_size=40
+)
+
+
+def joined(steps: list[tuple[str, str, int]]) -> list[dict[str, Any]]:
+    return [{"side": side, "k": key, "t": time} for side, key, time in steps]
+
+
+@settings(max_examples=40, deadline=None)
+@given(JOIN_STEPS, st.integers(0, 40))
+def test_a_join_moved_at_any_point_changes_nothing(steps: list[tuple[str, str, int]], split: int) -> None:
+    assert_a_move_changes_nothing(JOIN, joined(steps), split)
+
+
+@settings(max_examples=40, deadline=None)
+@given(JOIN_STEPS)
+def test_in_order_input_gives_every_matching_pair_once(steps: list[tuple[str, str, int]]) -> None:
+    """Times that never go back: nothing is late, and the outputs are exactly the matching pairs."""
+    ordered = [
+        (side, key, time) for (side, key, _), time in zip(steps, sorted(t for *_, t in steps), strict=True)
+    ]
+    out = run(PipelineExecutor(JOIN), joined(ordered), 0)
+    want = [
+        [j, i] if side == "o" else [i, j]
+        for j, (side, key, time) in enumerate(ordered)
+        for i, (other, other_key, other_time) in enumerate(ordered[:j])
+        if other != side and other_key == key and time - other_time <= 5
+    ]
+    assert sorted(v for _, v in out) == sorted(want)
+    assert all(port == "out" for port, _ in out)
+
+
+def test_windows_closed_by_the_watermark_need_no_timers() -> None:
+    """Ticks never close them, so Spark runs them without processing-time timers (with timers a
+    `transformWithState` always asks for another micro-batch)."""
+    assert not has_timers(GRAPH)
+    executor = PipelineExecutor(GRAPH)
+    run(executor, keyed([("a", 5), ("a", 9)]), 0)
+    assert executor.next_deadline_ns() is None and executor.tick(10**12) == []
