@@ -180,11 +180,15 @@ def plain_pyspark(path: Path, work: Path, count: int) -> dict[str, Any]:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from contraflow.spark import session
+    from contraflow.spark.session import driver_java_options
 
     files = work / "pyspark-in"
     files.mkdir()
     lines = split_lines(path, files, parts=12)
-    spark = session(data_dir=work / "pyspark")
+    # Spark's own JIT default (C2): contraflow's C1-only driver would slow this JVM-side query.
+    spark = session(
+        data_dir=work / "pyspark", **{"spark.driver.extraJavaOptions": driver_java_options(False)}
+    )
     schema = StructType(
         [
             StructField("ts", LongType()),

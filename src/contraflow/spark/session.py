@@ -82,9 +82,7 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
             "spark.python.worker.reuse": "true",
             # Executors' Python workers keep freed heap for the next batch (see contraflow.heap).
             **{f"spark.executorEnv.{name}": value for name, value in heap_environment().items()},
-            "spark.driver.extraJavaOptions": " ".join(
-                (f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}", JIT_OPTIONS, _class_cache())
-            ).strip(),
+            "spark.driver.extraJavaOptions": driver_java_options(),
         }
         | _local_network_conf(master)
         | _local_worker_daemon_conf(master)
@@ -96,7 +94,16 @@ def base_conf(master: str, data_dir: Path) -> dict[str, str]:
 # while C2's compiler threads were its largest CPU cost: on benchmarks/hot_path.py (quiet box,
 # A/B in one session) the JVM's CPU per event fell from 1.7-2.0 to 0.7-0.8 us on passthrough and
 # from 2.6-3.0 to 1.2-1.3 us on w1 at 3M events, and from 1.0 to 0.6 / 1.8 to 1.1 at 10M.
+# Work done in the JVM itself (Spark SQL over rows) wants C2: the same w1 as plain PySpark ran at
+# 0.56x its C2 rate with C1 only, so a session used for such queries passes
+# `driver_java_options(c1_only=False)` as `spark.driver.extraJavaOptions`.
 JIT_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
+def driver_java_options(c1_only: bool = True) -> str:
+    """The driver JVM's options: contraflow's logging, the JIT choice above, class-data sharing."""
+    log = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}"
+    return " ".join(option for option in (log, JIT_OPTIONS if c1_only else "", _class_cache()) if option)
 
 
 def _class_cache() -> str:
