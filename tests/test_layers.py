@@ -68,6 +68,7 @@ SPU_LAYERS: list[list[str]] = [
     ["contraflow.spu.server"],  # the SPU's own protocol and the partitions it serves
     ["contraflow.spu.cluster", "contraflow.spu.controller"],  # each SPU's replicas; the controller
     ["contraflow.spu.kafka"],  # the Kafka protocol's door onto the same partitions
+    ["contraflow.spu.registry"],  # the schema registry's REST door, over the log through the client
     ["contraflow.spu.app"],  # one SPU process: the server, its replicas, its Kafka listener
     ["contraflow.spu.cli"],  # the log's commands: topic, produce, consume, spu run, sc run, cluster
     ["contraflow.spu.embedded"],  # an SPU owned by this process (a thread or a child)

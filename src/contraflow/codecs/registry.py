@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from contraflow.codecs.avro_codec import AvroCodec
 from contraflow.codecs.binary_codec import BinaryCodec
 from contraflow.codecs.binflux_codec import BinfluxCodec
 from contraflow.codecs.codec import Codec
@@ -14,6 +15,7 @@ from contraflow.codecs.dogstatsd_codec import DogstatsdCodec
 from contraflow.codecs.errors import ConfigError
 from contraflow.codecs.influx_codec import InfluxCodec
 from contraflow.codecs.json_codec import JsonCodec, JsonSortedCodec
+from contraflow.codecs.json_schema_codec import JsonSchemaCodec
 from contraflow.codecs.msgpack_codec import MsgpackCodec
 from contraflow.codecs.null_codec import NullCodec
 from contraflow.codecs.processors.base64_processor import Base64Postprocessor, Base64Preprocessor
@@ -61,6 +63,8 @@ CODECS = _by_name(
     SyslogCodec,
     NullCodec,
     TremorCodec,
+    AvroCodec,
+    JsonSchemaCodec,
 )
 PREPROCESSORS = _by_name(
     SeparatePreprocessor,

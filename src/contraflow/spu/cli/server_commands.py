@@ -58,6 +58,12 @@ def spu() -> None:
     help="Also serve the Kafka protocol here (e.g. 127.0.0.1:9092; see docs/kafka.md).",
 )
 @click.option(
+    "--registry-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the schema registry's REST API here (e.g. 127.0.0.1:8081; see docs/registry.md).",
+)
+@click.option(
     "--max-buffered-bytes",
     default="256MiB",
     show_default=True,
@@ -99,6 +105,7 @@ def run(
     spu_id: str,
     controller_addr: str | None,
     kafka_addr: str | None,
+    registry_addr: str | None,
     max_buffered_bytes: str,
     max_connections: str,
     frame_timeout: str,
@@ -136,6 +143,12 @@ def run(
             raise UserError(str(err)) from None
         # the Kafka listener does not check the token: beyond loopback it is always open
         check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+    if registry_addr is not None:
+        try:
+            host, _ = parse_addr(registry_addr)
+        except ValueError as err:
+            raise UserError(f"--registry-addr: {err}") from None
+        check_exposure(host, registry_addr, "the schema registry", token, insecure)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     limits = Limits(
         max_buffered_bytes=parse_size(max_buffered_bytes, "--max-buffered-bytes"),
@@ -159,12 +172,13 @@ def run(
     # interval (default 5 ms) keeps a busy thread from delaying a push that long.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
-        asyncio.run(_serve(SpuServer(config)))
+        tls = (tls_cert, tls_key) if tls_cert and tls_key else None
+        asyncio.run(_serve(SpuServer(config), registry_addr, tls))
     except OSError as err:
         raise UserError(f"cannot start the SPU: {err}") from None
 
 
-async def _serve(server: SpuServer) -> None:
+async def _serve(server: SpuServer, registry_addr: str | None, tls: tuple[Path, Path] | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -173,9 +187,17 @@ async def _serve(server: SpuServer) -> None:
     host, port = server.public_addr
     private = "{}:{}".format(*server.private_addr) if server.private_addr else "-"
     kafka = " kafka={}:{}".format(*server.kafka_addr) if server.kafka_addr else ""
-    print(f"{READY_PREFIX} public={host}:{port} private={private}{kafka}", flush=True)
+    registry = None
     try:
+        if registry_addr is not None:
+            from contraflow.spu.registry import RegistryServer
+
+            registry = RegistryServer(f"{host}:{port}", registry_addr, token=server.config.token, tls=tls)
+            kafka += f" registry={await registry.start()}"
+        print(f"{READY_PREFIX} public={host}:{port} private={private}{kafka}", flush=True)
         await stop.wait()
     finally:
+        if registry is not None:
+            await registry.stop()
         await server.stop()
     sys.stdout.flush()

@@ -1,0 +1,130 @@
+"""The registry's contents as a last-wins table of keyed records, and the questions asked of it.
+
+Every change is one or more records of the internal topic; the table is what
+applying them in log order gives, so every registry that reads the topic from
+the start holds the same table. Keys are JSON objects, like the ones
+Confluent's registry writes to its own `_schemas` topic:
+
+- `{"keytype": "SCHEMA", "subject": s, "version": v}`: one version of a subject
+  (its schema id, schema, and `deleted` for a soft delete); null removes it
+  (a hard delete);
+- `{"keytype": "CONFIG", "subject": s}` (`null` subject: the global level):
+  `{"compatibilityLevel": ...}`; null removes the subject's own level;
+- `{"keytype": "IDS"}`: `{"last": n}`, the highest schema id ever handed out,
+  so an id outlives a hard delete of every version that used it and is never
+  given to another schema.
+
+A later record of the same key replaces the earlier one, so the topic can be
+compacted to the last record per key without changing the table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from contraflow.spu.registry.schemas import DEFAULT_LEVEL, Schema
+
+
+@dataclass(frozen=True)
+class Version:
+    """One registered version of a subject."""
+
+    subject: str
+    version: int
+    id: int
+    schema: Schema
+    deleted: bool = False
+
+    def record(self) -> dict[str, Any]:
+        """The version as `GET /subjects/{s}/versions/{v}` answers it."""
+        return {"subject": self.subject, "version": self.version, "id": self.id, **self.schema.fields()}
+
+    def value(self) -> dict[str, Any]:
+        """The version as its record in the topic stores it."""
+        return {**self.record(), "deleted": self.deleted}
+
+
+def schema_key(subject: str, version: int) -> bytes:
+    return _key({"keytype": "SCHEMA", "subject": subject, "version": version})
+
+
+def config_key(subject: str | None) -> bytes:
+    return _key({"keytype": "CONFIG", "subject": subject})
+
+
+IDS_KEY = b'{"keytype":"IDS"}'
+
+
+def _key(fields: dict[str, Any]) -> bytes:
+    return orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+
+
+class RegistryTable:
+    """Subjects, versions, ids and levels, rebuilt by `apply`ing the topic's records in order."""
+
+    def __init__(self) -> None:
+        self.versions: dict[str, dict[int, Version]] = {}
+        self.levels: dict[str | None, str] = {}
+        self.last_id = 0
+
+    def apply(self, key: bytes, value: bytes | None) -> None:
+        """One record of the topic; records with a key of another kind are ignored (newer writers)."""
+        fields = orjson.loads(key)
+        content = None if value is None else orjson.loads(value)
+        kind = fields.get("keytype")
+        if kind == "SCHEMA":
+            self._apply_version(fields["subject"], int(fields["version"]), content)
+        elif kind == "CONFIG":
+            subject = fields.get("subject")
+            if content is None:
+                self.levels.pop(subject, None)
+            else:
+                self.levels[subject] = content["compatibilityLevel"]
+        elif kind == "IDS" and content is not None:
+            self.last_id = max(self.last_id, int(content["last"]))
+
+    def _apply_version(self, subject: str, number: int, content: dict[str, Any] | None) -> None:
+        versions = self.versions.setdefault(subject, {})
+        if content is None:
+            versions.pop(number, None)
+            if not versions:
+                del self.versions[subject]
+            return
+        schema = Schema(
+            content["schema"], content.get("schemaType", "AVRO"), tuple(content.get("references", ()))
+        )
+        versions[number] = Version(subject, number, int(content["id"]), schema, bool(content.get("deleted")))
+        self.last_id = max(self.last_id, int(content["id"]))
+
+    # -- questions -------------------------------------------------------------------------------
+
+    def subjects(self, deleted: bool = False) -> list[str]:
+        """Subjects with a live version (or any version, with `deleted`)."""
+        return sorted(
+            s for s, vs in self.versions.items() if deleted or any(not v.deleted for v in vs.values())
+        )
+
+    def subject_versions(self, subject: str, deleted: bool = False) -> list[Version]:
+        """A subject's versions, oldest first."""
+        versions = self.versions.get(subject, {})
+        return [versions[n] for n in sorted(versions) if deleted or not versions[n].deleted]
+
+    def by_id(self, schema_id: int) -> list[Version]:
+        """Every version (live or soft-deleted) that carries the schema id."""
+        return [v for vs in self.versions.values() for v in vs.values() if v.id == schema_id]
+
+    def id_of(self, schema: Schema) -> int | None:
+        """The id this schema already has under any subject (one schema, one id)."""
+        identity = schema.identity
+        for versions in self.versions.values():
+            for version in versions.values():
+                if version.schema.identity == identity:
+                    return version.id
+        return None
+
+    def level(self, subject: str | None) -> str:
+        """The subject's own level, else the global one, else BACKWARD."""
+        return self.levels.get(subject) or self.levels.get(None) or DEFAULT_LEVEL
