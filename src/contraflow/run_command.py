@@ -66,6 +66,7 @@ class RunOptions:
     token: str | None = None
     allowed_paths: tuple[Path, ...] = ()
     tls: tuple[str, str] | None = None  # the API's certificate and key
+    registry_addr: str | None = None  # the schema registry beside the SPU (docs/registry.md)
 
 
 @click.command("run")
@@ -106,6 +107,12 @@ class RunOptions:
     metavar="HOST:PORT",
     help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
 )
+@click.option(
+    "--registry-addr",
+    default=None,
+    metavar="HOST:PORT",
+    help="Also serve the schema registry's REST API here (e.g. 127.0.0.1:8081; docs/registry.md).",
+)
 @listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
 @click.option(
     "--allow-path",
@@ -127,6 +134,7 @@ def run(
     embedded_spu: Mode,
     no_status: bool,
     kafka_addr: str | None,
+    registry_addr: str | None,
     token: str | None,
     insecure: bool,
     allow_paths: tuple[Path, ...],
@@ -158,22 +166,17 @@ def run(
         resolve_token(token),
         allow_paths or (Path.cwd(), data),
         (str(tls_cert), str(tls_key)) if server_tls(tls_cert, tls_key) else None,
+        registry_addr,
     )
     if options.api:
         from contraflow.api.server import parse_address
         from contraflow.security import check_exposure
 
         check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
-    if kafka_addr:
-        from contraflow.security import check_exposure
-        from contraflow.spu.protocol.address import parse_addr
-
-        # the Kafka listener does not check the token: beyond loopback it is always open
-        try:
-            host = parse_addr(kafka_addr)[0]
-        except ValueError as err:
-            raise UserError(str(err)) from None
-        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+    if kafka_addr:  # the Kafka listener does not check the token: beyond loopback it is always open
+        _check_listener(kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+    if registry_addr:
+        _check_listener(registry_addr, "the schema registry", options.token, insecure)
     fresh_data_dir = not options.data_dir.exists()
     preflight(options)
     from contraflow.heap import keep_freed_heap
@@ -288,6 +291,12 @@ async def _serve(
         stack.callback(remove_runtime_info, options.data_dir)
         where = "" if options.spu else f", log in {options.data_dir / 'spu'}"
         _say(console, f"SPU on {spu_addr}{where}")
+        if options.registry_addr:
+            from contraflow.spu.registry import RegistryServer
+
+            registry = RegistryServer(spu_addr, options.registry_addr, token=options.token, tls=options.tls)
+            _say(console, f"schema registry on {await registry.start()}")
+            stack.push_async_callback(registry.stop)
         spark = await _spark_progress(console, spark_start.task, options.master or "local[*]")
         from contraflow.runtime.runtime import Runtime
         from contraflow.runtime.watchdog import watch_loop
@@ -362,6 +371,18 @@ def _setup_logging(console: Any, log_file: Path) -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[to_file, to_terminal], force=True)
     logging.captureWarnings(True)  # library deprecation warnings: the file, not the terminal
     logging.getLogger("contraflow").setLevel(logging.INFO)
+
+
+def _check_listener(addr: str, what: str, token: str | None, insecure: bool) -> None:
+    """A listener's HOST:PORT parses, and beyond loopback it has a token (or --insecure)."""
+    from contraflow.security import check_exposure
+    from contraflow.spu.protocol.address import parse_addr
+
+    try:
+        host = parse_addr(addr)[0]
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    check_exposure(host, addr, what, token, insecure)
 
 
 async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options: RunOptions) -> str:

@@ -16,7 +16,7 @@ from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.registry.http import registry_app
 from contraflow.spu.registry.service import RegistryService
 from contraflow.spu.registry.state import RegistryTable
-from contraflow.spu.registry.topic import SchemasTopic
+from contraflow.spu.registry.topic import SCHEMAS_TOPIC, SchemasTopic
 
 GRACEFUL_SHUTDOWN_S = 2.0
 
@@ -30,7 +30,8 @@ class RegistryServer:
         addr: str,
         *,
         token: str | None = None,
-        tls: tuple[Path, Path] | None = None,
+        tls: tuple[str | Path, str | Path] | None = None,
+        topic: str = SCHEMAS_TOPIC,
     ) -> None:
         try:
             host, port = parse_addr(addr)
@@ -38,7 +39,7 @@ class RegistryServer:
             raise UserError(f"--registry-addr: {err}") from None
         self.client = AsyncSpuClient(spu_addr, token=token)
         self.table = RegistryTable()
-        self.service = RegistryService(SchemasTopic(self.client, self.table.apply), self.table)
+        self.service = RegistryService(SchemasTopic(self.client, self.table.apply, topic), self.table)
         cert, key = (str(tls[0]), str(tls[1])) if tls else (None, None)
         self._http = EmbeddedAsgiServer(
             registry_app(self.service, token),
