@@ -3,17 +3,18 @@
 fastavro does the encoding both ways. Values are plain: logical types are
 read as their underlying type (a `timestamp-millis` stays an integer, a
 `decimal` its bytes), so every value a pipeline sees is one JSON and the
-channels can carry. `decode_many` decodes a run of records that share a
-schema in one fastavro call: their bodies become one block of an Avro object
-container, which fastavro's compiled reader walks without a Python step per
-record in this module.
+channels can carry.
+
+Records are decoded one call each. fastavro's compiled container reader would
+take a whole run of records in one call, but it cannot tell where one record
+ends: a record with a byte too many or too few shifts every record after it
+into silently wrong values, and guarding against that costs more than the
+call saves (benchmarks/codecs.py and docs/registry.md give the figures).
 """
 
 from __future__ import annotations
 
 import io
-import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,20 +34,6 @@ def _fastavro() -> ModuleType:
     return fastavro
 
 
-CONTAINER_MAGIC = b"Obj\x01"
-
-
-def _zigzag(n: int) -> bytes:
-    """Avro's `long`: zigzag, then base-128 varint."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _plain(schema: Any) -> Any:
     """The schema without `logicalType`s, so fastavro reads and writes the underlying types."""
     if isinstance(schema, dict):
@@ -56,24 +43,9 @@ def _plain(schema: Any) -> Any:
     return schema
 
 
-class _Schema:
-    """One registry schema, parsed once: what decoding and encoding need of it."""
-
-    def __init__(self, text: str) -> None:
-        plain = _plain(orjson.loads(text))
-        self.parsed = _fastavro().parse_schema(plain)
-        sync = os.urandom(16)
-        meta = {b"avro.schema": orjson.dumps(plain), b"avro.codec": b"null"}
-        entries = b"".join(_zigzag(len(k)) + k + _zigzag(len(v)) + v for k, v in meta.items())
-        self.container_head = CONTAINER_MAGIC + _zigzag(len(meta)) + entries + b"\x00" + sync
-        self.sync = sync
-
-    def read_block(self, bodies: Sequence[bytes | memoryview]) -> list[Any]:
-        """The records of `bodies`, concatenated into one container block, read in one call."""
-        data = b"".join(bodies)
-        block = _zigzag(len(bodies)) + _zigzag(len(data))
-        container = b"".join((self.container_head, block, data, self.sync))
-        return list(_fastavro().reader(io.BytesIO(container)))
+def _parse(text: str) -> Any:
+    """A registry schema as fastavro's parsed form, logical types left out."""
+    return _fastavro().parse_schema(_plain(orjson.loads(text)))
 
 
 class AvroCodec(Codec[RegistryOptions]):
@@ -82,71 +54,38 @@ class AvroCodec(Codec[RegistryOptions]):
 
     def setup(self) -> None:
         self._registry = RegistryClient(self.name, self.options, "AVRO")
-        self._schemas: dict[int, _Schema] = {}
-        self._writer: tuple[bytes, _Schema] | None = None
+        self._schemas: dict[int, Any] = {}  # schema id -> parsed schema
+        self._writer: tuple[bytes, Any] | None = None  # (frame header, parsed schema)
 
-    def _schema(self, schema_id: int) -> _Schema:
+    def _schema(self, schema_id: int) -> Any:
         schema = self._schemas.get(schema_id)
         if schema is None:
-            schema = self._schemas[schema_id] = _Schema(self._registry.schema(schema_id))
+            schema = self._schemas[schema_id] = _parse(self._registry.schema(schema_id))
         return schema
 
     def decode(self, data: bytes) -> Any:
         schema_id, body = split_frame(self.name, data)
         schema = self._schema(schema_id)
+        stream = io.BytesIO(body)
         try:
-            return _fastavro().schemaless_reader(io.BytesIO(body), schema.parsed, None)
+            value = _fastavro().schemaless_reader(stream, schema, None)
         except Exception as err:  # fastavro raises EOFError, ValueError, IndexError... on bad bytes
             raise CodecError(self.name, f"not a record of schema {schema_id}: {err!r}") from None
-
-    def decode_many(self, frames: Sequence[bytes]) -> list[Any]:
-        """Each frame's value, or the `CodecError` it raised, in order; a run of frames with one
-        schema is decoded in one fastavro call (a bad frame in it falls back to one by one)."""
-        out: list[Any] = []
-        run: list[memoryview] = []
-        run_id = -1
-        for frame in frames:
-            try:
-                schema_id, body = split_frame(self.name, frame)
-                if schema_id != run_id:
-                    out.extend(self._decode_run(run_id, run))
-                    self._schema(schema_id)
-                    run, run_id = [], schema_id
-                run.append(body)
-            except CodecError as err:
-                out.extend(self._decode_run(run_id, run))
-                run, run_id = [], -1
-                out.append(err)
-        out.extend(self._decode_run(run_id, run))
-        return out
-
-    def _decode_run(self, schema_id: int, bodies: list[memoryview]) -> list[Any]:
-        if not bodies:
-            return []
-        schema = self._schemas[schema_id]
-        try:
-            values = schema.read_block(bodies)
-        except Exception:  # noqa: BLE001 - some body is bad: find which, one by one
-            values = []
-        if len(values) == len(bodies):
-            return values
-        return [self._decode_body(schema_id, body) for body in bodies]
-
-    def _decode_body(self, schema_id: int, body: memoryview) -> Any:
-        try:
-            return self.decode(frame_header(schema_id) + body)
-        except CodecError as err:
-            return err
+        if stream.tell() != len(body):
+            raise CodecError(
+                self.name, f"{len(body) - stream.tell()} bytes after the record of schema {schema_id}"
+            )
+        return value
 
     def encode(self, value: Any) -> bytes:
         if self._writer is None:
             schema_id, text = self._registry.writer_schema()
-            self._writer = (frame_header(schema_id), _Schema(text))
+            self._writer = (frame_header(schema_id), _parse(text))
         header, schema = self._writer
         out = io.BytesIO()
         out.write(header)
         try:
-            _fastavro().schemaless_writer(out, schema.parsed, value, strict_allow_default=True)
+            _fastavro().schemaless_writer(out, schema, value, strict_allow_default=True)
         except Exception as err:  # fastavro raises ValueError, TypeError, KeyError... on bad values
             raise CodecError(
                 self.name, f"cannot encode {type(value).__name__} as the schema's record: {err!r}"
