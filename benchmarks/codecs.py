@@ -7,6 +7,12 @@ Prints one JSON object. Figures (medians over REPEATS runs):
   `orjson.loads` / `orjson.dumps` loops.
 - `ingest`: separate + json decode together (what a file or TCP source does per
   chunk) against the bare split + `orjson.loads` loop.
+- `avro_decode` / `avro_encode`: events/s through `codec("avro")` (Confluent's wire
+  format, schema from the SPU's registry, started here) against `codec("json")` for
+  the same records (the issue's target: >= 1.0).
+- `avro_block_read`: fastavro's container reader over the same bodies in one block
+  (one call for all) against the codec's one call per record: what a batch decode
+  could win (the codec does not use it: a block cannot tell where a record ends).
 Each `ratio` is contraflow / baseline: 1.0 means the abstraction is free.
 
 Run: PYTHONPATH=src .venv/bin/python benchmarks/codecs.py [--events N]
@@ -15,8 +21,10 @@ Run: PYTHONPATH=src .venv/bin/python benchmarks/codecs.py [--events N]
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +32,8 @@ from typing import Any
 import orjson
 
 from contraflow.codecs import codec, preprocessors
+from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.registry import ThreadedRegistry
 
 CHUNK = 1 << 20
 REPEATS = 7
@@ -44,6 +54,60 @@ def make_lines(count: int) -> list[bytes]:
         }
         lines.append(orjson.dumps(event))
     return lines
+
+
+EVENT_SCHEMA = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "ts", "type": "long"},
+        {"name": "host", "type": "string"},
+        {"name": "level", "type": "string"},
+        {"name": "path", "type": "string"},
+        {"name": "status", "type": "int"},
+        {"name": "latency_ms", "type": "double"},
+        {"name": "msg", "type": "string"},
+    ],
+}
+
+
+def avro_figures(events: list[Any], lines: list[bytes]) -> dict[str, Any]:
+    """The avro codec against the json codec on the same records, with a real registry."""
+    import fastavro
+
+    json_codec = codec("json")
+    with tempfile.TemporaryDirectory() as data_dir, EmbeddedSpu(data_dir) as spu:
+        registry = ThreadedRegistry(spu.addr)
+        try:
+            config = {"registry": registry.url, "subject": "events-value", "schema": EVENT_SCHEMA}
+            avro = codec({"name": "avro", "config": config})
+            frames = [avro.encode(event) for event in events]
+            assert [avro.decode(frame) for frame in frames] == events
+        finally:
+            registry.stop()
+    parsed = fastavro.parse_schema(EVENT_SCHEMA)
+    bodies = [frame[5:] for frame in frames]
+    container = io.BytesIO()
+    fastavro.writer(container, parsed, events, sync_interval=1 << 30)  # one block
+    block = container.getvalue()
+    return {
+        "avro_decode": compare(
+            lambda: len([avro.decode(frame) for frame in frames]),
+            lambda: len([json_codec.decode(line) for line in lines]),
+            "events_per_s",
+        ),
+        "avro_encode": compare(
+            lambda: len([avro.encode(event) for event in events]),
+            lambda: len([json_codec.encode(event) for event in events]),
+            "events_per_s",
+        ),
+        "avro_block_read": compare(
+            lambda: len(list(fastavro.reader(io.BytesIO(block)))),
+            lambda: len([fastavro.schemaless_reader(io.BytesIO(body), parsed, None) for body in bodies]),
+            "events_per_s",
+        ),
+        "avg_avro_bytes": round(sum(map(len, frames)) / len(frames), 1),
+    }
 
 
 def chunked(data: bytes) -> list[bytes]:
@@ -138,6 +202,7 @@ def main() -> None:
             "events_per_s",
         ),
         "ingest": compare(ingest_ours, ingest_baseline, "events_per_s"),
+        **avro_figures(events, lines),
     }
     print(json.dumps(result))
 

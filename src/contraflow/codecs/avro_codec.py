@@ -21,7 +21,13 @@ import orjson
 
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.schema_registry import RegistryClient, RegistryOptions, frame_header, split_frame
+from contraflow.codecs.schema_registry import (
+    HEADER_SIZE,
+    RegistryClient,
+    RegistryOptions,
+    frame_header,
+    schema_id_of,
+)
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -55,25 +61,27 @@ class AvroCodec(Codec[RegistryOptions]):
     def setup(self) -> None:
         self._registry = RegistryClient(self.name, self.options, "AVRO")
         self._schemas: dict[int, Any] = {}  # schema id -> parsed schema
+        self._read: Any = None  # fastavro's schemaless_reader, once a schema is known
         self._writer: tuple[bytes, Any] | None = None  # (frame header, parsed schema)
 
     def _schema(self, schema_id: int) -> Any:
-        schema = self._schemas.get(schema_id)
-        if schema is None:
-            schema = self._schemas[schema_id] = _parse(self._registry.schema(schema_id))
+        """The parsed schema of `schema_id`, asked of the registry on first use."""
+        self._read = _fastavro().schemaless_reader
+        schema = self._schemas[schema_id] = _parse(self._registry.schema(schema_id))
         return schema
 
     def decode(self, data: bytes) -> Any:
-        schema_id, body = split_frame(self.name, data)
-        schema = self._schema(schema_id)
-        stream = io.BytesIO(body)
+        schema_id = schema_id_of(self.name, data)
+        schema = self._schemas.get(schema_id) or self._schema(schema_id)
+        stream = io.BytesIO(data)
+        stream.seek(HEADER_SIZE)
         try:
-            value = _fastavro().schemaless_reader(stream, schema, None)
+            value = self._read(stream, schema, None)
         except Exception as err:  # fastavro raises EOFError, ValueError, IndexError... on bad bytes
             raise CodecError(self.name, f"not a record of schema {schema_id}: {err!r}") from None
-        if stream.tell() != len(body):
+        if stream.tell() != len(data):
             raise CodecError(
-                self.name, f"{len(body) - stream.tell()} bytes after the record of schema {schema_id}"
+                self.name, f"{len(data) - stream.tell()} bytes after the record of schema {schema_id}"
             )
         return value
 

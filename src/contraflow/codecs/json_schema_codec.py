@@ -14,7 +14,13 @@ import orjson
 
 from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
-from contraflow.codecs.schema_registry import RegistryClient, RegistryOptions, frame_header, split_frame
+from contraflow.codecs.schema_registry import (
+    HEADER_SIZE,
+    RegistryClient,
+    RegistryOptions,
+    frame_header,
+    schema_id_of,
+)
 
 
 class JsonSchemaCodec(Codec[RegistryOptions]):
@@ -41,12 +47,12 @@ class JsonSchemaCodec(Codec[RegistryOptions]):
             raise CodecError(self.name, f"{what} breaks its schema at {where}: {error.message}")
 
     def decode(self, data: bytes) -> Any:
-        schema_id, body = split_frame(self.name, data)
+        schema_id = schema_id_of(self.name, data)
         validator = self._validators.get(schema_id)
         if validator is None:
             validator = self._validators[schema_id] = self._validator(self._registry.schema(schema_id))
         try:
-            value = orjson.loads(body)
+            value = orjson.loads(memoryview(data)[HEADER_SIZE:])
         except orjson.JSONDecodeError as err:
             raise CodecError(self.name, f"not JSON: {err}") from None
         self._check(validator, value, "the document")

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")
+HEADER_SIZE = HEADER.size
 TIMEOUT_S = 10.0
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 
@@ -57,14 +58,15 @@ class RegistryOptions:
         return orjson.dumps(self.schema).decode()
 
 
-def split_frame(codec: str, data: bytes | memoryview) -> tuple[int, memoryview]:
-    """(schema id, body) of a wire-format record; a `CodecError` when it is not one."""
+def schema_id_of(codec: str, data: bytes | memoryview) -> int:
+    """The schema id of a wire-format record (its body starts at HEADER_SIZE); a `CodecError`
+    when it is not one."""
     if len(data) < HEADER.size:
         raise CodecError(codec, f"a record of {len(data)} bytes is too short for the wire format's header")
     magic, schema_id = HEADER.unpack_from(data)
     if magic != MAGIC:
         raise CodecError(codec, f"unknown magic byte {magic} (the wire format starts with 0)")
-    return schema_id, memoryview(data)[HEADER.size :]
+    return int(schema_id)
 
 
 def frame_header(schema_id: int) -> bytes:

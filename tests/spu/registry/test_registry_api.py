@@ -14,8 +14,8 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from conftest import RegistryThread
 from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.registry import ThreadedRegistry
 
 USER_V1 = {
     "type": "record",
@@ -113,7 +113,7 @@ def test_soft_then_hard_deletes_and_the_error_codes(registry_url: str) -> None:
 
 def test_the_registry_keeps_its_data_across_an_spu_restart(tmp_path: Path) -> None:
     with EmbeddedSpu(tmp_path) as spu:
-        registry = RegistryThread(spu.addr)
+        registry = ThreadedRegistry(spu.addr)
         client = SchemaRegistryClient({"url": registry.url})
         first = client.register_schema("users-value", avro(USER_V1))
         second = client.register_schema("users-value", avro(USER_V2))
@@ -121,7 +121,7 @@ def test_the_registry_keeps_its_data_across_an_spu_restart(tmp_path: Path) -> No
         client.delete_version("users-value", 1)
         registry.stop()
     with EmbeddedSpu(tmp_path) as spu:
-        registry = RegistryThread(spu.addr)
+        registry = ThreadedRegistry(spu.addr)
         client = SchemaRegistryClient({"url": registry.url})
         assert client.get_versions("users-value") == [2]
         assert client.get_latest_version("users-value").schema_id == second
@@ -133,7 +133,7 @@ def test_the_registry_keeps_its_data_across_an_spu_restart(tmp_path: Path) -> No
 
 
 def test_a_token_guards_the_registry(registry_spu: EmbeddedSpu) -> None:
-    registry = RegistryThread(registry_spu.addr, topic="schemas-token", token="s3cret")
+    registry = ThreadedRegistry(registry_spu.addr, topic="schemas-token", token="s3cret")
     try:
         assert httpx.get(registry.url + "/subjects").status_code == 401
         bearer = {"Authorization": "Bearer s3cret"}

@@ -1,5 +1,5 @@
 """The schema registry in the SPU: Confluent's REST API over schemas kept in the log (docs/registry.md)."""
 
-from contraflow.spu.registry.server import RegistryServer
+from contraflow.spu.registry.server import RegistryServer, ThreadedRegistry
 
-__all__ = ["RegistryServer"]
+__all__ = ["RegistryServer", "ThreadedRegistry"]

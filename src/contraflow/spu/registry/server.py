@@ -7,7 +7,11 @@ like any client, with the same token; TLS on the SPU's certificate.
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from contraflow.asgi_server import EmbeddedAsgiServer
 from contraflow.errors import UserError
@@ -59,3 +63,28 @@ class RegistryServer:
     async def stop(self) -> None:
         await self._http.stop()
         await self.client.close()
+
+
+class ThreadedRegistry:
+    """A `RegistryServer` on an event loop of its own thread, for callers whose clients block
+    (tests, benchmarks): `url` once started, `stop()` when done."""
+
+    def __init__(self, spu_addr: str, **options: Any) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="schema-registry", daemon=True)
+        self._thread.start()
+        self.server: RegistryServer = self._run(self._make(spu_addr, options))
+        self.url = f"http://{self._run(self.server.start())}"
+
+    async def _make(self, spu_addr: str, options: dict[str, Any]) -> RegistryServer:
+        return RegistryServer(spu_addr, "127.0.0.1:0", **options)  # its SPU client belongs to this loop
+
+    def _run(self, coro: Any) -> Any:
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(30)
+
+    def stop(self) -> None:
+        self._run(self.server.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
