@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +17,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-
-from contraflow.spu.embedded import EmbeddedSpu
-from contraflow.spu.registry import ThreadedRegistry
+from tests.cli_process import start_cli
 
 USER_V1 = {
     "type": "record",
@@ -111,36 +113,51 @@ def test_soft_then_hard_deletes_and_the_error_codes(registry_url: str) -> None:
     assert raw("GET", "/schemas/types")[1] == ["AVRO", "JSON", "PROTOBUF"]
 
 
-def test_the_registry_keeps_its_data_across_an_spu_restart(tmp_path: Path) -> None:
-    with EmbeddedSpu(tmp_path) as spu:
-        registry = ThreadedRegistry(spu.addr)
-        client = SchemaRegistryClient({"url": registry.url})
+@contextmanager
+def spu_with_registry(data_dir: Path, token: str) -> Iterator[str]:
+    """`contraflow spu run --registry-addr` in a child process: yields the registry's URL."""
+    proc: subprocess.Popen[str] = start_cli(
+        *(
+            "spu",
+            "run",
+            "--data-dir",
+            data_dir,
+            "--public-addr",
+            "127.0.0.1:0",
+            "--private-addr",
+            "127.0.0.1:0",
+        ),
+        *("--registry-addr", "127.0.0.1:0", "--token", token, "--no-scrub"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert " registry=" in line, proc.communicate(timeout=10)[1]
+    try:
+        yield "http://" + line.split(" registry=")[1].split()[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
+def test_spu_run_serves_the_registry_behind_its_token_and_keeps_it_across_a_restart(tmp_path: Path) -> None:
+    with spu_with_registry(tmp_path, "s3cret") as url:
+        assert httpx.get(url + "/subjects").status_code == 401
+        wrong = SchemaRegistryClient({"url": url, "basic.auth.user.info": "anyone:guess"})
+        assert refusal(wrong.get_subjects) == (401, 40101)
+        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "anyone:s3cret"})
         first = client.register_schema("users-value", avro(USER_V1))
         second = client.register_schema("users-value", avro(USER_V2))
         client.set_compatibility("users-value", "FULL")
         client.delete_version("users-value", 1)
-        registry.stop()
-    with EmbeddedSpu(tmp_path) as spu:
-        registry = ThreadedRegistry(spu.addr)
-        client = SchemaRegistryClient({"url": registry.url})
-        assert client.get_versions("users-value") == [2]
+    with spu_with_registry(tmp_path, "s3cret") as url:
+        bearer = {"Authorization": "Bearer s3cret"}
+        assert httpx.get(url + "/subjects/users-value/versions", headers=bearer).json() == [2]
+        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "anyone:s3cret"})
         assert client.get_latest_version("users-value").schema_id == second
-        assert json.loads(client.get_schema(first).schema_str) == USER_V1
+        assert json.loads(client.get_schema(first).schema_str) == USER_V1  # soft-deleted, still resolvable
         assert client.get_compatibility("users-value") == "FULL"
         other = {**USER_V1, "name": "Other"}
-        assert client.register_schema("other-value", avro(other)) == second + 1  # ids never reused
-        registry.stop()
-
-
-def test_a_token_guards_the_registry(registry_spu: EmbeddedSpu) -> None:
-    registry = ThreadedRegistry(registry_spu.addr, topic="schemas-token", token="s3cret")
-    try:
-        assert httpx.get(registry.url + "/subjects").status_code == 401
-        bearer = {"Authorization": "Bearer s3cret"}
-        assert httpx.get(registry.url + "/subjects", headers=bearer).json() == []
-        client = SchemaRegistryClient({"url": registry.url, "basic.auth.user.info": "anyone:s3cret"})
-        assert client.register_schema("users-value", avro(USER_V1)) >= 1
-        wrong = SchemaRegistryClient({"url": registry.url, "basic.auth.user.info": "anyone:guess"})
-        assert refusal(wrong.get_subjects) == (401, 40101)
-    finally:
-        registry.stop()
+        assert client.register_schema("other-value", avro(other)) == second + 1  # ids are never reused
