@@ -31,7 +31,7 @@ def test_tremors_codecs_and_processors_are_registered() -> None:
     assert set(CODECS) == {
         *("json", "json-sorted", "string", "binary", "msgpack", "csv", "yaml"),
         *("influx", "binflux", "statsd", "dogstatsd", "syslog", "null", "tremor"),
-        *("avro", "json_schema"),  # Confluent's wire format, schemas from a registry
+        *("avro", "protobuf", "json_schema"),  # Confluent's wire format, schemas from a registry
     }
     assert set(PREPROCESSORS) == {
         *("separate", "lines", "length-prefixed", "textual-length-prefixed", "base64", "decompress"),
@@ -178,7 +178,7 @@ def test_each_chain_is_fresh_state() -> None:
 
 
 # They need a schema registry to encode: tests/spu/registry/test_registry_codecs.py pickles them.
-@pytest.mark.parametrize("name", sorted(set(CODECS) - {"avro", "json_schema"}))
+@pytest.mark.parametrize("name", sorted(set(CODECS) - {"avro", "protobuf", "json_schema"}))
 def test_codecs_pickle_as_their_configuration(name: str) -> None:
     """Spark ships codecs to worker processes: a copy must work and keep its config."""
     original = codec(name)

@@ -34,6 +34,7 @@ from contraflow.codecs.processors.textual_length_prefixed import (
     TextualLengthPrefixedPostprocessor,
     TextualLengthPrefixedPreprocessor,
 )
+from contraflow.codecs.protobuf_codec import ProtobufCodec
 from contraflow.codecs.statsd_codec import StatsdCodec
 from contraflow.codecs.string_codec import StringCodec
 from contraflow.codecs.syslog_codec import SyslogCodec
@@ -64,6 +65,7 @@ CODECS = _by_name(
     NullCodec,
     TremorCodec,
     AvroCodec,
+    ProtobufCodec,
     JsonSchemaCodec,
 )
 PREPROCESSORS = _by_name(

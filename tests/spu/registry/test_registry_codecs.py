@@ -154,3 +154,75 @@ def test_codec_configs_are_checked_and_codecs_pickle_as_their_config() -> None:
         codec({"name": "json_schema", "config": {"schema": "{}"}})
     built = codec({"name": "avro", "config": {"subject": "s", "schema": EVENT}})
     assert pickle.loads(pickle.dumps(built)).options == built.options
+
+
+def order_class() -> Any:
+    """A Protobuf message class built from a descriptor: `shop.Order`, the file's second message,
+    with a nested message, an enum, repeated and 64-bit fields."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="shop/orders.proto", package="shop", syntax="proto3")
+    item = file.message_type.add(name="Item")
+    item.field.add(name="sku", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    order = file.message_type.add(name="Order")
+    order.enum_type.add(name="Status").value.add(name="NEW", number=0)
+    order.enum_type[0].value.add(name="PAID", number=1)
+    note = order.nested_type.add(name="Note")
+    note.field.add(name="text", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    for number, (name, kind, label, type_name) in enumerate(
+        [
+            ("id", field.TYPE_STRING, field.LABEL_OPTIONAL, ""),
+            ("amount", field.TYPE_INT64, field.LABEL_OPTIONAL, ""),
+            ("tags", field.TYPE_STRING, field.LABEL_REPEATED, ""),
+            ("items", field.TYPE_MESSAGE, field.LABEL_REPEATED, ".shop.Item"),
+            ("status", field.TYPE_ENUM, field.LABEL_OPTIONAL, ".shop.Order.Status"),
+            ("note", field.TYPE_MESSAGE, field.LABEL_OPTIONAL, ".shop.Order.Note"),
+            ("raw", field.TYPE_BYTES, field.LABEL_OPTIONAL, ""),
+        ],
+        start=1,
+    ):
+        added = order.field.add(name=name, number=number, type=kind, label=label)
+        if type_name:
+            added.type_name = type_name
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_codec_reads_and_writes_what_confluent_s_serializers_do(registry_url: str) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    order = order_class()
+    client = SchemaRegistryClient({"url": registry_url})
+    context = SerializationContext("orders", MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    written = ProtobufSerializer(order, client, conf)(
+        order(id="o-1", amount=2**40, tags=["a", "b"], items=[{"sku": "x"}], status=1, raw=b"\x00"), context
+    )
+    assert written[5:7] == b"\x02\x02"  # one message index (zigzag 1), and it is 1: the second message
+    value = {
+        "id": "o-1",
+        "amount": 2**40,
+        "tags": ["a", "b"],
+        "items": [{"sku": "x"}],
+        "status": "PAID",
+        "raw": b"\x00",
+    }
+    config = {"registry": registry_url, "subject": "orders-value", "message": "shop.Order"}
+    proto = codec({"name": "protobuf", "config": config})
+    assert proto.decode(written) == value
+    ours = proto.encode({**value, "note": {"text": "gift"}})
+    assert ours[:7] == written[:7]
+    theirs = ProtobufDeserializer(order, conf)(ours, context)
+    assert (theirs.note.text, theirs.amount, theirs.status, list(theirs.tags)) == (
+        "gift",
+        2**40,
+        1,
+        ["a", "b"],
+    )
+    assert proto.decode(ours) == {**value, "note": {"text": "gift"}}
+    with pytest.raises(CodecError, match="has no field 'nope'"):
+        proto.encode({"nope": 1})
+    with pytest.raises(CodecError, match="not a shop.Order"):
+        proto.decode(written[:7] + b"\xff\xff")
