@@ -19,6 +19,9 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.serialization import MessageField, SerializationContext
 from tests.cli_process import start_cli
 
+from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.registry import ThreadedRegistry
+
 USER_V1 = {
     "type": "record",
     "name": "User",
@@ -142,7 +145,9 @@ def spu_with_registry(data_dir: Path, token: str) -> Iterator[str]:
         assert proc.wait(30) == 0
 
 
-def test_spu_run_serves_the_registry_behind_its_token_and_keeps_it_across_a_restart(tmp_path: Path) -> None:
+def test_spu_run_serves_the_registry_behind_its_token_and_it_keeps_its_data_across_a_restart(
+    tmp_path: Path,
+) -> None:
     with spu_with_registry(tmp_path, "s3cret") as url:
         assert httpx.get(url + "/subjects").status_code == 401
         wrong = SchemaRegistryClient({"url": url, "basic.auth.user.info": "anyone:guess"})
@@ -152,12 +157,16 @@ def test_spu_run_serves_the_registry_behind_its_token_and_keeps_it_across_a_rest
         second = client.register_schema("users-value", avro(USER_V2))
         client.set_compatibility("users-value", "FULL")
         client.delete_version("users-value", 1)
-    with spu_with_registry(tmp_path, "s3cret") as url:
-        bearer = {"Authorization": "Bearer s3cret"}
-        assert httpx.get(url + "/subjects/users-value/versions", headers=bearer).json() == [2]
-        client = SchemaRegistryClient({"url": url, "basic.auth.user.info": "anyone:s3cret"})
-        assert client.get_latest_version("users-value").schema_id == second
-        assert json.loads(client.get_schema(first).schema_str) == USER_V1  # soft-deleted, still resolvable
-        assert client.get_compatibility("users-value") == "FULL"
-        other = {**USER_V1, "name": "Other"}
-        assert client.register_schema("other-value", avro(other)) == second + 1  # ids are never reused
+    # the restart: the same data directory, served this time by an SPU and a registry in this process
+    with EmbeddedSpu(tmp_path) as spu:
+        registry = ThreadedRegistry(spu.addr)
+        try:
+            client = SchemaRegistryClient({"url": registry.url})
+            assert client.get_versions("users-value") == [2]
+            assert client.get_latest_version("users-value").schema_id == second
+            assert json.loads(client.get_schema(first).schema_str) == USER_V1  # soft-deleted, resolvable
+            assert client.get_compatibility("users-value") == "FULL"
+            other = {**USER_V1, "name": "Other"}
+            assert client.register_schema("other-value", avro(other)) == second + 1  # ids are never reused
+        finally:
+            registry.stop()
