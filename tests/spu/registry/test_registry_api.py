@@ -19,6 +19,7 @@ from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSe
 from confluent_kafka.serialization import MessageField, SerializationContext
 from tests.cli_process import start_cli
 
+from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.registry import ThreadedRegistry
 
@@ -170,3 +171,17 @@ def test_spu_run_serves_the_registry_behind_its_token_and_it_keeps_its_data_acro
             assert client.register_schema("other-value", avro(other)) == second + 1  # ids are never reused
         finally:
             registry.stop()
+
+
+def test_records_the_registry_did_not_write_are_skipped(registry_spu: EmbeddedSpu) -> None:
+    with SpuClient(registry_spu.addr) as spu:
+        spu.create_topic("schemas-foreign")
+        good = avro(USER_V1).schema_str
+        key = b'{"keytype":"SCHEMA","subject":"s","version":1}'
+        record = json.dumps({"subject": "s", "version": 1, "id": 1, "schema": good}).encode()
+        spu.produce("schemas-foreign", 0, [b"not json", b"{}", record], [None, b"[1]", key])
+    registry = ThreadedRegistry(registry_spu.addr, topic="schemas-foreign")
+    try:
+        assert SchemaRegistryClient({"url": registry.url}).get_versions("s") == [1]
+    finally:
+        registry.stop()

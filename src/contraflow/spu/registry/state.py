@@ -74,6 +74,8 @@ class RegistryTable:
         """One record of the topic; records with a key of another kind are ignored (newer writers)."""
         fields = orjson.loads(key)
         content = None if value is None else orjson.loads(value)
+        if not isinstance(fields, dict) or not isinstance(content, dict | None):
+            raise ValueError("a registry record's key and value are JSON objects")
         kind = fields.get("keytype")
         if kind == "SCHEMA":
             self._apply_version(fields["subject"], int(fields["version"]), content)

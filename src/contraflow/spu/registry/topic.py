@@ -9,6 +9,7 @@ replicas and outlives the SPU that took it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from contraflow.spu.client import AsyncSpuClient
@@ -17,6 +18,8 @@ from contraflow.spu.protocol.topics import TopicConfig
 
 SCHEMAS_TOPIC = "contraflow.schemas"
 SEGMENT_BYTES = 4 << 20
+
+log = logging.getLogger(__name__)
 
 Apply = Callable[[bytes, bytes | None], None]
 
@@ -49,11 +52,20 @@ class SchemasTopic:
             result = await self.client.fetch(self.topic, 0, self._next)
             for batch in result.batches:
                 for record in batch.records(start_offset=self._next):
-                    if record.key is not None:
-                        self._apply(record.key, record.value or None)
+                    self._apply_one(record.offset, record.key, record.value)
             self._next = max(self._next, result.next_offset)
             if self._next >= result.high_watermark:
                 return
+
+    def _apply_one(self, offset: int, key: bytes | None, value: bytes) -> None:
+        """Apply one record; one the registry did not write (any Kafka client can produce to the
+        topic) is skipped with a warning, never a registry that cannot start."""
+        try:
+            if key is None:
+                raise ValueError("no key")
+            self._apply(key, value or None)
+        except (ValueError, KeyError, TypeError) as err:
+            log.warning("skipped record %d of %s: not a registry record (%s)", offset, self.topic, err)
 
     async def append(self, records: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Append records as one batch (all or none of them) and apply them (with any records
