@@ -6,7 +6,13 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contraflow.pipeline.spark.listener import SHUFFLE_EVENTS, SHUFFLE_METRIC, batch_phases, batch_progress
+from contraflow.pipeline.spark.listener import (
+    LATE_METRIC,
+    SHUFFLE_EVENTS,
+    SHUFFLE_METRIC,
+    batch_phases,
+    batch_progress,
+)
 from contraflow.runtime.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
 from tests.api.conftest import InMemoryRuntime
 
@@ -199,3 +205,26 @@ def test_events_shuffled_from_the_observed_metric() -> None:
     family = "contraflow_pipeline_events_total"
     assert sample(family, {"flow": "f", "pipeline": "p", "direction": "shuffled"}) == 40
     assert sample(family, {"flow": "f", "pipeline": "p", "direction": "in"}) == 200
+
+
+def test_late_events_per_node_from_the_observed_metric() -> None:
+    """The late counts a stateful query observes per node become the late-events counter; a node
+    with no late event in the batch (Spark sums to null or 0) adds no series."""
+    progress = {
+        "id": "q",
+        "runId": "r",
+        "batchId": 3,
+        "sources": [],
+        "sink": {"numOutputRows": 7},
+        "observedMetrics": {LATE_METRIC: {"select_3": 2, "select_1": None, "select_2": 0}},
+        "durationMs": {"triggerExecution": 100},
+    }
+    batch = batch_progress(progress)
+    assert batch.late == (("select_3", 2),)
+    m = RuntimeMetrics()
+    for _ in range(2):
+        m.pipeline_batch("f", "p", 0.1, 100, 7, late=batch.late)
+    sample = m.registry.get_sample_value
+    family = "contraflow_pipeline_late_events_total"
+    assert sample(family, {"flow": "f", "pipeline": "p", "node": "select_3"}) == 4
+    assert sample(family, {"flow": "f", "pipeline": "p", "node": "select_1"}) is None

@@ -219,6 +219,10 @@ class JoinRunner(NodeRunner):
             return [("err", error_item(self.name, [event, None, None], exc, self.locators))]
         return [("out", output)] if output is not None else []
 
+    @property
+    def late_events(self) -> int:
+        return self.late
+
     def fail(self, item: Item, exc: BaseException) -> None:
         error = error_item(self.name, item, exc, self.locators)
         if isinstance(exc, LateEvent):
