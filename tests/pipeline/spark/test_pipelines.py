@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from contraflow.errors import UserError
 from contraflow.events import META_HEADER, Event
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
@@ -358,3 +359,19 @@ def _observed_late(query: Any, node: str) -> int:
     """The late events of `node` the query's batches observed (`LATE_METRIC`), this run."""
     counts = [progress.observedMetrics.get(LATE_METRIC) for progress in query.recentProgress]
     return sum(row[node] or 0 for row in counts if row is not None)
+
+
+def test_partition_by_cannot_split_a_join_s_watermark(pipeline) -> None:
+    """A join runs as one stream: split by `partition_by`, each part would have its own watermark."""
+    p = pipeline(
+        """
+        create stream orders;
+        create stream payments;
+        select event from in where present event.id into orders;
+        select event from in where present event.order_id into payments;
+        select {"order": left, "payment": right} from orders left join payments
+        on left.id == right.order_id within 10 into out;
+        """
+    )
+    with pytest.raises(UserError, match="select_3 follow one watermark over all its events"):
+        p.start(partition_by="event.id")

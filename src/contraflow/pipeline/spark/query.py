@@ -256,6 +256,12 @@ def _stateful_rows(
     prefix = replace(plan, graph=split.prefix) if split is not None else None
     rest = replace(plan, graph=split.rest) if split is not None else plan
     cut_ports = split.cut_ports if split is not None else ()
+    late = late_nodes(rest.graph)
+    if partition_by is not None and late:
+        raise UserError(
+            f"partition_by cannot split pipeline '{plan.graph.name}': its {', '.join(late)} follow one"
+            " watermark over all its events (a join, or a window with lateness or sessions)"
+        )
     select = independent_groups(rest.graph) if partition_by is None else None
     groups = (
         GroupStreams(rest.graph, select, stream_keys(spark, _state_partitions(spark, checkpoint)))
@@ -279,7 +285,6 @@ def _stateful_rows(
         )
     )
     envelopes = envelopes.observe(SHUFFLE_METRIC, F.sum("event_count").alias(SHUFFLE_EVENTS))
-    late = late_nodes(rest.graph)
     processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()), late)
     initial = _initial_state(spark, checkpoint, groups)
     outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
