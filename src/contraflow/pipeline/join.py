@@ -186,11 +186,18 @@ class JoinRunner(NodeRunner):
         for matched, arrivals in ((side.matched, [arrival] if used else []), (other.matched, used)):
             if matched is not None:
                 matched.update(arrivals)
+        return emitted + self._leave()
+
+    def _leave(self) -> Emitted:
+        """Drop the kept events no event on time can meet any more; a left join's unmatched left
+        events among them come out."""
         watermark = self.watermark()
-        if watermark is not None:
-            for kept in self.sides.values():
-                for unmatched in kept.drop_before(watermark - self.within):
-                    emitted += self._unmatched(unmatched)
+        if watermark is None:
+            return []
+        emitted: Emitted = []
+        for side in self.sides.values():
+            for unmatched in side.drop_before(watermark - self.within):
+                emitted += self._unmatched(unmatched)
         return emitted
 
     def _matches(self, pair: dict[str, Any], meta: dict[str, Any]) -> bool:
