@@ -137,7 +137,7 @@ def test_a_join_moved_at_any_point_changes_nothing(steps: list[tuple[str, str, i
     assert_a_move_changes_nothing(JOIN, joined(steps), split)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(JOIN_STEPS)
 def test_every_pair_of_events_on_time_is_joined_once(steps: list[tuple[str, str, int]]) -> None:
     """Out of order: the pairs are exactly those of the events not reported late; a left join's
