@@ -17,8 +17,14 @@ log file so standard output holds only the JSON.
   `withColumn` -> `groupBy(window, key).count()` with a watermark.
 - counter: the pipeline-state RFC's counter script (one ordered stream) vs a
   plain `transformWithState` keeping one count in a value state.
+- join: a windowed stream-stream inner join (error events with info events of the
+  same key whose `ts` lie within 5 s) vs Spark's own stream-stream join: both sides
+  `withWatermark` 5 s and a time-range join condition. `outputs` gives each side's
+  pairs: both drop what their watermarks call late, so the counts may differ a little.
+  Spark reads the topic once per side; its rate counts events read once.
 
-ratio = pipeline / plain (target >= 0.8 for passthrough and aggregate).
+ratio = pipeline / plain (target >= 0.8 for passthrough and aggregate, >= 1.0 for join).
+Arguments: EVENTS REPEATS [CASES] (comma-separated names, default all).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from contraflow.spu.storage import FlushPolicy, TopicConfig
 
 EVENTS = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 REPEATS = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+CASES = sys.argv[3].split(",") if len(sys.argv) > 3 else ["passthrough", "aggregate", "counter", "join"]
 KEYS = 10_000
 CONFIG = TopicConfig(partitions=2, segment_bytes=256 << 20, flush=FlushPolicy.never())
 
@@ -72,6 +79,15 @@ create script counter;
 select event from in into counter;
 select event from counter into out;
 """
+JOIN = """
+create stream errors;
+create stream infos;
+select event from in where event.level == "error" into errors;
+select event from in where event.level == "info" into infos;
+select {"key": left.key, "error": left.ts, "info": right.ts, "amount": right.amount}
+from errors with time = event.ts * 1000000 join infos with time = event.ts * 1000000
+on left.key == right.key within 5000000000 into out;
+"""
 SCHEMA = "level string, key string, amount long, host string, message string, ts long"
 
 
@@ -96,6 +112,7 @@ class Bench:
     def __init__(self, spark: Any, spu: SpuClient, addr: str, root: Path) -> None:
         self.spark, self.spu, self.addr, self.root = spark, spu, addr, root
         self.runs = 0
+        self.outputs = 0  # records the last run wrote
         query_listener(spark)  # registered before the first query: it must see all of its batches
 
     def sink_topic(self) -> str:
@@ -114,12 +131,14 @@ class Bench:
         50-130 ms. `steady` leaves that first planning out, as a long-running
         pipeline pays it once; the other figure keeps it.
         """
-        query = start(str(self.root / f"ck{self.runs}"), self.sink_topic())
+        topic = self.sink_topic()
+        query = start(str(self.root / f"ck{self.runs}"), topic)
         query.awaitTermination()
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
+        self.outputs = sum(p.high_watermark for p in self.spu.describe_topic(topic).partitions)
         batches = [b for b in self.finished_batches(str(query.runId)) if b.rows_in]
-        rows = sum(b.rows_in for b in batches)
+        rows = sum(b.rows_in // len(b.input_ends) for b in batches)  # a self-join reads it twice
         seconds = sum(b.duration_s for b in batches)
         planning = dict(batches[0].phases)["planning"]
         assert rows == EVENTS, f"{rows} of {EVENTS} events read in {len(batches)} micro-batches"
@@ -146,8 +165,15 @@ class Bench:
         """
         self.run(plain)
         self.run(ours)
-        pairs = [(self.run(plain), self.run(ours)) for _ in range(REPEATS)]
+        pairs = []
+        outputs = {}
+        for _ in range(REPEATS):
+            plain_rates = self.run(plain)
+            outputs["plain_pyspark"] = self.outputs
+            pairs.append((plain_rates, self.run(ours)))
+            outputs["pipeline"] = self.outputs
         return {
+            "outputs": outputs,
             "pipeline_events_per_s": round(statistics.median(o[0] for _, o in pairs)),
             "plain_pyspark_events_per_s": round(statistics.median(p[0] for p, _ in pairs)),
             "ratio": round(statistics.median(o[0] / p[0] for p, o in pairs), 3),
@@ -246,6 +272,39 @@ def plain_counter(bench: Bench) -> Callable[[str, str], Any]:
     return start
 
 
+def plain_join(bench: Bench) -> Callable[[str, str], Any]:
+    from pyspark.sql import functions as F
+
+    def side(level: str, name: str) -> Any:
+        parsed = bench.source().select(F.from_json(F.col("value").cast("string"), SCHEMA).alias("e"))
+        return (
+            parsed.where(f"e.level = '{level}'")
+            .select(
+                F.col("e.key").alias(f"{name}_key"),
+                F.col("e.ts").alias(f"{name}_ts"),
+                F.col("e.amount").alias(f"{name}_amount"),
+                F.timestamp_millis(F.col("e.ts")).alias(f"{name}_time"),
+            )
+            .withWatermark(f"{name}_time", "5 seconds")
+        )
+
+    def start(checkpoint: str, topic: str) -> Any:
+        condition = (
+            "error_key = info_key AND info_time BETWEEN error_time - INTERVAL 5 SECONDS"
+            " AND error_time + INTERVAL 5 SECONDS"
+        )
+        joined = side("error", "error").join(side("info", "info"), F.expr(condition))
+        fields = [
+            F.col("error_key").alias("key"),
+            F.col("error_ts").alias("error"),
+            F.col("info_ts").alias("info"),
+            F.col("info_amount").alias("amount"),
+        ]
+        return bench.plain(joined.select(F.to_json(F.struct(*fields)).alias("value")), checkpoint, topic)
+
+    return start
+
+
 def main() -> None:
     with (
         tempfile.TemporaryDirectory(prefix="bench-pipelines-") as tmp,
@@ -266,7 +325,10 @@ def main() -> None:
                 ("passthrough", PASSTHROUGH, plain_passthrough),
                 ("aggregate", AGGREGATE, plain_aggregate),
                 ("counter", COUNTER, plain_counter),
+                ("join", JOIN, plain_join),
             ):
+                if name not in CASES:
+                    continue
                 results[name] = bench.compare(bench.pipeline(compile_query(text)), plain(bench))
             spark.stop()
         out.write(json.dumps(results).encode() + b"\n")

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contraflow.pipeline.spark.listener import SHUFFLE_EVENTS, SHUFFLE_METRIC, batch_phases, batch_progress
+from contraflow.pipeline.spark.listener import (
+    LATE_METRIC,
+    SHUFFLE_EVENTS,
+    SHUFFLE_METRIC,
+    batch_phases,
+    batch_progress,
+)
 from contraflow.runtime.metrics import BATCH_DURATION_BUCKETS, RuntimeMetrics
 from tests.api.conftest import InMemoryRuntime
 
@@ -177,20 +185,24 @@ def test_batch_phases_from_spark_progress() -> None:
     assert sample(family, {"flow": "f", "pipeline": "p", "phase": "state_commit"}) == pytest.approx(0.8)
 
 
-def test_events_shuffled_from_the_observed_metric() -> None:
-    """A stateful query's observed shuffle count becomes the `shuffled` direction; a stateless
-    query's progress has none and adds nothing."""
-    progress = {
+def progress_observing(observed: dict[str, Any]) -> dict[str, Any]:
+    """A finished batch's progress (as Spark's JSON) with these observed metrics."""
+    return {
         "id": "q",
         "runId": "r",
         "batchId": 3,
         "sources": [],
         "sink": {"numOutputRows": 7},
-        "observedMetrics": {SHUFFLE_METRIC: {SHUFFLE_EVENTS: 40}},
+        "observedMetrics": observed,
         "durationMs": {"triggerExecution": 100},
     }
-    stateful = batch_progress(progress)
-    stateless = batch_progress({**progress, "observedMetrics": {}})
+
+
+def test_events_shuffled_from_the_observed_metric() -> None:
+    """A stateful query's observed shuffle count becomes the `shuffled` direction; a stateless
+    query's progress has none and adds nothing."""
+    stateful = batch_progress(progress_observing({SHUFFLE_METRIC: {SHUFFLE_EVENTS: 40}}))
+    stateless = batch_progress(progress_observing({}))
     assert (stateful.rows_shuffled, stateless.rows_shuffled) == (40, 0)
     m = RuntimeMetrics()
     for batch in (stateful, stateless):
@@ -199,3 +211,19 @@ def test_events_shuffled_from_the_observed_metric() -> None:
     family = "contraflow_pipeline_events_total"
     assert sample(family, {"flow": "f", "pipeline": "p", "direction": "shuffled"}) == 40
     assert sample(family, {"flow": "f", "pipeline": "p", "direction": "in"}) == 200
+
+
+def test_late_events_per_node_from_the_observed_metric() -> None:
+    """The late counts a stateful query observes per node become the late-events counter; a node
+    with no late event in the batch (Spark sums to null or 0) adds no series."""
+    batch = batch_progress(
+        progress_observing({LATE_METRIC: {"select_3": 2, "select_1": None, "select_2": 0}})
+    )
+    assert batch.late == (("select_3", 2),)
+    m = RuntimeMetrics()
+    for _ in range(2):
+        m.pipeline_batch("f", "p", 0.1, 100, 7, late=batch.late)
+    sample = m.registry.get_sample_value
+    family = "contraflow_pipeline_late_events_total"
+    assert sample(family, {"flow": "f", "pipeline": "p", "node": "select_3"}) == 4
+    assert sample(family, {"flow": "f", "pipeline": "p", "node": "select_1"}) is None

@@ -117,7 +117,9 @@ def _node(node: Node, graph: PipelineGraph) -> str:
         if spec.having:
             text += f" having {_one_line(spec.having.source)}"
     elif isinstance(spec, JoinSpec):
-        text += f" within={spec.within_ns}ns on {len(spec.left_keys)} key(s)"
+        text += (
+            f"{' left' if spec.left_outer else ''} within={spec.within_ns}ns on {len(spec.left_keys)} key(s)"
+        )
     elif isinstance(spec, OperatorSpec):
         text += f" {spec.kind}" + (f" {_json(spec.config)}" if spec.config else "")
     elif isinstance(spec, ScriptSpec):

@@ -127,12 +127,14 @@ class WindowSpec(_ToDict):
 
 @dataclass
 class JoinSpec(_ToDict):
-    """A windowed stream-stream inner join (beyond Tremor): the node's inputs are `left` and `right`.
+    """A windowed stream-stream join (beyond Tremor): the node's inputs are `left` and `right`.
 
     Each pair of events whose keys are equal and whose times lie within `within_ns` of each
     other gives one output when the second arrives. `left_keys`/`right_keys` (one per `==` of
     the `on` clause) and `*_time` read one side's `event`; `target`, `where` and `having` read
-    the pair as `event.left`/`event.right` (written `left`/`right` in the source).
+    the pair as `event.left`/`event.right` (written `left`/`right` in the source). With
+    `left_outer` (`left join`), a left event no pair used comes out with `right` null once the
+    watermark passes its time plus `within_ns`.
     """
 
     target: SourceExpr
@@ -143,6 +145,7 @@ class JoinSpec(_ToDict):
     right_time: SourceExpr | None = None
     where: SourceExpr | None = None
     having: SourceExpr | None = None
+    left_outer: bool = False
 
 
 @dataclass

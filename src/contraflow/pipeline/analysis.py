@@ -1,4 +1,5 @@
-"""Facts read off a pipeline graph before it runs: timers, QoS nodes, identity nodes, pure routing.
+"""Facts read off a pipeline graph before it runs: timers, late events, QoS nodes, identity nodes,
+pure routing.
 
 Several places decide how to run a pipeline from its shape (the runtime's
 trigger, the Spark plan, the stateless/stateful split, the QoS feed); they
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contraflow.lang.graph import Node, OperatorSpec, PipelineGraph, SelectSpec
+from contraflow.lang.graph import JoinSpec, Node, OperatorSpec, PipelineGraph, SelectSpec
 
 QOS_KINDS = frozenset({"qos::roundrobin", "qos::backpressure", "qos::percentile"})
 
@@ -37,6 +38,19 @@ def _has_timer(node: Node) -> bool:
     return (
         isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and bool(spec.config.get("timeout"))
     )
+
+
+def late_nodes(graph: PipelineGraph) -> list[str]:
+    """The nodes of `graph` (not of pipelines nested in it) that may call an event late: selects
+    with a window closed by the watermark, and joins. In name order."""
+    return sorted(name for name, node in graph.nodes.items() if _calls_late(node))
+
+
+def _calls_late(node: Node) -> bool:
+    spec = node.spec
+    if isinstance(spec, SelectSpec):
+        return any(w.watermarked for w in spec.windows)
+    return isinstance(spec, JoinSpec)
 
 
 def has_qos(graph: PipelineGraph) -> bool:

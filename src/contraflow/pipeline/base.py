@@ -104,6 +104,11 @@ class NodeRunner:
         """Back to the state of a node that has seen no event."""
         self.restore(None)
 
+    @property
+    def late_events(self) -> int:
+        """Events this node has called late (behind a watermark) so far; part of its state."""
+        return 0
+
     # The compiled expressions of this node, to map an exception back to its source position.
     locators: tuple[Locator, ...] = ()
 

@@ -12,7 +12,10 @@ already been reached is *late*: it raises `LateEvent` (the select sends it to
 Time windows with `lateness` are aligned to multiples of their length (of
 `slide` for a sliding window), as Spark's and Flink's are, so a late-but-allowed
 event finds the window it belongs to. A sliding window keeps one pane of
-`slide` ns per slide and merges the panes of each window it emits.
+`slide` ns per slide and merges the panes of each window it emits. An event in
+several sliding windows of which only the first have been reached counts in the
+others and is not late (as in Flink and Spark); it is late only once every
+window holding it has been reached.
 
 A session window holds one session per burst of events of a group: an event
 joins every open session it is less than `gap` from (a late event may bridge two,
@@ -252,10 +255,18 @@ class AlignedWindows(WatermarkWindows):
         self.slide = self.spec.slide if self.spec.kind == "sliding" and self.spec.slide else self.length
 
     def _is_late(self, group: TimedGroup | None, time: int, watermark: int) -> bool:
-        """Late when the first window holding the event ends at or before the watermark."""
-        return time - time % self.slide + self.slide <= watermark
+        """Late when the last window holding the event ends at or before the watermark (every
+        window it belongs to has been reached), as in Flink and Spark."""
+        return time - time % self.slide + self.length <= watermark
 
     def _place(self, group: TimedGroup, time: int, event: Any, meta: dict[str, Any]) -> None:
+        """Add the event to its pane. A sliding window's event may arrive after the first windows
+        holding it were reached: it counts only in the windows still open, so the group never
+        emits a window the watermark had reached before this event."""
+        watermark = self.watermark()
+        if watermark is not None:
+            reached = watermark - watermark % self.slide  # windows end on multiples of the slide
+            group.upto = reached if group.upto is None else max(group.upto, reached)
         start = time - time % self.slide
         panes = group.panes
         index = len(panes)

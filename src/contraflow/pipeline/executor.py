@@ -131,6 +131,11 @@ class PipelineExecutor:
         (see `contraflow.pipeline.spark.partial`)."""
         return self._wired.runners[name]
 
+    def late_counts(self, nodes: list[str]) -> list[int]:
+        """How many events each of `nodes` has called late so far (see `analysis.late_nodes`)."""
+        runners = self._wired.runners
+        return [runners[name].late_events for name in nodes]
+
     def outputs_of(self, action: Callable[[], None]) -> dict[str, Columns]:
         """What `action` (a call into a node, see `node`) emits, collected as `process_values`
         returns it."""

@@ -15,7 +15,7 @@ from contraflow.lang.script import ast as sast
 from contraflow.lang.script.codegen import walk
 from contraflow.lang.script.compiler import CompiledExpr, compile_expr, compile_select
 from contraflow.pipeline.base import Context, NodeRunner, error_item
-from contraflow.pipeline.event_time import LateEvent, watermark_windows
+from contraflow.pipeline.event_time import LateEvent, WatermarkWindows, watermark_windows
 from contraflow.pipeline.grouping import NO_GROUP, GroupFn, compile_group, script_group
 from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.windows import Windows
@@ -191,6 +191,10 @@ class SelectRunner(NodeRunner):
                 continue
             outputs.append([value, dict(meta) if meta else None, None])
         return outputs
+
+    @property
+    def late_events(self) -> int:
+        return self.windows.late if isinstance(self.windows, WatermarkWindows) else 0
 
     def fail(self, item: Item, exc: BaseException) -> None:
         """A late event's error also names its window, the watermark and its time."""

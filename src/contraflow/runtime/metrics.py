@@ -23,6 +23,8 @@ Families (labels in braces):
 - `contraflow_pipeline_events_total{flow,pipeline,direction}`: `in`/`out` events of a pipeline;
   `shuffled`: events (segment heads and ordinary ones) carried into a stateful pipeline's
   `transformWithState`, which partial aggregation keeps below `in`
+- `contraflow_pipeline_late_events_total{flow,pipeline,node}`: events a pipeline's node (a select
+  whose window the watermark closes, or a join; see docs/languages.md) called late and sent to `err`
 - `contraflow_pipeline_events_per_second{flow,pipeline}`: input rate of the last micro-batch
 - `contraflow_stage_seconds_total{flow,stage}`: wall time the runtime spent in one stage of a flow's
   hot path (`source_read`, `source_decode`, `append`, `sink_write`, `sink_commit`, `monitor`),
@@ -115,6 +117,12 @@ class RuntimeMetrics:
             [*pipe, "direction"],
             registry=r,
         )
+        self.pipeline_late_events_total = Counter(
+            "contraflow_pipeline_late_events",
+            "Events a pipeline's node called late (behind its watermark) and sent to err.",
+            [*pipe, "node"],
+            registry=r,
+        )
         self.pipeline_events_per_second = Gauge(
             "contraflow_pipeline_events_per_second",
             "Input rate of a pipeline's last micro-batch.",
@@ -194,6 +202,7 @@ class RuntimeMetrics:
         events_per_second: float | None = None,
         phases: tuple[tuple[str, float], ...] = (),
         events_shuffled: int = 0,
+        late: tuple[tuple[str, int], ...] = (),
     ) -> None:
         """Record one finished micro-batch; the rate defaults to `events_in / duration_s`."""
         self._child(self.pipeline_batch_duration_seconds, flow, pipeline).observe(duration_s)
@@ -203,6 +212,8 @@ class RuntimeMetrics:
         self._child(self.pipeline_events_total, flow, pipeline, "out").inc(events_out)
         if events_shuffled:
             self._child(self.pipeline_events_total, flow, pipeline, "shuffled").inc(events_shuffled)
+        for node, count in late:
+            self._child(self.pipeline_late_events_total, flow, pipeline, node).inc(count)
         if events_per_second is None:
             events_per_second = events_in / duration_s if duration_s > 0 else 0.0
         self._child(self.pipeline_events_per_second, flow, pipeline).set(events_per_second)

@@ -151,6 +151,7 @@ class FlowMonitor:
                 max(batch.rows_out, 0),
                 phases=batch.phases,
                 events_shuffled=batch.rows_shuffled,
+                late=batch.late,
             )
             unresolved.append(batch)
         while unresolved:

@@ -11,11 +11,13 @@ from typing import Any
 import orjson
 import pytest
 
+from contraflow.errors import UserError
 from contraflow.events import META_HEADER, Event
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query, finish
 from contraflow.pipeline.spark import query as query_module
+from contraflow.pipeline.spark.listener import LATE_METRIC
 from contraflow.pipeline.spark.local import fire_pending
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.pipeline.spark.state import export_state, import_state
@@ -308,33 +310,68 @@ def test_split_group_keyed_pipeline_matches_the_executor(pipeline) -> None:
 
 
 def test_late_tolerant_window_runs_per_event_on_spark_across_a_restart(pipeline) -> None:
-    """A select the fold would take but for its `lateness`: Spark gives the executor's windows and
-    late errors, in order, with the watermark and windows continued across a restart."""
+    """A select the fold would take but for its `lateness` (a count, behind a stateless prefix):
+    Spark gives the executor's windows and late errors, in order, with the watermark and windows
+    continued across a restart, and observes each batch's late events per node. Late events come
+    right after a later event of their group in one produce (one ingest time): the fold would
+    put them in that event's segment, so they would be counted instead of reported."""
     text = """
     define window tens from tumbling with interval = 10, lateness = 5 script event.ts end;
     select event from in where event.level == "error" into tagged;
     create stream tagged;
-    select {"key": group[0], "ids": aggr::win::collect_flattened(event.id)} from tagged[tens]
+    select {"key": group[0], "n": aggr::stats::count()} from tagged[tens]
     group by event.key into out;
     """
-    times = [1, 12, 8, 3, 16, 3, 25, 14, 22, 31, 19, 44, 40, 29, 52, 61]
+    batches = [
+        [("a", 1), ("b", 12), ("a", 8), ("a", 3), ("b", 16), ("a", 3)],
+        [("a", 25), ("a", 14), ("b", 22), ("b", 31), ("b", 19)],
+        [("a", 44), ("a", 40), ("a", 29), ("b", 52), ("b", 9), ("a", 61)],
+    ]
     events = [
-        orjson.dumps({"level": "info" if i == 5 else "error", "key": f"k{i % 3}", "id": i, "ts": ts})
-        for i, ts in enumerate(times)
+        [
+            orjson.dumps({"level": "info" if (i, j) == (0, 5) else "error", "key": key, "ts": ts})
+            for j, (key, ts) in enumerate(batch)
+        ]
+        for i, batch in enumerate(batches)
     ]
     p = pipeline(text).start()
-    p.feed(*events[:6])
-    p.drain()
-    p.feed(*events[6:10])
-    p.drain()
-    p.stop()
-    p.start()
-    p.feed(*events[10:])
-    p.drain()
+    late = 0
+    for number, batch in enumerate(events):
+        if number == 2:  # the third batch after a restart
+            late += _observed_late(p.query, "select_2")
+            p.stop()
+            p.start()
+        p.feed(*batch)
+        p.drain()
+    late += _observed_late(p.query, "select_2")
     executor = PipelineExecutor(p.graph)
     want: dict[str, list[Any]] = {"out": [], "err": []}
-    for port, event in (out for value in events for out in executor.process("in", Event.from_raw(value), 0)):
-        want[port].append(event.decoded)
+    for value in (value for batch in events for value in batch):
+        for port, event in executor.process("in", Event.from_raw(value), 0):
+            want[port].append(event.decoded)
     assert p.values("out") == want["out"] and len(want["out"]) >= 6
-    assert p.values("err") == want["err"] and [e["late"] for e in want["err"]] == [True] * 3
+    assert p.values("err") == want["err"] and [e["late"] for e in want["err"]] == [True] * 4
+    assert late == 4
     p.stop()
+
+
+def _observed_late(query: Any, node: str) -> int:
+    """The late events of `node` the query's batches observed (`LATE_METRIC`), this run."""
+    counts = [progress.observedMetrics.get(LATE_METRIC) for progress in query.recentProgress]
+    return sum(row[node] or 0 for row in counts if row is not None)
+
+
+def test_partition_by_cannot_split_a_join_s_watermark(pipeline) -> None:
+    """A join runs as one stream: split by `partition_by`, each part would have its own watermark."""
+    p = pipeline(
+        """
+        create stream orders;
+        create stream payments;
+        select event from in where present event.id into orders;
+        select event from in where present event.order_id into payments;
+        select {"order": left, "payment": right} from orders left join payments
+        on left.id == right.order_id within 10 into out;
+        """
+    )
+    with pytest.raises(UserError, match="select_3 follow one watermark over all its events"):
+        p.start(partition_by="event.id")

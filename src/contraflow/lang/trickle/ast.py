@@ -123,7 +123,7 @@ class JoinSide:
 
 @dataclass
 class JoinStmt:
-    """`select <target> from <left> join <right> on <cond> within <ns> [where] into <out> [having]`."""
+    """`select <target> from <left> [left] join <right> on <cond> within <ns> [where] into <out> [having]`."""
 
     target: SourceExpr
     left: JoinSide
@@ -134,6 +134,7 @@ class JoinStmt:
     into: StreamRef
     having: SourceExpr | None
     pos: Position
+    left_outer: bool = False  # `left join`: unmatched left events come out with `right` null
 
 
 @dataclass

@@ -512,6 +512,7 @@ class PipelineBuilder:
             stmt.right.time,
             pair_expr(stmt.where),
             pair_expr(stmt.having),
+            stmt.left_outer,
         )
         ctx.graph.nodes[name] = Node(
             name, "join", inputs=list(SIDES), outputs=["out"], stateful=True, spec=spec, position=stmt.pos

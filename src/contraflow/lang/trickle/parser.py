@@ -217,8 +217,10 @@ class TrickleTransformer(Transformer):
 
     @v_args(meta=True)
     def join_stmt(self, meta: Meta, children: list[Any]) -> ast.JoinStmt:
-        target, left, right, on, within, where, into, having = children
-        return ast.JoinStmt(target, left, right, on, within, where, into, having, self._pos(meta))
+        target, left, outer, right, on, within, where, into, having = children
+        return ast.JoinStmt(
+            target, left, right, on, within, where, into, having, self._pos(meta), outer is not None
+        )
 
     def join_side(self, children: list[Any]) -> ast.JoinSide:
         return ast.JoinSide(children[0], children[1])

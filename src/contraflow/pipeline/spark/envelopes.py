@@ -62,6 +62,19 @@ EVENTS_SCHEMA = pa.schema(
     ]
 )
 OUTPUT_ENVELOPE_DDL = "events binary"
+
+
+def late_column(index: int) -> str:
+    """The output envelope's column counting the events the `index`th late-calling node (see
+    `analysis.late_nodes`) called late in the call: the query observes their sums."""
+    return f"late_{index}"
+
+
+def output_envelope_ddl(late_nodes: int) -> str:
+    """The stateful operator's output rows: the events, and one late count per late-calling node."""
+    return ", ".join([OUTPUT_ENVELOPE_DDL, *(f"{late_column(i)} bigint" for i in range(late_nodes))])
+
+
 REST_INPUT = "in:"
 FINAL_OUTPUT = "out:"
 

@@ -41,6 +41,9 @@ OUTPUT_RECORDS = "records"
 # aggregation leaves to cross the shuffle): `observedMetrics[SHUFFLE_METRIC][SHUFFLE_EVENTS]`.
 SHUFFLE_METRIC = "contraflow_shuffle"
 SHUFFLE_EVENTS = "events"
+# A stateful query with windows closed by the watermark or joins observes the events each such node
+# called late: `observedMetrics[LATE_METRIC][node name]`.
+LATE_METRIC = "contraflow_late"
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class BatchProgress:
     # Seconds of the batch per phase (`BATCH_PHASES`), so the next bottleneck shows in `/metrics`.
     phases: tuple[tuple[str, float], ...] = ()
     rows_shuffled: int = 0  # events carried into the stateful stage (0 for a stateless query)
+    late: tuple[tuple[str, int], ...] = ()  # (node, events it called late in the batch), nonzero only
 
 
 # Where a micro-batch's time goes, from Spark's progress: each phase adds up some of its
@@ -109,6 +113,7 @@ def batch_progress(progress: dict[str, Any]) -> BatchProgress:
     observed = (progress.get("observedMetrics") or {}).get(OUTPUT_METRIC)
     rows_out = (observed.get(OUTPUT_RECORDS) or 0) if observed is not None else sink.get("numOutputRows", -1)
     shuffled = (progress.get("observedMetrics") or {}).get(SHUFFLE_METRIC) or {}
+    late = (progress.get("observedMetrics") or {}).get(LATE_METRIC) or {}
     sources = progress.get("sources") or []
     return BatchProgress(
         query_id=str(progress["id"]),
@@ -118,6 +123,7 @@ def batch_progress(progress: dict[str, Any]) -> BatchProgress:
         rows_in=sum(records_read(source) for source in sources),
         rows_out=int(rows_out if rows_out is not None else -1),
         rows_shuffled=int(shuffled.get(SHUFFLE_EVENTS) or 0),
+        late=tuple((node, int(count)) for node, count in sorted(late.items()) if count),
         duration_s=(progress.get("durationMs") or {}).get("triggerExecution", 0) / 1000,
         phases=batch_phases(progress.get("durationMs"), progress.get("stateOperators")),
     )

@@ -19,12 +19,24 @@ from typing import TYPE_CHECKING, Any
 
 from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
-from contraflow.pipeline.analysis import routing_only
+from contraflow.pipeline.analysis import late_nodes, routing_only
 from contraflow.pipeline.python.modules import ship_modules
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
-from contraflow.pipeline.spark.envelopes import ENVELOPE_DDL, OUTPUT_ENVELOPE_DDL, PackEvents, UnpackOutputs
+from contraflow.pipeline.spark.envelopes import (
+    ENVELOPE_DDL,
+    PackEvents,
+    UnpackOutputs,
+    late_column,
+    output_envelope_ddl,
+)
 from contraflow.pipeline.spark.keying import GroupStreams, independent_groups, stream_keys, stream_number
-from contraflow.pipeline.spark.listener import OUTPUT_METRIC, OUTPUT_RECORDS, SHUFFLE_EVENTS, SHUFFLE_METRIC
+from contraflow.pipeline.spark.listener import (
+    LATE_METRIC,
+    OUTPUT_METRIC,
+    OUTPUT_RECORDS,
+    SHUFFLE_EVENTS,
+    SHUFFLE_METRIC,
+)
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
 from contraflow.pipeline.spark.plan import DEFAULT_EXECUTOR, IngestMode, PipelinePlan
 from contraflow.pipeline.spark.split import split_prefix
@@ -235,7 +247,8 @@ def _stateful_rows(
 ) -> DataFrame:
     """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
     `transformWithState` keyed by the partition key -> the sink's rows. The events the envelopes
-    carry are observed (`SHUFFLE_METRIC`): what partial aggregation leaves to cross."""
+    carry are observed (`SHUFFLE_METRIC`): what partial aggregation leaves to cross; so are the
+    events each node called late (`LATE_METRIC`)."""
     from pyspark.sql import functions as F
 
     _check_partition_by(partition_by)
@@ -243,6 +256,12 @@ def _stateful_rows(
     prefix = replace(plan, graph=split.prefix) if split is not None else None
     rest = replace(plan, graph=split.rest) if split is not None else plan
     cut_ports = split.cut_ports if split is not None else ()
+    late = late_nodes(rest.graph)
+    if partition_by is not None and late:
+        raise UserError(
+            f"partition_by cannot split pipeline '{plan.graph.name}': its {', '.join(late)} follow one"
+            " watermark over all its events (a join, or a window with lateness or sessions)"
+        )
     select = independent_groups(rest.graph) if partition_by is None else None
     groups = (
         GroupStreams(rest.graph, select, stream_keys(spark, _state_partitions(spark, checkpoint)))
@@ -266,15 +285,18 @@ def _stateful_rows(
         )
     )
     envelopes = envelopes.observe(SHUFFLE_METRIC, F.sum("event_count").alias(SHUFFLE_EVENTS))
-    processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()))
+    processor = PipelineProcessor(rest, sorted(rest.new_executor().snapshot()), late)
     initial = _initial_state(spark, checkpoint, groups)
     outputs = envelopes.groupBy(KEY_COLUMN).transformWithState(
         processor,
-        OUTPUT_ENVELOPE_DDL,
+        output_envelope_ddl(len(late)),
         "Append",
         "ProcessingTime" if rest.ticks else "None",
         initialState=initial.groupBy(KEY_COLUMN) if initial is not None else None,
     )
+    if late:  # each node's late events of the batch, by node name (`LATE_METRIC`)
+        sums = [F.sum(late_column(i)).alias(node) for i, node in enumerate(late)]
+        outputs = outputs.observe(LATE_METRIC, *sums)
     return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
 
 

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValu
 from contraflow.events import META_HEADER
 from contraflow.pipeline.executor import no_cyclic_gc
 from contraflow.pipeline.spark.columns import OutputColumns, make_event
-from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, to_ipc
+from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, late_column, to_ipc
 from contraflow.pipeline.spark.partial import (
     ENVELOPE_COLUMN,
     PARTIAL_COLUMN,
@@ -57,9 +57,10 @@ _resident: OrderedDict[tuple[str, Any], tuple[Any, dict[str, str] | None, Any]] 
 class PipelineProcessor(StatefulProcessor):
     """Runs one key's event envelopes through the (rest of the) pipeline with the key's node states."""
 
-    def __init__(self, plan: PipelinePlan, nodes: list[str]) -> None:
+    def __init__(self, plan: PipelinePlan, nodes: list[str], late_nodes: list[str] | None = None) -> None:
         self.plan = plan
         self.nodes = nodes
+        self.late_nodes = late_nodes or []  # their late counts leave with each call's outputs
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         """Declare the value states. Spark also calls this on the driver, only to learn the
@@ -88,6 +89,7 @@ class PipelineProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: TimerValues) -> Iterator[Row]:
         self._restore(key)
+        late_before = self._late_counts()
         events = arrival_order(rows)
         out = OutputColumns(self.plan.outputs)
         try:
@@ -96,8 +98,12 @@ class PipelineProcessor(StatefulProcessor):
             self._restore(key)
             out = OutputColumns(self.plan.outputs)
             self._run(events, out, self._one_by_one)
+        late = [now - before for now, before in zip(self._late_counts(), late_before, strict=True)]
         self._finish(key)
-        return _envelope(out)
+        return _envelope(out, late)
+
+    def _late_counts(self) -> list[int]:
+        return self.executor.late_counts(self.late_nodes) if self.late_nodes else []
 
     def _run(
         self, events: pa.Table, out: OutputColumns, plain: Callable[[pa.Table, OutputColumns], None]
@@ -171,7 +177,7 @@ class PipelineProcessor(StatefulProcessor):
         out = OutputColumns(self.plan.outputs)
         out.extend(self.executor.tick(timerValues.getCurrentProcessingTimeInMs() * NS_PER_MS))
         self._finish(key)
-        return _envelope(out)
+        return _envelope(out, [0] * len(self.late_nodes))
 
     def handleInitialState(self, key: Any, initialState: Row, timerValues: TimerValues) -> None:
         """Seed a fresh query with an imported snapshot ({node: state}) for this key."""
@@ -305,11 +311,13 @@ def _runs(targets: list[str]) -> Iterator[tuple[str, int, int]]:
         start += count
 
 
-def _envelope(out: OutputColumns) -> Iterator[Row]:
-    """The collected outputs as one output envelope row (none when empty)."""
-    if not len(out):
+def _envelope(out: OutputColumns, late: list[int]) -> Iterator[Row]:
+    """The collected outputs as one output envelope row, with the call's late events per
+    late-calling node (none when there is neither)."""
+    if not len(out) and not any(late):
         return iter(())
-    return iter([Row(events=to_ipc(out.to_arrow()))])
+    counts = {late_column(i): count for i, count in enumerate(late)}
+    return iter([Row(events=to_ipc(out.to_arrow()) if len(out) else None, **counts)])
 
 
 def _json(value: Any) -> str:
