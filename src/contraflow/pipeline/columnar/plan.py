@@ -112,14 +112,17 @@ class ColumnarPlan:
     wider: FieldTypes | None = None
 
     @classmethod
-    def compile(cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = ()) -> ColumnarPlan | None:
+    def compile(
+        cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = (), unread: bool = False
+    ) -> ColumnarPlan | None:
         """The plan for events entering `port`, or None when some node they reach does not vectorize
-        (or none reads them). `also_read`: tremor-script ASTs evaluated on the outputs afterwards."""
+        (or none reads them, unless `unread`: a caller with the rows in Arrow anyway).
+        `also_read`: tremor-script ASTs evaluated on the outputs afterwards."""
         if port not in graph.inputs:
             return None
         try:
             routes = trace(graph, port)
-            if not routes.checks:
+            if not routes.checks and not unread:
                 return None  # nothing reads the events: the executor passes them on without parsing
             exprs = [c.expr for c in routes.checks] + [
                 e for r in routes.routes for e in (r.value, r.meta) if e is not None
