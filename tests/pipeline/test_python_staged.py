@@ -44,7 +44,10 @@ def test_only_a_function_that_can_reach_ctx_state_keeps_the_batch_stateful() -> 
 
 def test_a_stateful_batch_keeps_its_state_across_calls_and_moves_as_json() -> None:
     graph = settle_batch_state(
-        compile_query(batch("total", "running_total") + "select event from in into total; select event from total into out;")
+        compile_query(
+            batch("total", "running_total")
+            + "select event from in into total; select event from total into out;"
+        )
     )
     assert graph.nodes["total"].stateful
     executor = PipelineExecutor(graph)
@@ -64,7 +67,7 @@ STAGED = (
     + 'select event from in where event.kind == "z" into out;\n'
     + "select event from double into even;\n"
     + 'select {"n": event.n, "double": event.double, "big": event.double >= 9} from double into out;\n'
-    + 'select event from even where event.square > 10 into out;\n'
+    + "select event from even where event.square > 10 into out;\n"
 )
 
 

@@ -167,6 +167,7 @@ class BatchOutcome:
     not_records: list[int]
     failed: list[int]
     error: Exception | None = None
+    table: pa.Table | None = None  # what the function returned, as a table (`values` are its rows)
 
 
 def call_batch(function: UserFunction, context: OperatorContext, values: pa.Array) -> BatchOutcome:
@@ -184,9 +185,9 @@ def call_batch(function: UserFunction, context: OperatorContext, values: pa.Arra
     except Exception as exc:
         return BatchOutcome(no_output, pa.array([], pa.uint64()), True, not_records, kept.to_pylist(), exc)
     if len(outputs) == len(kept):
-        return BatchOutcome(outputs, kept, True, not_records, [])
+        return BatchOutcome(outputs, kept, True, not_records, [], table=result)
     last = pa.repeat(kept[len(kept) - 1], len(outputs))
-    return BatchOutcome(outputs, last, False, not_records, [])
+    return BatchOutcome(outputs, last, False, not_records, [], table=result)
 
 
 def _channel_bytes(item: Item) -> bytes:

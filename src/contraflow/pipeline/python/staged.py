@@ -217,7 +217,8 @@ class _Run:
         out_metas = metas.take(outcome.rows) if outcome.keeps_meta else pa.nulls(len(origins), pa.binary())
         plan = self.plan.plans[BATCH_OUT + name]
         times = self.ingest.take(origins).to_pylist()
-        self.stage(plan.run(self.plan.executor, outcome.values, _decoded(out_metas), times), origins)
+        traced = plan.run(self.plan.executor, outcome.values, _decoded(out_metas), times, outcome.table)
+        self.stage(traced, origins)
 
     def _errors(
         self, batch: PythonBatch, outcome: BatchOutcome, values: pa.Array, metas: pa.Array, sources: pa.Array

@@ -108,9 +108,7 @@ class PipelinePlan:
             executor = _executors[key] = fresh
         return executor
 
-    def columnar(
-        self, port: str, also_read: tuple[SourceExpr, ...] = ()
-    ) -> ColumnarPlan | StagedPlan | None:
+    def columnar(self, port: str, also_read: tuple[SourceExpr, ...] = ()) -> ColumnarPlan | StagedPlan | None:
         """This worker's columnar plan for events entering `port` (compiled once), or None when the
         graph does not vectorize there, is stateful, routes by QoS signals or uses another executor
         (staged around the graph's `python::batch` nodes: `contraflow.pipeline.python.staged`).
