@@ -11,6 +11,7 @@ import orjson
 import pyarrow as pa
 import pytest
 
+from contraflow.pipeline.columnar.parse import parsed_from_table
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.python.staged import StagedPlan, columnar_plan
@@ -132,3 +133,20 @@ def test_a_failing_batch_in_a_staged_plan_sends_each_event_to_err() -> None:
     traced = plan.run(None, pa.array(values, pa.binary()), None, [0, 0, 0])
     assert (traced.ports, traced.sources) == (expected.ports, expected.sources) == (["err", "err"], [0, 2])
     assert [orjson.loads(v) for v in traced.values] == [orjson.loads(v) for v in expected.values]
+
+
+def test_a_result_column_is_read_as_parsed_only_where_its_json_text_would_read_the_same() -> None:
+    schema = pa.schema([("s", pa.string()), ("i", pa.int64()), ("x", pa.float64()), ("gone", pa.bool_())])
+    no_rows_fall_back = pa.array([False, False])
+    result = pa.table(
+        {"s": pa.array(["a", None], pa.large_string()), "i": pa.array([1, 2], pa.int32()), "x": [1, 2]}
+    )
+    parsed = parsed_from_table(result, schema, no_rows_fall_back)
+    assert parsed is not None and parsed.table.schema == schema
+    assert parsed.table.to_pylist() == [
+        {"s": "a", "i": 1, "x": 1.0, "gone": None},  # a field no row has is null
+        {"s": None, "i": 2, "x": 2.0, "gone": None},
+    ]
+    # NaN is written as null, a float as a float: the values' JSON must be parsed instead.
+    assert parsed_from_table(pa.table({"x": [1.0, float("nan")]}), schema, no_rows_fall_back) is None
+    assert parsed_from_table(pa.table({"i": [1.5, 2.0]}), schema, no_rows_fall_back) is None
