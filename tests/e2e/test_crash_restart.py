@@ -4,11 +4,6 @@ file -> pipeline -> file sink (at least once) and -> log sink (exactly once). Sm
 channels keep the flow slow enough to be interrupted in the middle. Two sizes: small
 pulls and batches, and large ones (the file source's 1 MiB pulls of ~30k events each,
 micro-batches of up to 20k events, sinks writing whole fetches at once).
-
-The small size's pipeline is written in Python (issue 26): a `python::batch` without state
-keys each event, a `python::map` numbers each key's events in its state, a `python::batch`
-with state keeps a running total, and one event makes the map raise: its err event is
-written, the rest flows, and both states carry on across the SIGKILL and the restarts.
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -42,69 +36,7 @@ SMALL = Size(3000, 250, 300)
 LARGE = Size(100_000, 20_000, 20_000)
 
 
-# Next to the flow file; the event numbered FAILING makes `numbered` raise.
-FAILING = 120
-PYTHON_MODULE = f"""
-import polars as pl
-import pyarrow.compute as pc
-
-
-def keyed(table, ctx):
-    return pl.from_arrow(table).with_columns((pl.col("n") % ctx.args["keys"]).alias("key"))
-
-
-def numbered(event, ctx):
-    if event["n"] == {FAILING}:
-        raise ValueError("event {FAILING} fails")
-    numbers = ctx.state or {{}}
-    key = str(event["key"])
-    numbers[key] = numbers.get(key, 0) + 1
-    ctx.state = numbers
-    return {{"n": event["n"], "key": event["key"], "number": numbers[key]}}
-
-
-def running_total(table, ctx):
-    totals = pc.add(pc.cumulative_sum(table["n"]), ctx.state or 0)
-    ctx.state = totals[-1].as_py()
-    return table.append_column("total", totals)
-"""
-PYTHON_PIPELINE = """
-  define pipeline work
-  pipeline
-    define operator keyed from python::batch with module = "crash_udfs", function = "keyed", args = {{"keys": 3}} end;
-    define operator numbered from python::map with module = "crash_udfs", function = "numbered" end;
-    define operator total from python::batch with module = "crash_udfs", function = "running_total" end;
-    create operator keyed;
-    create operator numbered;
-    create operator total;
-    select event from in into keyed;
-    select event from keyed into numbered;
-    select event from numbered into total;
-    select event from total into out;
-  end;
-"""
-PYTHON_ERRORS = """
-  create connector errors from lines with path = "{tmp}/err.jsonl", mode = "append" end;
-  connect /pipeline/pass/err to /connector/errors;
-"""
-
-
-def expected_python_outputs(events: int) -> list[dict[str, int]]:
-    """What the Python pipeline makes of events 0..events-1, in order."""
-    numbers: Counter[int] = Counter()
-    total, out = 0, []
-    for n in range(events):
-        if n == FAILING:
-            continue
-        numbers[n % 3] += 1
-        total += n
-        out.append({"n": n, "key": n % 3, "number": numbers[n % 3], "total": total})
-    return out
-
-
-def flow_source(tmp: Path, capacity: int, python: bool) -> str:
-    if python:
-        (tmp / "crash_udfs.py").write_text(PYTHON_MODULE)
+def flow_source(tmp: Path, capacity: int) -> str:
     return f"""
 define flow crash
 args
@@ -115,12 +47,10 @@ flow
   create connector input from lines with path = "{tmp}/in.jsonl" end;
   create connector output from lines with path = "{tmp}/out.jsonl", mode = "append" end;
   create connector logged;
-{PYTHON_PIPELINE.format(tmp=tmp) if python else ""}
-  create pipeline pass{" from work" if python else ""};
+  create pipeline pass;
   connect /connector/input to /pipeline/pass;
   connect /pipeline/pass to /connector/output;
   connect /pipeline/pass to /connector/logged;
-{PYTHON_ERRORS.format(tmp=tmp) if python else ""}
 end;
 deploy flow crash;
 """
@@ -144,7 +74,7 @@ deploy flow kept from ticker with path = "KEPT_PATH" end;
 """
 
 
-def log_events(data_dir: Path) -> list[dict[str, Any]]:
+def log_values(data_dir: Path) -> list[int]:
     log = LocalLog(data_dir / "spu", read_only=True)
     try:
         values, offset = [], 0
@@ -153,14 +83,10 @@ def log_events(data_dir: Path) -> list[dict[str, Any]]:
             records = [r for b in result.batches for r in b.records(start_offset=offset)]
             if not records:
                 return values
-            values += [orjson.loads(r.value) for r in records]
+            values += [orjson.loads(r.value)["n"] for r in records]
             offset = records[-1].offset + 1
     finally:
         log.close()
-
-
-def log_values(data_dir: Path) -> list[int]:
-    return [e["n"] for e in log_events(data_dir)]
 
 
 @pytest.mark.parametrize("size", [SMALL, LARGE], ids=["small-batches", "large-batches"])
@@ -168,9 +94,7 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     events = size.events
     write_events(tmp_path / "in.jsonl", events)
     flow = tmp_path / "flow.troy"
-    python = size is SMALL  # one size is enough for the Python pipeline
-    flow.write_text(flow_source(tmp_path, size.capacity, python))
-    numbers = set(range(events)) - ({FAILING} if python else set())
+    flow.write_text(flow_source(tmp_path, size.capacity))
     data_dir = tmp_path / "data"
     with LocalLog(data_dir / "spu") as log:
         log.create_topic(LOG_TOPIC, TopicConfig(partitions=1))
@@ -207,17 +131,11 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
 
     third = RunProcess(flow, data_dir, tmp_path, tmp_path / "run3.log")
     third.wait_until(third.running, 150, "the third run to start")
-    third.wait_until(lambda: {e["n"] for e in read_events(out)} >= numbers, 150, "every event")
+    third.wait_until(lambda: {e["n"] for e in read_events(out)} >= set(range(events)), 150, "every event")
     assert third.terminate() == 0, third.tail()
 
     in_file = Counter(e["n"] for e in read_events(out))
-    assert set(in_file) == numbers  # at least once
+    assert set(in_file) == set(range(events))  # at least once
     assert stopped_at < events or killed_at > 0
     in_log = log_values(data_dir)
-    assert sorted(in_log) == sorted(numbers), "the log sink must hold every event exactly once"
-    if python:  # in order, numbered per key and totalled by the states that survived the kill
-        assert log_events(data_dir) == expected_python_outputs(events)
-        errors = read_events(tmp_path / "err.jsonl")  # at least once
-        assert {(e["type"], e["node"], e["event"]["n"]) for e in errors} == {
-            ("ValueError", "numbered", FAILING)
-        }
+    assert sorted(in_log) == list(range(events)), "the log sink must hold every event exactly once"
