@@ -55,9 +55,10 @@ def not_json(event: Any, ctx: Any) -> dict[str, Any]:
 
 
 def running_total(table: pa.Table, ctx: Any) -> pa.Table:
-    """A python::batch with state: `total` is the sum of `n` over every batch so far."""
+    """A python::batch with state: `total` is the sum of field `n` (or `args.field`) over every
+    batch so far."""
     before = ctx.state or 0
-    totals = pc.add(pc.cumulative_sum(table["n"]), before)
+    totals = pc.add(pc.cumulative_sum(table[ctx.args.get("field", "n")]), before)
     ctx.state = totals[len(totals) - 1].as_py() if len(totals) else before
     return table.append_column("total", totals)
 
