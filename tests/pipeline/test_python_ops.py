@@ -16,6 +16,7 @@ from contraflow.lang.troy.compiler import compile_file
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.python.modules import check_operators, module_zip
+from contraflow.pipeline.python.state_use import settle_batch_state
 from contraflow.pipeline.python.tables import records_table, table_values
 from contraflow.run_command import compile_and_check
 
@@ -94,7 +95,8 @@ def test_batch_gets_a_table_and_its_rows_are_the_events_keeping_each_inputs_meta
         operator("double", "batch", "add_double", '{"factor": 3}')
         + "select event from in into double; select event from double into out;"
     )
-    assert not graph.stateful
+    assert graph.stateful  # until its function is read (`settle_batch_state`)
+    assert not settle_batch_state(graph).stateful
     executor = PipelineExecutor(graph)
     values = [b'{"n":1,"tag":"x"}', b'{"n":2}', b"[1,2]", b'{"n":4,"tag":null}']
     metas = [{"m": 1}, None, {"m": 3}, {"m": 4}]

@@ -2,8 +2,9 @@
 
 The flow reads topic `in` (a `log` source), passes every event through to
 topic `passed` and counts each group's events in tumbling windows of 10 into
-topic `counted` (a stateful pipeline, its group key set by a `python::batch`),
-both through `log` sinks (exactly once). The test writes the input at a steady rate from a thread, so the flow
+topic `counted` (a stateful pipeline: its group key set by a `python::batch`, each event
+numbered within its group by a `python::map` keeping the numbers as state, one event failing
+in the map and going to topic `errors`), all through `log` sinks (exactly once). The test writes the input at a steady rate from a thread, so the flow
 is mid-stream whenever something is killed.
 """
 
@@ -23,7 +24,8 @@ from tests.e2e.run_process import RunProcess
 
 GROUPS = 4
 WINDOW = 10
-TOPICS = ("in", "passed", "counted")
+TOPICS = ("in", "passed", "counted", "errors")
+FAILING = 7  # the event the python::map raises on
 WARM_UP = 100
 HELD = 500  # events fed only after the kills
 
@@ -33,6 +35,7 @@ flow
   define connector input from log with codec = "json", config = {"topic": "in"} end;
   define connector passed from log with codec = "json", config = {"topic": "passed"} end;
   define connector counted from log with codec = "json", config = {"topic": "counted"} end;
+  define connector errors from log with codec = "json", config = {"topic": "errors"} end;
   define pipeline pass
   pipeline
     select event from in into out;
@@ -40,40 +43,57 @@ flow
   define pipeline count
   pipeline
     define operator keyed from python::batch with module = "cluster_keys", function = "group_key" end;
+    define operator numbered from python::map with module = "cluster_keys", function = "number" end;
     create operator keyed;
+    create operator numbered;
     define window tens from tumbling with size = WINDOW_SIZE end;
     select event from in into keyed;
+    select event from keyed into numbered;
     select {"g": group[0], "count": aggr::stats::count(), "min": aggr::stats::min(event.n),
-            "max": aggr::stats::max(event.n)}
-    from keyed[tens] group by set(event.key) into out;
+            "max": aggr::stats::max(event.n), "numbered": aggr::stats::max(event.number)}
+    from numbered[tens] group by set(event.key) into out;
   end;
   create connector input;
   create connector passed;
   create connector counted;
+  create connector errors;
   create pipeline pass;
   create pipeline count;
   connect /connector/input to /pipeline/pass;
   connect /connector/input to /pipeline/count;
   connect /pipeline/pass to /connector/passed;
   connect /pipeline/count to /connector/counted;
+  connect /pipeline/count/err to /connector/errors;
 end;
 deploy flow clustered;
 """.replace("WINDOW_SIZE", str(WINDOW))
 
 
-# The count pipeline's Python operator, next to the flow file: each event's group as `key`.
+# The count pipeline's Python operators, next to the flow file: each event's group as `key`,
+# and its number within the group (the count so far, in the map's state).
 KEYS_MODULE = """
 def group_key(table, ctx):
     if SHIPPED and ".zip" not in __file__:
         raise RuntimeError(f"imported from {__file__}, not from the zip the runtime shipped")
     return table.append_column("key", table["g"])
+
+
+def number(event, ctx):
+    if SHIPPED and ".zip" not in __file__:
+        raise RuntimeError(f"imported from {__file__}, not from the zip the runtime shipped")
+    if event["n"] == FAILING:
+        raise ValueError(f"event {FAILING} fails")
+    numbers = ctx.state or {}
+    numbers[event["key"]] = numbers.get(event["key"], 0) + 1
+    ctx.state = numbers
+    return {**event, "number": numbers[event["key"]]}
 """
 
 
 def write_flow(directory: Path, shipped: bool = False) -> Path:
     """The flow file and its Python module; `shipped`: the module fails unless it was imported from
     the zip a run on a Spark cluster ships to the executors."""
-    (directory / "cluster_keys.py").write_text(f"SHIPPED = {shipped}\n{KEYS_MODULE}")
+    (directory / "cluster_keys.py").write_text(f"SHIPPED = {shipped}\nFAILING = {FAILING}\n{KEYS_MODULE}")
     path = directory / "clustered.troy"
     path.write_text(FLOW)
     return path
@@ -163,21 +183,27 @@ def passed_numbers(client: SpuClient) -> list[int]:
     return [int(e["n"]) for e in read_topic(client, "passed")]  # type: ignore[call-overload]
 
 
-def expected_windows(count: int) -> dict[str, list[tuple[int, int, int]]]:
-    """Per group, the (count, min, max) of each full window of its events, in order."""
+Window = tuple[int, int, int, int]
+
+
+def expected_windows(count: int) -> dict[str, list[Window]]:
+    """Per group, the (count, min, max, last number in the group) of each full window of its
+    events but the failing one, in order."""
     numbers: dict[str, list[int]] = defaultdict(list)
     for n in range(count):
-        numbers[f"g{n % GROUPS}"].append(n)
+        if n != FAILING:
+            numbers[f"g{n % GROUPS}"].append(n)
     return {
-        g: [(WINDOW, ns[i], ns[i + WINDOW - 1]) for i in range(0, len(ns) - WINDOW + 1, WINDOW)]
+        g: [(WINDOW, ns[i], ns[i + WINDOW - 1], i + WINDOW) for i in range(0, len(ns) - WINDOW + 1, WINDOW)]
         for g, ns in numbers.items()
     }
 
 
-def counted_windows(client: SpuClient) -> dict[str, list[tuple[int, int, int]]]:
-    windows: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+def counted_windows(client: SpuClient) -> dict[str, list[Window]]:
+    windows: dict[str, list[Window]] = defaultdict(list)
     for e in read_topic(client, "counted"):
-        windows[str(e["g"])].append((int(e["count"]), int(e["min"]), int(e["max"])))  # type: ignore[call-overload]
+        fields = (e["count"], e["min"], e["max"], e["numbered"])
+        windows[str(e["g"])].append(tuple(int(f) for f in fields))  # type: ignore[arg-type, call-overload]
     return dict(windows)
 
 
@@ -196,5 +222,10 @@ def assert_exactly_once(client: SpuClient, count: int) -> None:
     windows = counted_windows(client)
     for group, expected in expected_windows(count).items():
         got = windows.get(group, [])
-        # the counts continued through the kills: every window full, none twice, none lost
+        # the counts and the map's numbers continued through the kills: every window full, none
+        # twice, none lost
         assert sorted(got) == expected, f"{group}: {sorted(got)[:5]}... != {expected[:5]}..."
+    errors = read_topic(client, "errors")  # the map's exception, as an err event, once
+    assert [(e["type"], e["operator"], e["event"]["n"]) for e in errors] == [
+        ("ValueError", "python::map", FAILING)
+    ]  # type: ignore[index]

@@ -43,6 +43,7 @@ STATEFUL_OPERATORS = frozenset(
         "qos::backpressure",
         "qos::percentile",
         "python::map",
+        "python::batch",
     }
 )
 

@@ -52,3 +52,22 @@ def counter(event: Any, ctx: Any) -> dict[str, Any]:
 def not_json(event: Any, ctx: Any) -> dict[str, Any]:
     """A result JSON cannot hold (a set)."""
     return {"n": event["n"], "tags": {"a", "b"}}
+
+
+def running_total(table: pa.Table, ctx: Any) -> pa.Table:
+    """A python::batch with state: `total` is the sum of field `n` (or `args.field`) over every
+    batch so far."""
+    before = ctx.state or 0
+    totals = pc.add(pc.cumulative_sum(table[ctx.args.get("field", "n")]), before)
+    ctx.state = totals[len(totals) - 1].as_py() if len(totals) else before
+    return table.append_column("total", totals)
+
+
+def scaled_by_args(table: pa.Table, ctx: Any) -> pa.Table:
+    """Reads only `ctx.args`: no state."""
+    return table.append_column("scaled", pc.multiply(table["n"], ctx.args.get("by", 1)))
+
+
+def hands_ctx_on(table: pa.Table, ctx: Any) -> pa.Table:
+    """Hands its context to another function, which could reach the state."""
+    return scaled_by_args(table, ctx)

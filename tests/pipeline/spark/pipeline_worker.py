@@ -1,8 +1,9 @@
 """A pipeline as a Spark query in its own process (own local Spark), for the crash tests.
 
 Usage: pipeline_worker.py SPU INPUT_TOPIC OUTPUT_TOPIC CHECKPOINT DATA_DIR [PIPELINE]
-Runs PIPELINE (`counter`, the pipeline-state RFC counter and then a python::map
-counting again in its own state, by default; `route`, a routing-only pipeline)
+Runs PIPELINE (`counter`, the pipeline-state RFC counter, then a python::map counting
+again in its own state and a python::batch summing the counts in its own, by default; `route`,
+a routing-only pipeline)
 until killed (the Python module is found on CONTRAFLOW_PATH, `PYTHON_MODULES`). The test restarts the same query
 (`start_query`) from the checkpoint in its own Spark session.
 """
@@ -20,9 +21,13 @@ from tests.pipeline.spark.harness import RFC_COUNTER
 PYTHON_MODULES = Path(__file__).parents[1] / "python_modules"
 PYTHON_COUNTER = """
 define operator py_counter from python::map with module = "pyops_udfs", function = "counter" end;
+define operator py_total from python::batch
+with module = "pyops_udfs", function = "running_total", args = {"field": "count"} end;
 create operator py_counter;
+create operator py_total;
 select event from counter into py_counter;
-select event from py_counter into out;
+select event from py_counter into py_total;
+select event from py_total into out;
 """
 PIPELINES = {
     "counter": RFC_COUNTER.replace("select event from counter into out;", PYTHON_COUNTER),

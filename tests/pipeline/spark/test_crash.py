@@ -72,7 +72,8 @@ def wait_until(condition: Callable[[], object], what: str, timeout_s: float, pol
 def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
     spark: Any, spu: SpuClient, spu_addr: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Both counters, the script's and the python::map's, carry on from their state."""
+    """The counters (the script's, the python::map's) and the python::batch's running total carry
+    on from their state."""
     monkeypatch.setenv("CONTRAFLOW_PATH", str(PYTHON_MODULES))  # for the worker and the restart
     source, sink = "crash.counter.in", "crash.counter.out"
     spu.create_topic(source)
@@ -106,7 +107,8 @@ def test_sigkill_inside_a_micro_batch_then_restart_counts_every_event_once(
 
     out = read_values(spu, sink)
     assert [v["count"] for v in out] == list(range(1, 46))  # the counter state survived the crash
-    assert [v["py_count"] for v in out] == list(range(1, 46))  # and so did the Python operator's
+    assert [v["py_count"] for v in out] == list(range(1, 46))  # and so did the Python operators'
+    assert [v["total"] for v in out] == [k * (k + 1) // 2 for k in range(1, 46)]
     assert [v["event"] for v in out] == feed  # every input once, in order
 
 

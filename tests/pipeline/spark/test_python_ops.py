@@ -1,6 +1,7 @@
 """Python operators on Spark: a flow with python::batch and python::map deployed on the runtime
-(what `contraflow run` runs) with the session's Spark and SPU; the python::map's state exported
-from the flow's checkpoint and imported into another query."""
+(what `contraflow run` runs) with the session's Spark and SPU; the states of the python::map and
+of a python::batch that keeps one exported from the flow's checkpoint and imported into another
+query."""
 
 from __future__ import annotations
 
@@ -35,6 +36,13 @@ def count_per_key(event, ctx):
     counts[event["key"]] = counts.get(event["key"], 0) + 1
     ctx.state = counts
     return {**event, "count": counts[event["key"]]}
+
+
+def running_total(table, ctx):
+    import pyarrow.compute as pc
+    totals = pc.add(pc.cumulative_sum(table["n"]), ctx.state or 0)
+    ctx.state = totals[-1].as_py()
+    return table.append_column("total", totals)
 """
 
 
@@ -47,11 +55,14 @@ flow
   pipeline
     define operator scale from python::batch with module = "{module}", function = "scale", args = {{"by": 3}} end;
     define operator count from python::map with module = "{module}", function = "count_per_key" end;
+    define operator total from python::batch with module = "{module}", function = "running_total" end;
     create operator scale;
     create operator count;
+    create operator total;
     select event from in into scale;
     select event from scale into count;
-    select event from count into out;
+    select event from count into total;
+    select event from total into out;
   end;
   create connector input from lines with path = "{tmp}/in.jsonl" end;
   create connector output from lines with path = "{tmp}/out.jsonl", mode = "truncate" end;
@@ -91,9 +102,11 @@ def test_a_flow_scores_with_python_batch_and_map_errors_flow_on_and_the_state_mo
     kept = [e for e in events if not e.get("fail")]
     seen: Counter[str] = Counter()
     expected = []
+    total = 0
     for e in kept:
         seen[e["key"]] += 1
-        expected.append({**e, "scaled": 3 * e["n"], "count": seen[e["key"]]})
+        total += e["n"]
+        expected.append({**e, "scaled": 3 * e["n"], "count": seen[e["key"]], "total": total})
     assert out == expected  # in order, each once, counted per key across micro-batches
     [error] = read_events(tmp_path / "err.jsonl")
     assert (error["type"], error["error"], error["node"], error["operator"]) == (
@@ -104,18 +117,18 @@ def test_a_flow_scores_with_python_batch_and_map_errors_flow_on_and_the_state_mo
     )
     assert error["event"] == {"key": KEYS[17 % 5], "n": 17, "fail": True, "scaled": 51}
 
-    # The map's state, exported from the flow's checkpoint, continues in another query.
+    # The states, exported from the flow's checkpoint, continue in another query.
     snapshot = export_state(spark, checkpoint_path(tmp_path / "data", fid, "scored"))
-    assert snapshot["keys"][""]["count"] == dict(seen)
+    assert snapshot["keys"][""] == {"count": dict(seen), "total": total}
     moved = SparkPipeline(spark, spu, spu_addr, compile_file(flow).flows[fid].pipelines["scored"], tmp_path)
     import_state(moved.checkpoint, orjson.loads(orjson.dumps(snapshot)))
     moved.start()
     try:
         moved.feed({"key": "c", "n": 40}, {"key": "a", "n": 41})
         moved.drain()
-        assert [(v["key"], v["count"]) for v in moved.values()] == [
-            ("c", seen["c"] + 1),
-            ("a", seen["a"] + 1),
+        assert [(v["key"], v["count"], v["total"]) for v in moved.values()] == [
+            ("c", seen["c"] + 1, total + 40),
+            ("a", seen["a"] + 1, total + 81),
         ]
     finally:
         moved.stop()

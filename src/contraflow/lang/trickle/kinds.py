@@ -58,9 +58,9 @@ OPERATORS: dict[str, OperatorKind] = {
             outputs=("out", "err", "overflow"),
             stateful=True,
         ),
-        # User operators written in Python (`contraflow.pipeline.python`). `python::map` keeps
-        # `ctx.state` per instance, so it runs where state lives; `python::batch` gets whole
-        # batches in the read tasks, which run in parallel and keep nothing between batches.
+        # User operators written in Python (`contraflow.pipeline.python`). Both keep `ctx.state`
+        # per instance, so they run where state lives; a `python::batch` whose function cannot
+        # reach its state is marked stateless when its pipeline starts (`python.state_use`).
         OperatorKind(
             "python::map",
             PYTHON_PARAMS,
@@ -68,7 +68,9 @@ OPERATORS: dict[str, OperatorKind] = {
             stateful=True,
             string_params=PYTHON_REQUIRED,
         ),
-        OperatorKind("python::batch", PYTHON_PARAMS, PYTHON_REQUIRED, string_params=PYTHON_REQUIRED),
+        OperatorKind(
+            "python::batch", PYTHON_PARAMS, PYTHON_REQUIRED, stateful=True, string_params=PYTHON_REQUIRED
+        ),
     )
 }
 

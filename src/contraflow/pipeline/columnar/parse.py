@@ -186,3 +186,42 @@ def _mask(count: int, ranges: list[tuple[int, int]]) -> pa.BooleanArray:
     for start, end in ranges:
         flags[start:end] = [True] * (end - start)
     return pa.array(flags, pa.bool_())
+
+
+def parsed_from_table(table: pa.Table, schema: pa.Schema, fallback: pa.BooleanArray) -> Parsed | None:
+    """The batch as `parse_values` would parse it, taken from `table`, which holds the same rows
+    (a `python::batch`'s result, written out as the values): its columns of `schema`'s top-level
+    fields, where each converts exactly (None otherwise: parse the values instead)."""
+    columns = []
+    for target in schema:
+        if target.name not in table.column_names:
+            columns.append(pa.nulls(table.num_rows, target.type))  # left out of every row: null
+            continue
+        column = _exactly(table.column(target.name).combine_chunks(), target.type)
+        if column is None:
+            return None
+        columns.append(column)
+    return Parsed(pa.table(columns, schema=schema), fallback)
+
+
+def _exactly(column: pa.Array, target: pa.DataType) -> pa.Array | None:
+    """`column` as the JSON reader would read its JSON text as `target`, or None when it may not
+    (a type the text would read otherwise, NaN or infinity written as null, an unsigned 64-bit)."""
+    source = column.type
+    if pa.types.is_null(source):
+        return pa.nulls(len(column), target)
+    if target == pa.string() and (pa.types.is_string(source) or pa.types.is_large_string(source)):
+        return column.cast(target)
+    if target == pa.bool_() and pa.types.is_boolean(source):
+        return column
+    integer = pa.types.is_integer(source) and source != pa.uint64()
+    if target == pa.int64() and integer:
+        return column.cast(target)
+    if target == pa.float64() and (integer or pa.types.is_floating(source)):
+        if pa.types.is_floating(source) and not pc.all(pc.is_finite(column)).as_py():
+            return None
+        try:
+            return column.cast(target)
+        except pa.ArrowInvalid:  # an integer a double does not hold exactly
+            return None
+    return None

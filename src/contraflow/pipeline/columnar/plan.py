@@ -25,7 +25,7 @@ from contraflow.pipeline.columnar.evaluate import Evaluator
 from contraflow.pipeline.columnar.fields import FieldTypes, readable
 from contraflow.pipeline.columnar.ir import Expr, NotVectorizable
 from contraflow.pipeline.columnar.lowering import Scope, lower
-from contraflow.pipeline.columnar.parse import Parsed, parse_values
+from contraflow.pipeline.columnar.parse import Parsed, parse_values, parsed_from_table
 from contraflow.pipeline.columnar.routes import Route, Routes, trace
 from contraflow.pipeline.executor import Traced
 
@@ -112,14 +112,17 @@ class ColumnarPlan:
     wider: FieldTypes | None = None
 
     @classmethod
-    def compile(cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = ()) -> ColumnarPlan | None:
+    def compile(
+        cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = (), unread: bool = False
+    ) -> ColumnarPlan | None:
         """The plan for events entering `port`, or None when some node they reach does not vectorize
-        (or none reads them). `also_read`: tremor-script ASTs evaluated on the outputs afterwards."""
+        (or none reads them, unless `unread`: a caller with the rows in Arrow anyway).
+        `also_read`: tremor-script ASTs evaluated on the outputs afterwards."""
         if port not in graph.inputs:
             return None
         try:
             routes = trace(graph, port)
-            if not routes.checks:
+            if not routes.checks and not unread:
                 return None  # nothing reads the events: the executor passes them on without parsing
             exprs = [c.expr for c in routes.checks] + [
                 e for r in routes.routes for e in (r.value, r.meta) if e is not None
@@ -134,8 +137,11 @@ class ColumnarPlan:
         values: pa.Array,
         metas: Sequence[dict[str, Any] | None] | None,
         ingest: Sequence[int],
+        table: pa.Table | None = None,
     ) -> ColumnarTraced:
-        """The batch through the pipeline: what `executor.process_values_traced` would return."""
+        """The batch through the pipeline: what `executor.process_values_traced` would return.
+        `table`: the values' fields as columns already (a `python::batch`'s result), used instead of
+        parsing the values where its columns convert exactly."""
         count = len(values)
         sample = [values[i].as_py() for i in range(min(count, 8))]
         schema = self.wider.schema(sample) if self.wider is not None else None
@@ -146,7 +152,9 @@ class ColumnarPlan:
                 executor.process_values_traced(self.port, values.to_pylist(), _list(metas), list(ingest))
             )
         with_meta = pa.array([bool(m) for m in metas] if metas is not None else [False] * count, pa.bool_())
-        parsed = parse_values(values, schema, with_meta)
+        parsed = parsed_from_table(table, schema, with_meta) if table is not None else None
+        if parsed is None:
+            parsed = parse_values(values, schema, with_meta)
         evaluator = Evaluator(parsed.table)
         fallback = self._fallback(evaluator, parsed.fallback)
         parsed.fallback = fallback

@@ -8,16 +8,18 @@ message, the operator and the original event (each event of the batch, for `pyth
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from contraflow.events import encode_value
 from contraflow.lang.graph import Node, OperatorSpec
 from contraflow.pipeline.base import Context, NodeRunner, error_item
 from contraflow.pipeline.item import UNDECODED, Item, decode
-from contraflow.pipeline.python.modules import load_function
+from contraflow.pipeline.python.modules import UserFunction, load_function
 from contraflow.pipeline.python.tables import record_rows, records_table, result_table, table_values
 
 
@@ -59,6 +61,17 @@ class PythonOperator(NodeRunner):
         )
         return error
 
+    def snapshot(self) -> Any:
+        state = self.context.state
+        try:
+            orjson.dumps(state)
+        except TypeError as exc:
+            raise TypeError(f"the state of {self.spec.kind} '{self.name}' is not JSON: {exc}") from exc
+        return state
+
+    def restore(self, state: Any) -> None:
+        self.context.state = state
+
 
 class PythonMap(PythonOperator):
     """`python::map`: `function(event, ctx)` per event; its result is the event going on (None
@@ -92,31 +105,21 @@ class PythonMap(PythonOperator):
             return
         self.out([result, context.meta or None, encoded])
 
-    def snapshot(self) -> Any:
-        state = self.context.state
-        try:
-            orjson.dumps(state)
-        except TypeError as exc:
-            raise TypeError(f"the state of python::map '{self.name}' is not JSON: {exc}") from exc
-        return state
-
-    def restore(self, state: Any) -> None:
-        self.context.state = state
-
 
 class PythonBatch(PythonOperator):
     """`python::batch`: `function(table, ctx)` once per batch the executor is handed, the batch's
     record events as a `pyarrow.Table`; the rows of the table or polars DataFrame it returns are
-    the events going on. When it returns as many rows as it got, row i keeps the metadata of event
-    i; otherwise the outputs carry none and count as coming from the batch's last event.
+    the events going on (see `call_batch`).
 
-    Not stateful: it runs where the batches are, in the read tasks of every input partition at once,
-    so `ctx.state` lasts for one call (see docs/python.md)."""
+    Stateful (its `ctx.state` kept as node state) only when its function may reach the state
+    (`contraflow.pipeline.python.state_use`); otherwise it runs where the batches are, in the read
+    tasks of every input partition at once, and `ctx.state` starts None on every call."""
 
     batching = True
 
     def __init__(self, node: Node, ctx: Context, path: str) -> None:
         super().__init__(node, ctx, path)
+        self.stateful = node.stateful
         self.pending: list[Item] = []
         self.sources: list[int] = []
 
@@ -129,33 +132,62 @@ class PythonBatch(PythonOperator):
             return
         items, sources = self.pending, self.sources
         self.pending, self.sources = [], []
-        values = pa.array([_channel_bytes(item) for item in items], pa.binary())
-        records = record_rows(values)
-        rows = records.to_pylist()
-        for index, is_record in enumerate(rows):
-            if not is_record:
-                self.ctx.emit_from(sources[index])
-                self.fail(items[index], TypeError("python::batch takes record events only"))
-        kept = [i for i, is_record in enumerate(rows) if is_record]
-        if kept:
-            self._call(values.filter(records), [items[i] for i in kept], [sources[i] for i in kept])
+        if not self.stateful:
+            self.context.state = None
+        outcome = call_batch(
+            self.function, self.context, pa.array([_channel_bytes(i) for i in items], pa.binary())
+        )
+        for row in outcome.not_records:
+            self.ctx.emit_from(sources[row])
+            self.fail(items[row], TypeError(NOT_A_RECORD))
+        for row in outcome.failed:
+            self.ctx.emit_from(sources[row])
+            assert outcome.error is not None
+            self.err(self.user_error(items[row], outcome.error))
+        for row, value in zip(outcome.rows.to_pylist(), outcome.values.to_pylist(), strict=True):
+            self.ctx.emit_from(sources[row])
+            self.out([UNDECODED, items[row][1] if outcome.keeps_meta else None, value])
 
-    def _call(self, values: pa.Array, items: list[Item], sources: list[int]) -> None:
-        context = self.context
-        context.state = None
-        try:
-            result = result_table(self.function(records_table(values), context))
-            outputs = table_values(result).to_pylist()
-        except Exception as exc:
-            for item, source in zip(items, sources, strict=True):
-                self.ctx.emit_from(source)
-                self.err(self.user_error(item, exc))
-            return
-        same_rows = len(outputs) == len(items)
-        for index, output in enumerate(outputs):
-            self.ctx.emit_from(sources[index] if same_rows else sources[-1])
-            meta = items[index][1] if same_rows else None
-            self.out([UNDECODED, meta, output])
+
+NOT_A_RECORD = "python::batch takes record events only"
+
+
+@dataclass
+class BatchOutcome:
+    """What one call of a `python::batch` function made of a batch of channel values.
+
+    `values`: the output events (JSON records); `rows`: the input row each came from (when the
+    function returned another number of rows than it got, every output counts as coming from the
+    last record, and `keeps_meta` is False: no input's metadata belongs to it); `not_records`:
+    the input rows that were not records; `failed`: the rows of a call that raised `error`."""
+
+    values: pa.Array
+    rows: pa.Array
+    keeps_meta: bool
+    not_records: list[int]
+    failed: list[int]
+    error: Exception | None = None
+    table: pa.Table | None = None  # what the function returned, as a table (`values` are its rows)
+
+
+def call_batch(function: UserFunction, context: OperatorContext, values: pa.Array) -> BatchOutcome:
+    """Call `function(table, context)` on the records among `values` (no Python per event unless
+    some are not records or the call raises)."""
+    records = record_rows(values)
+    not_records = pc.indices_nonzero(pc.invert(records)).to_pylist()
+    kept = pc.indices_nonzero(records)
+    no_output = pa.array([], pa.binary())
+    if not len(kept):
+        return BatchOutcome(no_output, pa.array([], pa.uint64()), True, not_records, [])
+    try:
+        result = result_table(function(records_table(values.take(kept) if not_records else values), context))
+        outputs = table_values(result)
+    except Exception as exc:
+        return BatchOutcome(no_output, pa.array([], pa.uint64()), True, not_records, kept.to_pylist(), exc)
+    if len(outputs) == len(kept):
+        return BatchOutcome(outputs, kept, True, not_records, [], table=result)
+    last = pa.repeat(kept[len(kept) - 1], len(outputs))
+    return BatchOutcome(outputs, last, False, not_records, [], table=result)
 
 
 def _channel_bytes(item: Item) -> bytes:

@@ -65,6 +65,8 @@ def table_values(table: pa.Table) -> pa.Array:
 
     frame = polars.from_arrow(table)
     assert isinstance(frame, polars.DataFrame)
+    if not any(column.null_count for column in table.columns):  # nothing to leave out: one write
+        return _lines(frame.write_ndjson(), rows).cast(pa.binary())
     fields = []
     for name in table.column_names:
         fields.append(_field_texts(frame, name, table.column(name)))
@@ -74,9 +76,12 @@ def table_values(table: pa.Table) -> pa.Array:
 
 def _field_texts(frame: pl.DataFrame, name: str, column: pa.ChunkedArray) -> pa.Array:
     """`"name":value` per row (null where the value is null), the value as polars writes JSON."""
-    lines = frame.select(name).write_ndjson()
-    parts = pc.split_pattern(pa.array([lines], pa.large_string()), "\n")
-    texts = pc.list_flatten(parts)[: frame.height]  # the text ends with a line break: one empty part
+    texts = _lines(frame.select(name).write_ndjson(), frame.height)
     # Each line is {"name":value}: keep `"name":value`.
     field = pc.utf8_slice_codeunits(texts, 1, -1).cast(pa.string())
     return pc.if_else(pc.is_null(column.combine_chunks()), pa.scalar(None, pa.string()), field)
+
+
+def _lines(text: str, count: int) -> pa.Array:
+    """The `count` lines of newline-delimited `text` (it ends with a line break: one empty part)."""
+    return pc.list_flatten(pc.split_pattern(pa.array([text], pa.large_string()), "\n"))[:count]

@@ -31,7 +31,7 @@ sends the batch unfolded (every event ordinary), with identical results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -309,14 +309,13 @@ def _joined(parts: list[Any]) -> list[Any]:
 
 
 def _with_outputs(traced: ColumnarTraced, outputs: pa.RecordBatch) -> ColumnarTraced:
-    return ColumnarTraced(
-        outputs.column("port").to_pylist(),
-        outputs.column("value").to_pylist(),
-        outputs.column("meta").to_pylist(),
-        outputs.column("source").to_pylist(),
+    """`traced` (of whatever kind, see `contraflow.pipeline.python.staged`) with these outputs."""
+    return replace(
+        traced,
+        ports=outputs.column("port").to_pylist(),
+        values=outputs.column("value").to_pylist(),
+        metas=outputs.column("meta").to_pylist(),
+        sources=outputs.column("source").to_pylist(),
+        items=[],
         outputs=outputs,
-        parsed=traced.parsed,
-        columnar_rows=traced.columnar_rows,
-        evaluator=traced.evaluator,
-        routes=traced.routes,
     )

@@ -71,12 +71,14 @@ def _run(
     starting: Future[Any],
     emit: Emit,
 ) -> None:
+    from contraflow.pipeline.python.state_use import settle_batch_state
     from contraflow.pipeline.spark.query import AVAILABLE_NOW, start_pipeline
     from contraflow.pipeline.spark.state import export_state
     from contraflow.spark.session import activate
     from contraflow.spu.client import SpuClient
     from contraflow.spu.embedded import EmbeddedSpu
 
+    graph = settle_batch_state(graph)  # stateless python::batch nodes leave no state to fire
     with EmbeddedSpu(root / "spu", mode="thread") as spu, SpuClient(spu.addr) as client:
         outputs = {port: f"{graph.name}.{port}" for port in graph.outputs}
         for topic in ["input", *outputs.values()]:

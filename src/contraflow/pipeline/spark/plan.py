@@ -21,6 +21,7 @@ from contraflow.events import Event, decode_value
 from contraflow.lang.graph import PipelineGraph, SourceExpr
 from contraflow.pipeline.analysis import has_qos, has_timers
 from contraflow.pipeline.columnar import ColumnarPlan
+from contraflow.pipeline.python.staged import StagedPlan, columnar_plan
 from contraflow.pipeline.signals import apply_signals
 
 IngestMode = Literal["timestamp", "offset"]
@@ -29,7 +30,7 @@ COLUMNAR_SWITCH = "CONTRAFLOW_COLUMNAR"
 
 _executors: dict[str, Any] = {}
 _initial_states: dict[str, dict[str, Any]] = {}
-_columnar: dict[str, ColumnarPlan | None] = {}
+_columnar: dict[str, ColumnarPlan | StagedPlan | None] = {}
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,10 @@ class PipelinePlan:
             executor = _executors[key] = fresh
         return executor
 
-    def columnar(self, port: str, also_read: tuple[SourceExpr, ...] = ()) -> ColumnarPlan | None:
+    def columnar(self, port: str, also_read: tuple[SourceExpr, ...] = ()) -> ColumnarPlan | StagedPlan | None:
         """This worker's columnar plan for events entering `port` (compiled once), or None when the
-        graph does not vectorize there, is stateful, routes by QoS signals or uses another executor.
+        graph does not vectorize there, is stateful, routes by QoS signals or uses another executor
+        (staged around the graph's `python::batch` nodes: `contraflow.pipeline.python.staged`).
         `also_read`: expressions a later stage evaluates on the outputs (their fields get parsed too).
 
         `CONTRAFLOW_COLUMNAR=off` in the workers' environment keeps every batch on the per-event
@@ -120,7 +122,7 @@ class PipelinePlan:
         if key not in _columnar:
             eligible = self.executor_class == DEFAULT_EXECUTOR and not self.graph.stateful and not self.qos
             asts = [e.ast for e in also_read]
-            _columnar[key] = ColumnarPlan.compile(self.graph, port, asts) if eligible else None
+            _columnar[key] = columnar_plan(self.graph, port, asts) if eligible else None
         return _columnar[key]
 
     def initial_state(self) -> dict[str, Any]:

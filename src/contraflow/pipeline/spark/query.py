@@ -21,6 +21,7 @@ from contraflow.errors import UserError
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.analysis import late_nodes, routing_only
 from contraflow.pipeline.python.modules import ship_modules
+from contraflow.pipeline.python.state_use import settle_batch_state
 from contraflow.pipeline.spark.columns import OUTPUT_DDL
 from contraflow.pipeline.spark.envelopes import (
     ENVELOPE_DDL,
@@ -97,7 +98,7 @@ def start_pipeline(
     exact (see `contraflow.pipeline.spark.partial`); off, every event crosses.
     """
     _check_ports(graph, inputs, outputs)
-    graph = ship_modules(spark, graph)
+    graph = ship_modules(spark, settle_batch_state(graph))  # python::batch nodes that keep no state
     finite = trigger == AVAILABLE_NOW
     plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite)
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
