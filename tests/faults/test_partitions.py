@@ -11,13 +11,17 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from contraflow.spark.commit_retry import Refusal, commit_retrying
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
+from contraflow.spu.protocol import SpuError
+from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.faults.history import CommittedReader, Producer, check
 from tests.faults.netns import Network
@@ -166,3 +170,43 @@ def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) 
     setting.cluster.start_spu(leader)
     run.wait_in_sync()
     run.finish()
+
+
+def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Setting) -> None:
+    """The Spark sink's commit (`commit_retrying`) on a topic that needs all three replicas in
+    sync while a follower is cut off: bounded, it gives up saying so; patient, it keeps being
+    refused (NOT_ENOUGH_REPLICAS, nothing written) until the link heals, then commits once."""
+    topic = "commit-retry"
+    config = TopicConfig(replication_factor=3, min_in_sync_replicas=3, replica_lag_time_max_ms=500)
+    cluster, network = setting.cluster, setting.network
+    with SpuClient(cluster.bootstrap) as client:
+        client.create_topic(topic, config)
+        client.stage("sink-query", 1, topic, 0, encode_batch([b"one", b"two"]))
+        leader, _, replicas, _ = partition_state(cluster, topic)
+        follower = next(r for r in replicas if r != leader)
+        network.isolate(f"spu-{follower}")
+        wait_for(
+            "the follower out of sync", lambda: follower not in partition_state(cluster, topic)[3], WAIT_S
+        )
+
+        def commit() -> dict[tuple[str, int], int]:
+            return client.commit("sink-query", 1, partitions={(topic, 0): 1})
+
+        with pytest.raises(
+            SpuError, match=r"commit of batch 1 refused \d+ times over .*commitRetryTimeout 0.3s"
+        ):
+            commit_retrying(commit, "batch 1", 0.3)
+
+        refusals: list[Refusal] = []
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(commit_retrying, commit, "batch 1", WAIT_S, on_refusal=refusals.append)
+            wait_for("two more refusals", lambda: len(refusals) >= 2, WAIT_S)
+            assert [r.attempt for r in refusals[:2]] == [1, 2] and "in-sync" in refusals[0].message
+            network.heal()
+            assert done.result(WAIT_S) == {(topic, 0): 2}
+
+    def committed_everywhere() -> bool:
+        logs = [[v for _, _, v in replica_log(cluster.root / f"spu-{n}", topic)] for n in range(3)]
+        return all(log == [b"one", b"two"] for log in logs)
+
+    wait_for("the commit on every replica, once", committed_everywhere, WAIT_S)
