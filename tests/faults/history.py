@@ -8,6 +8,7 @@ when told. `check` holds the history against the replicas' final logs.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -78,25 +79,26 @@ class Producer(threading.Thread):
 
 class CommittedReader(threading.Thread):
     """Reads committed records from offset 0 on, as a consumer does: a failed fetch is retried
-    from the same position with a new client."""
+    from the same position with a new client (each failure kept in `failures` for a report).
+    With a `network` it runs on `node` of it; without, on this host."""
 
-    def __init__(self, network: Network, node: str, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True, name=f"reader-{node}")
+    def __init__(self, bootstrap: str, topic: str, network: Network | None = None, node: str = "") -> None:
+        super().__init__(daemon=True, name=f"reader-{node or 'local'}")
         self.network, self.node, self.bootstrap, self.topic = network, node, bootstrap, topic
         self.seen: list[tuple[int, bytes]] = []
-        self.position = 0
+        self.position = 0  # kept across clients: a failed fetch must not rewind the reader
         self.stop = threading.Event()
-        self.failures = 0
+        self.failures: list[str] = []
 
     def run(self) -> None:
         while not self.stop.is_set():
-            with self.network.inside(self.node):
+            with self.network.inside(self.node) if self.network else contextlib.nullcontext():
                 client = partition_client(self.bootstrap)
             try:
                 with client:
                     self._read(client)
-            except SpuError:
-                self.failures += 1
+            except Exception as err:  # noqa: BLE001 - any failed fetch: a consumer carries on, the checks judge
+                self.failures.append(f"at {self.position}: {type(err).__name__}: {err}")
                 time.sleep(0.05)
 
     def _read(self, client: SpuClient) -> None:

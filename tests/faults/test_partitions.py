@@ -84,7 +84,7 @@ class Scenario:
             admin.create_topic(topic, CONFIG)
         boot = self.cluster.bootstrap
         self.producers = {n: Producer(self.network, n, boot, topic) for n in producers}
-        self.readers = [CommittedReader(self.network, n, boot, topic) for n in readers]
+        self.readers = [CommittedReader(boot, topic, self.network, n) for n in readers]
         for thread in [*self.producers.values(), *self.readers]:
             thread.start()
 
