@@ -31,10 +31,10 @@ unit: $(STAMP) browser netns
 browser:
 	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
-# The partition tests (tests/faults/) put the SPUs in network namespaces joined by veth links
-# and cut them with tc: they need iproute2 (and root, as CI has).
+# The partition tests (tests/faults/) put the SPUs in network namespaces behind a router namespace
+# and cut links with its rules: they need iproute2's `ip` (and root, as CI has).
 netns:
-	@command -v ip >/dev/null && command -v tc >/dev/null || { apt-get update && apt-get install -y iproute2; }
+	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 
 test: lint typecheck unit
 

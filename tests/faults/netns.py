@@ -1,26 +1,28 @@
-"""Several hosts on one machine: each node in a Linux network namespace of its own, each pair of
-nodes joined by its own veth link, so any link can be cut (one way or both) and healed.
+"""Several hosts on one machine: each node in a Linux network namespace of its own, all joined
+through a router namespace, where any direction between two nodes can be cut and healed.
 
-Every node has one address (10.77.0.N/32 on its loopback); a /32 route per peer sends the
-peer's traffic down the link to it. Cutting a link direction replaces the sending end's queue
-with a `pfifo` of length 0, which drops every packet silently, as a dead switch port or a
-firewall does: a connection attempt hangs and an open connection stops hearing back, and
-both processes stay alive. (This kernel has no `netem`, so delay and loss are not offered.)
-Healing removes that queue. Needs root and iproute2 (`ip`, `tc`): tests run as root, as CI
-does, and `make unit` installs iproute2 when it is missing.
+Every node has one address (10.77.0.N/32 on its loopback) and one link to the router
+(10.78.N.2 on its side, 10.78.N.1 on the router's); the router forwards between them. A cut
+direction is an `ip rule ... blackhole` on the router: what the one node sends the other is
+dropped silently in the middle of the network, as by a dead switch port or a firewall, so both
+ends' TCP keeps retransmitting (ever more slowly) and both processes stay alive. Healing
+deletes the rule. (This kernel has no `netem`, so delay and loss are not offered.) Needs root
+and iproute2 (`ip`): tests run as root, as CI does, and `make unit` installs iproute2 when it
+is missing.
 """
 
 from __future__ import annotations
 
 import ctypes
-import itertools
 import os
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 CLONE_NEWNET = 0x40000000
-SUBNET = "10.77.0"
+SUBNET = "10.77.0"  # node addresses
+LINKS = "10.78"  # each node's link to the router: 10.78.N.0/30
+ROUTER = "router"
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -31,10 +33,12 @@ def _setns(fd: int) -> None:
 
 
 class Network:
-    """Nodes by name, fully meshed; `cut`, `isolate`, `split` and `heal` change the links."""
+    """Nodes by name, all behind one router; `cut`, `isolate`, `split` and `heal` change what
+    it forwards."""
 
     def __init__(self, nodes: Iterable[str]) -> None:
         self.nodes = list(nodes)
+        assert ROUTER not in self.nodes, f"{ROUTER!r} names the router's namespace"
         self._tag = f"cf{os.getpid()}"  # namespaces are global: two test runs must not meet
         self._cut: set[tuple[str, str]] = set()
         self._made: list[str] = []
@@ -52,10 +56,6 @@ class Network:
     def address(self, node: str) -> str:
         return f"{SUBNET}.{self.nodes.index(node) + 1}"
 
-    def _device(self, node: str, peer: str) -> str:
-        """The end of the node-peer link inside `node`'s namespace (names are per namespace)."""
-        return f"to{self.nodes.index(peer)}"
-
     def command(self, node: str, argv: list[str]) -> list[str]:
         """`argv` run inside `node`'s namespace."""
         return ["ip", "netns", "exec", self.namespace(node), *argv]
@@ -63,29 +63,27 @@ class Network:
     # -- building and tearing down ---------------------------------------------------------------
 
     def _build(self) -> None:
-        for node in self.nodes:
-            _ip("netns", "add", self.namespace(node))
-            self._made.append(self.namespace(node))
-            _ip("-n", self.namespace(node), "link", "set", "lo", "up")
-            _ip("-n", self.namespace(node), "addr", "add", f"{self.address(node)}/32", "dev", "lo")
-        for a, b in itertools.combinations(self.nodes, 2):
-            dev_a, dev_b = self._device(a, b), self._device(b, a)
-            ns_a, ns_b = self.namespace(a), self.namespace(b)
-            _ip("link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b, "netns", ns_b)
-            for node, peer, dev in ((a, b, dev_a), (b, a, dev_b)):
-                ns = self.namespace(node)
-                _ip("-n", ns, "link", "set", dev, "up")
-                _ip(
-                    "-n",
-                    ns,
-                    "route",
-                    "add",
-                    f"{self.address(peer)}/32",
-                    "dev",
-                    dev,
-                    "src",
-                    self.address(node),
-                )
+        router = self.namespace(ROUTER)
+        _ip("netns", "add", router)
+        self._made.append(router)
+        _run(["ip", "netns", "exec", router, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
+        for n, node in enumerate(self.nodes, 1):
+            ns = self.namespace(node)
+            _ip("netns", "add", ns)
+            self._made.append(ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            _ip("-n", ns, "addr", "add", f"{self.address(node)}/32", "dev", "lo")
+            _ip(
+                "link", "add", "uplink", "netns", ns, "type", "veth", "peer", "name", f"n{n}", "netns", router
+            )
+            _ip("-n", ns, "addr", "add", f"{LINKS}.{n}.2/30", "dev", "uplink")
+            _ip("-n", router, "addr", "add", f"{LINKS}.{n}.1/30", "dev", f"n{n}")
+            _ip("-n", ns, "link", "set", "uplink", "up")
+            _ip("-n", router, "link", "set", f"n{n}", "up")
+            _ip(
+                "-n", ns, "route", "add", f"{SUBNET}.0/24", "via", f"{LINKS}.{n}.1", "src", self.address(node)
+            )
+            _ip("-n", router, "route", "add", f"{self.address(node)}/32", "via", f"{LINKS}.{n}.2")
 
     def close(self) -> None:
         """Delete the namespaces (their links go with them)."""
@@ -100,18 +98,11 @@ class Network:
         pairs = [(sender, receiver), (receiver, sender)] if both_ways else [(sender, receiver)]
         for a, b in pairs:
             if (a, b) not in self._cut:
-                _tc(
-                    self.namespace(a),
-                    "qdisc",
-                    "replace",
-                    "dev",
-                    self._device(a, b),
-                    "root",
-                    "pfifo",
-                    "limit",
-                    "0",
-                )
+                _ip("-n", self.namespace(ROUTER), "rule", "add", *self._rule(a, b))
                 self._cut.add((a, b))
+
+    def _rule(self, sender: str, receiver: str) -> list[str]:
+        return ["from", self.address(sender), "to", self.address(receiver), "blackhole"]
 
     def split(self, side: Iterable[str], other: Iterable[str]) -> None:
         """Two sides that do not hear each other; each side stays whole."""
@@ -126,7 +117,7 @@ class Network:
     def heal(self) -> None:
         """Every link carries traffic again both ways."""
         for a, b in sorted(self._cut):
-            _tc(self.namespace(a), "qdisc", "del", "dev", self._device(a, b), "root")
+            _ip("-n", self.namespace(ROUTER), "rule", "del", *self._rule(a, b))
         self._cut.clear()
 
     # -- being a node ----------------------------------------------------------------------------
@@ -148,10 +139,6 @@ class Network:
 
 def _ip(*args: str) -> None:
     _run(["ip", *args])
-
-
-def _tc(namespace: str, *args: str) -> None:
-    _run(["tc", "-n", namespace, *args])
 
 
 def _run(argv: list[str]) -> None:
