@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit browser bench clean
+.PHONY: run test lint typecheck unit browser netns bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) browser
+unit: $(STAMP) browser netns
 	$(BIN)/pytest -q
 
 # The live flow page is tested in Debian's headless chromium (driven by playwright, which
 # downloads no browser of its own); install it when missing (CI runs as root).
 browser:
 	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
+
+# The partition tests (tests/faults/) put the SPUs in network namespaces behind a router namespace
+# and cut links with its rules: they need iproute2's `ip` (and root, as CI has).
+netns:
+	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 
 test: lint typecheck unit
 

@@ -1,4 +1,4 @@
-"""Where the `contraflow` source starts and which partitions it reads."""
+"""Where the `contraflow` source starts and which partitions it reads; the sink's options."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.errors.exceptions.captured import StreamingQueryException
 
+from contraflow.errors import UserError
+from contraflow.spark.commit_retry import DEFAULT_COMMIT_RETRY_S
+from contraflow.spark.options import SinkOptions
 from contraflow.spu.protocol.topics import TopicConfig
 
 
@@ -155,3 +158,10 @@ def test_available_now_reads_the_whole_backlog_through_a_ramp(
     target from one capped `latestOffset` and ended after the first 3 records."""
     rows = collect(spark, spu_addr, two_partitions, checkpoint, rampRecords="3")
     assert [r[2] for r in rows] == [*(b"a%d" % i for i in range(10)), *(b"b%d" % i for i in range(10))]
+
+
+def test_the_sinks_commit_retry_timeout_is_a_duration() -> None:
+    assert SinkOptions.parse({"commitRetryTimeout": "90s"}).commit_retry_s == 90.0
+    assert SinkOptions.parse({}).commit_retry_s == DEFAULT_COMMIT_RETRY_S
+    with pytest.raises(UserError, match="option commitRetryTimeout"):
+        SinkOptions.parse({"commitRetryTimeout": "soon"})

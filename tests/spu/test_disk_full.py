@@ -65,7 +65,7 @@ def test_a_full_disk_refuses_produce_serves_reads_and_recovers_when_a_topic_is_d
         spu.produce("kept", 0, numbered(0))
         bulk, refused = fill(spu, "bulk")
         assert bulk > 1000, "the disk filled too early to show anything"
-        assert refused.code == ErrorCode.STORAGE_ERROR
+        assert refused.code == ErrorCode.DISK_FULL
         assert "no space left on device: append to bulk/0 refused" in str(refused)
         assert "delete a topic" in str(refused)
         _, refused_too = fill(spu, "kept", 10)

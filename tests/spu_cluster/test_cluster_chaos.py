@@ -1,4 +1,4 @@
-"""Chaos (bounded, about a minute on a quiet box): 100k records with acks=all through ~20
+"""Chaos (bounded, about a minute on a quiet box): 70k records with acks=all through ~14
 leader SIGKILLs and restarts and one SIGSTOP past the session timeout, then the checks of issue 19:
 every acknowledged record is read exactly once and in order, the three replicas
 hold identical records with identical offsets and epochs, and a committed reader
@@ -16,12 +16,13 @@ from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, SpuError
 from contraflow.spu.protocol.topics import TopicConfig
+from tests.faults.history import CommittedReader
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
-RECORDS = 100_000
+RECORDS = 70_000
 BATCH = 100
-RATE = 2_000  # records/s at most: the writing takes at least 50 s
-SLICE = 5_000  # records written per leader change at most: ~20 leader changes whatever the load
+RATE = 2_000  # records/s at most: the writing takes at least 35 s
+SLICE = 5_000  # records written per leader change at most: ~14 leader changes whatever the load
 TOPIC = "chaos"
 SESSION_S = 1.0
 CHAOS_GAP_S = 1.0  # between a leader's return to the in-sync set and the next kill
@@ -60,44 +61,6 @@ class Producer(threading.Thread):
             self.client.close()
 
 
-class CommittedReader(threading.Thread):
-    """Reads committed records from offset 0 as they come; keeps (offset, value) pairs.
-
-    Like any consumer it carries on from its position after a failed fetch
-    (with a new connection); what the test checks is what it read, so each
-    failure is kept (`failures`) for the report, not fatal.
-    """
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap = bootstrap
-        self.seen: list[tuple[int, bytes]] = []
-        self.stop = threading.Event()
-        self.failures: list[str] = []
-        self.position = 0  # kept across connections: a failed fetch must not rewind the reader
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                with SpuClient(self.bootstrap) as client:
-                    self._read(client)
-            except Exception as err:  # noqa: BLE001 - reported by the test if it never catches up
-                self.failures.append(f"at {self.position}: {type(err).__name__}: {err}")
-                time.sleep(0.2)
-
-    def _read(self, client: SpuClient) -> None:
-        while not self.stop.is_set():
-            result = client.fetch(TOPIC, 0, self.position, 1 << 20, isolation="committed")
-            for batch in result.batches:
-                for offset, value in zip(batch.offsets(), batch.values(), strict=True):
-                    if offset >= self.position:
-                        self.seen.append((offset, bytes(value)))
-                        self.position = offset + 1
-            self.position = max(self.position, result.next_offset)
-            if not result.batches:
-                time.sleep(0.01)
-
-
 def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer) -> int:
     """Until the producer is done: SIGKILL the leader and restart it, once all three replicas
     are in sync again; the second time SIGSTOP it past the session timeout instead, then
@@ -128,7 +91,7 @@ def test_acked_records_survive_leader_kills_and_a_stopped_leader(tmp_path: Path)
     with local_cluster(tmp_path) as cluster:
         with SpuClient(cluster.bootstrap) as admin:
             admin.create_topic(TOPIC, config)
-        producer, reader = Producer(cluster.bootstrap), CommittedReader(cluster.bootstrap)
+        producer, reader = Producer(cluster.bootstrap), CommittedReader(cluster.bootstrap, TOPIC)
         producer.start()
         reader.start()
         rounds = kill_and_restart_leaders(cluster, producer)

@@ -301,6 +301,9 @@ class FlowInstance:
                 inst.connector, outputs, self.client, self.producer, inst.gate, acks, metrics, inst.connect
             )
             inst.source.turns = YieldBudget(self.settings.priority)
+            inst.source.disk_full.report = functools.partial(
+                self._sink_breaker, alias, BreakerCause.DISK_FULL
+            )
         if cls.is_sink and inputs:
             inst.sink = SinkRunner(
                 inst.connector,
@@ -393,7 +396,12 @@ class FlowInstance:
             self.services.metrics.set_breaker(self.id, channel.name, now_open)
         if was_open != now_open:
             self.services.events.emit(
-                "breaker", self.id, connector=sink, state="open" if now_open else "closed", reason=why
+                "breaker",
+                self.id,
+                connector=sink,
+                state="open" if now_open else "closed",
+                reason=why,
+                cause=cause.name.lower(),  # connection, capacity or disk_full
             )
 
     def _breakers_changed(self, open_sinks: frozenset[str]) -> None:

@@ -26,6 +26,7 @@ class BreakerCause(enum.Enum):
 
     CONNECTION = "breaker"  # the runtime: the sink's connection is lost, or not up yet
     CAPACITY = "capacity"  # the connector itself, e.g. all its request slots busy
+    DISK_FULL = "disk_full"  # a source: the SPU refused its append for a full disk (runtime/disk_full.py)
 
 
 class Breaker(NamedTuple):

@@ -9,6 +9,7 @@ is connected (controlled start). Appends go through the flow's
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from contraflow.events import Event
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.appends import ColumnRuns
 from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.disk_full import DiskFullBreaker
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.priority import YieldBudget
@@ -59,6 +61,8 @@ class SourceRunner:
         self.stopped = asyncio.Event()
         self.turns = YieldBudget("normal")  # the flow gives it its priority's
         self.pulling_since: float | None = None
+        # the flow gives it a report that opens and closes the source's breaker
+        self.disk_full = DiskFullBreaker(lambda is_open, why: None, self.ctx.quiescing)
 
     async def run(self) -> None:
         try:
@@ -130,7 +134,10 @@ class SourceRunner:
                 if marker is not None and topic == data_topic:
                     last_headers = [*runs.last_headers, *marker]
                 batch = runs.encode(last_headers)
-                _, last = await self.client.produce_encoded(topic, 0, batch, self.producer.settings.acks)
+                append = functools.partial(
+                    self.client.produce_encoded, topic, 0, batch, self.producer.settings.acks
+                )
+                _, last = await self.disk_full.append(append)  # a full disk: held and tried again
                 done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
                 done.set_result(last)
                 appends[topic] = done

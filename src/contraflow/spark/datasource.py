@@ -49,6 +49,7 @@ from contraflow.spark.arrow_log import (
     encode_rows,
     route_rows,
 )
+from contraflow.spark.commit_retry import commit_retrying
 from contraflow.spark.log_envelopes import (
     ENVELOPE_COLUMN,
     ENVELOPE_DDL,
@@ -446,11 +447,15 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             return
         client = _client(self.options.spu)
         try:
-            client.commit(
-                staged[0].query_id,
-                batchId,
-                expected_batches=sum(m.batches for m in staged),
-                partitions=Counter(route for m in staged for route in m.routes),
+            commit_retrying(
+                lambda: client.commit(
+                    staged[0].query_id,
+                    batchId,
+                    expected_batches=sum(m.batches for m in staged),
+                    partitions=Counter(route for m in staged for route in m.routes),
+                ),
+                f"batch {batchId} of query {staged[0].query_id}",
+                self.options.commit_retry_s,
             )
         finally:
             client.close()

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from contraflow.errors import UserError
+from contraflow.spark.commit_retry import DEFAULT_COMMIT_RETRY_S
 from contraflow.spark.offsets import StartingOffsets, parse_starting_offsets
 from contraflow.spark.staging import DEFAULT_BYTES_PER_CONNECTION
 from contraflow.spark.transform import SCHEMA_OPTION, TRANSFORM_OPTION, RowsTransform, read_transform
-from contraflow.units import parse_count
+from contraflow.units import parse_count, parse_duration_ms
 
 DEFAULT_SPU = "127.0.0.1:9005"
 DEFAULT_MAX_RECORDS_PER_TASK = 200_000
@@ -139,6 +140,9 @@ class SinkOptions:
     # `stageBytesPerConnection`: a write task opens another connection past this many staged
     # bytes (see `contraflow.spark.staging`); below the SPU's `max_staged_bytes`.
     stage_bytes_per_connection: int = DEFAULT_BYTES_PER_CONNECTION
+    # `commitRetryTimeout`: how long a commit refused for want of in-sync replicas is retried
+    # (see `contraflow.spark.commit_retry`).
+    commit_retry_s: float = DEFAULT_COMMIT_RETRY_S
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -151,4 +155,10 @@ class SinkOptions:
                 options, "stageBytesPerConnection", DEFAULT_BYTES_PER_CONNECTION, minimum=1
             )
             or DEFAULT_BYTES_PER_CONNECTION,
+            commit_retry_s=_seconds(options, "commitRetryTimeout", DEFAULT_COMMIT_RETRY_S),
         )
+
+
+def _seconds(options: Mapping[str, str], name: str, default: float) -> float:
+    raw = _get(options, name)
+    return default if raw is None else parse_duration_ms(raw, f"option {name}") / 1000

@@ -108,7 +108,7 @@ class LocalCluster:
     def start_controller(self) -> Member:
         old = self.members.get("sc")
         args = ["sc", "run", "--data-dir", str(self.root / "sc"), "--session-timeout", self.session_timeout]
-        args += ["--addr", old.addr if old else "127.0.0.1:0"]
+        args += ["--addr", old.addr if old else f"{self.host_of('sc')}:0"]
         fields = self._launch("sc", args, SC_READY)
         member = Member("sc", -1, self._procs["sc"].pid, fields["addr"])
         self.members["sc"] = member
@@ -120,10 +120,11 @@ class LocalCluster:
         name = f"spu-{n}"
         old = self.members.get(name)
         args = ["spu", "run", "--id", str(n), "--sc", self.sc_addr, "--data-dir", str(self.root / name)]
-        args += ["--public-addr", old.addr if old else "127.0.0.1:0"]
-        args += ["--private-addr", old.private_addr if old else "127.0.0.1:0"]
+        host = self.host_of(name)
+        args += ["--public-addr", old.addr if old else f"{host}:0"]
+        args += ["--private-addr", old.private_addr if old else f"{host}:0"]
         if self.kafka:
-            args += ["--kafka-addr", old.kafka_addr if old and old.kafka_addr else "127.0.0.1:0"]
+            args += ["--kafka-addr", old.kafka_addr if old and old.kafka_addr else f"{host}:0"]
         fields = self._launch(name, args, SPU_READY)
         pid = self._procs[name].pid
         member = Member("spu", n, pid, fields["public"], fields["private"], fields.get("kafka", ""))
@@ -131,11 +132,20 @@ class LocalCluster:
         self._save()
         return member
 
+    def host_of(self, name: str) -> str:
+        """The address member `name` listens on: loopback here; the partition tests place each
+        member in a network namespace of its own (tests/faults/)."""
+        return "127.0.0.1"
+
+    def command_of(self, name: str, args: list[str]) -> list[str]:
+        """The command line that runs member `name` with contraflow arguments `args`."""
+        return [sys.executable, "-m", "contraflow", *args]
+
     def _launch(self, name: str, args: list[str], ready: str) -> dict[str, str]:
         out_path = self.root / f"{name}.out"
         with open(out_path, "wb") as out, open(self.root / f"{name}.log", "ab") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "contraflow", *args],
+                self.command_of(name, args),
                 stdout=out,
                 stderr=log_file,
                 stdin=subprocess.DEVNULL,

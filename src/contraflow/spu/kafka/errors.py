@@ -66,6 +66,7 @@ _SPU_CODES: dict[SpuErrorCode, KafkaErrorCode] = {
     SpuErrorCode.CORRUPT_BATCH: KafkaErrorCode.CORRUPT_MESSAGE,
     SpuErrorCode.TOPIC_EXISTS: KafkaErrorCode.TOPIC_ALREADY_EXISTS,
     SpuErrorCode.STORAGE_ERROR: KafkaErrorCode.KAFKA_STORAGE_ERROR,
+    SpuErrorCode.DISK_FULL: KafkaErrorCode.KAFKA_STORAGE_ERROR,
     # a cluster (kafka/topology.py): the client re-reads the metadata and retries
     SpuErrorCode.NOT_LEADER: KafkaErrorCode.NOT_LEADER_OR_FOLLOWER,
     SpuErrorCode.FENCED_LEADER_EPOCH: KafkaErrorCode.NOT_LEADER_OR_FOLLOWER,

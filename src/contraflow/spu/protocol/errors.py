@@ -41,6 +41,7 @@ class ErrorCode(IntEnum):
     FENCED_LEADER_EPOCH = 23  # cluster: the request names an epoch older or newer than the leader's
     NO_CONTROLLER = 24  # cluster: the controller cannot be reached (admin waits for it)
     OUT_OF_ORDER_SEQUENCE = 25  # idempotent produce: a gap in the producer's sequence numbers
+    DISK_FULL = 26  # the SPU's data directory is full: appends refused until space is freed
 
 
 # Codes a client may retry after reconnecting; every other code is final.

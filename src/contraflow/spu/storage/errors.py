@@ -69,6 +69,7 @@ _WIRE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
     (InvalidBatchError, ErrorCode.CORRUPT_BATCH),
     (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
     (UserError, ErrorCode.INVALID_ARGUMENT),
+    (DiskFullError, ErrorCode.DISK_FULL),
     (StorageError, ErrorCode.STORAGE_ERROR),
     (OSError, ErrorCode.STORAGE_ERROR),
 ]

@@ -1,0 +1,215 @@
+"""Network partitions of an SPU cluster (issue 32): the controller and three SPUs each on a host of
+their own (network namespaces, tests/faults/netns.py), clients on two more; links are cut
+while the processes stay alive, then healed. Each scenario keeps a history of every produce
+(acks=all) with its answer and every committed read, and `check` holds it against the
+replicas' logs once healed. One cluster serves the module's scenarios, a topic each.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from contraflow.spark.commit_retry import Refusal, commit_retrying
+from contraflow.spu.cli.local_cluster import LocalCluster
+from contraflow.spu.client import SpuClient
+from contraflow.spu.protocol import SpuError
+from contraflow.spu.protocol.batch import encode_batch
+from contraflow.spu.protocol.topics import TopicConfig
+from tests.faults.history import CommittedReader, Producer, check
+from tests.faults.netns import Network
+from tests.spu_cluster.cluster_harness import log_tails, partition_state, replica_log, wait_for
+
+SESSION_S = 1.0
+NODES = ["sc", "spu-0", "spu-1", "spu-2", "client", "near"]
+CONFIG = TopicConfig(replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=500)
+WAIT_S = 30.0
+
+
+class NamespacedCluster(LocalCluster):
+    """A `LocalCluster` whose members each run on their own node of `network`."""
+
+    def __init__(self, root: Path, network: Network) -> None:
+        self.network = network
+        super().__init__(root, session_timeout=f"{SESSION_S:g}s")
+
+    def host_of(self, name: str) -> str:
+        return self.network.address(name)
+
+    def command_of(self, name: str, args: list[str]) -> list[str]:
+        return self.network.command(name, super().command_of(name, args))
+
+
+@dataclass
+class Setting:
+    network: Network
+    cluster: NamespacedCluster
+
+
+@pytest.fixture(scope="module")
+def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
+    network = Network(NODES)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("CONTRAFLOW_TOKEN", "partition-tests")  # beyond loopback a token is required
+            # the test itself is a client on node "client": its admin and metadata requests go from there
+            with network.inside("client"):
+                cluster = NamespacedCluster(tmp_path_factory.mktemp("partitions"), network)
+                try:
+                    cluster.start(3)
+                    yield Setting(network, cluster)
+                except BaseException:
+                    print(log_tails(cluster.root), file=sys.stderr)
+                    raise
+                finally:
+                    network.heal()
+                    cluster.stop()
+    finally:
+        network.close()
+
+
+class Scenario:
+    """One topic, producers and committed readers on the given nodes, and the final check."""
+
+    def __init__(self, setting: Setting, topic: str, producers: list[str], readers: list[str]) -> None:
+        self.network, self.cluster, self.topic = setting.network, setting.cluster, topic
+        with SpuClient(self.cluster.bootstrap) as admin:
+            admin.create_topic(topic, CONFIG)
+        boot = self.cluster.bootstrap
+        self.producers = {n: Producer(self.network, n, boot, topic) for n in producers}
+        self.readers = [CommittedReader(boot, topic, self.network, n) for n in readers]
+        for thread in [*self.producers.values(), *self.readers]:
+            thread.start()
+
+    def state(self) -> tuple[int, int, list[int], list[int]]:
+        return partition_state(self.cluster, self.topic)
+
+    def wait_acks(self, node: str, since: float, count: int = 10) -> None:
+        producer = self.producers[node]
+        wait_for(f"{count} acks to {node}", lambda: len(producer.acks_since(since)) >= count, WAIT_S)
+
+    def wait_in_sync(self) -> None:
+        wait_for("three replicas in sync", lambda: len(self.state()[3]) == 3, WAIT_S)
+
+    def finish(self) -> None:
+        """Stop writing, let the readers catch up, and check the history against the replicas."""
+        for producer in self.producers.values():
+            producer.stop.set()
+            producer.join()
+            assert producer.error is None, producer.error
+        self.wait_in_sync()
+        with SpuClient(self.cluster.bootstrap) as client:
+            end = client.list_offsets(self.topic, 0, "latest", isolation="committed") or 0
+        for reader in self.readers:
+            wait_for(
+                f"the reader on {reader.node} to reach {end}", lambda r=reader: r.position >= end, WAIT_S
+            )
+            reader.stop.set()
+            reader.join()
+        paths = [self.cluster.root / f"spu-{n}" for n in range(3)]
+
+        def replicas_equal() -> bool:
+            logs = [replica_log(path, self.topic) for path in paths]
+            return all(len(log) == end for log in logs) and logs[0] == logs[1] == logs[2]
+
+        wait_for("identical replicas", replicas_equal, WAIT_S)
+        replicas = [replica_log(path, self.topic) for path in paths]
+        assert check(list(self.producers.values()), self.readers, replicas) == []
+
+
+def test_isolated_leader_stops_acknowledging_and_rejoins(setting: Setting) -> None:
+    """Scenario 1: the leader and a client next to it are cut off from the controller, the
+    followers and the other clients, and the client keeps producing to it. The old leader
+    acknowledges nothing sent to it once cut off, the majority elects a leader and takes
+    writes, and once healed the old leader cuts what it alone took and the client resumes."""
+    run = Scenario(setting, "isolated-leader", producers=["client", "near"], readers=["client", "near"])
+    began = time.monotonic()
+    run.wait_acks("client", began)
+    run.wait_acks("near", began)
+    old_leader, old_epoch, _, _ = run.state()
+    minority = [f"spu-{old_leader}", "near"]
+    setting.network.split(minority, [n for n in NODES if n not in minority])
+    cut_at = time.monotonic()
+
+    wait_for("a new leader", lambda: run.state()[0] not in (-1, old_leader), WAIT_S)
+    assert run.state()[1] > old_epoch
+    run.wait_acks("client", time.monotonic())
+    near = run.producers["near"]
+    wait_for("a produce sent after the cut to fail", lambda: any(op.sent > cut_at for op in near.ops), WAIT_S)
+    setting.network.heal()
+    healed_at = time.monotonic()
+    # Sent once the leader was cut off, nothing can reach an in-sync follower: the old leader
+    # acknowledges none of it (records it took alone are cut when it rejoins, checked below).
+    cut_off = [op for op in near.ops if cut_at < op.sent and op.done < healed_at]
+    assert cut_off and all(op.first_offset is None for op in cut_off), "the cut-off leader acknowledged"
+    run.wait_acks("near", healed_at)  # the client finds the new leader by itself
+    run.wait_in_sync()
+    run.finish()
+
+
+def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) -> None:
+    """Scenario 3 (a minority partition): one follower is cut off from everything; the leader
+    goes on with the other follower. The link is healed and at once the leader is SIGKILLed,
+    so the leader moves while the healed follower catches up; the old leader returns."""
+    run = Scenario(setting, "isolated-follower", producers=["client"], readers=["client"])
+    run.wait_acks("client", time.monotonic())
+    leader, _, replicas, _ = run.state()
+    follower = next(r for r in replicas if r != leader)
+    setting.network.isolate(f"spu-{follower}")
+    wait_for("the in-sync set without the cut follower", lambda: follower not in run.state()[3], WAIT_S)
+    run.wait_acks("client", time.monotonic())
+
+    setting.network.heal()
+    setting.cluster.signal(f"spu-{leader}", signal.SIGKILL)
+    wait_for("a new leader", lambda: run.state()[0] not in (-1, leader), WAIT_S)
+    run.wait_acks("client", time.monotonic())
+    setting.cluster.start_spu(leader)
+    run.wait_in_sync()
+    run.finish()
+
+
+def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Setting) -> None:
+    """The Spark sink's commit (`commit_retrying`) on a topic that needs all three replicas in
+    sync while a follower is cut off: bounded, it gives up saying so; patient, it keeps being
+    refused (NOT_ENOUGH_REPLICAS, nothing written) until the link heals, then commits once."""
+    topic = "commit-retry"
+    config = TopicConfig(replication_factor=3, min_in_sync_replicas=3, replica_lag_time_max_ms=500)
+    cluster, network = setting.cluster, setting.network
+    with SpuClient(cluster.bootstrap) as client:
+        client.create_topic(topic, config)
+        client.stage("sink-query", 1, topic, 0, encode_batch([b"one", b"two"]))
+        leader, _, replicas, _ = partition_state(cluster, topic)
+        follower = next(r for r in replicas if r != leader)
+        network.isolate(f"spu-{follower}")
+        wait_for(
+            "the follower out of sync", lambda: follower not in partition_state(cluster, topic)[3], WAIT_S
+        )
+
+        def commit() -> dict[tuple[str, int], int]:
+            return client.commit("sink-query", 1, partitions={(topic, 0): 1})
+
+        with pytest.raises(
+            SpuError, match=r"commit of batch 1 refused \d+ times over .*commitRetryTimeout 0.3s"
+        ):
+            commit_retrying(commit, "batch 1", 0.3)
+
+        refusals: list[Refusal] = []
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(commit_retrying, commit, "batch 1", WAIT_S, on_refusal=refusals.append)
+            wait_for("two more refusals", lambda: len(refusals) >= 2, WAIT_S)
+            assert [r.attempt for r in refusals[:2]] == [1, 2] and "in-sync" in refusals[0].message
+            network.heal()
+            assert done.result(WAIT_S) == {(topic, 0): 2}
+
+    def committed_everywhere() -> bool:
+        logs = [[v for _, _, v in replica_log(cluster.root / f"spu-{n}", topic)] for n in range(3)]
+        return all(log == [b"one", b"two"] for log in logs)
+
+    wait_for("the commit on every replica, once", committed_everywhere, WAIT_S)
