@@ -21,11 +21,18 @@ A bad command or a failed `cas` is an error event on `err`:
 `{"error", "connector", "event"}` with `$kv = {"op", "key"}`, `$error` and
 `$correlation`. Replies are kept only while `out` (errors: `err`) is
 connected; a full reply queue holds the sink back (back-pressure).
+
+The store moves with `contraflow state export/import FLOW ALIAS FILE`:
+`export_store` reads it as JSON (`{"format", "keys": {key: value}}`, while
+the flow runs too: SQLite's read transaction is a snapshot); `stage_import`
+puts a snapshot in the connector's state directory, and the connector loads
+it into its (empty) store when it next connects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,8 +43,11 @@ import orjson
 from contraflow.connectors.base import Connector, ConnectorContext, SinkEvent, SourceData, register
 from contraflow.connectors.base.inbox import Inbox
 from contraflow.connectors.base.options import ConfigReader
+from contraflow.errors import UserError
 
 STORE_FILE = "kv.sqlite3"
+IMPORT_FILE = "kv.import.json"  # in the connector's state directory, until the connector loads it
+STATE_FORMAT = "contraflow.kv-state/1"
 OPS = ("get", "put", "swap", "cas", "delete", "scan")
 
 Reply = tuple[Any, dict[str, Any]]
@@ -59,6 +69,16 @@ class KvStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def is_empty(self) -> bool:
+        return self._db.execute("SELECT 1 FROM kv LIMIT 1").fetchone() is None
+
+    def load(self, keys: Mapping[str, Any]) -> None:
+        """Store every key of an imported snapshot, in one transaction."""
+        with self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO kv VALUES (?, ?)", [(k, orjson.dumps(v)) for k, v in keys.items()]
+            )
 
     def get(self, key: str) -> Any:
         row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
@@ -99,6 +119,52 @@ class KvStore:
     def _transaction(self) -> sqlite3.Connection:
         self._db.execute("BEGIN IMMEDIATE")
         return self._db  # its context manager commits, or rolls back on an exception
+
+
+def store_in(state_dir: Path) -> Path | None:
+    """The store of the kv connector whose state directory is `state_dir` (its relative `dir` is
+    somewhere inside), or None when it has none there."""
+    stores = sorted(state_dir.glob(f"**/{STORE_FILE}")) if state_dir.is_dir() else []
+    if len(stores) > 1:
+        raise UserError(f"more than one kv store under {state_dir}: {', '.join(map(str, stores))}")
+    return stores[0] if stores else None
+
+
+def export_store(path: Path) -> dict[str, Any]:
+    """The store at `path` as JSON: `{"format", "keys": {key: value}}` (read-only; a snapshot)."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute("SELECT key, value FROM kv ORDER BY key").fetchall()
+    finally:
+        db.close()
+    return {"format": STATE_FORMAT, "keys": {key: orjson.loads(value) for key, value in rows}}
+
+
+def stage_import(state_dir: Path, snapshot: Mapping[str, Any]) -> Path:
+    """Put `snapshot` (from `export_store`) where the connector loads it when it connects; refused
+    when the connector already has keys. Returns the file it waits in."""
+    if snapshot.get("format") != STATE_FORMAT or not isinstance(snapshot.get("keys"), dict):
+        raise UserError(f"not a kv state snapshot (expected format {STATE_FORMAT!r})")
+    existing = store_in(state_dir)
+    if existing is not None and export_store(existing)["keys"]:
+        raise UserError(f"the kv store at {existing} already has keys; stop the flow and remove it to import")
+    target = state_dir / IMPORT_FILE
+    state_dir.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(target.name + ".tmp")
+    temporary.write_bytes(orjson.dumps(dict(snapshot)))
+    os.replace(temporary, target)
+    return target
+
+
+def _load_staged(store: KvStore, state_dir: Path | None) -> None:
+    """An imported snapshot waiting in `state_dir` goes into the (empty) store, then is removed."""
+    staged = state_dir / IMPORT_FILE if state_dir is not None else None
+    if staged is None or not staged.exists():
+        return
+    if not store.is_empty():
+        raise UserError(f"{staged} waits to be imported but the kv store already has keys")
+    store.load(orjson.loads(staged.read_bytes())["keys"])
+    staged.unlink()
 
 
 def execute(store: KvStore, command: Any, value: Any) -> list[Reply]:
@@ -159,7 +225,9 @@ class KvConnector(Connector[Path]):
 
     async def connect(self) -> None:
         if self._store is None:
-            self._store = await asyncio.to_thread(KvStore, self.directory / STORE_FILE)
+            store = await asyncio.to_thread(KvStore, self.directory / STORE_FILE)
+            await asyncio.to_thread(_load_staged, store, self.ctx.state_dir)
+            self._store = store
 
     async def close(self) -> None:
         if self._store is not None:

@@ -112,40 +112,65 @@ def _state_arguments(command: F) -> F:
 @state.command("export")
 @_state_arguments
 def export_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
-    """Write the state of PIPELINE in FLOW to FILE as JSON ('-' for standard output).
+    """Write the state of PIPELINE (or kv connector) in FLOW to FILE as JSON ('-' for standard output).
 
-    Works while the pipeline runs: it reads the last committed micro-batch.
+    Works while the flow runs: a pipeline's last committed micro-batch, a kv store's last write.
     """
+    checkpoint = _checkpoint(data_dir, flow, pipeline)
+    if checkpoint.is_dir():
+        _emit(file, _export_pipeline(checkpoint))
+        return
+    from contraflow.connectors.kv import export_store, store_in
+
+    store = store_in(_connector_state_dir(data_dir, flow, pipeline))
+    if store is None:
+        raise UserError(
+            f"{flow}/{pipeline} is neither a pipeline with a checkpoint at {checkpoint} nor a kv store"
+        )
+    _emit(file, export_store(store))
+
+
+def _export_pipeline(checkpoint: Path) -> dict[str, Any]:
     from contraflow.pipeline.spark.local import quiet_process_output
     from contraflow.pipeline.spark.state import export_state
     from contraflow.spark import session
 
-    checkpoint = _checkpoint(data_dir, flow, pipeline)
-    if not checkpoint.is_dir():
-        raise UserError(f"pipeline {flow}/{pipeline} has no checkpoint at {checkpoint}")
     with (
         tempfile.TemporaryDirectory(prefix="contraflow-state-") as tmp,
-        quiet_process_output(Path(tmp) / "spark.log") as (out, _err),
+        quiet_process_output(Path(tmp) / "spark.log"),
     ):
         spark = session(master="local[1]", data_dir=Path(tmp) / "spark")
         try:
-            snapshot = export_state(spark, checkpoint)
+            return export_state(spark, checkpoint)
         finally:
             spark.stop()
-        data = orjson.dumps(snapshot, option=orjson.OPT_INDENT_2) + b"\n"
-        if str(file) == "-":
-            out.write(data)
-        else:
-            file.write_bytes(data)
+
+
+def _emit(file: Path, snapshot: dict[str, Any]) -> None:
+    data = orjson.dumps(snapshot, option=orjson.OPT_INDENT_2) + b"\n"
+    if str(file) == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        file.write_bytes(data)
+
+
+def _connector_state_dir(data_dir: Path | None, flow: str, alias: str) -> Path:
+    """Where the runtime keeps a connector's state (`ConnectorContext.state_dir`)."""
+    from contraflow.spark.session import default_data_dir
+
+    return (data_dir or default_data_dir()) / "connectors" / flow / alias
 
 
 @state.command("import")
 @_state_arguments
 def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) -> None:
-    """Make FILE (from `state export`) the state PIPELINE in FLOW starts with.
+    """Make FILE (from `state export`) the state PIPELINE (or kv connector) in FLOW starts with.
 
-    The pipeline must not have run here yet; it picks the state up when it starts.
+    The pipeline must not have run here yet (the kv store must have no keys); it picks the state
+    up when it starts.
     """
+    from contraflow.connectors.kv import STATE_FORMAT, stage_import
     from contraflow.pipeline.spark.state import import_state
 
     raw = sys.stdin.buffer.read() if str(file) == "-" else _read(file)
@@ -155,6 +180,12 @@ def import_command(flow: str, pipeline: str, file: Path, data_dir: Path | None) 
         raise UserError(f"{file}: not JSON ({error})") from None
     if not isinstance(snapshot, dict):
         raise UserError(f"{file}: not a pipeline state snapshot")
+    if snapshot.get("format") == STATE_FORMAT:
+        target = stage_import(_connector_state_dir(data_dir, flow, pipeline), snapshot)
+        click.echo(
+            f"kv store of {flow}/{pipeline} ({len(snapshot['keys'])} key(s)) waits in {target}", err=True
+        )
+        return
     target = import_state(_checkpoint(data_dir, flow, pipeline), snapshot)
     click.echo(f"state of {flow}/{pipeline} ({len(snapshot['keys'])} key(s)) waits in {target}", err=True)
 

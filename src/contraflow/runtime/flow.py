@@ -211,6 +211,9 @@ class FlowInstance:
             self.services.metrics,
             self.services.events,
         )
+        for inst in self.connectors.values():
+            if inst.sink is not None and inst.sink.hold is not None:
+                self.monitor.handed_over.update(inst.sink.handed_over())
         self.state = "running"
         self._monitor_task = asyncio.create_task(self._watch(), name=f"monitor {self.id}")
 
@@ -496,8 +499,23 @@ class FlowInstance:
         """Wait until every channel is read and delivered (the tier's deadline bounds it)."""
         while self.monitor is not None:
             await asyncio.sleep(TICK_S)
+            await self._settle_holding_sinks()
             if self.monitor.drained() and all(t.pending == 0 for t in self.acks.values()):
                 return
+
+    async def _settle_holding_sinks(self) -> None:
+        """While draining: once every channel but theirs is read, holding sinks that were handed all of
+        theirs deliver it (their offsets, and so the drain, wait for that)."""
+        assert self.monitor is not None
+        holding = [i.sink for i in self.connectors.values() if i.sink is not None and i.sink.hold is not None]
+        theirs = {topic for runner in holding for topic, _, _ in runner.inputs}
+        states = self.monitor.states
+        if not holding or any(state.depth for topic, state in states.items() if topic not in theirs):
+            return
+        ends = {topic: states[topic].end for topic in theirs}
+        for runner in holding:
+            if runner.caught_up(ends):
+                await runner.settle()
 
     async def _cancel_jobs(self) -> None:
         """Cancel every pipeline's running Spark jobs: interrupts tasks stuck past the drain."""

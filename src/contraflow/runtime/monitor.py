@@ -81,6 +81,10 @@ class FlowMonitor:
     events: EventStream
     states: dict[str, ChannelState] = field(init=False)
     reader_offsets: dict[tuple[str, str], int] = field(init=False, default_factory=dict)  # (topic, consumer)
+    # Holding sinks' readers: how far the sink was handed events. Their depth (back-pressure) counts
+    # what the sink took, or an object waiting for its next part would stall the flow; the delivered
+    # frontier (acks, drain) still waits for their commits.
+    handed_over: dict[tuple[str, str], Callable[[], int]] = field(init=False, default_factory=dict)
     delivered: dict[str, int] = field(init=False, default_factory=dict)
     lineage: dict[str, PipelineLineage] = field(init=False)
     # pipeline alias -> (when its last micro-batch finished, how long it took): for the watchdog
@@ -124,12 +128,15 @@ class FlowMonitor:
             self.metrics.set_channel_corrupt_batches(self.flow_id, name, part.corrupt_batches)
         for topic, channel in self.topology.channels.items():
             state = self.states[topic]
-            slowest = min(
-                (self.reader_offsets[(topic, r.consumer)] for r in channel.readers), default=state.end
-            )
+            slowest = min((self._read_up_to(topic, r.consumer) for r in channel.readers), default=state.end)
             state.depth = max(0, state.end - slowest)
             state.depth_bytes = state.depth * state.mean_record_bytes
             self.metrics.set_channel_depth(self.flow_id, channel.name, state.depth)
+
+    def _read_up_to(self, topic: str, consumer: str) -> int:
+        committed = self.reader_offsets[(topic, consumer)]
+        handed_over = self.handed_over.get((topic, consumer))
+        return committed if handed_over is None else max(committed, handed_over())
 
     # -- lineage -------------------------------------------------------------------------------
 

@@ -10,6 +10,11 @@ Delivery and contraflow:
   offset is committed only after the batch was handled, so a crash
   redelivers (at least once) and never skips.
 
+A holding sink (`Connector.holds_deliveries`) delivers after `send`
+returns: its offsets are committed only as far as it releases them
+(`DeliveryHold`), and when the flow stops it settles (delivers what it took)
+before the last commits.
+
 Every attempt, delivered or failed, is reported to `feedback(topic, append
 times in ms, failed)` when given: the QoS feed turns it into signals for
 `qos::backpressure` and `qos::percentile` upstream.
@@ -21,14 +26,22 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contraflow.codecs import CodecError
-from contraflow.connectors.base import ConnectionLost, Connector, DeliveryFailed, SinkBytes, SinkEvent
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorError,
+    DeliveryFailed,
+    SinkBytes,
+    SinkEvent,
+)
 from contraflow.events import META_HEADER, Event, decode_value, encode_value
 from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.delivery_hold import DeliveryHold
 from contraflow.runtime.gate import Gate
 from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
@@ -113,6 +126,12 @@ class SinkRunner:
         self.encoder = SinkEncoder(self.ctx, self.connector.structured)
         # A whole fetch goes out as one buffer when the connector writes bytes and the codec keeps values.
         self.bulk_separator = self.encoder.bulk_separator if self.connector.writes_bytes else None
+        self.hold: DeliveryHold | None = None
+        self._held_commits: list[TrailingCommits] = []
+        if self.connector.holds_deliveries:
+            self.bulk_separator = None  # a holding sink releases events by their channel and offset
+            self.hold = DeliveryHold()
+            self.ctx.release = self.hold.release
         self.committed: dict[str, int] = {}
         self._send_lock = asyncio.Lock()
         self.stop = asyncio.Event()
@@ -126,6 +145,34 @@ class SinkRunner:
 
     async def run(self) -> None:
         await asyncio.gather(*(self._tail(topic, consumer, port) for topic, consumer, port in self.inputs))
+        if self.hold is not None:
+            await self.settle()
+
+    def handed_over(self) -> dict[tuple[str, str], Callable[[], int]]:
+        """A holding sink's (topic, consumer) -> how far it was handed events (the monitor's depth)."""
+        hold = self.hold
+        assert hold is not None
+        return {
+            (topic, consumer): functools.partial(hold.taken_of, topic) for topic, consumer, _ in self.inputs
+        }
+
+    def caught_up(self, ends: Mapping[str, int]) -> bool:
+        """A holding sink was handed every event below `ends` (channel topic -> end offset)."""
+        assert self.hold is not None
+        return all(self.hold.taken_of(topic) >= ends[topic] for topic, _, _ in self.inputs)
+
+    async def settle(self) -> None:
+        """A holding sink delivers (and releases) what it took: the flow drains, or it stops.
+
+        A sink that cannot deliver now releases nothing more: those events come again next run."""
+        try:
+            async with self._send_lock:
+                await self.connector.settle()
+        except ConnectorError as err:
+            log.warning(
+                "%s: could not deliver what it holds (it comes again next run): %s", self.ctx.name, err
+            )
+        await asyncio.gather(*(trailing.flush() for trailing in self._held_commits))
 
     async def _tail(self, topic: str, consumer: str, port: str) -> None:
         offset = await self.client.fetch_offset(consumer, topic, 0)
@@ -139,6 +186,9 @@ class SinkRunner:
         )
         iterator = aiter(stream)
         trailing = TrailingCommits(functools.partial(self._commit, consumer, topic))
+        if self.hold is not None:
+            self.hold.watch(topic, offset, trailing.advance)
+            self._held_commits.append(trailing)
         try:
             while not self.stop.is_set():
                 result = await unless_stopped(anext(iterator), self.stop)
@@ -158,12 +208,16 @@ class SinkRunner:
                     for start in range(0, len(records), MAX_BATCH_EVENTS):
                         chunk = records[start : start + MAX_BATCH_EVENTS]
                         await self.gate.wait()
+                        if self.hold is not None:
+                            self.hold.take(topic, chunk[-1].offset + 1)
                         await self._deliver_records(chunk, port, topic)
                         offset = chunk[-1].offset + 1
-                        await self._commit(consumer, topic, offset)
+                        if self.hold is None:
+                            await self._commit(consumer, topic, offset)
         finally:
             try:
-                await trailing.flush()
+                if self.hold is None:  # a holding sink's commits follow its releases (`_settle`)
+                    await trailing.flush()
             finally:
                 await stream.close()
 
@@ -199,7 +253,9 @@ class SinkRunner:
         events: list[SinkEvent] = []
         for record in records:
             try:
-                events.append(self.encoder.encode(record.value, record.headers, port, record.offset))
+                event = self.encoder.encode(record.value, record.headers, port, record.offset)
+                event.channel = topic
+                events.append(event)
             except (CodecError, ValueError, TypeError) as err:
                 await self._to_err(f"cannot encode: {err}", [(record.value, record.headers)])
         if events:
@@ -233,6 +289,14 @@ class SinkRunner:
                     return
                 continue
             except DeliveryFailed as err:
+                if err.rejected is not None:  # the other events were delivered
+                    await self._to_err(
+                        f"delivery failed: {err}", [(e.raw, _headers(e)) for e in err.rejected]
+                    )
+                    rejected = {id(e) for e in err.rejected}
+                    if not isinstance(events, SinkBytes) and len(rejected) < len(events):
+                        self._count_delivered([e for e in events if id(e) not in rejected])
+                    return
                 if err.retryable and attempt < len(delays):
                     log.info(
                         "%s: delivery failed (%s), retry %d in %.2fs",

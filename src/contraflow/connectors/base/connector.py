@@ -32,6 +32,16 @@ Sink side (a kind that implements `send`: `is_sink`)
     with backoff, the others (and exhausted retries) go to the `err` port.
     The channel offset is committed only after `send` returned.
 
+Holding sinks (a kind that implements `settle`: `holds_deliveries`)
+    Some sinks take events long before they are delivered: an object store's
+    upload is only there once the whole object is complete. Such a sink's
+    `send` returning means "taken", not "delivered": the runtime commits its
+    channel offsets only as far as the sink says with `ctx.release(marks)`
+    (channel -> offset of the last delivered event, as `DeliveryMarks` keeps
+    them from `SinkEvent.channel` and `SinkEvent.offset`), so a crash before
+    then delivers the same events again. When the flow stops, the runtime
+    calls `settle()`: deliver (and release) everything taken.
+
 Bidirectional connectors (tcp_server, http_server) implement both sides; replies
 carry the stream id (`meta["stream"]` by convention) of the request they answer.
 
@@ -86,11 +96,17 @@ def reason_of(err: BaseException) -> str:
 
 
 class DeliveryFailed(ConnectorError):
-    """This batch was not delivered. `retryable`: trying again later may succeed (5xx, timeout)."""
+    """This batch was not delivered. `retryable`: trying again later may succeed (5xx, timeout).
 
-    def __init__(self, reason: str, *, retryable: bool = True) -> None:
+    `rejected`: only these events of the batch failed (never retried: they go to `err`), the
+    others were delivered; a sink that checks each event says so instead of failing the batch."""
+
+    def __init__(
+        self, reason: str, *, retryable: bool = True, rejected: Sequence[SinkEvent] | None = None
+    ) -> None:
         super().__init__(reason)
-        self.retryable = retryable
+        self.retryable = retryable and rejected is None
+        self.rejected = rejected
 
 
 class ConnectorConfigError(UserError):
@@ -133,6 +149,7 @@ class SinkEvent:
     frames: list[bytes]
     port: str = "in"
     offset: int = -1
+    channel: str = ""  # the channel topic it came from (with `offset`: what a holding sink releases)
 
     def value(self) -> Any:
         """The decoded event value."""
@@ -193,6 +210,7 @@ class ConnectorContext:
     `stop_runtime()` asks the whole runtime to quiesce and exit (the `exit` connector).
     `state_dir` is a private directory that survives restarts (checkpoints).
     `runtime_metrics` is the runtime's own metric registry (what `/metrics` shows; the `metrics` kind).
+    `release(marks)` is how a holding sink says its events up to `marks` (channel -> last offset) are delivered.
     """
 
     alias: str
@@ -212,6 +230,7 @@ class ConnectorContext:
     open_breaker: Callable[[str], None] = lambda reason: None
     close_breaker: Callable[[], None] = lambda: None
     stop_runtime: Callable[[], None] = lambda: None
+    release: Callable[[Mapping[str, int]], None] = lambda marks: None
 
     @property
     def name(self) -> str:
@@ -264,6 +283,8 @@ class Connector(Generic[OptionsT]):
     # The sink only writes the events' wire bytes (no metadata, no per-event reply): it takes
     # `send_bytes` with a whole fetched batch when the codec leaves the channel values as they are.
     writes_bytes: ClassVar[bool] = False
+    # The sink delivers later than `send` returns and says so with `ctx.release` (see the module's doc).
+    holds_deliveries: ClassVar[bool] = False
 
     options: OptionsT
 
@@ -273,6 +294,7 @@ class Connector(Generic[OptionsT]):
         cls.is_sink = _implements(cls, "send")
         cls.acknowledges = _implements(cls, "ack")
         cls.writes_bytes = _implements(cls, "send_bytes")
+        cls.holds_deliveries = _implements(cls, "settle")
 
     def __init__(self, ctx: ConnectorContext) -> None:
         self.ctx = ctx
@@ -338,6 +360,9 @@ class Connector(Generic[OptionsT]):
     async def send_bytes(self, batch: SinkBytes) -> None:
         """Sink side, for `writes_bytes` sinks: write many events' bytes at once; errors as `send`."""
         raise NotImplementedError(f"{self.kind} does not write bytes")
+
+    async def settle(self) -> None:
+        """Holding sink, when the flow stops: deliver everything taken and `ctx.release` it."""
 
     def status(self) -> dict[str, Any]:
         """Extra connector-specific status for the API (connected peers, file position...)."""

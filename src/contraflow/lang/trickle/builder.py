@@ -179,7 +179,7 @@ class PipelineBuilder:
         graph = PipelineGraph(
             name,
             inputs=[n.value for n in inputs] if inputs else ["in"],
-            outputs=[n.value for n in outputs] if outputs else ["out", "err"],
+            outputs=_with_err([n.value for n in outputs]) if outputs else ["out", "err"],
             args=args,
         )
         ctx = _Pipeline(graph, scope.child(), args)
@@ -682,3 +682,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _nowhere() -> Position:
     return Position("<unknown>", 1, 1)
+
+
+def _with_err(outputs: list[str]) -> list[str]:
+    return outputs if "err" in outputs else [*outputs, "err"]

@@ -51,6 +51,8 @@ _BUILT_IN: dict[str, ConnectorKind] = {
         ConnectorKind("kv"),
         ConnectorKind("wal"),
         ConnectorKind("dns_client"),
+        ConnectorKind("s3_reader", inputs=_SOURCE_ONLY),
+        ConnectorKind("s3_streamer", outputs=_NO_OUTPUT),
         ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
     )
 }
@@ -71,8 +73,6 @@ UNAVAILABLE: dict[str, str] = {
     "discord": "it needs the Discord API",
     "otel_client": "not built yet",
     "otel_server": "not built yet",
-    "s3_reader": "not built yet",
-    "s3_streamer": "not built yet",
 }
 
 

@@ -1,0 +1,66 @@
+"""moto's S3 server on loopback, and boto3 as the other side of the s3 connectors."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+_buckets = itertools.count()
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """moto's server on 127.0.0.1 (a free port), its URL; the AWS SDK's credentials in the environment
+    (the connectors, and child processes, find them there)."""
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in CREDENTIALS.items():
+            env.setenv(name, value)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
+
+
+def s3_client(url: str) -> Any:
+    return boto3.client("s3", endpoint_url=url, region_name="us-east-1")
+
+
+def new_bucket(url: str) -> str:
+    """A fresh bucket (tests share one server)."""
+    name = f"bucket-{next(_buckets)}"
+    s3_client(url).create_bucket(Bucket=name)
+    return name
+
+
+def object_bytes(url: str, bucket: str, key: str) -> bytes:
+    body: bytes = s3_client(url).get_object(Bucket=bucket, Key=key)["Body"].read()
+    return body
+
+
+def open_uploads(url: str, bucket: str) -> list[tuple[str, int]]:
+    """(key, parts uploaded) of every multipart upload not completed yet."""
+    client = s3_client(url)
+    uploads = client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    return [
+        (
+            u["Key"],
+            len(client.list_parts(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"]).get("Parts", [])),
+        )
+        for u in uploads
+    ]

@@ -1,0 +1,55 @@
+"""A child process running the real sink pump (`SinkRunner`) of an `s3_streamer` over one channel topic.
+
+`python -m tests.connectors.s3_sink_process SPU_ADDR TOPIC S3_URL BUCKET MODE`: MODE `hold`
+runs until killed; `finish` (also run in the test's own process, as `main`) runs until every
+record of the topic was handed to the sink, then stops as a flow does (the sink settles: its
+object is completed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from contraflow.connectors.base import connector_class
+from contraflow.runtime.connection import SharedConnect
+from contraflow.runtime.gate import Gate
+from contraflow.runtime.metrics import RuntimeMetrics
+from contraflow.runtime.settings import DeliverySettings
+from contraflow.runtime.sink import SinkRunner
+from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from tests.connectors.support import make
+
+CONSUMER = "s3-sink"
+
+
+async def main(spu_addr: str, topic: str, s3_url: str, bucket: str, mode: str) -> None:
+    streamer = make("s3_streamer", {"url": s3_url, "bucket": bucket, "mode": "consistent"}, codec="string")
+    assert connector_class("s3_streamer").holds_deliveries
+    client = AsyncSpuClient(spu_addr)
+    runner = SinkRunner(
+        streamer,
+        [(topic, CONSUMER, "in")],
+        client,
+        AsyncProducer(client),
+        None,
+        Gate(),
+        DeliverySettings(),
+        RuntimeMetrics(),
+        lambda _open, _why: None,
+        SharedConnect(streamer, lambda _why: None, asyncio.Event()),
+    )
+    assert await runner.connect()
+    running = asyncio.create_task(runner.run())
+    end = await client.list_offsets(topic, 0, "latest")
+    while mode == "finish" and not (runner.hold is not None and runner.hold.taken_of(topic) >= end):
+        await asyncio.sleep(0.01)
+    if mode == "hold":
+        await running  # until killed
+    runner.stop.set()
+    await running
+    await client.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(*sys.argv[1:6]))
