@@ -59,7 +59,14 @@ from contraflow.spark.log_envelopes import (
     record_count,
     restamped,
 )
-from contraflow.spark.log_ranges import RANGE_COLUMN, RANGE_DDL, RangeFetcher, fetch_range, range_row
+from contraflow.spark.log_ranges import (
+    RANGE_COLUMN,
+    RANGE_DDL,
+    RangeFetcher,
+    fetch_range,
+    range_row,
+    ranges_of,
+)
 from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
@@ -386,10 +393,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                 )
                 continue
             if RANGE_COLUMN in rows.schema.names:
-                with RangeFetcher(self.options.fetch_bytes, _client) as fetcher:
-                    self._stage_log_batches(
-                        stager, rows, partition_counts, staged, batch_id, task, attempt, fetcher.envelopes
-                    )
+                self._stage_ranges(stager, rows, partition_counts, staged, batch_id, task, attempt)
                 continue
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
                 batch = encode_rows(routed, self.options.compression)
@@ -423,6 +427,50 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             )
             for view in log_batches(routed):
                 self._stage_envelope(stager, view, request, staged, now_ms)
+
+    def _stage_ranges(
+        self,
+        stager: ConnectionStager,
+        rows: pa.RecordBatch,
+        partition_counts: dict[str, int],
+        staged: StagedBatches,
+        batch_id: int,
+        task: int,
+        attempt: int,
+    ) -> None:
+        """Stage each range row's records: by the SPU itself where the range is on the sink's own
+        SPU and the sink does not compress (`ConnectionStager.stage_range`: the events' bytes
+        stay on the SPU), else fetched here and staged as log batches."""
+        now_ms = time.time_ns() // 1_000_000
+        columns = tuple(n for n in rows.schema.names if n.startswith("range_"))
+        with RangeFetcher(self.options.fetch_bytes, _client) as fetcher:
+            for route, routed in route_rows(
+                rows, self.options.topic, partition_counts, task, columns=columns
+            ):
+                request = StageRequest(
+                    staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
+                )
+                for row in range(routed.num_rows):
+                    one = routed.slice(row, 1)
+                    if self._staged_on_spu(stager, one, request, staged):
+                        continue
+                    for view in fetcher.envelopes(one):
+                        self._stage_envelope(stager, view, request, staged, now_ms)
+
+    def _staged_on_spu(
+        self, stager: ConnectionStager, row: pa.Table, request: StageRequest, staged: StagedBatches
+    ) -> bool:
+        """Whether the SPU staged the one range of `row` itself."""
+        ((spu, topic, partition, start, end),) = ranges_of(row)
+        if self.options.compression or spu != self.options.spu:
+            return False
+        reply = stager.stage_range(request, (topic, partition), start, end, sequence=staged.batches)
+        if reply is None:
+            return False
+        staged.batches += reply["batches"]
+        staged.records += reply["records"]
+        staged.routes.extend([(request.topic, request.partition)] * reply["batches"])
+        return True
 
     def _stage_envelope(
         self,
