@@ -10,8 +10,8 @@ import pytest
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.protocol.range_stage import MIN_RECORDS
 from contraflow.spu.protocol.topics import TopicConfig
-from contraflow.spu.server.range_stage import MIN_RECORDS
 
 
 @pytest.fixture

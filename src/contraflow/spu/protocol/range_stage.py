@@ -17,6 +17,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contraflow.spu.protocol.batch import HAS_KEYS, KEY_NULLS, BatchHeader
+from contraflow.spu.protocol.compression import Compression
+
+# Smaller batches are joined with their neighbours when routed: each costs an output batch (and,
+# fetched by a sink task, a Spark row and a stage request).
+MIN_RECORDS = 2_048
+
+
+def kept_whole(header: BatchHeader, start: int, end: int) -> bool:
+    """Whether a routed copy of the records [start, end) keeps this batch as it is but for its
+    header: all its records in the range, no keys, uncompressed, not small. The one rule for
+    the SPU's copy (`server.range_stage`) and a sink task's (`spark.log_envelopes`)."""
+    return (
+        header.base_offset >= start
+        and header.next_offset <= end
+        and header.compression is Compression.NONE
+        and not header.attributes & (HAS_KEYS | KEY_NULLS)
+        and header.record_count >= MIN_RECORDS
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class TxnStageRangeRequest:

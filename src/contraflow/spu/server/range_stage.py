@@ -34,25 +34,20 @@ from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
     HAS_HEADERS,
-    HAS_KEYS,
     HEADER,
     HEADER_SIZE,
-    KEY_NULLS,
     MAGIC,
     NO_HEADERS,
     DecodedBatch,
     encode_columns,
 )
-from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 from contraflow.spu.protocol.idempotence import NO_PRODUCER
-from contraflow.spu.protocol.range_stage import TxnStageRangeRequest
+from contraflow.spu.protocol.range_stage import MIN_RECORDS, TxnStageRangeRequest, kept_whole
 from contraflow.spu.server.connection import Connection, Reply
 from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.server.transactions import TransactionCoordinator
 
-# Batches with fewer records are joined with their neighbours: each costs an output batch.
-MIN_RECORDS = 2_048
 READ_BYTES = 8 << 20  # one read of the source partition
 
 
@@ -128,7 +123,7 @@ def staged_copies(batches: Iterable[DecodedBatch], start: int, end: int, now_ms:
     pending: list[_Columns] = []
     records = 0
     for batch in batches:
-        if copied_whole(batch, start, end):
+        if kept_whole(batch.header, start, end):
             if pending:
                 yield _joined(pending)
                 pending, records = [], 0
@@ -144,18 +139,6 @@ def staged_copies(batches: Iterable[DecodedBatch], start: int, end: int, now_ms:
             pending, records = [], 0
     if pending:
         yield _joined(pending)
-
-
-def copied_whole(batch: DecodedBatch, start: int, end: int) -> bool:
-    """Whether `batch` is staged as it is but for its header."""
-    header = batch.header
-    return (
-        header.base_offset >= start
-        and header.next_offset <= end
-        and header.compression is Compression.NONE
-        and not header.attributes & (HAS_KEYS | KEY_NULLS)
-        and header.record_count >= MIN_RECORDS
-    )
 
 
 def restamped(batch: memoryview, now_ms: int) -> bytearray:
