@@ -56,7 +56,8 @@ def _one_document_per_line(data: bytes, ends: np.ndarray, count: int) -> bool:
     once for that)."""
     try:
         documents = _ARRAY.decode(_as_json_array(data, ends, count))
-        data.decode("utf-8")
+        if not data.isascii():  # ASCII is UTF-8: no decoded copy of the chunk to check it
+            data.decode("utf-8")
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
     return len(documents) == count

@@ -15,6 +15,7 @@ batch and the sink stages such rows as they are (`contraflow.spark.log_envelopes
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -60,7 +61,14 @@ from contraflow.spark.log_envelopes import (
     record_count,
     restamped,
 )
-from contraflow.spark.log_ranges import RANGE_COLUMN, RANGE_DDL, RangeFetcher, fetch_range, range_row
+from contraflow.spark.log_ranges import (
+    RANGE_COLUMN,
+    RANGE_DDL,
+    RangeFetcher,
+    fetch_range,
+    range_row,
+    ranges_of,
+)
 from contraflow.spark.offsets import (
     PartitionOffsets,
     Ramp,
@@ -388,8 +396,9 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
                 continue
             if RANGE_COLUMN in rows.schema.names:
                 with RangeFetcher(self.options.fetch_bytes, _client) as fetcher:
+                    ranges = functools.partial(self._ranges, stager, fetcher, staged)
                     self._stage_log_batches(
-                        stager, rows, partition_counts, staged, batch_id, task, attempt, fetcher.envelopes
+                        stager, rows, partition_counts, staged, batch_id, task, attempt, ranges
                     )
                 continue
             for route, routed in route_rows(rows, self.options.topic, partition_counts, task):
@@ -411,19 +420,50 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         batch_id: int,
         task: int,
         attempt: int,
-        log_batches: Callable[[pa.Table], Iterator[memoryview]],
+        log_batches: Callable[[pa.Table, StageRequest], Iterator[memoryview]],
     ) -> None:
         """Stage the log batches `log_batches` finds in each route's rows (envelope rows: their
-        bytes; range rows: the ranges, fetched), each as it is but for its header
-        (`log_envelopes.restamped`)."""
+        bytes; range rows: the ranges the SPU did not stage itself, fetched), each as it is but
+        for its header (`log_envelopes.restamped`)."""
         now_ms = time.time_ns() // 1_000_000
         columns = tuple(n for n in rows.schema.names if n == ENVELOPE_COLUMN or n.startswith("range_"))
         for route, routed in route_rows(rows, self.options.topic, partition_counts, task, columns=columns):
             request = StageRequest(
                 staged.query_id, batch_id, route.topic, route.partition, str(task), attempt
             )
-            for view in log_batches(routed):
+            for view in log_batches(routed, request):
                 self._stage_envelope(stager, view, request, staged, now_ms)
+
+    def _ranges(
+        self,
+        stager: ConnectionStager,
+        fetcher: RangeFetcher,
+        staged: StagedBatches,
+        routed: pa.Table,
+        request: StageRequest,
+    ) -> Iterator[memoryview]:
+        """The log batches of the range rows the SPU does not stage itself: by reference where
+        the range is on the sink's own SPU and the sink does not compress
+        (`ConnectionStager.stage_range`: the events' bytes stay on the SPU), else fetched."""
+        for row in range(routed.num_rows):
+            one = routed.slice(row, 1)
+            if not self._staged_on_spu(stager, one, request, staged):
+                yield from fetcher.envelopes(one)
+
+    def _staged_on_spu(
+        self, stager: ConnectionStager, row: pa.Table, request: StageRequest, staged: StagedBatches
+    ) -> bool:
+        """Whether the SPU staged the one range of `row` itself."""
+        ((spu, topic, partition, start, end),) = ranges_of(row)
+        if self.options.compression or spu != self.options.spu:
+            return False
+        reply = stager.stage_range(request, (topic, partition), start, end, sequence=staged.batches)
+        if reply is None:
+            return False
+        staged.batches += reply["batches"]
+        staged.records += reply["records"]
+        staged.routes.extend([(request.topic, request.partition)] * reply["batches"])
+        return True
 
     def _stage_envelope(
         self,
@@ -471,7 +511,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
             client.close()
 
 
-def _envelopes_in(rows: pa.Table) -> Iterator[memoryview]:
+def _envelopes_in(rows: pa.Table, request: StageRequest) -> Iterator[memoryview]:
     """The log batches of envelope rows, each a view of the column's memory."""
     return iter(envelope_views(rows.column(ENVELOPE_COLUMN).combine_chunks()))
 

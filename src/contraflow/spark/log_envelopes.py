@@ -32,10 +32,8 @@ from contraflow.spark.arrow_log import batch_payload, encode_rows
 from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
-    HAS_KEYS,
     HEADER,
     HEADER_SIZE,
-    KEY_NULLS,
     MAGIC,
     Buffer,
     DecodedBatch,
@@ -44,28 +42,19 @@ from contraflow.spu.protocol.batch import (
 )
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.idempotence import NO_PRODUCER
+from contraflow.spu.protocol.range_stage import MIN_RECORDS, kept_whole
 
 _CRC = struct.Struct(">I")
 ENVELOPE_COLUMN = "batch"
 ENVELOPE_SCHEMA = pa.schema([(ENVELOPE_COLUMN, pa.binary()), ("records", pa.int32())])
 ENVELOPE_DDL = "batch binary, records int"
-# Batches with fewer records are merged with their neighbours (re-encoded): every envelope costs a
-# Spark row, a stage request and an output log batch.
-MIN_RECORDS = 2_048
 # A merged envelope holds at most this many records.
 MAX_MERGED_RECORDS = 65_536
 
 
 def forwardable(batch: DecodedBatch, start: int, end: int) -> bool:
     """Whether `batch` can be the envelope of its records in [start, end) byte for byte."""
-    header = batch.header
-    return (
-        header.base_offset >= start
-        and header.next_offset <= end
-        and header.compression is Compression.NONE
-        and not header.attributes & (HAS_KEYS | KEY_NULLS)
-        and header.record_count >= MIN_RECORDS
-    )
+    return kept_whole(batch.header, start, end)
 
 
 def envelopes(batches: Iterable[DecodedBatch], start: int, end: int) -> Iterator[Buffer]:

@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import Buffer
 
 DEFAULT_BYTES_PER_CONNECTION = 48 << 20
@@ -48,6 +49,7 @@ class ConnectionStager:
         self._pending: deque[Future[bool]] = deque()
         self._client: Any = connect()
         self._bytes = 0
+        self._ranges_refused = False
         self.connections = 1
 
     @property
@@ -77,6 +79,43 @@ class ConnectionStager:
             )
         )
         self._bytes += size
+
+    def stage_range(
+        self, request: StageRequest, source: tuple[str, int], start: int, end: int, *, sequence: int
+    ) -> dict[str, Any] | None:
+        """Have the SPU stage the records [start, end) of its partition `source` itself (their
+        bytes never come here); its reply (`batches`, `bytes`, `records` staged), or None when
+        the caller must stage the bytes: an SPU that does not stage ranges (a cluster), or a
+        range larger than one connection may stage."""
+        if self._ranges_refused:
+            return None
+        for fresh in (False, True):
+            try:
+                reply: dict[str, Any] = self._client.stage_range(
+                    request.query_id,
+                    request.batch_id,
+                    request.topic,
+                    request.partition,
+                    source,
+                    start,
+                    end,
+                    writer=request.writer,
+                    attempt=request.attempt,
+                    sequence=sequence,
+                )
+            except SpuError as err:
+                if err.code is ErrorCode.UNSUPPORTED_API:
+                    self._ranges_refused = True
+                    return None
+                if err.code is not ErrorCode.TOO_MANY_REQUESTS:
+                    raise
+                if fresh or not self._bytes:
+                    return None
+                self._next_connection()
+                continue
+            self._bytes += int(reply["bytes"])
+            return reply
+        return None
 
     def finish(self) -> None:
         """Wait until every request sent was answered (raises the first failure)."""

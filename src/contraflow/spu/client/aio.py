@@ -437,6 +437,38 @@ class AsyncSpuClient:
         }
         return bool((await self.request(ApiKey.TXN_STAGE, fields, parts)).fields["staged"])
 
+    async def stage_range(
+        self,
+        producer_id: str,
+        batch_id: int,
+        topic: str,
+        partition: int,
+        source: TopicPartition,
+        start: int,
+        end: int,
+        *,
+        writer: str = "",
+        attempt: int = 0,
+        sequence: int | None = None,
+    ) -> dict[str, Any]:
+        """Have a lone SPU stage the records [start, end) of its own partition `source` for a
+        later commit, without their bytes leaving it (`protocol.range_stage`); the reply's
+        `batches`, `bytes` and `records` staged. A cluster answers UNSUPPORTED_API."""
+        fields = {
+            "producer_id": producer_id,
+            "batch_id": batch_id,
+            "topic": topic,
+            "partition": partition,
+            "source_topic": source[0],
+            "source_partition": source[1],
+            "start": start,
+            "end": end,
+            "writer": writer,
+            "attempt": attempt,
+            "sequence": sequence,
+        }
+        return (await self.request(ApiKey.TXN_STAGE_RANGE, fields)).fields
+
     async def commit(
         self,
         producer_id: str,

@@ -102,7 +102,7 @@ class Connection:
         try:
             while True:
                 header = parse_header(await self._reader.readexactly(HEADER_SIZE), CLIENT_MAX_FRAME_BYTES)
-                body = memoryview(await self._reader.readexactly(header.body_length))
+                body = memoryview(await _read_exactly(self._reader, header.body_length))
                 response = Response(unpack_meta(body[: header.meta_length]), body[header.meta_length :])
                 self._route(header.correlation_id, response)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -195,3 +195,22 @@ class Connection:
         self._reader_task.cancel()
         with contextlib.suppress(ConnectionError, OSError):
             await self._writer.wait_closed()
+
+
+CHUNKED_BODY_BYTES = 64 << 10
+
+
+async def _read_exactly(reader: asyncio.StreamReader, size: int) -> bytes | bytearray:
+    """`size` bytes. A large body is read chunk by chunk into one buffer: `readexactly` would
+    gather it in the reader's own buffer (grown by reallocation) and then copy it out twice."""
+    if size < CHUNKED_BODY_BYTES:
+        return await reader.readexactly(size)
+    body = bytearray(size)
+    done = 0
+    while done < size:
+        chunk = await reader.read(size - done)
+        if not chunk:
+            raise asyncio.IncompleteReadError(bytes(body[:done]), size)
+        body[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return body

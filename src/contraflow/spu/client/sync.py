@@ -178,6 +178,7 @@ class SpuClient:
     stage = blocking(AsyncSpuClient.stage)
     # `stage` without waiting; stages of one partition still apply in the order they were sent.
     stage_soon = soon(AsyncSpuClient.stage)
+    stage_range = blocking(AsyncSpuClient.stage_range)
     commit = blocking(AsyncSpuClient.commit)
     abort = blocking(AsyncSpuClient.abort)
     ledger = blocking(AsyncSpuClient.ledger)

@@ -17,6 +17,7 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
+from contraflow.spu.protocol.range_stage import TxnStageRangeRequest
 
 
 class ApiKey(IntEnum):
@@ -46,6 +47,7 @@ class ApiKey(IntEnum):
     SC_HEARTBEAT = 23  # controller port: an SPU registers and stays alive
     SC_ALTER_ISR = 24  # controller port: a leader changes its in-sync set
     REPLICA_STAGE = 25  # private port: a leader copies exactly-once staging to its in-sync followers
+    TXN_STAGE_RANGE = 26  # stage a range of another partition of this SPU by reference (range_stage)
 
 
 class Acks(IntEnum):
@@ -302,6 +304,7 @@ REQUEST_TYPES: dict[ApiKey, type] = {
     ApiKey.SC_HEARTBEAT: HeartbeatRequest,
     ApiKey.SC_ALTER_ISR: AlterIsrRequest,
     ApiKey.REPLICA_STAGE: TxnStageRequest,  # the client's stage request, as the leader got it
+    ApiKey.TXN_STAGE_RANGE: TxnStageRangeRequest,
 }
 
 # Supported (min, max) version per API. Version 0 is the only one so far.

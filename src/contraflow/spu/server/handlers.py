@@ -29,6 +29,7 @@ from contraflow.spu.server.appender import OrderedAppender
 from contraflow.spu.server.connection import Connection, Reply
 from contraflow.spu.server.errors import translate
 from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
+from contraflow.spu.server.range_stage import RangeStager
 from contraflow.spu.server.streams import StreamRegistry, StreamState
 from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.control import ControlValues, check_control_value
@@ -45,7 +46,9 @@ T = TypeVar("T")
 # pipelined produces to different partitions do not wait for each other; produces
 # go through the connection's OrderedAppender for the partition), the other state
 # changes per connection.
-PER_PARTITION_ORDER = frozenset({ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE})  # produces: see OrderedAppender
+PER_PARTITION_ORDER = frozenset(
+    {ApiKey.TXN_STAGE, ApiKey.REPLICA_STAGE, ApiKey.TXN_STAGE_RANGE}
+)  # produces: see OrderedAppender
 CONNECTION_ORDER = frozenset(
     {ApiKey.TXN_COMMIT, ApiKey.TXN_ABORT, ApiKey.CREATE_TOPIC, ApiKey.DELETE_TOPIC, ApiKey.OFFSET_COMMIT}
 )
@@ -112,6 +115,8 @@ class Handlers:
             ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
             ApiKey.REPLICA_STAGE: self.replica_stage,
         }
+        if cluster is None:  # a cluster refuses it (UNSUPPORTED_API): see range_stage
+            self._table[ApiKey.TXN_STAGE_RANGE] = RangeStager(partitions, transactions, executor).handle
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
         api = ApiKey(header.api_key)
