@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contraflow.spu.node.partitions import split_batches
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
     ApiKey,
@@ -22,7 +23,6 @@ from contraflow.spu.protocol import (
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.frames import HEADER
 from contraflow.spu.protocol.messages import FetchRequest, ProduceRequest
-from contraflow.spu.server.partitions import split_batches
 
 fields_strategy = st.dictionaries(
     st.text(max_size=8),

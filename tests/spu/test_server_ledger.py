@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contraflow.spu.server.ledger import BatchLedger
+from contraflow.spu.node.exactly_once.journal import BatchLedger
 
 
 def test_records_survive_reopen_and_a_torn_tail_is_cut(tmp_path: Path) -> None:

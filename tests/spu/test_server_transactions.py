@@ -13,9 +13,9 @@ from contraflow.spu.api import LocalLog
 from contraflow.spu.app import LEDGER_PATH
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
+from contraflow.spu.node.exactly_once.journal import BatchLedger
+from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.server.ledger import BatchLedger
-from contraflow.spu.server.partitions import Partitions
 from contraflow.spu.storage import FlushPolicy, TopicConfig, encode_batch
 from contraflow.spu.storage.store import Store
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from contraflow.spu.client import SpuClient
-from contraflow.spu.client.connection import Connection
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
+from contraflow.spu.rpc.client import Connection
 from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 REPLICATED = TopicConfig(
@@ -185,11 +185,11 @@ def test_a_restarted_spu_without_metadata_yet_says_not_leader_not_unknown_topic(
     that the topic does not exist (a flow's connector failed on that)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from contraflow.spu.cluster.producers import ProducerTable
-    from contraflow.spu.cluster.replication import ReplicaManager
+    from contraflow.spu.node.idempotence.producers import ProducerTable
+    from contraflow.spu.node.partitions import Partitions
+    from contraflow.spu.node.replication.replicas import ReplicaManager
+    from contraflow.spu.node.signals import PartitionSignals
     from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
-    from contraflow.spu.server.partitions import Partitions
-    from contraflow.spu.server.signals import PartitionSignals
     from contraflow.spu.storage.store import Store
 
     async def isr_unchanged(tp: object, epoch: int, isr: list[int]) -> list[int]:

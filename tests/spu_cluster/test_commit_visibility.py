@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contraflow.spu.cluster.leader import LeaderState
+from contraflow.spu.node.commit_ranges import CommitRanges
+from contraflow.spu.node.replication.leader import LeaderState
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
-from contraflow.spu.server.commit_ranges import CommitRanges
 from contraflow.spu.storage.store import Store
 from tests.spu_cluster.test_cluster_replication import values
 

@@ -19,23 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contraflow.spu.node.exactly_once.journal import BatchLedger
+from contraflow.spu.node.exactly_once.rollback import truncate_partition_dir
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
-from contraflow.spu.server.connection import Connection, Dispatch, Limits
+from contraflow.spu.rpc.budget import ByteBudget, ConnectionCount, SharedLimits
+from contraflow.spu.rpc.server import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
-from contraflow.spu.server.ledger import BatchLedger
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.rollback import truncate_partition_dir
-from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
-from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.scrub import Scrubber
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
     from contraflow.spu.kafka import KafkaListener
+    from contraflow.spu.node.replication.agent import ClusterAgent
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,10 @@ class SpuServer:
             self._start_cluster(self.cluster)
 
     def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
-        from contraflow.spu.cluster.agent import ClusterAgent
-        from contraflow.spu.cluster.producers import ProducerTable
-        from contraflow.spu.cluster.replication import ReplicaManager
-        from contraflow.spu.cluster.tables import ReplicatedTable
+        from contraflow.spu.node.idempotence.producers import ProducerTable
+        from contraflow.spu.node.replication.agent import ClusterAgent
+        from contraflow.spu.node.replication.replicas import ReplicaManager
+        from contraflow.spu.node.replication.tables import ReplicatedTable
         from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 
         assert self.config.controller_addr is not None

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Unpack
 
-from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol.batch import RecordFields, encode_batch
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.topics import TopicPartition
+from contraflow.spu.rpc.client import Buffer
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.ordered import OrderedJobs
 from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
 from contraflow.spu.kafka.topology import ClusterTopology, LoneTopology, Node, Topology
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
+    from contraflow.spu.node.replication.agent import ClusterAgent
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ Kafka, five in-flight batches are covered.
 
 Each log batch also carries its Kafka producer id and base sequence (in the
 log's producer field, as a negative number: the cluster's own idempotence
-table, `cluster/producers.py`, counts batches and leaves negative fields
+table, `node/idempotence/producers.py`, counts batches and leaves negative fields
 alone). Followers copy it with the batch, so an SPU that starts leading a
 partition rebuilds the sequences from its own log (`rebuild`) and a producer's
 retry after a failover is still recognised. A lone SPU keeps the sequences in

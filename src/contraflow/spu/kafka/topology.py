@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
+from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.protocol.errors import TopicNotFoundError
 from contraflow.spu.protocol.internal_topics import OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.server.partitions import Partitions
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
-    from contraflow.spu.cluster.leader import LeaderState
+    from contraflow.spu.node.replication.agent import ClusterAgent
+    from contraflow.spu.node.replication.leader import LeaderState
     from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
 
 Blocking = Callable[..., Awaitable[Any]]  # runs storage work off the event loop

@@ -4,6 +4,6 @@ The process that runs it is `contraflow.spu.app` (see docs/spu-server.md).
 """
 
 from contraflow.spu.protocol.address import parse_addr
-from contraflow.spu.server.connection import Limits
+from contraflow.spu.rpc.server import Limits
 
 __all__ = ["Limits", "parse_addr"]

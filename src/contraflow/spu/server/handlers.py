@@ -12,6 +12,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from contraflow.spu.node.appender import OrderedAppender
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.partitions import AppendRequest, Partitions, split_batches
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
     Acks,
@@ -25,19 +28,16 @@ from contraflow.spu.protocol import (
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
 from contraflow.spu.protocol.topics import TopicConfig
-from contraflow.spu.server.appender import OrderedAppender
-from contraflow.spu.server.connection import Connection, Reply
-from contraflow.spu.server.errors import translate
-from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
+from contraflow.spu.rpc.errors import translate
+from contraflow.spu.rpc.server import Connection, Reply
 from contraflow.spu.server.streams import StreamRegistry, StreamState
-from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.control import ControlValues, check_control_value
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
-    from contraflow.spu.cluster.commits import ClusterCommits
-    from contraflow.spu.cluster.replication import ReplicaManager
-    from contraflow.spu.cluster.tables import ReplicatedTable
+    from contraflow.spu.node.exactly_once.replicated import ClusterCommits
+    from contraflow.spu.node.replication.agent import ClusterAgent
+    from contraflow.spu.node.replication.replicas import ReplicaManager
+    from contraflow.spu.node.replication.tables import ReplicatedTable
 
 T = TypeVar("T")
 
@@ -77,7 +77,7 @@ class Handlers:
         self._replicas = None if cluster is None else cluster.replicas
         self._commits: ClusterCommits | None = None  # a cluster's per-partition commits
         if self._replicas is not None:
-            from contraflow.spu.cluster.commits import ClusterCommits
+            from contraflow.spu.node.exactly_once.replicated import ClusterCommits
 
             self._commits = ClusterCommits(transactions, partitions, self._replicas, executor)
         self._store = partitions.store

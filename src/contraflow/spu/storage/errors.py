@@ -1,4 +1,4 @@
-"""Storage errors, and the wire code of every error the engine raises.
+"""Storage errors: the engine's own failures (their wire codes are the protocol's, `protocol/errors.py`).
 
 User mistakes subclass UserError so the CLI prints one line.
 """
@@ -9,18 +9,9 @@ import errno
 from pathlib import Path
 
 from contraflow.errors import UserError
-from contraflow.spu.protocol.batch import CorruptBatchError
-from contraflow.spu.protocol.errors import (
-    ErrorCode,
-    OffsetOutOfRangeError,
-    PartitionNotFoundError,
-    TopicExistsError,
-    TopicNotFoundError,
-)
+from contraflow.spu.protocol.errors import InvalidBatchError, StorageError
 
-
-class StorageError(Exception):
-    """A storage failure that is not the user's fault (I/O, corruption)."""
+__all__ = ["CorruptSegmentError", "DataDirLockedError", "DiskFullError", "InvalidBatchError", "StorageError"]
 
 
 class CorruptSegmentError(StorageError):
@@ -52,28 +43,3 @@ def is_disk_full(err: OSError) -> bool:
 
 class DataDirLockedError(UserError):
     """Another process writes to this data directory."""
-
-
-class InvalidBatchError(UserError):
-    """A producer sent a batch that fails validation (CRC, framing)."""
-
-
-# The engine's exceptions as the SPU's wire codes, most specific first. Both
-# protocols answer from this one table: the SPU's own (`server/errors.py`) and
-# Kafka's (`kafka/errors.py`, through its table of SPU codes).
-_WIRE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
-    (TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
-    (TopicExistsError, ErrorCode.TOPIC_EXISTS),
-    (PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
-    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
-    (InvalidBatchError, ErrorCode.CORRUPT_BATCH),
-    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
-    (UserError, ErrorCode.INVALID_ARGUMENT),
-    (StorageError, ErrorCode.STORAGE_ERROR),
-    (OSError, ErrorCode.STORAGE_ERROR),
-]
-
-
-def wire_code(err: BaseException) -> ErrorCode | None:
-    """The wire code of an engine exception, or None for one the engine does not raise on purpose."""
-    return next((code for kind, code in _WIRE_CODES if isinstance(err, kind)), None)

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
 from contraflow.spu.kafka.producers import SequencedBatch
 from contraflow.spu.kafka.records import ProducedBatch, from_kafka, split_kafka_batches
 from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.node.log_scan import batch_headers
 from contraflow.spu.protocol.topics import TopicPartition
 
 NO_TIMESTAMP = -1

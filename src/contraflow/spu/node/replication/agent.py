@@ -18,17 +18,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.client.aio import AsyncSpuClient
-from contraflow.spu.client.connection import RetryPolicy
-from contraflow.spu.cluster.replication import ReplicaManager
-from contraflow.spu.cluster.tables import offset_key
+from contraflow.spu.node.replication.replicas import ReplicaManager
+from contraflow.spu.node.replication.tables import offset_key
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
 from contraflow.spu.protocol.messages import DEFAULT_SESSION_TIMEOUT_S
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.server.connection import Reply
+from contraflow.spu.rpc.client import RetryPolicy
+from contraflow.spu.rpc.server import Reply
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.tables import ReplicatedTable
+    from contraflow.spu.node.replication.tables import ReplicatedTable
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ClusterAgent:
             controller_addr, request_timeout_s=5.0, connect_timeout_s=1.0, retry=RetryPolicy(attempts=1)
         )
         self.replicas: ReplicaManager | None = None  # set by the server once storage is open
-        # consumer offsets and control values, also set by the server (cluster/tables.py)
+        # consumer offsets and control values, also set by the server (replication/tables.py)
         self.offsets: ReplicatedTable | None = None
         self.controls: ReplicatedTable | None = None
         self.metadata: dict[str, Any] | None = None

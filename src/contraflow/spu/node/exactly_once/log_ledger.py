@@ -1,6 +1,6 @@
 """The batch ledger of a cluster replica, derived from the commit marks in its log.
 
-A lone SPU journals its commits in a file (`server/ledger.py`); a replica of a
+A lone SPU journals its commits in a file (`exactly_once/journal.py`); a replica of a
 cluster reads the same facts out of its log instead, because the marks
 (`protocol/commit_marks.py`) are copied with the records: which (query, batch)
 committed to a partition, and where that commit starts and ends. So a new

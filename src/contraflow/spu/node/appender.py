@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
+from contraflow.spu.node.partitions import AppendRequest, AppendResult, Partitions
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.partitions import AppendRequest, AppendResult, Partitions
 
 
 class OrderedAppender:

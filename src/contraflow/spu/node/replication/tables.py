@@ -22,14 +22,14 @@ from typing import Any
 
 import orjson
 
-from contraflow.spu.cluster.leader import LeaderState
-from contraflow.spu.cluster.replication import ReplicaManager
+from contraflow.spu.node.appender import OrderedAppender
+from contraflow.spu.node.partitions import AppendRequest, Partitions
+from contraflow.spu.node.replication.leader import LeaderState
+from contraflow.spu.node.replication.replicas import ReplicaManager
 from contraflow.spu.protocol import Acks, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import decode_batch, encode_batch
 from contraflow.spu.protocol.internal_topics import cluster_replication
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.server.appender import OrderedAppender
-from contraflow.spu.server.partitions import AppendRequest, Partitions
 from contraflow.spu.storage.partition import Partition
 
 TABLE_SEGMENT_BYTES = 4 << 20

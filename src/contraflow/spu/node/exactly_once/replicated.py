@@ -6,7 +6,7 @@ The leader marks the staged batches with (query, batch id)
 (`protocol/commit_marks.py`), appends them contiguously under the partition's
 write gate and answers once the in-sync replicas hold all of them (as a produce
 with acks=all): from then on the commit is in every in-sync replica's log, and
-so in its ledger (`ledger.py`). A commit the partition's log already holds (a
+so in its ledger (`log_ledger.py`). A commit the partition's log already holds (a
 retry after a lost answer, a replay after a failover) appends nothing and
 answers where it ended. The leader copies every stage request to its in-sync
 followers before answering it (REPLICA_STAGE), so a follower elected between a
@@ -23,18 +23,18 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from contraflow.spu.client.aio import AsyncSpuClient
-from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
-from contraflow.spu.cluster.replication import ReplicaManager
+from contraflow.spu.node.exactly_once.log_ledger import CommitKey, ReplicatedLedger
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.commit_marks import MAX_BATCH_ID, mark_batch, query_hash
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.transactions import TransactionCoordinator
+from contraflow.spu.storage.partition import Partition
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -46,6 +46,32 @@ class PartitionCommit:
     already_committed: bool
 
 
+class LeaderView(Protocol):
+    """What a commit reads of a partition's leader state."""
+
+    isr: set[int]
+    partition: Partition
+
+
+class Leadership(Protocol):
+    """What commits need of the SPU's replicas (`replication.replicas.ReplicaManager`): the
+    commits sit below replication, which only hands itself in."""
+
+    spu_id: int
+    ledger: ReplicatedLedger
+    on_commit_copied: Callable[[TopicPartition, CommitKey], None]
+
+    def leader(self, tp: TopicPartition) -> Any: ...
+
+    def check_produce(self, tp: TopicPartition, acks: Acks) -> Any: ...
+
+    async def appended(self, tp: TopicPartition, state: Any, end: int, acks: Acks) -> None: ...
+
+    def led_partitions(self) -> list[TopicPartition]: ...
+
+    def private_client(self, spu: int) -> AsyncSpuClient | None: ...
+
+
 class ClusterCommits:
     """Lives on the server's event loop; appends run in the executor."""
 
@@ -53,7 +79,7 @@ class ClusterCommits:
         self,
         transactions: TransactionCoordinator,
         partitions: Partitions,
-        replicas: ReplicaManager,
+        replicas: Leadership,
         executor: Executor,
     ) -> None:
         self._txns = transactions
@@ -76,7 +102,7 @@ class ClusterCommits:
         """Hand a stage request to every in-sync follower and wait for them, as long as a
         follower may lag before it leaves the in-sync set (one that fails or is slower only
         lacks the copy: were it elected, the commit would fail cleanly)."""
-        state = self._replicas.leader(tp)
+        state: LeaderView = self._replicas.leader(tp)
         fields = dataclasses.asdict(req)
         followers = [r for r in state.isr if r != self._replicas.spu_id]
         clients = [self._replicas.private_client(r) for r in followers]

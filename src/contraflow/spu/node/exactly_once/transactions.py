@@ -20,9 +20,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contraflow.spu.node.exactly_once.journal import BatchLedger, Offsets
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.ledger import BatchLedger, Offsets
 
 TxnKey = tuple[str, int]
 

@@ -32,7 +32,7 @@ from contraflow.spu.protocol import (
     parse_header,
     unpack_meta,
 )
-from contraflow.spu.server.budget import ByteBudget
+from contraflow.spu.rpc.budget import ByteBudget
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from contraflow.spu.node.commit_ranges import CommitRanges
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
@@ -31,13 +32,12 @@ from contraflow.spu.protocol.batch import (
 )
 from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.commit_ranges import CommitRanges
-from contraflow.spu.server.connection import SENDFILE_MIN_BYTES, FileSlice, Part
+from contraflow.spu.rpc.server import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.producers import ProducerTable
+    from contraflow.spu.node.idempotence.producers import ProducerTable
 
 
 class SharedGate:

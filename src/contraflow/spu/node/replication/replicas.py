@@ -23,19 +23,19 @@ from concurrent.futures import Executor
 from typing import Any
 
 from contraflow.spu.client.aio import AsyncSpuClient
-from contraflow.spu.client.connection import Response, RetryPolicy
-from contraflow.spu.cluster.epochs import NO_EPOCH, EpochHistory
-from contraflow.spu.cluster.leader import LeaderState
-from contraflow.spu.cluster.ledger import CommitKey, ReplicatedLedger
-from contraflow.spu.cluster.log_scan import batch_headers
+from contraflow.spu.node.exactly_once.log_ledger import CommitKey, ReplicatedLedger
+from contraflow.spu.node.log_scan import batch_headers
+from contraflow.spu.node.partitions import Partitions, split_batches
+from contraflow.spu.node.replication.epochs import NO_EPOCH, EpochHistory
+from contraflow.spu.node.replication.leader import LeaderState
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.cluster_metadata import ClusterMetadata, PartitionState
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.server.connection import Reply
-from contraflow.spu.server.partitions import Partitions, split_batches
-from contraflow.spu.server.signals import PartitionSignals
+from contraflow.spu.rpc.client import Response, RetryPolicy
+from contraflow.spu.rpc.server import Reply
 from contraflow.spu.storage.partition import Partition
 
 log = logging.getLogger(__name__)

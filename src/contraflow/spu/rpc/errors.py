@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from contraflow.spu.protocol import ErrorCode, SpuError
-from contraflow.spu.storage.errors import wire_code
+from contraflow.spu.protocol.errors import wire_code
 
 log = logging.getLogger(__name__)
 
