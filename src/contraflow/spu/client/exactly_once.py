@@ -90,9 +90,5 @@ def commit_batch(
     partitions: Counter[TopicPartition] = Counter()
     for w in work:
         partitions.update(w.partitions)
-    if not client.in_cluster():
-        ledger = client.ledger(producer_id, batch_id)
-        if ledger is not None:
-            return client.commit(producer_id, batch_id)
     expected = sum(w.batches for w in work)
     return client.commit(producer_id, batch_id, expected_batches=expected, partitions=dict(partitions))

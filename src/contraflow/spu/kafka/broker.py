@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
@@ -14,13 +14,11 @@ from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.ordered import OrderedJobs
 from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
 from contraflow.spu.kafka.topology import ClusterTopology, LoneTopology, Node, Topology
+from contraflow.spu.node.membership import ClusterMember, Membership
 from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.storage.store import Store
-
-if TYPE_CHECKING:
-    from contraflow.spu.node.replication.agent import ClusterAgent
 
 T = TypeVar("T")
 
@@ -45,8 +43,8 @@ class Broker:
     executor: Executor
     node_id: int
     on_topic_deleted: Callable[[str], None]
+    membership: Membership  # alone or in a cluster (decided once, at start)
     settings: KafkaSettings = field(default_factory=KafkaSettings)
-    cluster: ClusterAgent | None = None  # this SPU's link to its cluster's controller, if any
     host: str = "127.0.0.1"
     port: int = 0
     coordinator: GroupCoordinator = field(init=False)
@@ -62,10 +60,10 @@ class Broker:
         self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
         self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
         self.appends = OrderedJobs(self.executor)
-        if self.cluster is None:
-            self.topology = LoneTopology(self.partitions, self.me, self.blocking)
+        if isinstance(self.membership, ClusterMember):
+            self.topology = ClusterTopology(self.membership.agent, self.me)
         else:
-            self.topology = ClusterTopology(self.cluster, self.me)
+            self.topology = LoneTopology(self.partitions, self.me, self.blocking)
 
     async def check_coordinator(self, group: str) -> None:
         """Group requests belong to the group's coordinator (which moves in a cluster)."""

@@ -55,6 +55,8 @@ class PartitionLeadership:
 
 
 class Topology(Protocol):
+    replicates: bool  # topics may have more than one replica
+
     def brokers(self) -> list[Node]: ...
 
     def controller_id(self) -> int: ...
@@ -98,6 +100,8 @@ class Topology(Protocol):
 
 class LoneTopology:
     """One SPU: this broker is everything; acks=-1 waits for the fsync."""
+
+    replicates = False
 
     def __init__(self, partitions: Partitions, me: Callable[[], Node], blocking: Blocking) -> None:
         self._partitions = partitions
@@ -151,6 +155,8 @@ class LoneTopology:
 
 class ClusterTopology:
     """An SPU of a cluster: what the controller last said (heartbeats, every 250 ms)."""
+
+    replicates = True
 
     def __init__(self, agent: ClusterAgent, me: Callable[[], Node]) -> None:
         assert agent.replicas is not None

@@ -21,7 +21,7 @@ class OrderedAppender:
     def __init__(self, partitions: Partitions, executor: Executor, tp: TopicPartition) -> None:
         self._partitions = partitions
         self._executor = executor
-        self._tp = tp
+        self.tp = tp
         self._queue: list[tuple[AppendRequest, asyncio.Future[tuple[int, int]]]] = []
         self._draining = False
         self._drainer: asyncio.Future[None] | None = None  # keeps the running task referenced
@@ -43,7 +43,7 @@ class OrderedAppender:
                 requests = [request for request, _ in group]
                 try:
                     results: list[AppendResult] = await loop.run_in_executor(
-                        self._executor, self._partitions.produce_many, self._tp, requests
+                        self._executor, self._partitions.produce_many, self.tp, requests
                     )
                 except Exception as err:  # the pool itself failed (shutdown): fail the group
                     results = [err] * len(group)

@@ -145,7 +145,9 @@ class Partitions:
         # Commits in progress or not yet committed: committed reads stop where they start.
         self.commit_ranges = CommitRanges()
         # In a cluster: idempotent producers' last batches (retries are answered, not appended).
-        self.producers: ProducerTable | None = None
+        self.producers: ProducerTable | None = None  # a cluster's, set once by `keep_producers`
+        self._group_fsync = False
+        self._append_produced = self._append_plain
 
     def partition(self, tp: TopicPartition) -> Partition:
         return self.store.partition(*tp)
@@ -192,14 +194,14 @@ class Partitions:
         results: list[AppendResult] = []
         # In a cluster, a group of every-batch produces shares one fsync after its appends
         # (a lone SPU keeps its per-batch fsync; docs/spu-server.md).
-        one_fsync = self.producers is not None and self.partition(tp).config.flush.mode == "every_batch"
+        one_fsync = self._group_fsync and self.partition(tp).config.flush.mode == "every_batch"
         with self._gate(tp).shared():
             for request in requests:
                 try:
                     self._check_not_fenced(tp)
                     first, last = -1, -1
                     for batch in request.batches:
-                        base, last = self._append_once(
+                        base, last = self._append_produced(
                             tp, batch, wait=not one_fsync, crc_checked=request.built_here
                         )
                         first = base if first < 0 else first
@@ -236,28 +238,43 @@ class Partitions:
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
 
-    def _append_once(
+    def keep_producers(self, producers: ProducerTable) -> None:
+        """At start, in a cluster: produces go through the idempotent producers' table, and a
+        group of every-batch produces shares one fsync (followers copy meanwhile)."""
+        self.producers = producers
+        self._group_fsync = True
+        self._append_produced = partial(self._append_idempotent, producers)
+
+    def _append_plain(
         self, tp: TopicPartition, batch: memoryview, *, wait: bool, crc_checked: bool
     ) -> tuple[int, int]:
-        """A produced batch: appended, unless (in a cluster) it repeats an idempotent
-        producer's last batch, which answers the offsets it got the first time.
-        `wait`: for the flush policy's fsync (else the caller syncs once for many)."""
-        append = partial(self.partition(tp).append_encoded, crc_checked=crc_checked)
-        producers = self.producers
-        if producers is None:
-            return append(batch, wait_durable=wait)
+        """A produced batch, appended. `wait`: for the flush policy's fsync (else the caller
+        syncs once for many)."""
+        return self.partition(tp).append_encoded(batch, wait_durable=wait, crc_checked=crc_checked)
+
+    def _append_idempotent(
+        self,
+        producers: ProducerTable,
+        tp: TopicPartition,
+        batch: memoryview,
+        *,
+        wait: bool,
+        crc_checked: bool,
+    ) -> tuple[int, int]:
+        """A produced batch: appended, unless it repeats an idempotent producer's last batch,
+        which answers the offsets it got the first time."""
         header = BatchHeader.parse(batch)
         if header.attributes & TRANSACTIONAL:
             raise SpuError(
                 ErrorCode.INVALID_ARGUMENT, "a produced batch must not carry a commit mark (attribute 0x08)"
             )
         if header.producer_id < 0:
-            return append(batch, wait_durable=wait)
+            return self._append_plain(tp, batch, wait=wait, crc_checked=crc_checked)
         with producers.lock(tp):
             earlier = producers.duplicate(tp, header)
             if earlier is not None:
                 return earlier
-            base, last = append(batch, wait_durable=wait)
+            base, last = self._append_plain(tp, batch, wait=wait, crc_checked=crc_checked)
             producers.record(tp, header.producer_id, base, last)
             return base, last
 
