@@ -113,22 +113,27 @@ def test_joins_that_cannot_agree_are_refused() -> None:
     _run(scenario)
 
 
-def test_sequence_tracker_answers_retries_refuses_gaps_and_stays_bounded() -> None:
-    from contraflow.spu.kafka.producers import SequencedBatch, SequenceTracker
+def test_producer_table_answers_kafka_retries_refuses_gaps_and_stays_bounded() -> None:
+    """The node's one producers' table, with a Kafka producer's record sequences."""
+    from contraflow.spu.node.idempotence.producers import (
+        OutOfOrderSequence,
+        ProducerTable,
+        SequencedBatch,
+        StaleProducerEpoch,
+    )
+    from contraflow.spu.protocol.idempotence import KAFKA_WINDOW, ProducerKey
 
-    tracker = SequenceTracker(max_tracked=2)
-    key = (7, "t", 0)
-    assert tracker.duplicate_of(key, 0, 0, 3) is None
-    tracker.record(key, 0, SequencedBatch(0, 3, 100))
-    assert tracker.duplicate_of(key, 0, 0, 3) == 100  # a retry gets its first offsets
-    assert tracker.duplicate_of(key, 0, 3, 1) is None  # the next batch in order
-    with pytest.raises(KafkaError) as gap:
-        tracker.duplicate_of(key, 0, 9, 1)
-    assert gap.value.code is KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-    tracker.record(key, 1, SequencedBatch(0, 1, 200))  # a newer epoch starts over
-    with pytest.raises(KafkaError) as fenced:
-        tracker.duplicate_of(key, 0, 3, 1)
-    assert fenced.value.code is KafkaErrorCode.INVALID_PRODUCER_EPOCH
-    tracker.record((8, "t", 0), 0, SequencedBatch(0, 1, 1))
-    tracker.record((9, "t", 0), 0, SequencedBatch(0, 1, 2))  # over the bound: producer 7 is forgotten
-    assert tracker.duplicate_of(key, 0, 42, 1) is None
+    table = ProducerTable(max_tracked=2)
+    tp, key = ("t", 0), ProducerKey("kafka", 7)
+    assert table.duplicate(tp, key, 0, 0, 2) is None
+    table.record(tp, key, 0, SequencedBatch(0, 2, 100, 102), KAFKA_WINDOW)
+    assert table.duplicate(tp, key, 0, 0, 2) == (100, 102)  # a retry gets its first offsets
+    assert table.duplicate(tp, key, 0, 3, 3) is None  # the next batch in order
+    with pytest.raises(OutOfOrderSequence):
+        table.duplicate(tp, key, 0, 9, 9)
+    table.record(tp, key, 1, SequencedBatch(0, 0, 200, 200), KAFKA_WINDOW)  # a newer epoch starts over
+    with pytest.raises(StaleProducerEpoch):
+        table.duplicate(tp, key, 0, 3, 3)
+    table.record(tp, ProducerKey("kafka", 8), 0, SequencedBatch(0, 0, 1, 1), KAFKA_WINDOW)
+    table.record(tp, ProducerKey("kafka", 9), 0, SequencedBatch(0, 0, 2, 2), KAFKA_WINDOW)  # 7 is forgotten
+    assert table.duplicate(tp, key, 0, 42, 42) is None

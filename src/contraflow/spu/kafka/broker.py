@@ -12,7 +12,7 @@ from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.ordered import OrderedJobs
-from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
+from contraflow.spu.kafka.producers import ProducerIds
 from contraflow.spu.kafka.topology import ClusterTopology, LoneTopology, Node, Topology
 from contraflow.spu.node.membership import ClusterMember, Membership
 from contraflow.spu.node.partitions import Partitions
@@ -49,8 +49,6 @@ class Broker:
     port: int = 0
     coordinator: GroupCoordinator = field(init=False)
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
-    sequences: SequenceTracker = field(default_factory=SequenceTracker)
-    sequences_epoch: dict[TopicPartition, int] = field(default_factory=dict)  # rebuilt at (cluster)
     batches: KafkaBatchCache = field(init=False)
     read_ahead: set[tuple[TopicPartition, int]] = field(default_factory=set)  # being encoded ahead
     appends: OrderedJobs[TopicPartition, tuple[int, int]] = field(init=False)  # in order per partition

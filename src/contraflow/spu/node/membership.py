@@ -20,7 +20,6 @@ from contraflow.spu.node.appender import OrderedAppender
 from contraflow.spu.node.exactly_once.replicated import ClusterCommits
 from contraflow.spu.node.exactly_once.strategy import ExactlyOnce, LoneCommits, PartitionedCommits
 from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
-from contraflow.spu.node.idempotence.producers import ProducerTable
 from contraflow.spu.node.partitions import AppendRequest, Partitions
 from contraflow.spu.node.replication.agent import ClusterAgent
 from contraflow.spu.node.replication.replicas import ReplicaManager
@@ -173,7 +172,7 @@ class ClusterMember(_Blocking):
     ) -> None:
         super().__init__(executor)
         agent = self.agent = ClusterAgent(spu_id, controller_addr)
-        partitions.keep_producers(ProducerTable())
+        partitions.keep_producers()
         self._replicas = agent.replicas = ReplicaManager(
             spu_id, partitions, signals, executor, agent.alter_isr, agent.suspended
         )

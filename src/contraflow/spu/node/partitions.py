@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contraflow.spu.node.commit_ranges import CommitRanges
+from contraflow.spu.node.idempotence.producers import OutOfOrderSequence, ProducerTable, SequencedBatch
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
@@ -31,13 +31,11 @@ from contraflow.spu.protocol.batch import (
     check_batch,
 )
 from contraflow.spu.protocol.commit_marks import TRANSACTIONAL
+from contraflow.spu.protocol.idempotence import numbered_batch
 from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.rpc.server import SENDFILE_MIN_BYTES, FileSlice, Part
 from contraflow.spu.storage.partition import Partition
 from contraflow.spu.storage.store import Store
-
-if TYPE_CHECKING:
-    from contraflow.spu.node.idempotence.producers import ProducerTable
 
 
 class SharedGate:
@@ -145,7 +143,7 @@ class Partitions:
         # Commits in progress or not yet committed: committed reads stop where they start.
         self.commit_ranges = CommitRanges()
         # In a cluster: idempotent producers' last batches (retries are answered, not appended).
-        self.producers: ProducerTable | None = None  # a cluster's, set once by `keep_producers`
+        self.producers = ProducerTable()  # both protocols' idempotent producers
         self._group_fsync = False
         self._append_produced = self._append_plain
 
@@ -238,12 +236,12 @@ class Partitions:
     def append(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:
         return self.partition(tp).append_encoded(batch)
 
-    def keep_producers(self, producers: ProducerTable) -> None:
-        """At start, in a cluster: produces go through the idempotent producers' table, and a
-        group of every-batch produces shares one fsync (followers copy meanwhile)."""
-        self.producers = producers
+    def keep_producers(self) -> None:
+        """At start, in a cluster: the SPU protocol's produces go through the idempotent
+        producers' table, and a group of every-batch produces shares one fsync (followers
+        copy meanwhile)."""
         self._group_fsync = True
-        self._append_produced = partial(self._append_idempotent, producers)
+        self._append_produced = self._append_idempotent
 
     def _append_plain(
         self, tp: TopicPartition, batch: memoryview, *, wait: bool, crc_checked: bool
@@ -253,29 +251,34 @@ class Partitions:
         return self.partition(tp).append_encoded(batch, wait_durable=wait, crc_checked=crc_checked)
 
     def _append_idempotent(
-        self,
-        producers: ProducerTable,
-        tp: TopicPartition,
-        batch: memoryview,
-        *,
-        wait: bool,
-        crc_checked: bool,
+        self, tp: TopicPartition, batch: memoryview, *, wait: bool, crc_checked: bool
     ) -> tuple[int, int]:
-        """A produced batch: appended, unless it repeats an idempotent producer's last batch,
+        """A produced batch: appended, unless it repeats its idempotent producer's last batch,
         which answers the offsets it got the first time."""
         header = BatchHeader.parse(batch)
         if header.attributes & TRANSACTIONAL:
             raise SpuError(
                 ErrorCode.INVALID_ARGUMENT, "a produced batch must not carry a commit mark (attribute 0x08)"
             )
-        if header.producer_id < 0:
+        numbered = (
+            numbered_batch(header.producer_id, header.record_count) if header.producer_id >= 0 else None
+        )
+        if numbered is None:
             return self._append_plain(tp, batch, wait=wait, crc_checked=crc_checked)
+        producer, first, last_sequence, window = numbered
+        producers = self.producers
         with producers.lock(tp):
-            earlier = producers.duplicate(tp, header)
+            try:
+                earlier = producers.duplicate(tp, producer, 0, first, last_sequence)
+            except OutOfOrderSequence as err:
+                raise SpuError(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE,
+                    f"producer {producer} sent sequence {first} to {tp[0]}/{tp[1]}, expected {err.expected}",
+                ) from None
             if earlier is not None:
                 return earlier
             base, last = self._append_plain(tp, batch, wait=wait, crc_checked=crc_checked)
-            producers.record(tp, header.producer_id, base, last)
+            producers.record(tp, producer, 0, SequencedBatch(first, last_sequence, base, last), window)
             return base, last
 
     def append_unsynced(self, tp: TopicPartition, batch: bytes | memoryview) -> tuple[int, int]:

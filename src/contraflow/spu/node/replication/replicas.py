@@ -1,15 +1,13 @@
-"""An SPU's replicas: which partitions it leads or follows, and the work of each role.
+"""An SPU's replicas: which partitions it leads or follows, and the leader's work.
 
 `apply(metadata)` (after every heartbeat) makes the local state match what the
 controller decided: it creates local copies of new topics, turns a partition's
 replica into the leader at a new epoch (recording where the epoch starts), or
-into a follower of another SPU, which first truncates its log to where its
-epoch history diverges from the leader's (KIP-101) and then fetches from the
-leader's private port, appending the batches as they are (offsets and epochs
-kept). As the leader it serves those fetches, keeps the high watermark and the
+into a follower of another SPU (`follower.py`: truncate to where the epoch
+histories diverge, then copy from the leader's private port). As the leader it serves those fetches, keeps the high watermark and the
 in-sync set (changes go through the controller), and fails waiting produces
 when it stops leading. Both roles keep the idempotent producers' table and the
-batch ledger (`ledger.py`) from the batches in their log; a replica that starts
+batch ledger (`exactly_once/log_ledger.py`) from the batches in their log; a replica that starts
 leading first cuts off a commit its old leader left unfinished.
 """
 
@@ -25,16 +23,17 @@ from typing import Any
 from contraflow.spu.client.aio import AsyncSpuClient
 from contraflow.spu.node.exactly_once.log_ledger import CommitKey, ReplicatedLedger
 from contraflow.spu.node.log_scan import batch_headers
-from contraflow.spu.node.partitions import Partitions, split_batches
-from contraflow.spu.node.replication.epochs import NO_EPOCH, EpochHistory
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.replication.epochs import EpochHistory
+from contraflow.spu.node.replication.follower import Follower
 from contraflow.spu.node.replication.leader import LeaderState
 from contraflow.spu.node.signals import PartitionSignals
-from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol import Acks, ErrorCode, SpuError
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.batch import BatchHeader
 from contraflow.spu.protocol.cluster_metadata import ClusterMetadata, PartitionState
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.rpc.client import Response, RetryPolicy
+from contraflow.spu.rpc.client import RetryPolicy
 from contraflow.spu.rpc.server import Reply
 from contraflow.spu.storage.partition import Partition
 
@@ -42,19 +41,9 @@ log = logging.getLogger(__name__)
 
 ISR_CHECK_INTERVAL_S = 0.2
 CHECKPOINT_INTERVAL_S = 1.0
-FOLLOWER_BACKOFF_S = 0.1
 PRODUCE_COMMIT_TIMEOUT_S = 30.0
 
 AlterIsr = Callable[[TopicPartition, int, list[int]], Awaitable[list[int]]]
-
-
-class Following:
-    """A partition this SPU follows: the leader it copies and the task that does it."""
-
-    def __init__(self, leader: int, epoch: int, task: asyncio.Task[None]) -> None:
-        self.leader = leader
-        self.epoch = epoch
-        self.task = task
 
 
 class ReplicaManager:
@@ -68,20 +57,18 @@ class ReplicaManager:
         suspended: Callable[[], bool],
     ) -> None:
         self.spu_id = spu_id
-        self._partitions = partitions
+        self.partitions = self._partitions = partitions
         self._store = partitions.store
         self._signals = signals
-        self._executor = executor
+        self.executor = self._executor = executor
         self._alter_isr = alter_isr
         self._suspended = suspended
         self._meta = ClusterMetadata()
         self._leaders: dict[TopicPartition, LeaderState] = {}
-        self._following: dict[TopicPartition, Following] = {}
+        self._following: dict[TopicPartition, Follower] = {}
         self._histories: dict[TopicPartition, EpochHistory] = {}
-        self._appending: dict[TopicPartition, asyncio.Future[Any]] = {}
         self._clients: dict[str, AsyncSpuClient] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        assert partitions.producers is not None
         self._producers = partitions.producers
         self.ledger = ReplicatedLedger()
         # A follower copied a commit's last batch: its copy of that staging is not needed.
@@ -129,8 +116,7 @@ class ReplicaManager:
         if following is None or (following.leader, following.epoch) != (state.leader, state.leader_epoch):
             await self._stop_following(tp)
             if state.leader >= 0:
-                task = asyncio.create_task(self._follow(tp, state.leader, state.leader_epoch))
-                self._following[tp] = Following(state.leader, state.leader_epoch, task)
+                self._following[tp] = Follower(self, tp, state.leader, state.leader_epoch)
 
     async def _become_leader(self, tp: TopicPartition, state: PartitionState) -> None:
         await self._stop_following(tp)
@@ -139,7 +125,7 @@ class ReplicaManager:
             old.resign(f"{tp[0]}/{tp[1]} has a new epoch {state.leader_epoch}")
         part = self._partitions.partition(tp)
         history = self.history(tp)
-        await self._know_log(tp, part)
+        await self.know_log(tp, part)
         await self._cut_unfinished_commit(tp, part)
         start = part.log_end_offset
         await self._blocking(history.assign, state.leader_epoch, start)
@@ -172,7 +158,7 @@ class ReplicaManager:
             await self._blocking(self._store.delete_topic, name)
             self._signals.wake_topic(name)
 
-    async def _know_log(self, tp: TopicPartition, part: Partition) -> None:
+    async def know_log(self, tp: TopicPartition, part: Partition) -> None:
         """Read the idempotent producers' last batches and the commits from the log (once
         per partition: afterwards appends and copies keep both current)."""
         if tp not in self._log_known:
@@ -193,7 +179,7 @@ class ReplicaManager:
         start = self.ledger.unfinished_start(tp)
         if start is not None:
             log.warning("%s/%d: cutting an unfinished commit at offset %d", tp[0], tp[1], start)
-            await self._blocking(self._truncate, tp, part, start)
+            await self._blocking(self.truncate, tp, part, start)
 
     def history(self, tp: TopicPartition) -> EpochHistory:
         found = self._histories.get(tp)
@@ -360,18 +346,12 @@ class ReplicaManager:
                     )
         return out
 
-    # -- the follower's side ---------------------------------------------------------------------
+    # -- the follower's side (`follower.py` copies) -------------------------------------------------
 
     async def _stop_following(self, tp: TopicPartition) -> None:
         following = self._following.pop(tp, None)
         if following is not None:
-            following.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await following.task
-        busy = self._appending.pop(tp, None)
-        if busy is not None:
-            with contextlib.suppress(Exception):
-                await busy  # an append already in a worker thread finishes first
+            await following.stop()
 
     def private_client(self, spu: int) -> AsyncSpuClient | None:
         """A client of another SPU's private port (None: not registered)."""
@@ -388,103 +368,17 @@ class ReplicaManager:
             )
         return client
 
-    async def _follow(self, tp: TopicPartition, leader: int, epoch: int) -> None:
-        part = self._partitions.partition(tp)
-        self._partitions.commit_ranges.forget(tp)  # the leader keeps them
-        await self._know_log(tp, part)
-        truncated = False
-        while True:
-            client = self.private_client(leader)
-            try:
-                if client is None:
-                    raise SpuError(ErrorCode.NOT_LEADER, f"SPU {leader} is not registered")
-                if not truncated:
-                    await self._truncate_to_leader(tp, part, client, epoch)
-                    truncated = True
-                fields = {
-                    "topic": tp[0],
-                    "partition": tp[1],
-                    "offset": part.log_end_offset,
-                    "replica_id": self.spu_id,
-                    "leader_epoch": epoch,
-                }
-                response = await client.request(ApiKey.REPLICA_FETCH, fields)
-                await self._copy(tp, part, response)
-            except SpuError as err:
-                if err.code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                    truncated = False
-                log.debug("following %s/%d from SPU %d: %s", tp[0], tp[1], leader, err)
-                await asyncio.sleep(FOLLOWER_BACKOFF_S)
-            except Exception:
-                # Anything else (a local write failing, say) must not end the copying for good:
-                # the replica would stay out of sync until the leader changes.
-                log.exception("following %s/%d from SPU %d failed; starting over", tp[0], tp[1], leader)
-                truncated = False
-                await asyncio.sleep(FOLLOWER_BACKOFF_S)
-
-    async def _truncate_to_leader(
-        self, tp: TopicPartition, part: Partition, client: AsyncSpuClient, epoch: int
-    ) -> None:
-        """Cut the local log back to where it agrees with the leader's (KIP-101/279):
-        the leader says where the latest epoch we both know ends in its log."""
-        history = self.history(tp)
-        latest = history.latest
-        if latest == NO_EPOCH:
-            return
-        fields = {"topic": tp[0], "partition": tp[1], "epoch": latest, "leader_epoch": epoch}
-        answer = (await client.request(ApiKey.OFFSET_FOR_EPOCH, fields)).fields
-        leader_epoch, leader_end = int(answer["epoch"]), int(answer["end_offset"])
-        leo = part.log_end_offset
-        if leader_epoch == NO_EPOCH:
-            target = part.log_start_offset
-        elif leader_epoch == latest:
-            target = min(leader_end, leo)
-        else:
-            target = min(leader_end, history.end_offset(leader_epoch, leo)[1])
-        if target < leo:
-            log.warning(
-                "%s/%d: truncating from %d to %d (diverged from the leader at epoch %d)",
-                tp[0],
-                tp[1],
-                leo,
-                target,
-                leader_epoch,
-            )
-            await self._blocking(self._truncate, tp, part, target)
-
-    def _truncate(self, tp: TopicPartition, part: Partition, offset: int) -> None:
+    def truncate(self, tp: TopicPartition, part: Partition, offset: int) -> None:
         part.truncate_to(offset)
         self.history(tp).truncate_from(part.log_end_offset)
         self._read_log(tp, part)  # the cut batches' sequence numbers and commits are gone too
 
-    async def _copy(self, tp: TopicPartition, part: Partition, response: Response) -> None:
-        payload = response.payload
-        if len(payload):
-            batches = split_batches(payload, verify=False)
-            busy = asyncio.get_running_loop().run_in_executor(self._executor, self._append, tp, part, batches)
-            self._appending[tp] = busy
-            await asyncio.shield(busy)
-        hw = int(response.fields["high_watermark"])
-        part.set_high_watermark(min(hw, part.log_end_offset), persist=False)
-
-    def _append(self, tp: TopicPartition, part: Partition, batches: list[memoryview]) -> None:
-        """Copy a fetch's batches; under an every-batch flush policy one fsync covers them
-        all (before the next fetch tells the leader they are here)."""
-        history = self.history(tp)
-        one_fsync = part.config.flush.mode == "every_batch"
-        for batch in batches:
-            header = BatchHeader.parse(batch)
-            if header.next_offset <= part.log_end_offset:
-                continue  # already here (the leader answers from a batch boundary)
-            if header.leader_epoch > history.latest:
-                history.assign(header.leader_epoch, header.base_offset)
-            part.append_encoded(batch, assign_offsets=False, wait_durable=not one_fsync)
-            self._producers.observe(tp, header)
-            completed = self.ledger.observe(tp, header)
-            if completed is not None:
-                self.on_commit_copied(tp, completed)
-        if one_fsync:
-            part.flush()
+    def observe_copied(self, tp: TopicPartition, header: BatchHeader) -> None:
+        """Worker thread: a batch a follower copied, for the producers' table and the ledger."""
+        self._producers.observe(tp, header)
+        completed = self.ledger.observe(tp, header)
+        if completed is not None:
+            self.on_commit_copied(tp, completed)
 
     # -- plumbing --------------------------------------------------------------------------------
 
