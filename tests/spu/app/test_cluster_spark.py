@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import functions as F
+from tests.spu.cluster_harness import local_cluster, partition_state, wait_for
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, wait_for
 
 REPLICATED = TopicConfig(
     partitions=2, replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=1000

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.spu.cluster_harness import values
+
 from contraflow.spu.node.commit_ranges import CommitRanges
 from contraflow.spu.node.replication.leader import LeaderState
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
-from tests.spu_cluster.test_cluster_replication import values
 
 TP = ("t", 0)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from spu_harness import running_spu
+from tests.spu.spu_harness import running_spu
 
 from contraflow.spu.api import LocalLog, LogClient
 from contraflow.spu.client import SpuClient

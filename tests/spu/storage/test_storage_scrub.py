@@ -8,10 +8,10 @@ import json
 import time
 from pathlib import Path
 
-from spu_harness import running_spu
 from storage_helpers import read_all, read_until_error
 from test_storage_boot_checks import checked, flip_keeping_mtime, last_byte_of_a_middle_batch
 from tests.cli_process import run_cli
+from tests.spu.spu_harness import running_spu
 
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient

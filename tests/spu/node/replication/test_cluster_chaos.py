@@ -12,11 +12,12 @@ import threading
 import time
 from pathlib import Path
 
+from tests.spu.cluster_harness import local_cluster, partition_state, replica_log, wait_for
+
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, SpuError
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 RECORDS = 100_000
 BATCH = 100

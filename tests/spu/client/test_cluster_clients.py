@@ -10,6 +10,15 @@ from pathlib import Path
 
 import orjson
 import pytest
+from tests.cli_process import run_cli
+from tests.spu.cluster_harness import (
+    REPLICATED,
+    local_cluster,
+    partition_state,
+    replica_log,
+    values,
+    wait_for,
+)
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
@@ -17,9 +26,6 @@ from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.rpc.client import Connection
-from tests.cli_process import run_cli
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
-from tests.spu_cluster.test_cluster_replication import REPLICATED, values
 
 
 async def produce_raw(

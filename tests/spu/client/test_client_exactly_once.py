@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from spu_harness import running_spu
+from tests.spu.spu_harness import running_spu
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.client.exactly_once import BatchWriter, StagedWork, commit_batch

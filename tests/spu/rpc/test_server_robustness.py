@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spu_harness import RawConnection, running_spu, small_limits
+from tests.spu.spu_harness import RawConnection, running_spu, small_limits
 
 from contraflow.spu.client import AsyncSpuClient, SpuClient
 from contraflow.spu.embedded import EmbeddedSpu, probe

@@ -8,13 +8,12 @@ import signal
 from pathlib import Path
 
 import pytest
+from tests.spu.cluster_harness import local_cluster, partition_state, replica_log, values, wait_for
 
 from contraflow.spu.client import AsyncSpuClient, SpuClient
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
-from tests.spu_cluster.test_cluster_replication import values
 
 
 def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_path: Path) -> None:

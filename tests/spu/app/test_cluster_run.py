@@ -15,12 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from contraflow.spark.standalone import StandaloneCluster
-from contraflow.spu.client import SpuClient
 from tests.e2e.run_process import RunProcess
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, wait_for
-from tests.spu_cluster.flow_harness import (
+from tests.spu.cluster_harness import local_cluster, partition_state, wait_for
+from tests.spu.flow_harness import (
     assert_exactly_once,
     create_topics,
     everything_out,
@@ -28,6 +25,9 @@ from tests.spu_cluster.flow_harness import (
     warm_up,
     write_flow,
 )
+
+from contraflow.spark.standalone import StandaloneCluster
+from contraflow.spu.client import SpuClient
 
 EVENTS = 1000  # 25 windows a group; the last HELD events are fed after the kills
 

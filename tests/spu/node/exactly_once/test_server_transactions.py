@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spu_harness import running_spu, small_limits
+from tests.spu.spu_harness import running_spu, small_limits
 
 from contraflow.spu.api import LocalLog
 from contraflow.spu.app import LEDGER_PATH

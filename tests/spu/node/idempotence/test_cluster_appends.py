@@ -8,12 +8,13 @@ import asyncio
 import signal
 from pathlib import Path
 
+from tests.spu.cluster_harness import local_cluster, partition_state, replica_log
+
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.idempotence import split_producer_field
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log
 
 RECORDS = 3000
 

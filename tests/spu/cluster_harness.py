@@ -11,6 +11,7 @@ from pathlib import Path
 
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
 
 SESSION_TIMEOUT = "1s"
@@ -81,3 +82,13 @@ def replica_log(data_dir: Path, topic: str, partition: int = 0) -> list[Entry]:
             offset = result.next_offset
     finally:
         store.close()
+
+
+# A partition on three SPUs, two of them enough to write.
+REPLICATED = TopicConfig(
+    partitions=1, replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=1000
+)
+
+
+def values(n: int, prefix: str = "r") -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(n)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from spu_harness import running_spu
 from tests.cli_process import run_cli
+from tests.spu.spu_harness import running_spu
 
 
 def cli(*args: str, stdin: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ from kafka_harness import (
     sequenced_batch,
 )
 from tests.cli_process import run_cli
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
+from tests.spu.cluster_harness import local_cluster, partition_state, replica_log, wait_for
 
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.kafka.apis.base import ApiKey

@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from tests.spu.cluster_harness import local_cluster, partition_state, replica_log, values, wait_for
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, ErrorCode, SpuError
@@ -17,8 +18,6 @@ from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.commit_marks import mark_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
-from tests.spu_cluster.test_cluster_replication import values
 
 TWO_PARTITIONS = TopicConfig(
     partitions=2, replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=1000

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from spu_harness import RawConnection, running_spu
+from tests.spu.spu_harness import RawConnection, running_spu
 
 from contraflow.spu.client import AsyncSpuClient, SpuClient
 from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError, encode_frame

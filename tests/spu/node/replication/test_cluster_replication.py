@@ -14,21 +14,20 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.spu.cluster_harness import (
+    REPLICATED,
+    local_cluster,
+    partition_state,
+    replica_log,
+    values,
+    wait_for,
+)
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.rpc.client import Connection
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state, replica_log, wait_for
-
-REPLICATED = TopicConfig(
-    partitions=1, replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=1000
-)
-
-
-def values(n: int, prefix: str = "r") -> list[bytes]:
-    return [f"{prefix}{i}".encode() for i in range(n)]
 
 
 def test_topics_are_assigned_evenly_and_described(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from spu_harness import running_spu
+from tests.spu.spu_harness import running_spu
 
 from contraflow.spu.client import (
     AsyncProducer,

@@ -15,11 +15,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import orjson
+from tests.e2e.run_process import RunProcess
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.e2e.run_process import RunProcess
 
 GROUPS = 4
 WINDOW = 10
