@@ -12,6 +12,7 @@ test which one they have.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Executor
 from typing import Any, Protocol, TypeVar
@@ -26,11 +27,19 @@ from contraflow.spu.node.replication.replicas import ReplicaManager
 from contraflow.spu.node.replication.tables import ReplicatedTable
 from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
 from contraflow.spu.storage.control import ControlValues
 
 T = TypeVar("T")
+TopicAdmin = m.CreateTopicRequest | m.DeleteTopicRequest | m.ListTopicsRequest | m.DescribeTopicRequest
+ADMIN_APIS: dict[type, ApiKey] = {
+    m.CreateTopicRequest: ApiKey.CREATE_TOPIC,
+    m.DeleteTopicRequest: ApiKey.DELETE_TOPIC,
+    m.ListTopicsRequest: ApiKey.LIST_TOPICS,
+    m.DescribeTopicRequest: ApiKey.DESCRIBE_TOPIC,
+}
 Spawn = Callable[[Coroutine[Any, Any, None]], None]
 
 # Replication between SPUs: served on a cluster member's private port only.
@@ -61,13 +70,8 @@ class Membership(Protocol):
 
     async def committed_offset(self, consumer: str, topic: str, partition: int) -> int | None: ...
 
-    async def create_topic(self, name: str, config: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def delete_topic(self, name: str) -> dict[str, Any]: ...
-
-    async def list_topics(self) -> dict[str, Any]: ...
-
-    async def describe_topic(self, name: str) -> dict[str, Any]: ...
+    async def topic_admin(self, req: TopicAdmin) -> dict[str, Any]:
+        """Create, delete, list or describe topics; the answer's fields."""
 
     async def set_control(self, name: str, value: Any) -> None: ...
 
@@ -126,20 +130,20 @@ class LoneSpu(_Blocking):
     async def committed_offset(self, consumer: str, topic: str, partition: int) -> int | None:
         return self._store.consumer_offset(consumer, topic, partition)
 
-    async def create_topic(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
-        await self._blocking(self._store.create_topic, name, TopicConfig.from_dict(config))
-        return {}
-
-    async def delete_topic(self, name: str) -> dict[str, Any]:
-        await self._blocking(self._store.delete_topic, name)
-        self._on_topic_deleted(name)
-        return {}
-
-    async def list_topics(self) -> dict[str, Any]:
-        return {"topics": self._store.list_topics()}
-
-    async def describe_topic(self, name: str) -> dict[str, Any]:
-        return {"topic": self._store.describe_topic(name).to_dict()}
+    async def topic_admin(self, req: TopicAdmin) -> dict[str, Any]:
+        store = self._store
+        match req:
+            case m.CreateTopicRequest(name, config):
+                await self._blocking(store.create_topic, name, TopicConfig.from_dict(config))
+                return {}
+            case m.DeleteTopicRequest(name):
+                await self._blocking(store.delete_topic, name)
+                self._on_topic_deleted(name)
+                return {}
+            case m.ListTopicsRequest():
+                return {"topics": store.list_topics()}
+            case m.DescribeTopicRequest(name):
+                return {"topic": store.describe_topic(name).to_dict()}
 
     async def set_control(self, name: str, value: Any) -> None:
         await self._blocking(self._control.set, name, value)
@@ -207,17 +211,9 @@ class ClusterMember(_Blocking):
     async def committed_offset(self, consumer: str, topic: str, partition: int) -> int | None:
         return await self.agent.committed_offset(consumer, topic, partition)
 
-    async def create_topic(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
-        return (await self.agent.forward(ApiKey.CREATE_TOPIC, {"name": name, "config": config})).fields
-
-    async def delete_topic(self, name: str) -> dict[str, Any]:
-        return (await self.agent.forward(ApiKey.DELETE_TOPIC, {"name": name})).fields
-
-    async def list_topics(self) -> dict[str, Any]:
-        return (await self.agent.forward(ApiKey.LIST_TOPICS, {})).fields
-
-    async def describe_topic(self, name: str) -> dict[str, Any]:
-        return (await self.agent.forward(ApiKey.DESCRIBE_TOPIC, {"name": name})).fields
+    async def topic_admin(self, req: TopicAdmin) -> dict[str, Any]:
+        """Topic admin is the controller's: the request goes on, its answer comes back."""
+        return (await self.agent.forward(ADMIN_APIS[type(req)], dataclasses.asdict(req))).fields
 
     async def set_control(self, name: str, value: Any) -> None:
         await self.controls.put(name, value)

@@ -79,10 +79,10 @@ class Handlers:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
-            ApiKey.CREATE_TOPIC: self.create_topic,
-            ApiKey.DELETE_TOPIC: self.delete_topic,
-            ApiKey.LIST_TOPICS: self.list_topics,
-            ApiKey.DESCRIBE_TOPIC: self.describe_topic,
+            ApiKey.CREATE_TOPIC: self.topic_admin,
+            ApiKey.DELETE_TOPIC: self.topic_admin,
+            ApiKey.LIST_TOPICS: self.topic_admin,
+            ApiKey.DESCRIBE_TOPIC: self.topic_admin,
             ApiKey.TXN_STAGE: self.txn_stage,
             ApiKey.TXN_COMMIT: self.txn_commit,
             ApiKey.TXN_ABORT: self.txn_abort,
@@ -230,25 +230,15 @@ class Handlers:
 
     # -- topics ----------------------------------------------------------------------------------
 
-    async def create_topic(
-        self, conn: Connection, req: m.CreateTopicRequest, payload: memoryview, cid: int
+    async def topic_admin(
+        self,
+        conn: Connection,
+        req: m.CreateTopicRequest | m.DeleteTopicRequest | m.ListTopicsRequest | m.DescribeTopicRequest,
+        payload: memoryview,
+        cid: int,
     ) -> Reply:
-        return Reply(await self._node.create_topic(req.name, req.config))
-
-    async def delete_topic(
-        self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        return Reply(await self._node.delete_topic(req.name))
-
-    async def list_topics(
-        self, conn: Connection, req: m.ListTopicsRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        return Reply(await self._node.list_topics())
-
-    async def describe_topic(
-        self, conn: Connection, req: m.DescribeTopicRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        return Reply(await self._node.describe_topic(req.name))
+        """Create, delete, list, describe: the local store's, or the controller's in a cluster."""
+        return Reply(await self._node.topic_admin(req))
 
     # -- transactions ----------------------------------------------------------------------------
 
