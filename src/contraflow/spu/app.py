@@ -1,7 +1,8 @@
 """One SPU process: opens the store, recovers transactions, listens on two ports.
 
-It composes what sits below it: the SPU protocol's server, the cluster's
-replicas when it joins a controller, and the Kafka listener when asked for one.
+It composes what sits below it: the node (its partitions, and its membership,
+alone or in the cluster of `controller_addr`, chosen here once), the SPU
+protocol's door onto it, and the Kafka listener's when asked for one.
 
 The public port serves producers, consumers and admin; the private port serves
 replication between SPUs of a cluster (`controller_addr`; docs/spu-cluster.md)

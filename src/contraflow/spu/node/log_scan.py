@@ -1,7 +1,7 @@
 """Reading a replica's whole log back, header by header.
 
 What a new leader knows of idempotent producers and of committed batches is
-derived from the log it holds (`producers.py`, `ledger.py`); both are rebuilt
+derived from the log it holds (`idempotence/producers.py`, `exactly_once/log_ledger.py`); both are rebuilt
 from one pass over the batch headers when a replica starts leading or
 following, and after a truncation.
 """

@@ -1,4 +1,4 @@
-"""The SPU protocol's server: connections, handlers, fetch streams, the batch ledger, transactions.
+"""The SPU protocol's door onto the node: the handlers and fetch streams.
 
 The process that runs it is `contraflow.spu.app` (see docs/spu-server.md).
 """
