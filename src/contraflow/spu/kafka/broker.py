@@ -59,9 +59,9 @@ class Broker:
         self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
         self.appends = OrderedJobs(self.executor)
         if isinstance(self.membership, ClusterMember):
-            self.topology = ClusterTopology(self.membership.agent, self.me)
+            self.topology = ClusterTopology(self.membership, self.me)
         else:
-            self.topology = LoneTopology(self.partitions, self.me, self.blocking)
+            self.topology = LoneTopology(self.membership, self.partitions, self.me)
 
     async def check_coordinator(self, group: str) -> None:
         """Group requests belong to the group's coordinator (which moves in a cluster)."""
