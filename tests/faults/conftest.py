@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.spu_cluster.cluster_harness import log_tails
+from tests.spu.cluster_harness import log_tails
 
 
 @pytest.hookimpl(wrapper=True)

@@ -23,7 +23,7 @@ BATCH = 5
 REQUEST_TIMEOUT_S = 1.5
 FAILOVER_TIMEOUT_S = 2.0
 
-Entry = tuple[int, int, bytes]  # offset, leader epoch, record (tests/spu_cluster/cluster_harness.py)
+Entry = tuple[int, int, bytes]  # offset, leader epoch, record (tests/spu/cluster_harness.py)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.faults.history import CommittedReader, Producer, check
 from tests.faults.netns import Network
-from tests.spu_cluster.cluster_harness import log_tails, partition_state, replica_log, wait_for
+from tests.spu.cluster_harness import log_tails, partition_state, replica_log, wait_for
 
 SESSION_S = 1.0
 NODES = ["sc", "spu-0", "spu-1", "spu-2", "client", "near"]

@@ -19,7 +19,7 @@ from contraflow.spu.client import AsyncSpuClient, SpuClient
 from contraflow.spu.protocol.errors import SpuError
 from contraflow.spu.storage.store import Store
 from tests.spu.spu_harness import spu_process
-from tests.spu.test_storage_damage import batch_spans, flip
+from tests.spu.storage.test_storage_damage import batch_spans, flip
 
 # one channel, read by a connector (the monitor follows no pipeline run: no Spark needed)
 FLOW = """

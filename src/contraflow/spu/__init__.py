@@ -1,1 +1,3 @@
-"""The SPU: a segmented, indexed, crash-safe log (storage), its server and its clients."""
+"""The SPU: what travels on the wire (protocol), the framed connection (rpc), the log on disk
+(storage), clients, one SPU's partitions and guarantees (node), its two protocols' doors
+(server, kafka), the cluster's controller, and the process that composes them (app)."""

@@ -1,7 +1,8 @@
 """One SPU process: opens the store, recovers transactions, listens on two ports.
 
-It composes what sits below it: the SPU protocol's server, the cluster's
-replicas when it joins a controller, and the Kafka listener when asked for one.
+It composes what sits below it: the node (its partitions, and its membership,
+alone or in the cluster of `controller_addr`, chosen here once), the SPU
+protocol's door onto it, and the Kafka listener's when asked for one.
 
 The public port serves producers, consumers and admin; the private port serves
 replication between SPUs of a cluster (`controller_addr`; docs/spu-cluster.md)
@@ -19,34 +20,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contraflow.spu.node.exactly_once.journal import BatchLedger
+from contraflow.spu.node.exactly_once.rollback import truncate_partition_dir
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.membership import REPLICATION_APIS, ClusterMember, LoneSpu, Membership
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
-from contraflow.spu.server.connection import Connection, Dispatch, Limits
+from contraflow.spu.rpc.budget import ByteBudget, ConnectionCount, SharedLimits
+from contraflow.spu.rpc.server import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
-from contraflow.spu.server.ledger import BatchLedger
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.rollback import truncate_partition_dir
-from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.server.streams import StreamRegistry
-from contraflow.spu.server.transactions import TransactionCoordinator
 from contraflow.spu.storage.scrub import Scrubber
 from contraflow.spu.storage.store import Store
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
     from contraflow.spu.kafka import KafkaListener
 
 log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
 # Replication between SPUs and the controller's own APIs are not for clients.
-PRIVATE_APIS = frozenset(
-    {ApiKey.API_VERSIONS, ApiKey.REPLICA_FETCH, ApiKey.OFFSET_FOR_EPOCH, ApiKey.REPLICA_STAGE}
-)
-PUBLIC_APIS = frozenset(ApiKey) - PRIVATE_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR} | {
-    ApiKey.API_VERSIONS
-}
+PUBLIC_APIS = frozenset(ApiKey) - REPLICATION_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR}
 READ_AHEAD = 256 * 1024
 
 
@@ -85,7 +81,7 @@ class SpuServer:
         self._connection_count = ConnectionCount(config.limits.max_connections)
         self.kafka_addr: tuple[str, int] | None = None
         self._kafka: KafkaListener | None = None
-        self.cluster: ClusterAgent | None = None
+        self.membership: Membership | None = None  # alone or in a cluster, made at start
         self.scrubber: Scrubber | None = None
 
     async def start(self) -> None:
@@ -103,15 +99,14 @@ class SpuServer:
             max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
         )
         streams = StreamRegistry(partitions, signals)
-        if self.config.controller_addr is not None:
-            self.cluster = self._join_cluster(partitions, signals)
+        membership = self.membership = self._membership(partitions, signals, streams)
         handlers = Handlers(
-            partitions, self.transactions, streams, self._executor, self.config.spu_id, self.cluster
+            partitions, self.transactions, streams, self._executor, self.config.spu_id, membership
         )
         try:
             self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, PUBLIC_APIS)
             if self.config.private_addr is not None:
-                private = PRIVATE_APIS if self.cluster is not None else frozenset({ApiKey.API_VERSIONS})
+                private = membership.private_apis | {ApiKey.API_VERSIONS}
                 self.private_addr = await self._listen(self.config.private_addr, handlers.dispatch, private)
             if self.config.kafka_addr is not None:
                 from contraflow.spu.kafka import Broker, KafkaListener  # imported only when asked for
@@ -122,7 +117,7 @@ class SpuServer:
                     self._executor,
                     self.config.spu_id,
                     streams.topic_deleted,
-                    cluster=self.cluster,
+                    membership,
                 )
                 assert self._budget is not None  # made by the first _listen
                 shared = SharedLimits(self._budget, self._connection_count)
@@ -135,41 +130,29 @@ class SpuServer:
         if self.config.scrub:  # once the caller has announced the SPU ready
             self.scrubber = Scrubber(store)
             loop.call_soon(self.scrubber.start)
-        if self.cluster is not None:
-            self._start_cluster(self.cluster)
+        membership.start(self._spawn, self._addresses())
 
-    def _join_cluster(self, partitions: Partitions, signals: PartitionSignals) -> ClusterAgent:
-        from contraflow.spu.cluster.agent import ClusterAgent
-        from contraflow.spu.cluster.producers import ProducerTable
-        from contraflow.spu.cluster.replication import ReplicaManager
-        from contraflow.spu.cluster.tables import ReplicatedTable
-        from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
-
-        assert self.config.controller_addr is not None
-        agent = ClusterAgent(self.config.spu_id, self.config.controller_addr)
-        partitions.producers = ProducerTable()
-        agent.replicas = ReplicaManager(
-            self.config.spu_id, partitions, signals, self._executor, agent.alter_isr, agent.suspended
+    def _membership(
+        self, partitions: Partitions, signals: PartitionSignals, streams: StreamRegistry
+    ) -> Membership:
+        """Alone, or in the cluster of `controller_addr`: chosen here, once."""
+        if self.config.controller_addr is None:
+            return LoneSpu(partitions, self.transactions, self._executor, streams.topic_deleted)
+        if self.config.private_addr is None:
+            raise ValueError("an SPU of a cluster needs a private port (replication)")
+        return ClusterMember(
+            self.config.spu_id,
+            self.config.controller_addr,
+            partitions,
+            signals,
+            self.transactions,
+            self._executor,
         )
-        agent.offsets, agent.controls = (
-            ReplicatedTable(
-                topic, partitions, agent.replicas, self._executor, agent.create_topic, agent.spu_count
-            )
-            for topic in (OFFSETS_TOPIC, CONTROL_TOPIC)
-        )
-        return agent
 
-    def _start_cluster(self, agent: ClusterAgent) -> None:
-        """Heartbeats (which also apply what the controller decided), in-sync-set upkeep and
-        high-watermark checkpoints run for as long as the server does."""
-        assert agent.replicas is not None and self.private_addr is not None
-        agent.public_addr = "{}:{}".format(*self.public_addr)
-        agent.private_addr = "{}:{}".format(*self.private_addr)
-        agent.kafka_addr = "{}:{}".format(*self.kafka_addr) if self.kafka_addr else ""
-        self._spawn(agent.tick())
-        self._spawn(agent.run())
-        self._spawn(agent.replicas.manage_isr())
-        self._spawn(agent.replicas.checkpoint_high_watermarks())
+    def _addresses(self) -> dict[str, str]:
+        """The bound addresses, as the controller hands them to clients and other SPUs."""
+        bound = {"public": self.public_addr, "private": self.private_addr, "kafka": self.kafka_addr}
+        return {name: "{}:{}".format(*addr) for name, addr in bound.items() if addr is not None}
 
     def _open_storage(self) -> tuple[Store, BatchLedger, list[tuple[str, int]]]:
         """Open the store (takes the data-directory lock) and the ledger, then undo the
@@ -251,8 +234,8 @@ class SpuServer:
             await self._kafka.stop()
         for task in list(self._tasks):
             task.cancel()
-        if self.cluster is not None:
-            await self.cluster.close()
+        if self.membership is not None:
+            await self.membership.close()
         await asyncio.gather(*(c.close() for c in list(self._connections)), return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()

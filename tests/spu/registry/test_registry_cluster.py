@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
-from tests.spu_cluster.cluster_harness import local_cluster, partition_state
+from tests.spu.cluster_harness import local_cluster, partition_state
 
 from contraflow.spu.registry import ThreadedRegistry
 from contraflow.spu.registry.topic import SCHEMAS_TOPIC

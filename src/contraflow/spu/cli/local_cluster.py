@@ -166,8 +166,8 @@ class LocalCluster:
         import asyncio
 
         from contraflow.spu.client.aio import AsyncSpuClient
-        from contraflow.spu.client.connection import RetryPolicy
         from contraflow.spu.protocol import ApiKey
+        from contraflow.spu.rpc.client import RetryPolicy
 
         async def ask() -> dict[str, Any]:
             retry = RetryPolicy(attempts=1)

@@ -18,7 +18,6 @@ from typing import Any
 
 from contraflow.security import client_token
 from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
-from contraflow.spu.client.connection import Buffer, Connection, Response, RetryPolicy
 from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
@@ -35,6 +34,7 @@ from contraflow.spu.protocol.fetch import DEFAULT_FETCH_BYTES, FetchResult, Offs
 from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
 from contraflow.spu.protocol.internal_topics import INTERNAL_TOPICS, cluster_replication
 from contraflow.spu.protocol.topics import Isolation, TopicConfig, TopicDescription, TopicPartition
+from contraflow.spu.rpc.client import Buffer, Connection, Response, RetryPolicy
 
 FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
 ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
@@ -597,7 +597,7 @@ class StreamFetch:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[FetchResult]:
-        from contraflow.spu.client.connection import raise_for_error
+        from contraflow.spu.rpc.client import raise_for_error
 
         try:
             while True:

@@ -17,11 +17,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Unpack
 
-from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol.batch import RecordFields, encode_batch
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.topics import TopicPartition
+from contraflow.spu.rpc.client import Buffer
 
 
 @dataclass(frozen=True)
@@ -90,9 +90,5 @@ def commit_batch(
     partitions: Counter[TopicPartition] = Counter()
     for w in work:
         partitions.update(w.partitions)
-    if not client.in_cluster():
-        ledger = client.ledger(producer_id, batch_id)
-        if ledger is not None:
-            return client.commit(producer_id, batch_id)
     expected = sum(w.batches for w in work)
     return client.commit(producer_id, batch_id, expected_batches=expected, partitions=dict(partitions))

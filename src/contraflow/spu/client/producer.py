@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Unpack
 
 from contraflow.spu.client.aio import AsyncSpuClient
-from contraflow.spu.client.connection import Buffer
 from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.batch import Headers, RecordExtras, encode_batch
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.topics import TopicPartition
+from contraflow.spu.rpc.client import Buffer
 
 AnyFuture = asyncio.Future[int] | concurrent.futures.Future[int]
 

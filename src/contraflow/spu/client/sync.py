@@ -15,8 +15,8 @@ from concurrent.futures import Future
 from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 
 from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
-from contraflow.spu.client.connection import RetryPolicy
 from contraflow.spu.protocol.fetch import FetchResult
+from contraflow.spu.rpc.client import RetryPolicy
 
 T = TypeVar("T")
 

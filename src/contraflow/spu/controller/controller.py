@@ -36,8 +36,8 @@ from contraflow.spu.protocol.cluster_metadata import (
 from contraflow.spu.protocol.frames import unpack_meta
 from contraflow.spu.protocol.messages import API_VERSIONS, DEFAULT_SESSION_TIMEOUT_S
 from contraflow.spu.protocol.topics import PartitionInfo, TopicConfig, TopicDescription, validate_topic_name
-from contraflow.spu.server.connection import Connection, Limits, Reply
-from contraflow.spu.server.errors import translate
+from contraflow.spu.rpc.errors import translate
+from contraflow.spu.rpc.server import Connection, Limits, Reply
 
 log = logging.getLogger(__name__)
 

@@ -6,21 +6,19 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from contraflow.spu.kafka.batch_cache import KafkaBatchCache
 from contraflow.spu.kafka.coordinator import GroupCoordinator
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.ordered import OrderedJobs
-from contraflow.spu.kafka.producers import ProducerIds, SequenceTracker
+from contraflow.spu.kafka.producers import ProducerIds
 from contraflow.spu.kafka.topology import ClusterTopology, LoneTopology, Node, Topology
+from contraflow.spu.node.membership import ClusterMember, Membership
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.signals import PartitionSignals
 from contraflow.spu.storage.store import Store
-
-if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
 
 T = TypeVar("T")
 
@@ -45,14 +43,12 @@ class Broker:
     executor: Executor
     node_id: int
     on_topic_deleted: Callable[[str], None]
+    membership: Membership  # alone or in a cluster (decided once, at start)
     settings: KafkaSettings = field(default_factory=KafkaSettings)
-    cluster: ClusterAgent | None = None  # this SPU's link to its cluster's controller, if any
     host: str = "127.0.0.1"
     port: int = 0
     coordinator: GroupCoordinator = field(init=False)
     producer_ids: ProducerIds = field(default_factory=ProducerIds)
-    sequences: SequenceTracker = field(default_factory=SequenceTracker)
-    sequences_epoch: dict[TopicPartition, int] = field(default_factory=dict)  # rebuilt at (cluster)
     batches: KafkaBatchCache = field(init=False)
     read_ahead: set[tuple[TopicPartition, int]] = field(default_factory=set)  # being encoded ahead
     appends: OrderedJobs[TopicPartition, tuple[int, int]] = field(init=False)  # in order per partition
@@ -62,10 +58,10 @@ class Broker:
         self.coordinator = GroupCoordinator(self.settings.initial_rebalance_delay_s)
         self.batches = KafkaBatchCache(self.settings.batch_cache_bytes)
         self.appends = OrderedJobs(self.executor)
-        if self.cluster is None:
-            self.topology = LoneTopology(self.partitions, self.me, self.blocking)
+        if isinstance(self.membership, ClusterMember):
+            self.topology = ClusterTopology(self.membership, self.me)
         else:
-            self.topology = ClusterTopology(self.cluster, self.me)
+            self.topology = LoneTopology(self.membership, self.partitions, self.me)
 
     async def check_coordinator(self, group: str) -> None:
         """Group requests belong to the group's coordinator (which moves in a cluster)."""

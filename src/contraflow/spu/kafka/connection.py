@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from contraflow.spu.kafka.wire import SIZE_PREFIX
-from contraflow.spu.server.budget import ByteBudget
+from contraflow.spu.rpc.budget import ByteBudget
 
 _SIZE = struct.Struct(">i")
 Buffer = bytes | bytearray | memoryview

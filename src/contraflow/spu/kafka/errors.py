@@ -7,8 +7,7 @@ import logging
 
 from contraflow.spu.protocol import ErrorCode as SpuErrorCode
 from contraflow.spu.protocol import SpuError
-from contraflow.spu.protocol.errors import InvalidTopicNameError
-from contraflow.spu.storage.errors import wire_code
+from contraflow.spu.protocol.errors import InvalidTopicNameError, wire_code
 
 log = logging.getLogger(__name__)
 

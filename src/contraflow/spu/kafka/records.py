@@ -31,7 +31,6 @@ from aiokafka.codec import (
 )
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
-from contraflow.spu.kafka.producers import log_producer_field
 from contraflow.spu.kafka.rows import KafkaRows, RecordFramingError, kafka_rows
 from contraflow.spu.kafka.varints import Int64s
 from contraflow.spu.protocol.batch import (
@@ -44,6 +43,7 @@ from contraflow.spu.protocol.batch import (
     verify_crc,
 )
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.idempotence import log_producer_field
 
 Buffer = bytes | bytearray | memoryview
 KAFKA_MAGIC = 2

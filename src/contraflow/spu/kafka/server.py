@@ -30,7 +30,7 @@ from contraflow.spu.kafka.wire import (
     read_request_header,
 )
 from contraflow.spu.protocol.address import parse_addr, tune_socket
-from contraflow.spu.server.budget import ByteBudget, ConnectionCount, SharedLimits
+from contraflow.spu.rpc.budget import ByteBudget, ConnectionCount, SharedLimits
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ fetch or offset lookup on an SPU that does not lead the partition fails with
 NOT_LEADER_OR_FOLLOWER, so the client re-reads the metadata and goes to the
 leader; acks=-1 waits for the in-sync replicas (NOT_ENOUGH_REPLICAS below
 the topic's minimum), acks=1 for the leader's append only. Topic admin goes
-through the controller.
+through the node's membership (the local store, or the controller), and so do
+committed offsets (local files, or the cluster's replicated table).
 """
 
 from __future__ import annotations
@@ -21,19 +22,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
-from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.protocol import Acks, ErrorCode, SpuError
+from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.address import parse_addr
 from contraflow.spu.protocol.errors import TopicNotFoundError
 from contraflow.spu.protocol.internal_topics import OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
-from contraflow.spu.server.partitions import Partitions
 
 if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
-    from contraflow.spu.cluster.leader import LeaderState
+    from contraflow.spu.node.membership import ClusterMember, Membership
+    from contraflow.spu.node.replication.leader import LeaderState
     from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
 
-Blocking = Callable[..., Awaitable[Any]]  # runs storage work off the event loop
 T = TypeVar("T")
 
 
@@ -55,6 +56,8 @@ class PartitionLeadership:
 
 
 class Topology(Protocol):
+    replicates: bool  # topics may have more than one replica
+
     def brokers(self) -> list[Node]: ...
 
     def controller_id(self) -> int: ...
@@ -96,13 +99,34 @@ class Topology(Protocol):
         ...
 
 
-class LoneTopology:
+class _OnTheNode:
+    """What both topologies ask of the node's membership (alone or in a cluster)."""
+
+    def __init__(self, membership: Membership) -> None:
+        self._node = membership
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None:
+        await self._node.topic_admin(m.CreateTopicRequest(name, config.to_dict()))
+
+    async def delete_topic(self, name: str) -> None:
+        await self._node.topic_admin(m.DeleteTopicRequest(name))
+
+    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
+        await _as_coordinator(self._node.commit_offset(group, topic, partition, offset))
+
+    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
+        return await _as_coordinator(self._node.committed_offset(group, topic, partition))
+
+
+class LoneTopology(_OnTheNode):
     """One SPU: this broker is everything; acks=-1 waits for the fsync."""
 
-    def __init__(self, partitions: Partitions, me: Callable[[], Node], blocking: Blocking) -> None:
+    replicates = False
+
+    def __init__(self, membership: Membership, partitions: Partitions, me: Callable[[], Node]) -> None:
+        super().__init__(membership)
         self._partitions = partitions
         self._me = me
-        self._blocking = blocking
 
     def brokers(self) -> list[Node]:
         return [self._me()]
@@ -118,23 +142,8 @@ class LoneTopology:
         count = self._partitions.store.topic_config(topic).partitions
         return [PartitionLeadership(n, me, [me], [me]) for n in range(count)]
 
-    async def create_topic(self, name: str, config: TopicConfig) -> None:
-        await self._blocking(self._partitions.store.create_topic, name, config)
-
-    async def delete_topic(self, name: str) -> None:
-        await self._blocking(self._partitions.store.delete_topic, name)
-
     async def coordinator(self, group: str) -> Node:
         return self._me()
-
-    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
-        await self._blocking(self._partitions.store.commit_consumer_offset, group, topic, partition, offset)
-
-    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
-        found: int | None = await self._blocking(
-            self._partitions.store.consumer_offset, group, topic, partition
-        )
-        return found
 
     def durable_append(self, acks: int) -> bool:
         return acks == -1  # with one SPU the leader is the whole in-sync set
@@ -149,12 +158,15 @@ class LoneTopology:
         return -1
 
 
-class ClusterTopology:
+class ClusterTopology(_OnTheNode):
     """An SPU of a cluster: what the controller last said (heartbeats, every 250 ms)."""
 
-    def __init__(self, agent: ClusterAgent, me: Callable[[], Node]) -> None:
+    replicates = True
+
+    def __init__(self, member: ClusterMember, me: Callable[[], Node]) -> None:
+        super().__init__(member)
+        agent = self._agent = member.agent
         assert agent.replicas is not None
-        self._agent = agent
         self._replicas = agent.replicas
         self._me = me
         self._parsed: ClusterMetadata | None = None
@@ -195,12 +207,6 @@ class ClusterTopology:
             for n, p in enumerate(record.partitions)
         ]
 
-    async def create_topic(self, name: str, config: TopicConfig) -> None:
-        await self._agent.forward(ApiKey.CREATE_TOPIC, {"name": name, "config": config.to_dict()})
-
-    async def delete_topic(self, name: str) -> None:
-        await self._agent.forward(ApiKey.DELETE_TOPIC, {"name": name})
-
     async def coordinator(self, group: str) -> Node:
         """Every group is coordinated by the leader of the cluster's consumer-offsets table
         (as Kafka's coordinator leads its __consumer_offsets partition), so group state and
@@ -218,13 +224,6 @@ class ClusterTopology:
                 f"{OFFSETS_TOPIC} has no leader with a Kafka listener (leader {table.leader})",
             )
         return node
-
-    async def commit_offset(self, group: str, topic: str, partition: int, offset: int) -> None:
-        await _as_coordinator(self._agent.commit_offset(group, topic, partition, offset))
-
-    async def committed_offset(self, group: str, topic: str, partition: int) -> int | None:
-        found: int | None = await _as_coordinator(self._agent.committed_offset(group, topic, partition))
-        return found
 
     def durable_append(self, acks: int) -> bool:
         return False  # the flush policy's fsync only: acks=-1 waits for the in-sync replicas

@@ -8,8 +8,10 @@ prints the server's message exactly as it would print the local engine's.
 from __future__ import annotations
 
 from enum import IntEnum
+from pathlib import Path
 
 from contraflow.errors import UserError
+from contraflow.spu.protocol.batch import CorruptBatchError
 
 
 class ErrorCode(IntEnum):
@@ -105,3 +107,45 @@ class PartitionNotFoundError(UserError):
 
 class OffsetOutOfRangeError(UserError):
     """An offset past the log end (an offset below the log start is answered from the start)."""
+
+
+class InvalidBatchError(UserError):
+    """A producer sent a batch that fails validation (CRC, framing)."""
+
+
+class StorageError(Exception):
+    """A storage failure that is not the user's fault (I/O, corruption); the engine raises it."""
+
+
+class DiskFullError(StorageError):
+    """The data directory's filesystem is full: appends are refused (and nothing half-written
+    counts), reads, topic deletion and retention go on, and appends resume once space is freed."""
+
+    def __init__(self, where: str, directory: Path) -> None:
+        super().__init__(
+            f"no space left on device: {where} refused, nothing of it written; "
+            f"free space under {directory} (delete a topic, shorten retention, grow the disk) "
+            "and appends resume; reads go on meanwhile"
+        )
+
+
+# The engine's exceptions as the SPU's wire codes, most specific first. Both
+# protocols answer from this one table: the SPU's own (`rpc/errors.py`) and
+# Kafka's (`kafka/errors.py`, through its table of SPU codes).
+_WIRE_CODES: list[tuple[type[BaseException], ErrorCode]] = [
+    (TopicNotFoundError, ErrorCode.UNKNOWN_TOPIC),
+    (TopicExistsError, ErrorCode.TOPIC_EXISTS),
+    (PartitionNotFoundError, ErrorCode.UNKNOWN_PARTITION),
+    (OffsetOutOfRangeError, ErrorCode.OFFSET_OUT_OF_RANGE),
+    (InvalidBatchError, ErrorCode.CORRUPT_BATCH),
+    (CorruptBatchError, ErrorCode.CORRUPT_BATCH),
+    (UserError, ErrorCode.INVALID_ARGUMENT),
+    (DiskFullError, ErrorCode.DISK_FULL),
+    (StorageError, ErrorCode.STORAGE_ERROR),
+    (OSError, ErrorCode.STORAGE_ERROR),
+]
+
+
+def wire_code(err: BaseException) -> ErrorCode | None:
+    """The wire code of an engine exception, or None for one the engine does not raise on purpose."""
+    return next((code for kind, code in _WIRE_CODES if isinstance(err, kind)), None)

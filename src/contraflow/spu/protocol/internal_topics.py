@@ -1,7 +1,7 @@
 """The cluster's own topics and how a cluster replicates the topics nobody sized.
 
 Consumer offsets and control values live in one-partition internal topics
-(`cluster/tables.py` serves them); clients send those requests to the leader of
+(`node/replication/tables.py` serves them); clients send those requests to the leader of
 the topic's partition 0. Topics a cluster creates for itself, and the ones the
 runtime creates for a flow's channels, get min(3, SPUs) replicas, min(2,
 replicas) of them in sync for acks=all: one SPU may be lost without losing an

@@ -7,11 +7,14 @@ Storage exceptions are translated to error codes in one place (`translate`).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
+from contraflow.spu.node.appender import OrderedAppender
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.membership import Membership
+from contraflow.spu.node.partitions import Partitions, split_batches
 from contraflow.spu.protocol import (
     REQUEST_TYPES,
     Acks,
@@ -24,23 +27,11 @@ from contraflow.spu.protocol import (
 )
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.messages import API_VERSIONS, OFFSET_SPECS, check_isolation
-from contraflow.spu.protocol.topics import TopicConfig
-from contraflow.spu.server.appender import OrderedAppender
-from contraflow.spu.server.connection import Connection, Reply
-from contraflow.spu.server.errors import translate
-from contraflow.spu.server.partitions import AppendRequest, Partitions, split_batches
+from contraflow.spu.rpc.errors import translate
+from contraflow.spu.rpc.server import Connection, Reply
 from contraflow.spu.server.range_stage import RangeStager
 from contraflow.spu.server.streams import StreamRegistry, StreamState
-from contraflow.spu.server.transactions import TransactionCoordinator
-from contraflow.spu.storage.control import ControlValues, check_control_value
-
-if TYPE_CHECKING:
-    from contraflow.spu.cluster.agent import ClusterAgent
-    from contraflow.spu.cluster.commits import ClusterCommits
-    from contraflow.spu.cluster.replication import ReplicaManager
-    from contraflow.spu.cluster.tables import ReplicatedTable
-
-T = TypeVar("T")
+from contraflow.spu.storage.control import check_control_value
 
 # Effects keep the order a client sent them in: appends per partition (so
 # pipelined produces to different partitions do not wait for each other; produces
@@ -73,22 +64,14 @@ class Handlers:
         streams: StreamRegistry,
         executor: Executor,
         spu_id: int,
-        cluster: ClusterAgent | None = None,
+        membership: Membership,
     ) -> None:
         self._partitions = partitions
-        self._cluster = cluster
-        self._replicas = None if cluster is None else cluster.replicas
-        self._commits: ClusterCommits | None = None  # a cluster's per-partition commits
-        if self._replicas is not None:
-            from contraflow.spu.cluster.commits import ClusterCommits
-
-            self._commits = ClusterCommits(transactions, partitions, self._replicas, executor)
-        self._store = partitions.store
+        self._node = membership  # alone or in a cluster: decided once, at start
         self._txns = transactions
         self._streams = streams
         self._executor = executor
         self._spu_id = spu_id
-        self._control = ControlValues(self._store.data_dir / "control")
         self._table: dict[ApiKey, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.PRODUCE: self.produce,
@@ -99,10 +82,10 @@ class Handlers:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
-            ApiKey.CREATE_TOPIC: self.create_topic,
-            ApiKey.DELETE_TOPIC: self.delete_topic,
-            ApiKey.LIST_TOPICS: self.list_topics,
-            ApiKey.DESCRIBE_TOPIC: self.describe_topic,
+            ApiKey.CREATE_TOPIC: self.topic_admin,
+            ApiKey.DELETE_TOPIC: self.topic_admin,
+            ApiKey.LIST_TOPICS: self.topic_admin,
+            ApiKey.DESCRIBE_TOPIC: self.topic_admin,
             ApiKey.TXN_STAGE: self.txn_stage,
             ApiKey.TXN_COMMIT: self.txn_commit,
             ApiKey.TXN_ABORT: self.txn_abort,
@@ -115,7 +98,7 @@ class Handlers:
             ApiKey.OFFSET_FOR_EPOCH: self.offset_for_epoch,
             ApiKey.REPLICA_STAGE: self.replica_stage,
         }
-        if cluster is None:  # a cluster refuses it (UNSUPPORTED_API): see range_stage
+        if membership.stages_ranges:  # a cluster member refuses it (UNSUPPORTED_API): see range_stage
             self._table[ApiKey.TXN_STAGE_RANGE] = RangeStager(partitions, transactions, executor).handle
 
     async def dispatch(self, conn: Connection, header: FrameHeader, body: memoryview) -> Reply | None:
@@ -137,9 +120,6 @@ class Handlers:
         except Exception as err:
             raise translate(err) from err
 
-    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
     # -- meta ------------------------------------------------------------------------------------
 
     async def authenticate(
@@ -159,29 +139,17 @@ class Handlers:
         self, conn: Connection, req: m.MetadataRequest, payload: memoryview, cid: int
     ) -> Reply:
         """A lone SPU says so; a cluster SPU hands out the controller's metadata it last got."""
-        if self._cluster is None:
-            return Reply({"cluster": False})
-        return self._cluster.metadata_reply()
-
-    def _leader_check(self, topic: str, partition: int) -> None:
-        """In a cluster only the partition's leader serves its records."""
-        if self._replicas is not None:
-            self._replicas.leader((topic, partition))
-
-    def _cluster_replicas(self) -> ReplicaManager:
-        if self._replicas is None:
-            raise SpuError(ErrorCode.UNSUPPORTED_API, "replication needs an SPU started with --sc")
-        return self._replicas
+        return Reply(self._node.metadata())
 
     async def replica_fetch(
         self, conn: Connection, req: m.ReplicaFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
-        return await self._cluster_replicas().replica_fetch(req, read_budget(conn, req.max_bytes))
+        return await self._node.replicas().replica_fetch(req, read_budget(conn, req.max_bytes))
 
     async def offset_for_epoch(
         self, conn: Connection, req: m.OffsetForEpochRequest, payload: memoryview, cid: int
     ) -> Reply:
-        return self._cluster_replicas().offset_for_epoch(req)
+        return self._node.replicas().offset_for_epoch(req)
 
     # -- records ---------------------------------------------------------------------------------
 
@@ -198,20 +166,14 @@ class Handlers:
             appender = conn.attachments[("appender", tp)] = OrderedAppender(
                 self._partitions, self._executor, tp
             )
-        if self._replicas is not None:
-            leader = self._replicas.check_produce(tp, acks)
-            # fsync per the flush policy only: acks=all waits for the in-sync replicas instead
-            base, last = await appender.append(AppendRequest(batches, False))
-            await self._replicas.appended(tp, leader, last + 1, acks)
-        else:
-            base, last = await appender.append(AppendRequest(batches, acks is Acks.COMMITTED))
+        base, last = await self._node.append(appender, batches, acks)
         if acks is Acks.NONE:
             return None
         return Reply({"base_offset": base, "last_offset": last})
 
     async def fetch(self, conn: Connection, req: m.FetchRequest, payload: memoryview, cid: int) -> Reply:
         check_isolation(req.isolation)
-        self._leader_check(req.topic, req.partition)
+        self._node.check_leader((req.topic, req.partition))
         max_bytes = read_budget(conn, req.max_bytes)
         view = self._partitions.read((req.topic, req.partition), req.offset, max_bytes, req.isolation)
         return Reply(view.fields(), view.parts)
@@ -221,7 +183,7 @@ class Handlers:
     ) -> Reply:
         """Answers at once (the stream is open); pushes follow under the same correlation id."""
         check_isolation(req.isolation)
-        self._leader_check(req.topic, req.partition)
+        self._node.check_leader((req.topic, req.partition))
         tp = (req.topic, req.partition)
         offset = self._partitions.start_offset(tp, req.offset)
         self._streams.open(
@@ -253,7 +215,7 @@ class Handlers:
             )
         if req.spec == "timestamp" and req.timestamp is None:
             raise SpuError(ErrorCode.INVALID_ARGUMENT, "offset spec 'timestamp' needs a timestamp")
-        self._leader_check(req.topic, req.partition)
+        self._node.check_leader((req.topic, req.partition))
         at = req.timestamp if req.spec == "timestamp" else req.spec
         offset = self._partitions.list_offset((req.topic, req.partition), at, req.isolation)  # type: ignore[arg-type]
         return Reply({"offset": offset})
@@ -263,62 +225,25 @@ class Handlers:
     async def offset_commit(
         self, conn: Connection, req: m.OffsetCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
-        if self._cluster is not None:
-            await self._cluster.commit_offset(req.consumer, req.topic, req.partition, req.offset)
-            return Reply()
-        await self._blocking(
-            self._store.commit_consumer_offset, req.consumer, req.topic, req.partition, req.offset
-        )
+        await self._node.commit_offset(req.consumer, req.topic, req.partition, req.offset)
         return Reply()
 
     async def offset_fetch(
         self, conn: Connection, req: m.OffsetFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
-        if self._cluster is not None:
-            offset = await self._cluster.committed_offset(req.consumer, req.topic, req.partition)
-            return Reply({"offset": offset})
-        return Reply({"offset": self._store.consumer_offset(req.consumer, req.topic, req.partition)})
-
-    def _cluster_table(self, which: str) -> ReplicatedTable:
-        """In a cluster, consumer offsets and control values are replicated tables."""
-        assert self._cluster is not None
-        table = self._cluster.offsets if which == "offsets" else self._cluster.controls
-        assert table is not None
-        return table
+        return Reply({"offset": await self._node.committed_offset(req.consumer, req.topic, req.partition)})
 
     # -- topics ----------------------------------------------------------------------------------
 
-    async def create_topic(
-        self, conn: Connection, req: m.CreateTopicRequest, payload: memoryview, cid: int
+    async def topic_admin(
+        self,
+        conn: Connection,
+        req: m.CreateTopicRequest | m.DeleteTopicRequest | m.ListTopicsRequest | m.DescribeTopicRequest,
+        payload: memoryview,
+        cid: int,
     ) -> Reply:
-        if self._cluster is not None:
-            return await self._cluster.forward(ApiKey.CREATE_TOPIC, {"name": req.name, "config": req.config})
-        config = TopicConfig.from_dict(req.config)
-        await self._blocking(self._store.create_topic, req.name, config)
-        return Reply()
-
-    async def delete_topic(
-        self, conn: Connection, req: m.DeleteTopicRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        if self._cluster is not None:
-            return await self._cluster.forward(ApiKey.DELETE_TOPIC, {"name": req.name})
-        await self._blocking(self._store.delete_topic, req.name)
-        self._streams.topic_deleted(req.name)
-        return Reply()
-
-    async def list_topics(
-        self, conn: Connection, req: m.ListTopicsRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        if self._cluster is not None:
-            return await self._cluster.forward(ApiKey.LIST_TOPICS, {})
-        return Reply({"topics": self._store.list_topics()})
-
-    async def describe_topic(
-        self, conn: Connection, req: m.DescribeTopicRequest, payload: memoryview, cid: int
-    ) -> Reply:
-        if self._cluster is not None:
-            return await self._cluster.forward(ApiKey.DESCRIBE_TOPIC, {"name": req.name})
-        return Reply({"topic": self._store.describe_topic(req.name).to_dict()})
+        """Create, delete, list, describe: the local store's, or the controller's in a cluster."""
+        return Reply(await self._node.topic_admin(req))
 
     # -- transactions ----------------------------------------------------------------------------
 
@@ -327,8 +252,7 @@ class Handlers:
     ) -> Reply:
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
-        if self._commits is not None:
-            self._commits.check_stage(req.producer_id, req.batch_id, tp)
+        self._node.exactly_once.check_stage(req.producer_id, req.batch_id, tp)
         batches = split_batches(payload, verify=True)
         accepted = self._txns.stage(
             req.producer_id,
@@ -340,8 +264,7 @@ class Handlers:
             sequence=req.sequence,
             owner=conn.id,
         )
-        if self._commits is not None:  # the in-sync followers keep a copy: a new leader can commit it
-            await self._commits.copy_staging(tp, req, payload)
+        await self._node.exactly_once.staged(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
 
     async def replica_stage(
@@ -365,20 +288,7 @@ class Handlers:
     async def txn_commit(
         self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int
     ) -> Reply:
-        if self._commits is not None:
-            if req.topic is None or req.partition is None:
-                raise SpuError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "an SPU cluster commits one partition at a time, at its leader: name topic and partition",
-                )
-            tp = (req.topic, req.partition)
-            done = await self._commits.commit(req.producer_id, req.batch_id, tp, req.expected_batches)
-            return Reply(
-                {"end_offsets": [[*tp, done.end_offset]], "already_committed": done.already_committed}
-            )
-        result = await self._blocking(self._txns.commit, req.producer_id, req.batch_id, req.expected_batches)
-        ends = [[t, p, o] for (t, p), o in sorted(result.end_offsets.items())]
-        return Reply({"end_offsets": ends, "already_committed": result.already_committed})
+        return Reply(await self._node.exactly_once.commit(req))
 
     async def txn_abort(
         self, conn: Connection, req: m.TxnAbortRequest, payload: memoryview, cid: int
@@ -388,13 +298,7 @@ class Handlers:
     async def txn_ledger(
         self, conn: Connection, req: m.TxnLedgerRequest, payload: memoryview, cid: int
     ) -> Reply:
-        if self._commits is not None:  # what this SPU's led partitions say; the client asks all
-            found, led = self._commits.ledger(req.producer_id, req.batch_id)
-            listed_here = [[t, p, o] for (t, p), o in sorted(found.items())]
-            return Reply({"end_offsets": listed_here, "led": [[t, p] for t, p in sorted(led)]})
-        ends = self._txns.ledger(req.producer_id, req.batch_id)
-        listed = None if ends is None else [[t, p, o] for (t, p), o in sorted(ends.items())]
-        return Reply({"end_offsets": listed})
+        return Reply(self._node.exactly_once.ledger(req.producer_id, req.batch_id))
 
     # -- control values --------------------------------------------------------------------------
 
@@ -402,15 +306,10 @@ class Handlers:
         self, conn: Connection, req: m.ControlSetRequest, payload: memoryview, cid: int
     ) -> Reply:
         check_control_value(req.name, req.value)
-        if self._cluster is not None:
-            await self._cluster_table("controls").put(req.name, req.value)
-        else:
-            await self._blocking(self._control.set, req.name, req.value)
+        await self._node.set_control(req.name, req.value)
         return Reply()
 
     async def control_get(
         self, conn: Connection, req: m.ControlGetRequest, payload: memoryview, cid: int
     ) -> Reply:
-        if self._cluster is not None:
-            return Reply({"value": await self._cluster_table("controls").get(req.name)})
-        return Reply({"value": self._control.get(req.name)})
+        return Reply({"value": await self._node.control(req.name)})

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import crc32c
 import numpy as np
 
+from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
+from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
@@ -44,9 +46,7 @@ from contraflow.spu.protocol.batch import (
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 from contraflow.spu.protocol.idempotence import NO_PRODUCER
 from contraflow.spu.protocol.range_stage import MIN_RECORDS, TxnStageRangeRequest, kept_whole
-from contraflow.spu.server.connection import Connection, Reply
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.transactions import TransactionCoordinator
+from contraflow.spu.rpc.server import Connection, Reply
 
 READ_BYTES = 8 << 20  # one read of the source partition
 

@@ -15,12 +15,12 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from contraflow.spu.node.partitions import Partitions
+from contraflow.spu.node.signals import PartitionSignals
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.topics import TopicPartition
-from contraflow.spu.server.connection import Connection, error_fields
-from contraflow.spu.server.errors import translate
-from contraflow.spu.server.partitions import Partitions
-from contraflow.spu.server.signals import PartitionSignals
+from contraflow.spu.rpc.errors import translate
+from contraflow.spu.rpc.server import Connection, error_fields
 
 # With a bytes/interval flush policy the engine moves the high watermark from its
 # flusher thread, which does not wake streams: a committed stream with data

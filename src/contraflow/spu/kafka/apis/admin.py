@@ -43,7 +43,7 @@ def _read_new_topic(r: Reader) -> NewTopic:
 
 
 def topic_config(broker: Broker, topic: NewTopic) -> TopicConfig:
-    if topic.replication > 1 and broker.cluster is None:
+    if topic.replication > 1 and not broker.topology.replicates:
         raise KafkaError(
             KafkaErrorCode.INVALID_REPLICATION_FACTOR,
             f"replication factor {topic.replication}: one SPU serves (an SPU cluster replicates)",

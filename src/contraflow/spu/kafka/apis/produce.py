@@ -18,13 +18,17 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from contraflow.spu.cluster.log_scan import batch_headers
 from contraflow.spu.kafka.apis.base import THROTTLE_NONE, KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode, to_kafka_error
-from contraflow.spu.kafka.producers import SequencedBatch
 from contraflow.spu.kafka.records import ProducedBatch, from_kafka, split_kafka_batches
 from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.node.idempotence.producers import (
+    OutOfOrderSequence,
+    SequencedBatch,
+    StaleProducerEpoch,
+)
+from contraflow.spu.protocol.idempotence import KAFKA_WINDOW, SEQUENCE_WRAP, ProducerKey
 from contraflow.spu.protocol.topics import TopicPartition
 
 NO_TIMESTAMP = -1
@@ -59,14 +63,9 @@ class Started:
     acks: int
 
 
-def _append(broker: Broker, tp: TopicPartition, records: memoryview, durable: bool, epoch: int) -> Offsets:
-    """Worker thread: transcode, check sequences, append; returns the first and last offsets.
-    `epoch`: the leader epoch this SPU appends at in a cluster (-1 alone): the producers'
-    sequences are read back from the log the first time at each epoch."""
+def _append(broker: Broker, tp: TopicPartition, records: memoryview, durable: bool) -> Offsets:
+    """Worker thread: transcode, check sequences, append; returns the first and last offsets."""
     broker.partitions.check_exists(tp)
-    if epoch >= 0 and broker.sequences_epoch.get(tp) != epoch:
-        broker.sequences.rebuild(tp, batch_headers(broker.partitions.partition(tp)))
-        broker.sequences_epoch[tp] = epoch
     first, last = -1, -1
     for raw in split_kafka_batches(records):
         batch = from_kafka(raw)
@@ -76,16 +75,25 @@ def _append(broker: Broker, tp: TopicPartition, records: memoryview, durable: bo
 
 
 def _append_once(broker: Broker, tp: TopicPartition, batch: ProducedBatch, durable: bool) -> Offsets:
+    """A batch appended unless its idempotent producer sent it before (the producers' table
+    is the node's, the same the SPU's own producers use)."""
     if batch.producer_id < 0:
         return _append_plain(broker, tp, batch, durable)
-    key = (batch.producer_id, *tp)
-    seen = broker.sequences.duplicate_of(key, batch.producer_epoch, batch.base_sequence, batch.record_count)
-    if seen is not None:
-        return seen, seen + batch.record_count - 1
-    base, last = _append_plain(broker, tp, batch, durable)
-    broker.sequences.record(
-        key, batch.producer_epoch, SequencedBatch(batch.base_sequence, batch.record_count, base)
-    )
+    producers = broker.partitions.producers
+    producer = ProducerKey("kafka", batch.producer_id)
+    last_sequence = (batch.base_sequence + batch.record_count - 1) % SEQUENCE_WRAP
+    with producers.lock(tp):
+        try:
+            seen = producers.duplicate(tp, producer, batch.producer_epoch, batch.base_sequence, last_sequence)
+        except OutOfOrderSequence as err:
+            raise KafkaError(KafkaErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, str(err)) from None
+        except StaleProducerEpoch as err:
+            raise KafkaError(KafkaErrorCode.INVALID_PRODUCER_EPOCH, str(err)) from None
+        if seen is not None:
+            return seen
+        base, last = _append_plain(broker, tp, batch, durable)
+        sequenced = SequencedBatch(batch.base_sequence, last_sequence, base, last)
+        producers.record(tp, producer, batch.producer_epoch, sequenced, KAFKA_WINDOW)
     return base, last
 
 
@@ -111,10 +119,9 @@ def _start_partition(
     topology = broker.topology
     try:
         leading = topology.check_produce(tp, acks)
-        epoch = topology.check_leader(tp)
     except Exception as err:
         return to_kafka_error(err)
-    job = partial(_append, broker, tp, records, topology.durable_append(acks), epoch)
+    job = partial(_append, broker, tp, records, topology.durable_append(acks))
     return Started(broker.appends.submit(tp, job), leading, acks)
 
 

@@ -1,0 +1,175 @@
+"""An SPU's link to the controller: heartbeats, the metadata it learns, admin forwarding.
+
+Every `HEARTBEAT_INTERVAL_S` the SPU reports its replicas' offsets and gets the
+whole cluster metadata back, which it applies to its replicas. The heartbeat
+loop also notices when the process itself was stopped (SIGSTOP, a long stall)
+for longer than the session timeout: the controller has then likely elected
+another leader, so this SPU refuses writes ("suspended") until a heartbeat
+answers again and tells it what it leads now. While the controller is merely
+unreachable the SPU keeps serving as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from contraflow.spu.client.aio import AsyncSpuClient
+from contraflow.spu.node.replication.replicas import ReplicaManager
+from contraflow.spu.node.replication.tables import offset_key
+from contraflow.spu.protocol import ApiKey, ErrorCode, SpuError
+from contraflow.spu.protocol.cluster_metadata import ClusterMetadata
+from contraflow.spu.protocol.messages import DEFAULT_SESSION_TIMEOUT_S
+from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
+from contraflow.spu.rpc.client import RetryPolicy
+from contraflow.spu.rpc.server import Reply
+
+if TYPE_CHECKING:
+    from contraflow.spu.node.replication.tables import ReplicatedTable
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_S = 0.25
+TICK_INTERVAL_S = 0.05
+
+
+class ClusterAgent:
+    def __init__(self, spu_id: int, controller_addr: str) -> None:
+        self.spu_id = spu_id
+        self.controller_addr = controller_addr
+        self.session = secrets.token_hex(8)
+        self.controller = AsyncSpuClient(
+            controller_addr, request_timeout_s=5.0, connect_timeout_s=1.0, retry=RetryPolicy(attempts=1)
+        )
+        self.replicas: ReplicaManager | None = None  # set by the server once storage is open
+        # consumer offsets and control values, also set by the server (replication/tables.py)
+        self.offsets: ReplicatedTable | None = None
+        self.controls: ReplicatedTable | None = None
+        self.metadata: dict[str, Any] | None = None
+        self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
+        self._last_tick = time.monotonic()
+        self._suspended_at: float | None = None  # when the gap was noticed
+        self._beat = asyncio.Lock()  # one heartbeat (and one apply) at a time
+        self.public_addr = ""
+        self.private_addr = ""
+        self.kafka_addr = ""
+
+    def suspended(self) -> bool:
+        """True while this SPU may have been replaced: its event loop did not run for a
+        whole session (SIGSTOP, a stall), and no heartbeat has answered since."""
+        now = time.monotonic()
+        if now - self._last_tick > self.session_timeout_s and self._suspended_at is None:
+            self._suspended_at = now
+        return self._suspended_at is not None
+
+    async def tick(self) -> None:
+        """The loop's pulse: a gap between two ticks longer than a session fences the SPU."""
+        while True:
+            self.suspended()
+            self._last_tick = time.monotonic()
+            await asyncio.sleep(TICK_INTERVAL_S)
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except SpuError as err:
+                log.debug("heartbeat to the controller at %s failed: %s", self.controller_addr, err)
+            except Exception:
+                log.exception("applying the cluster metadata failed")
+            await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+
+    async def heartbeat(self) -> None:
+        assert self.replicas is not None
+        fields = {
+            "spu_id": self.spu_id,
+            "session": self.session,
+            "public_addr": self.public_addr,
+            "private_addr": self.private_addr,
+            "kafka_addr": self.kafka_addr,
+            "partitions": self.replicas.reports(),
+        }
+        async with self._beat:
+            sent = time.monotonic()
+            answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
+            self.session_timeout_s = int(answer["session_timeout_ms"]) / 1000
+            self.metadata = answer["metadata"]
+            await self.replicas.apply(ClusterMetadata.from_dict(answer["metadata"]))
+            # Only an answer to a beat sent after the gap was noticed says what we lead now
+            # (one sent before a SIGSTOP may be read only after the SIGCONT).
+            if self._suspended_at is not None and sent > self._suspended_at:
+                self._suspended_at = None
+
+    def metadata_reply(self) -> Reply:
+        if self.metadata is None:
+            raise SpuError(
+                ErrorCode.NO_CONTROLLER, f"SPU {self.spu_id} has not heard from the controller yet"
+            )
+        return Reply({"cluster": True, "metadata": self.metadata})
+
+    async def forward(self, api: ApiKey, fields: dict[str, Any]) -> Reply:
+        """Topic admin is the controller's: pass the request on, answer what it answers."""
+        try:
+            response = await self.controller.request(api, fields)
+        except SpuError as err:
+            if err.code in (ErrorCode.CONNECTION_ERROR, ErrorCode.TIMEOUT):
+                raise SpuError(ErrorCode.NO_CONTROLLER, f"the controller is unreachable: {err}") from None
+            raise
+        if api is ApiKey.CREATE_TOPIC or api is ApiKey.DELETE_TOPIC:
+            await self.heartbeat()  # learn the change now rather than at the next beat
+        return Reply(dict(response.fields))
+
+    async def create_topic(self, name: str, config: TopicConfig) -> None:
+        await self.forward(ApiKey.CREATE_TOPIC, {"name": name, "config": config.to_dict()})
+
+    def spu_count(self) -> int:
+        """SPUs the cluster knows (registered, alive or not)."""
+        return 1 if self.metadata is None else len(self.metadata["spus"])
+
+    async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
+        """Store a consumer offset in the replicated offsets table (this SPU must lead it)."""
+        if offset < 0:
+            raise SpuError(ErrorCode.INVALID_ARGUMENT, f"cannot commit offset {offset}")
+        assert self.offsets is not None
+        await self.offsets.put(offset_key(consumer, topic, partition), [offset, self._created(topic)])
+
+    async def committed_offset(self, consumer: str, topic: str, partition: int) -> int | None:
+        """The consumer's committed offset of this life of the topic (None: none committed)."""
+        assert self.offsets is not None
+        created = self._created(topic)
+        found = await self.offsets.get(offset_key(consumer, topic, partition))
+        # an offset committed before the topic was deleted and created again is not its
+        return int(found[0]) if found is not None and found[1] == created else None
+
+    def _created(self, topic: str) -> int:
+        """When the cluster created `topic` (ms): an offset belongs to one life of a topic."""
+        if self.metadata is None:  # restarted, the controller not heard yet: ask again, elsewhere
+            raise SpuError(ErrorCode.NOT_LEADER, f"SPU has no cluster metadata yet to know {topic!r}")
+        created = self.topic_created_ms(topic)
+        if created is None:
+            raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {topic!r} does not exist")
+        return created
+
+    def topic_created_ms(self, name: str) -> int | None:
+        """When the controller created topic `name`; None if it does not exist."""
+        topic = None if self.metadata is None else self.metadata["topics"].get(name)
+        return None if topic is None else int(topic["created_ms"])
+
+    async def alter_isr(self, tp: TopicPartition, epoch: int, isr: list[int]) -> list[int]:
+        fields = {
+            "topic": tp[0],
+            "partition": tp[1],
+            "leader_id": self.spu_id,
+            "leader_epoch": epoch,
+            "isr": isr,
+        }
+        answer = (await self.controller.request(ApiKey.SC_ALTER_ISR, fields)).fields
+        return [int(r) for r in answer["isr"]]
+
+    async def close(self) -> None:
+        if self.replicas is not None:
+            await self.replicas.close()
+        await self.controller.close()
