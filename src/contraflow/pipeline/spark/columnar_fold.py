@@ -309,12 +309,8 @@ def _joined(parts: list[Any]) -> list[Any]:
 
 
 def _with_outputs(traced: ColumnarTraced, outputs: pa.RecordBatch) -> ColumnarTraced:
-    return ColumnarTraced(
-        outputs.column("port").to_pylist(),
-        outputs.column("value").to_pylist(),
-        outputs.column("meta").to_pylist(),
-        outputs.column("source").to_pylist(),
-        outputs=outputs,
+    return ColumnarTraced.of(
+        outputs,
         parsed=traced.parsed,
         columnar_rows=traced.columnar_rows,
         evaluator=traced.evaluator,

@@ -217,7 +217,7 @@ class PartialAggregation:
         after a failure) nothing is folded either."""
         if isinstance(traced, ColumnarTraced) and traced.outputs is not None:
             folded = self.columns.fold(traced, self.port, ingest) if self.columns is not None else None
-            return folded if folded is not None else (traced, pa.nulls(len(traced.ports), pa.binary()))
+            return folded if folded is not None else (traced, pa.nulls(traced.count, pa.binary()))
         if len(traced.items) != len(traced.ports):
             return traced, pa.nulls(len(traced.ports), pa.binary())
         return self.collapse_items(traced, ingest.to_pylist())
