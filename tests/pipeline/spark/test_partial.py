@@ -31,7 +31,7 @@ from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
 @pytest.fixture(params=["per-event prefix", "columnar prefix"])
 def prefix(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A test that runs prefixes, once after a per-event prefix (the fold reads its decoded items)
-    and once after a columnar one (these prefixes vectorize: count-only selects fold on its columns
+    and once after a columnar one (these prefixes vectorize: count/min/max/first/last fold on its columns
     where they answer every row of a batch; other batches and selects are not folded)."""
     monkeypatch.setenv(COLUMNAR_SWITCH, "off" if request.param == "per-event prefix" else "on")
     return str(request.param)

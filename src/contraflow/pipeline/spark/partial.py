@@ -32,9 +32,10 @@ Only tumbling time windows (event time by a script, or ingest time) at the
 first level with aggregates that have an exact partial are folded; count,
 sliding and state windows, `group by set/each`, float sums and the other
 aggregates keep the per-event path (decided per pipeline when it starts).
-After a columnar prefix (no items to read) only count-only selects fold, on
-the prefix's columns (`contraflow.pipeline.spark.columnar_fold`), batch by
-batch where the columns answer every row.
+After a columnar prefix (no items to read) selects of `count()`, `min`, `max`,
+`first` and `last` fold, on the prefix's columns
+(`contraflow.pipeline.spark.columnar_fold`), batch by batch where the columns
+answer every row.
 
 Later steps: with event times that rise (most streams), nearly every event of
 a group in a new millisecond would head a segment. When the select's close
