@@ -95,6 +95,9 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 ARROW_ROWS_PER_BATCH = 65_536
 # Log batches at least this big go to Spark as they are; smaller ones are merged first.
 ARROW_MIN_ROWS = 2_048
+# ...unless a rows transform runs on them: a columnar prefix pays a few ms per call (its expressions,
+# the fold, the envelope), 0.8 µs/event more at 5,000 rows than at 65,536 on w1, so it gets them merged.
+TRANSFORM_MIN_ROWS = ARROW_ROWS_PER_BATCH
 # Stage requests a write task keeps in flight: the next batch is encoded while the SPU stores the last.
 STAGES_IN_FLIGHT = 4
 
@@ -290,8 +293,9 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self.options.columns == BATCH_COLUMNS:
                 yield from self._envelopes(client, partition)
                 return
-            rows = coalesce(self._rows(client, partition), ARROW_ROWS_PER_BATCH, ARROW_MIN_ROWS)
             transform = self.options.transform
+            floor = ARROW_MIN_ROWS if transform is None else TRANSFORM_MIN_ROWS
+            rows = coalesce(self._rows(client, partition), ARROW_ROWS_PER_BATCH, floor)
             yield from transform(rows) if transform is not None else rows
         finally:
             client.close()

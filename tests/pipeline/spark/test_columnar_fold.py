@@ -41,17 +41,25 @@ FILTERED = pipeline(
     'select {"k": group[0], "n": aggr::stats::count(), "m": aggr::stats::count()} '
     "from tag[w] where event.ok group by $k into out;",
 )
+# Every aggregate the fold on columns carries: integers for min/max, the group value (a string, an
+# integer or a bool) for first/last.
+AGGREGATES = pipeline(
+    EVENT_TIME,
+    'select {"lo": aggr::stats::min(event.v), "hi": aggr::stats::max(event.v), "n": aggr::stats::count(), '
+    '"f": aggr::win::first(event.k), "l": aggr::win::last(event.k)} from tag[w] group by $k into out;',
+)
 CLEAN_EVENT = st.fixed_dictionaries(
     {
         "ts": st.integers(-3, 400),
         "k": st.integers(0, 2),
         "ok": st.booleans(),
         "keep": st.just(True),
+        "v": st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3),
     }
 )
 
 
-@pytest.mark.parametrize("name", ["count", "ingest", "ungrouped-count", "filtered"])
+@pytest.mark.parametrize("name", ["count", "ingest", "ungrouped-count", "filtered", "aggregates"])
 @given(
     events=st.lists(CLEAN_EVENT, min_size=1, max_size=40),
     run=st.integers(1, 12),
@@ -68,6 +76,7 @@ def test_the_fold_on_columns_makes_the_event_by_event_segments(
         "ingest": INGEST_TIME,
         "ungrouped-count": pipeline(EVENT_TIME, 'select {"n": aggr::stats::count()} from tag[w] into out;'),
         "filtered": FILTERED,
+        "aggregates": AGGREGATES,
     }[name]
     as_type = {"str": lambda k: "abc"[k], "int": int, "bool": lambda k: k > 0}[key_type]
     events = [{**e, "k": as_type(e["k"])} for e in events]  # one type: the prefix's columns read all

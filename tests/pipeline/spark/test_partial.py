@@ -31,7 +31,7 @@ from tests.pipeline.spark.partial_harness import SourceBatch, TwoStages
 @pytest.fixture(params=["per-event prefix", "columnar prefix"])
 def prefix(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """A test that runs prefixes, once after a per-event prefix (the fold reads its decoded items)
-    and once after a columnar one (these prefixes vectorize: count-only selects fold on its columns
+    and once after a columnar one (these prefixes vectorize: count/min/max/first/last fold on its columns
     where they answer every row of a batch; other batches and selects are not folded)."""
     monkeypatch.setenv(COLUMNAR_SWITCH, "off" if request.param == "per-event prefix" else "on")
     return str(request.param)
@@ -285,12 +285,39 @@ def test_rising_times_cross_as_one_row_per_group_and_close_in_place(monkeypatch:
     assert folded.snapshot() == per_event.snapshot()
 
 
+def test_extremes_fold_on_a_columnar_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a columnar prefix min/max/first/last fold on its columns: one row per segment crosses,
+    and the head's and the rest's partials give the per-event outputs and state. A batch with a
+    row the columns do not answer (a float where the batch's `v` are integers) is not folded."""
+    monkeypatch.setenv(COLUMNAR_SWITCH, "on")
+    graph = _compiled(EXTREMES)
+    per_event, folded = TwoStages(graph, fold=False), TwoStages(graph, fold=True)
+    values = [4, -2, 9, 9, 1, -7, 5, 3]
+    events = [{"ts": 20 - i, "k": "ab"[i % 2], "keep": True, "v": v} for i, v in enumerate(values)]
+    floats = [{"ts": 30, "k": "a", "keep": True, "v": v} for v in (1, 2.5)]
+    closing = [{"ts": 500, "k": k, "keep": True, "v": 0} for k in "ab"]
+    for stages in (per_event, folded):
+        stages.micro_batch([SourceBatch(0, 0, events, [1] * 8)])
+        stages.micro_batch([SourceBatch(0, 8, floats, [2, 2])])
+        stages.micro_batch([SourceBatch(0, 10, closing, [3, 3])])
+    assert per_event.crossed == 12
+    assert folded.crossed == 2 + 2 + 2  # a and b: one segment each; the floats' batch as it is
+    assert folded.outputs == per_event.outputs
+    assert folded.outputs[0] == ("o", {"k": "a", "lo": 1.0, "hi": 9.0, "first": 4, "last": 2.5})
+    assert folded.snapshot() == per_event.snapshot()
+
+
 # Events the columns answer (one type per field), so batches fold with later steps.
 CLEAN_SOURCE = st.tuples(
     st.integers(0, 1),
     st.lists(
         st.fixed_dictionaries(
-            {"ts": st.integers(0, 600), "k": st.sampled_from("abc"), "keep": st.booleans()}
+            {
+                "ts": st.integers(0, 600),
+                "k": st.sampled_from("abc"),
+                "keep": st.booleans(),
+                "v": st.integers(-(2**63), 2**63 - 1) | st.integers(-5, 5),
+            }
         ),
         max_size=30,
     ),
@@ -298,7 +325,7 @@ CLEAN_SOURCE = st.tuples(
 )
 
 
-@pytest.mark.parametrize("name", ["count", "limited"])
+@pytest.mark.parametrize("name", ["count", "limited", "extremes", "ungrouped"])
 @given(
     micro_batches=st.lists(
         st.tuples(st.lists(CLEAN_SOURCE, min_size=1, max_size=2), st.booleans()), max_size=4
@@ -307,7 +334,8 @@ CLEAN_SOURCE = st.tuples(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_later_steps_agree_with_the_per_event_path(name: str, micro_batches: list[Any]) -> None:
     """`test_folded_and_per_event_paths_agree` on events a columnar prefix answers whole: segments
-    with later steps, windows closing on them, across partitions and restarts."""
+    with later steps, windows closing on them (count-only selects), min/max/first/last folded on
+    columns, across partitions and restarts."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(COLUMNAR_SWITCH, "on")
         graph = _compiled(FOLDED[name])

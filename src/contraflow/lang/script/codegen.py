@@ -482,7 +482,7 @@ class Codegen:
                 raise self.error("aggregate functions cannot be nested", nested.pos)
         assert self.compile_arg is not None, "compile_select sets compile_arg with aggregates"
         compiled_args = [self.compile_arg(arg, node.name) for arg in node.args]
-        self.aggregates.append(AggregateCall(node.name, cls, compiled_args, node.pos))
+        self.aggregates.append(AggregateCall(node.name, cls, compiled_args, node.pos, tuple(node.args)))
         return f"_aggr[{len(self.aggregates) - 1}]"
 
     def call_target(self, node: ast.Call) -> str:

@@ -67,3 +67,5 @@ class AggregateCall:
     cls: type[Aggregate]
     args: list[CompiledExpr]
     position: Position
+    # The arguments as parsed (the columnar fold lowers them: `contraflow.pipeline.spark.columnar_fold`).
+    arg_nodes: tuple[Any, ...] = ()

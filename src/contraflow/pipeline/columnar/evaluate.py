@@ -43,6 +43,7 @@ class Evaluator:
         self._values: dict[Expr, pa.Array] = {}
         self._exact: dict[Expr, pa.Array] = {}
         self._texts: dict[Expr, pa.Array] = {}
+        self._lookups: dict[Match, pa.Array] = {}
         self._true = pa.repeat(pa.scalar(True), self.rows)
 
     def column(self, field: Field) -> pa.Array:
@@ -108,6 +109,10 @@ class Evaluator:
         if isinstance(expr, Not):
             return self.exact(expr.operand)
         if isinstance(expr, Match):
+            lookup = self._lookup(expr)
+            if lookup is not None:  # every body a literal: exact unless no case matches without default
+                matched = lookup.is_valid() if expr.default is None else self._true
+                return pc.and_(self.column(expr.subject).is_valid(), matched)
             conditions = [self.value(Compare("==", expr.subject, literal)) for literal, _ in expr.cases]
             bodies = [self.exact(body) for _, body in expr.cases]
             otherwise = self.exact(expr.default) if expr.default is not None else pa.repeat(False, self.rows)
@@ -118,6 +123,18 @@ class Evaluator:
         for value in (*(value for _, value in expr.fields), *expr.shadowed):
             exact = pc.and_(exact, self.exact(value))
         return exact
+
+    def _lookup(self, expr: Match) -> pa.Array | None:
+        """For a `match` of literals on a string field (`_literal_cases`), each row's case number
+        (null: none matches), found in one hash lookup instead of a comparison per case."""
+        cases = _literal_cases(expr)
+        column = self.column(expr.subject)
+        if cases is None or column.type != pa.string():
+            return None
+        found = self._lookups.get(expr)
+        if found is None:
+            found = self._lookups[expr] = pc.index_in(column, value_set=pa.array(list(cases), pa.string()))
+        return found
 
     # --- JSON text ------------------------------------------------------------------------------
 
@@ -142,6 +159,13 @@ class Evaluator:
                 quoted = column.cast(pa.string())
             return quoted.fill_null(_EMPTY)
         if isinstance(expr, Match):
+            lookup = self._lookup(expr)
+            if lookup is not None:
+                bodies = _literal_cases(expr)
+                assert bodies is not None
+                default = orjson.dumps(expr.default.value).decode() if isinstance(expr.default, Const) else ""
+                choices = pa.array([*bodies.values(), default], pa.string())
+                return choices.take(lookup.fill_null(len(bodies)))
             conditions = [self.value(Compare("==", expr.subject, literal)) for literal, _ in expr.cases]
             texts = [self.text(body) for _, body in expr.cases]
             otherwise = self.text(expr.default) if expr.default is not None else pa.repeat(_EMPTY, self.rows)
@@ -155,6 +179,17 @@ class Evaluator:
                 return pa.repeat(pa.scalar("{}"), self.rows)
             return pc.binary_join_element_wise(*parts, "}", "")
         return pc.if_else(self.value(expr), "true", "false")
+
+
+def _literal_cases(expr: Match) -> dict[str, str] | None:
+    """A `match` of a string field on string literals, every body (and default) a literal: each
+    case's string with its body's JSON text (the first case of equal strings wins); else None."""
+    bodies: dict[str, str] = {}
+    for literal, body in expr.cases:
+        if type(literal.value) is not str or not isinstance(body, Const):
+            return None
+        bodies.setdefault(literal.value, orjson.dumps(body.value).decode())
+    return bodies if expr.default is None or isinstance(expr.default, Const) else None
 
 
 def _first(conditions: list[pa.Array], choices: list[pa.Array], otherwise: pa.Array) -> pa.Array:

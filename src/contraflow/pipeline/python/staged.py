@@ -121,7 +121,7 @@ class StagedTraced(ColumnarTraced):
                 "route",
                 pc.if_else(mine, self.outputs.column("route"), pa.scalar(_NO_ROUTE, pa.int32())),
             )
-            column = ColumnarTraced.text_column(replace(stage, outputs=view), expr)
+            column = ColumnarTraced.text_column(stage.with_outputs(view), expr)
             if column is not None:
                 found = column if found is None else pc.coalesce(found, column)
         return found

@@ -22,8 +22,9 @@ of a group (also ended by a change of metadata): its first head crosses, the
 later heads travel in its text as steps (`_LaterSteps`: times, counts, where
 each falls among the rows left, its output row).
 
-Only selects whose aggregates are all `aggr::stats::count()` fold here (their
-partials are counts, so a segment needs no argument values). Anything the
+The aggregates folded here are `count()`, `min`, `max`, `first` and `last`
+(`columnar_partials`: their partials are argument texts of rows; a row whose
+argument a partial cannot carry exactly stays ordinary). Anything the
 columns do not answer exactly (an output of the per-event executor, an
 inexact row, an expression that does not lower) returns None: the caller then
 sends the batch unfolded (every event ordinary), with identical results.
@@ -31,7 +32,7 @@ sends the batch unfolded (every event ordinary), with identical results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ import pyarrow.compute as pc
 
 from contraflow.lang.graph import SourceExpr
 from contraflow.pipeline.columnar import ColumnarTraced
+from contraflow.pipeline.spark.columnar_partials import ColumnAggregate, Members, partial_texts
 
 # A window time the window accepts: a non-negative integer's JSON text.
 _NON_NEGATIVE_INT = r"^[0-9]+$"
@@ -51,19 +53,20 @@ _NO_GROUP = "null"
 @dataclass(frozen=True)
 class ColumnarFold:
     """The select's `where`, `group by` expression and window time expression (None: no `where`,
-    ungrouped, ingest time) and how many count aggregates it has."""
+    ungrouped, ingest time) and its aggregates."""
 
     where: SourceExpr | None
     group: SourceExpr | None
     time: SourceExpr | None
-    counts: int
+    aggregates: tuple[ColumnAggregate, ...]
     # Whether a segment takes its group's later steps too (`partial.closes_without_event`).
     steps: bool = False
 
     @property
     def reads(self) -> tuple[SourceExpr, ...]:
         """The expressions evaluated on the prefix's outputs (their fields must be parsed)."""
-        return tuple(e for e in (self.where, self.group, self.time) if e is not None)
+        exprs = (self.where, self.group, self.time, *(a.arg for a in self.aggregates))
+        return tuple(e for e in exprs if e is not None)
 
     def fold(
         self, traced: ColumnarTraced, port: str, ingest: pa.Array
@@ -84,10 +87,17 @@ class ColumnarFold:
                 texts[name] = column.take(rows)
                 if texts[name].null_count:
                     return None
+        arguments: list[pa.Array | None] = []
+        for aggregate in self.aggregates:
+            column = traced.text_column(aggregate.arg.ast) if aggregate.arg is not None else None
+            if aggregate.arg is not None and (column is None or column.take(rows).null_count):
+                return None
+            arguments.append(column.take(rows) if column is not None else None)
         each_ingest = ingest.take(outputs.column("source"))
         meta = outputs.column("meta").take(rows) if self.steps else None
         rows_of = _Rows.classify(texts, each_ingest.take(rows), _ingest_runs(each_ingest).take(rows), meta)
-        if rows_of is None:
+        numbers = rows_of.with_arguments(self.aggregates, arguments) if rows_of is not None else None
+        if rows_of is None or numbers is None:
             return None
         found = rows_of.segments(self.steps)
         if found is None:
@@ -97,7 +107,13 @@ class ColumnarFold:
         group = texts.get("group")
         keys = group.take(pa.array(found.heads)) if group is not None else None
         heads = row_numbers[found.heads]
-        texts_of = found.texts(keys, self.counts)
+        counts = pa.array(found.counts).cast(pa.string())
+        members = found.members_of()
+        partials = [
+            partial_texts(aggregate, argument, number, found.heads, counts, members)
+            for aggregate, argument, number in zip(self.aggregates, arguments, numbers, strict=True)
+        ]
+        texts_of = found.texts(keys, counts, partials)
         if found.later is not None:
             texts_of = found.later.appended(texts_of, row_numbers, folded, outputs.num_rows)
         return _rebuilt(traced, heads, texts_of, folded)
@@ -113,21 +129,26 @@ class _Segments:
     counts: np.ndarray
     members: np.ndarray
     later: _LaterSteps | None = None
+    # The segment (numbered as `heads`) each of `members` is in; None with later steps (counts only).
+    owners: np.ndarray | None = None
 
-    def texts(self, keys: pa.Array | None, aggregates: int) -> pa.Array:
+    def members_of(self) -> Members:
+        owners = self.owners if self.owners is not None else np.zeros(len(self.members), dtype=np.int64)
+        return Members(self.members, owners, len(self.heads))
+
+    def texts(self, keys: pa.Array | None, counts: pa.Array, partials: list[tuple[Any, Any]]) -> pa.Array:
         """Each head's segment as `Segment.encode` writes it: `[key, time, head partials, members,
         tail partials]` (a key that is not one string travels as `[its group_key text]`, the
-        ungrouped group as null); the partials are counts."""
+        ungrouped group as null); `partials`: each aggregate's head and tail texts."""
         if keys is None:
             key: Any = pa.repeat(pa.scalar(_NO_GROUP), len(self.heads))
         else:
             wrapped = pc.binary_join_element_wise('["[', keys, ']"]', "")
             key = pc.if_else(pc.starts_with(keys, '"'), keys, wrapped)
-        counts = pa.array(self.counts).cast(pa.string())
-        ones = "[" + ",".join(["1"] * aggregates) + "],"
-        tail = ["[", *_joined([counts] * aggregates), "]"] if aggregates else ["[]"]
         times = pa.array(self.times).cast(pa.string())
-        parts = ["[", key, ",", times, "," + ones, counts, ",", *tail, "]"]
+        heads = _joined([head for head, _ in partials])
+        tails = _joined([tail for _, tail in partials])
+        parts = ["[", key, ",", times, ",[", *heads, "],", counts, ",[", *tails, "]]"]
         return pc.binary_join_element_wise(*parts, "").cast(pa.binary())
 
 
@@ -177,6 +198,25 @@ class _Rows:
             _numbered(meta) if meta is not None else None,
         )
 
+    def with_arguments(
+        self, aggregates: tuple[ColumnAggregate, ...], arguments: list[pa.Array | None]
+    ) -> list[np.ndarray | None] | None:
+        """Make the kept rows whose aggregate arguments a partial cannot carry ordinary; each
+        aggregate's argument as numbers (min/max), None when they do not fit int64."""
+        numbers: list[np.ndarray | None] = []
+        for aggregate, text in zip(aggregates, arguments, strict=True):
+            if text is None:
+                numbers.append(None)
+                continue
+            foldable = aggregate.foldable(text)
+            exact = np.asarray(foldable.to_numpy(zero_copy_only=False), dtype=bool)
+            self.ordinary |= ~exact & ~self.dropped
+            number = aggregate.numbers(text, foldable)
+            if number is None and aggregate.kind in ("min", "max"):
+                return None
+            numbers.append(number)
+        return numbers
+
     def segments(self, steps: bool) -> _Segments | None:
         """The segments (see the module docstring); None when the times span too much to offset.
         With `steps` a segment is a whole stretch: its first head's, with the later heads (steps)
@@ -209,8 +249,17 @@ class _Rows:
         positions = candidates[order]
         if not steps:
             by_row = np.argsort(positions[head])
+            numbered = np.empty_like(by_row)
+            numbered[by_row] = np.arange(len(by_row))  # a segment's number in row order of the heads
+            owners = numbered[np.cumsum(head) - 1][~head]
+            members = positions[~head]
+            in_rows = np.argsort(members)
             return _Segments(
-                positions[head][by_row], times[head][by_row], others[by_row], np.sort(positions[~head])
+                positions[head][by_row],
+                times[head][by_row],
+                others[by_row],
+                members[in_rows],
+                owners=owners[in_rows],
             )
         # Segments are stretches: their first step is the head, the others cross as `later`.
         first = starts[head]  # per step: whether it begins its stretch
@@ -297,7 +346,7 @@ def _rebuilt(
     which = np.full(len(kept), -1, dtype=np.int64)
     which[np.searchsorted(kept, heads)] = np.arange(len(heads))
     found = segments.take(pa.array(which, mask=which < 0))
-    return _with_outputs(traced, outputs.take(pa.array(kept))), found
+    return traced.with_outputs(outputs.take(pa.array(kept))), found
 
 
 def _joined(parts: list[Any]) -> list[Any]:
@@ -306,16 +355,3 @@ def _joined(parts: list[Any]) -> list[Any]:
     for index, part in enumerate(parts):
         out += [",", part] if index else [part]
     return out
-
-
-def _with_outputs(traced: ColumnarTraced, outputs: pa.RecordBatch) -> ColumnarTraced:
-    """`traced` (of whatever kind, see `contraflow.pipeline.python.staged`) with these outputs."""
-    return replace(
-        traced,
-        ports=outputs.column("port").to_pylist(),
-        values=outputs.column("value").to_pylist(),
-        metas=outputs.column("meta").to_pylist(),
-        sources=outputs.column("source").to_pylist(),
-        items=[],
-        outputs=outputs,
-    )

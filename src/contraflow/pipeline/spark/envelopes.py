@@ -162,21 +162,31 @@ class PackEvents:
         folded: pa.Array | None = None
         if self.partials is not None:
             traced, folded = self.partials.collapse(traced, ingest)
-        sources = pa.array(traced.sources, pa.int64())
-        cut = set(self.cut_ports)
-        targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
-        columns = [
-            pa.array(targets, pa.string()),
-            offsets.take(sources),
-            ingest.take(sources),
-            pa.array(traced.values, pa.binary()),
-            pa.array(traced.metas, pa.binary()),
-        ]
+        targets, sources, values, metas = self._output_columns(traced)
+        columns = [targets, offsets.take(sources), ingest.take(sources), values, metas]
         if folded is None:
             return pa.RecordBatch.from_arrays(columns, schema=EVENTS_SCHEMA), traced
         columns += [folded, pa.array(range(len(folded)), pa.int32())]
         schema = EVENTS_SCHEMA.append(PARTIAL_FIELD).append(PLACE_FIELD)
         return pa.RecordBatch.from_arrays(columns, schema=schema), traced
+
+    def _output_columns(self, traced: Traced) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+        """The prefix's outputs as the envelope's `target`, input row, `value` and `meta` columns
+        (after a columnar prefix its own columns, without a list per output)."""
+        cut = set(self.cut_ports)
+        if isinstance(traced, ColumnarTraced) and traced.outputs is not None:
+            outputs = traced.outputs
+            ports = pc.dictionary_encode(outputs.column("port"))
+            names = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in ports.dictionary.to_pylist()]
+            targets = pa.array(names, pa.string()).take(ports.indices)
+            return targets, outputs.column("source"), outputs.column("value"), outputs.column("meta")
+        targets = [REST_INPUT + p if p in cut else FINAL_OUTPUT + p for p in traced.ports]
+        return (
+            pa.array(targets, pa.string()),
+            pa.array(traced.sources, pa.int64()),
+            pa.array(traced.values, pa.binary()),
+            pa.array(traced.metas, pa.binary()),
+        )
 
     def _run_prefix(self, rows: pa.RecordBatch, ingest: pa.Array) -> Traced:
         """The prefix over the batch: columnar when it vectorizes (`contraflow.pipeline.columnar`,

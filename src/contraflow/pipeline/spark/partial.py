@@ -32,9 +32,10 @@ Only tumbling time windows (event time by a script, or ingest time) at the
 first level with aggregates that have an exact partial are folded; count,
 sliding and state windows, `group by set/each`, float sums and the other
 aggregates keep the per-event path (decided per pipeline when it starts).
-After a columnar prefix (no items to read) only count-only selects fold, on
-the prefix's columns (`contraflow.pipeline.spark.columnar_fold`), batch by
-batch where the columns answer every row.
+After a columnar prefix (no items to read) selects of `count()`, `min`, `max`,
+`first` and `last` fold, on the prefix's columns
+(`contraflow.pipeline.spark.columnar_fold`), batch by batch where the columns
+answer every row.
 
 Later steps: with event times that rise (most streams), nearly every event of
 a group in a new millisecond would head a segment. When the select's close
@@ -66,7 +67,6 @@ import pyarrow.compute as pc
 
 from contraflow.lang.graph import PipelineGraph, SelectSpec, SourceExpr
 from contraflow.lang.script import ast as sast
-from contraflow.lang.script.aggr import Count
 from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
 from contraflow.pipeline.base import Context
 from contraflow.pipeline.columnar import ColumnarTraced
@@ -75,6 +75,7 @@ from contraflow.pipeline.grouping import script_group
 from contraflow.pipeline.item import opened
 from contraflow.pipeline.select import SelectRunner
 from contraflow.pipeline.spark.columnar_fold import ColumnarFold
+from contraflow.pipeline.spark.columnar_partials import KINDS, ColumnAggregate
 from contraflow.pipeline.windows import Frame, Group, Windows, window_group_key
 
 # The envelope column holding a head's segment (JSON, see `Segment.encode`); null for an ordinary event.
@@ -217,7 +218,7 @@ class PartialAggregation:
         after a failure) nothing is folded either."""
         if isinstance(traced, ColumnarTraced) and traced.outputs is not None:
             folded = self.columns.fold(traced, self.port, ingest) if self.columns is not None else None
-            return folded if folded is not None else (traced, pa.nulls(len(traced.ports), pa.binary()))
+            return folded if folded is not None else (traced, pa.nulls(traced.count, pa.binary()))
         if len(traced.items) != len(traced.ports):
             return traced, pa.nulls(len(traced.ports), pa.binary())
         return self.collapse_items(traced, ingest.to_pylist())
@@ -318,14 +319,22 @@ class _Folder:
 
 
 def columnar_fold(rest: PipelineGraph, select: str, runner: SelectRunner) -> ColumnarFold | None:
-    """The select as a `ColumnarFold`: only count aggregates, a window time (if any) that is one
-    plain expression."""
+    """The select as a `ColumnarFold`: aggregates `count()`, `min`, `max`, `first`, `last` of one
+    argument each, a window time (if any) that is one plain expression."""
     spec = rest.nodes[select].spec
     windows = runner.windows
     assert isinstance(spec, SelectSpec) and windows is not None
-    calls = windows.select.aggregates
-    if not all(call.cls is Count and not call.args for call in calls):
-        return None
+    aggregates = []
+    for call in windows.select.aggregates:
+        kind = KINDS.get(call.cls)
+        if (
+            kind is None
+            or len(call.args) != (0 if kind == "count" else 1)
+            or len(call.arg_nodes) != len(call.args)
+        ):
+            return None
+        arg = SourceExpr(spec.target.source, ast=call.arg_nodes[0]) if call.args else None
+        aggregates.append(ColumnAggregate(kind, arg))
     script = spec.windows[0].script
     time = None
     if script is not None:
@@ -333,7 +342,9 @@ def columnar_fold(rest: PipelineGraph, select: str, runner: SelectRunner) -> Col
             return None
         time = SourceExpr(script.source, ast=script.ast.exprs[0])
     group = spec.group_by.expr if spec.group_by is not None else None
-    return ColumnarFold(spec.where, group, time, len(calls), steps=closes_without_event(spec))
+    counts_only = all(a.kind == "count" for a in aggregates)
+    steps = counts_only and closes_without_event(spec)  # a later step's partials are its count
+    return ColumnarFold(spec.where, group, time, tuple(aggregates), steps=steps)
 
 
 def _rebuilt(traced: Traced, heads: dict[int, Segment], folded: set[int]) -> tuple[Traced, pa.Array]:
