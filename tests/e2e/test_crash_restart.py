@@ -6,7 +6,7 @@ pulls and batches, and large ones (the file source's 1 MiB pulls of ~30k events 
 micro-batches of up to 20k events, sinks writing whole fetches at once).
 
 The small size also runs an event-time pipeline on the same input (a late-tolerant
-tumbling window and a left join, on times that go back): its outputs and late errors
+tumbling window, a session window and a left join, on times that go back): its outputs and late errors
 are exactly those of one uninterrupted run, and late events show on `/metrics` per
 node (in the first run, and in the last exactly those it sent to `err`).
 """
@@ -46,6 +46,9 @@ select {"order": left.n, "payment": right}
 from orders with time = event.n + 12 - event.n % 4 * 4 left join payments with time = event.n + 12 - event.n % 4 * 4
 on left.n % 7 == right.n % 7 within 5 into out;
 select {"events": aggr::stats::count(), "first": aggr::win::first(event.n)} from in[tens] into out;
+define window visits from session with gap = 5, max_duration = 30, lateness = 5
+script event.n + 12 - event.n % 4 * 4 end;
+select {"visit": aggr::stats::count(), "last": aggr::win::last(event.n)} from in[visits] into out;
 """
 
 
@@ -192,7 +195,7 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     first.wait_until(lambda: delivered() >= size.step, 150, "the first events")
     if event_time:  # its sinks may start later than the other pipeline's; both nodes meet late events
         first.wait_until(lambda: len(read_events(tmp_path / "event_time.jsonl")) >= 100, 150, "joins")
-        nodes = {"select_3", "select_4"}  # the join and the window
+        nodes = {e["node"] for e in uninterrupted(events)["err"]}  # the join and the windows
         first.wait_until(lambda: set(late_events_shown(str(api))) == nodes, 150, "late events on /metrics")
     first.kill()
     killed_at = delivered()
