@@ -25,18 +25,29 @@ class Endpoint:
         return f"{self.host}:{self.port}"
 
 
-def endpoint(cfg: ConfigReader, key: str = "url", scheme: str = "tcp") -> Endpoint:
-    """The host and port of `config[key]`; a missing port is an error unless the scheme implies one."""
-    raw = cfg.string(key)
+def endpoint(
+    cfg: ConfigReader,
+    key: str = "url",
+    scheme: str = "tcp",
+    *,
+    default: str | None = None,
+    port: int | None = None,
+) -> Endpoint:
+    """The host and port of `config[key]` (`default` when not set); a missing port is the kind's own
+    `port`, else the scheme's, else an error."""
+    raw = cfg.string(key, default)
     try:
         parsed = urlsplit(raw if "://" in raw else f"{scheme}://{raw}")
     except ValueError as err:  # e.g. an unbalanced [ of an IPv6 host
         raise cfg.error(key, f"is not a valid URL ({err}): {raw!r}") from None
     try:
-        port = parsed.port
+        given = parsed.port
     except ValueError:
         raise cfg.error(key, f"has an invalid port: {raw!r}") from None
-    port = port if port is not None else DEFAULT_PORTS.get(parsed.scheme)
+    if given is not None:
+        port = given
+    elif port is None:
+        port = DEFAULT_PORTS.get(parsed.scheme)
     if not parsed.hostname or port is None:
         raise cfg.error(key, f"must be host:port or scheme://host:port, got {raw!r}")
     return Endpoint(parsed.hostname, port, parsed.scheme, parsed.path or "/")

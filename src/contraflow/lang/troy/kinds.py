@@ -53,14 +53,15 @@ _BUILT_IN: dict[str, ConnectorKind] = {
         ConnectorKind("dns_client"),
         ConnectorKind("s3_reader", inputs=_SOURCE_ONLY),
         ConnectorKind("s3_streamer", outputs=_NO_OUTPUT),
+        ConnectorKind("otel_server", inputs=_SOURCE_ONLY),
+        ConnectorKind("otel_client", outputs=_NO_OUTPUT),
         ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
     )
 }
 
 
-# Tremor's kinds this build does not have: those that talk to a service it has no client for, and
-# those not built yet. A flow naming one is told so (and which kinds there are), rather than that
-# the kind is unknown. Kind -> why.
+# Tremor's kinds this build does not have: those that talk to a service it has no client for. A flow
+# naming one is told so (and which kinds there are), rather than that the kind is unknown. Kind -> why.
 UNAVAILABLE: dict[str, str] = {
     "elastic": "it needs an Elasticsearch cluster",
     "clickhouse": "it needs a ClickHouse server",
@@ -71,8 +72,6 @@ UNAVAILABLE: dict[str, str] = {
     "gpubsub_consumer": "it needs Google Cloud Pub/Sub",
     "gpubsub_producer": "it needs Google Cloud Pub/Sub",
     "discord": "it needs the Discord API",
-    "otel_client": "not built yet",
-    "otel_server": "not built yet",
 }
 
 

@@ -1,0 +1,31 @@
+"""Tremor's config of `otel_server` and `otel_client`: the endpoint and which signals are on.
+
+`url` is `"host:port"` or `"scheme://host:port"` (default `localhost:4317`, OTLP/gRPC's
+port, which is also the port when the url names none); `logs`, `metrics`, `trace`
+(default true) switch each signal's service on or off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contraflow.connectors.base.netaddr import Endpoint, endpoint
+from contraflow.connectors.base.options import ConfigReader
+from contraflow.connectors.base.otlp import SIGNALS, Signal
+
+OTLP_GRPC_PORT = 4317
+CONFIG_KEYS = frozenset({"url", "logs", "metrics", "trace"})
+
+
+@dataclass(frozen=True)
+class OtelOptions:
+    url: Endpoint
+    signals: tuple[Signal, ...]  # the signals switched on, in SIGNALS' order
+
+
+def read_otel_options(alias: str, kind: str, config: Mapping[str, Any]) -> OtelOptions:
+    cfg = ConfigReader(alias, kind, config)
+    url = endpoint(cfg, scheme="http", default=f"localhost:{OTLP_GRPC_PORT}", port=OTLP_GRPC_PORT)
+    return OtelOptions(url, tuple(s for s in SIGNALS if cfg.boolean(s.key, True)))
