@@ -18,6 +18,7 @@ from contraflow.connectors.base.otlp import SIGNALS, OtlpShapeError, event_to_re
 from contraflow.connectors.otel_client import OtelClientConnector
 from contraflow.connectors.otel_server import OtelServerConnector
 from contraflow.events import decode_value, encode_value
+from contraflow.lang.troy.compiler import compile_source
 from tests.connectors.otel_peer import Collector, export_all, record_telemetry
 from tests.connectors.support import make, run, sink_event
 from tests.runtime.harness import flow_id, running
@@ -223,10 +224,10 @@ RELAY_FLOW = """
 define flow {fid}
 flow
   define connector receiver from otel_server
-  with config = {{"url": "127.0.0.1:{listen}"}}
+  with config = {{"url": "127.0.0.1:{listen}", "compression": "gzip"}}
   end;
   define connector sender from otel_client
-  with config = {{"url": "127.0.0.1:{collector}"}}
+  with config = {{"url": "127.0.0.1:{collector}", "compression": "gzip"}}
   end;
   define pipeline relay
   pipeline
@@ -251,7 +252,8 @@ def free_port() -> int:
 
 def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: str, tmp_path: Path) -> None:
     """SDK exporters -> otel_server -> pipeline -> otel_client -> collector: each export is answered
-    once its data reached the collector, and the collector gets the SDK's requests unchanged."""
+    once its data reached the collector, and the collector gets the SDK's requests unchanged (both
+    connectors with Tremor's `"compression": "gzip"`)."""
     telemetry = record_telemetry()
     fid = flow_id("otelrelay")
 
@@ -268,3 +270,122 @@ def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: s
         await collector.stop()
 
     asyncio.run(scenario())
+
+
+# Tremor's integration tests otel, otel-compression and otel-client (tremor-cli/tests/integration), with
+# the connectors their `integration` module defines (files, cb) written out here.
+TREMOR_OTEL = """
+define flow server
+flow
+  use tremor::pipelines;
+  use tremor::connectors;
+
+  define connector otel_server from otel_server
+  with
+    config = {
+      "url": "127.0.0.1:4317",
+      "compression": "gzip",
+    }
+  end;
+
+  define pipeline instrument
+  into out, exit
+  pipeline
+    # recording
+    select event from in into out;
+
+    # quiescence
+    select { "exit": 0, "delay": 10 } from in
+    where present event.trace[0].instrumentation_library_spans[0].spans[0].attributes.`http.target`
+    into exit;
+  end;
+
+  define connector write_file from file
+  with codec = "json", postprocessors = ["separate"], config = {"path": "out.log", "mode": "truncate"}
+  end;
+  create connector data_out from write_file;
+  create connector exit from connectors::exit;
+  create connector otels from otel_server;
+    create connector stdio from connectors::console;
+
+  create pipeline echo from instrument;
+  create pipeline passthrough from pipelines::passthrough;
+
+  connect /connector/otels to /pipeline/echo;
+  connect /connector/otels to /pipeline/passthrough;
+
+  connect /pipeline/passthrough to /connector/stdio;
+  connect /pipeline/echo to /connector/data_out;
+  connect /pipeline/echo/exit to /connector/exit;
+end;
+
+define flow client
+flow
+  use tremor::pipelines;
+
+  define connector otel_client from otel_client
+  with
+    config = {
+      "url": "127.0.0.1:4317",
+      "compression": "gzip",
+    },
+    reconnect = {
+      "retry": {
+        "interval_ms": 100,
+        "growth_rate": 2,
+        "max_retries": 3,
+      }
+    }
+  end;
+
+  define connector read_file from file
+  with codec = "json", preprocessors = ["separate"], config = {"path": "in.log", "mode": "read"}
+  end;
+  create connector data_in from read_file;
+  create connector otelc from otel_client;
+  create pipeline replay from pipelines::passthrough;
+
+  connect /connector/data_in to /pipeline/replay;
+  connect /pipeline/replay to /connector/otelc;
+end;
+
+define flow otel
+flow
+  use tremor::pipelines;
+  use std::time::nanos;
+
+  define connector otel_c from otel_client
+  with
+    config = {
+      "url": "127.0.0.1:4317"
+    }
+  end;
+  create connector otel_c;
+
+  define connector input from cb
+  with
+    codec = "json",
+    config = {
+      "path": "in.json",
+      "timeout": nanos::from_seconds(1)
+    }
+  end;
+  create connector input;
+
+  create pipeline passthrough from pipelines::passthrough;
+
+  connect /connector/input to /pipeline/passthrough;
+  connect /pipeline/passthrough to /connector/otel_c;
+
+end;
+
+deploy flow server;
+deploy flow client;
+deploy flow otel
+"""
+
+
+def test_tremors_otel_integration_flows_compile() -> None:
+    flows = compile_source(TREMOR_OTEL, "config.troy").flows
+    kinds = {alias: c.kind for f in flows.values() for alias, c in f.connectors.items()}
+    assert (kinds["otels"], kinds["otelc"], kinds["otel_c"]) == ("otel_server", "otel_client", "otel_client")

@@ -1,7 +1,7 @@
 """`otel_client`: events in Tremor's otel shape sent to an OTLP/gRPC collector (Tremor's).
 
 Config (`base.otel_options`): `url` (`localhost:4317`), `logs`, `metrics`,
-`trace` (true): which signals are sent.
+`trace` (true): which signals are sent, `compression` (`none`, `gzip`) of the requests.
 
 Each event's `logs`, `metrics` and `trace` lists (as `otel_server` makes them,
 `base.otlp`) are sent as one export request each, to the matching service;
@@ -81,7 +81,7 @@ class OtelClientConnector(Connector[OtelOptions]):
     async def connect(self) -> None:
         await self._close_channel()
         url = self.options.url
-        channel = grpc.aio.insecure_channel(f"{url.host}:{url.port}")
+        channel = grpc.aio.insecure_channel(f"{url.host}:{url.port}", compression=self.options.compression)
         try:
             ready = await asyncio.wait_for(_connected(channel), CONNECT_TIMEOUT_S)
         except TimeoutError:

@@ -1,8 +1,8 @@
 """`otel_server`: an OTLP/gRPC receiver (Tremor's); each export request is an event, answered on delivery.
 
 Config (`base.otel_options`): `url` (`localhost:4317`), `logs`, `metrics`,
-`trace` (true): the services served; a service switched off answers
-UNIMPLEMENTED, as a collector without it does.
+`trace` (true): the services served (one switched off answers UNIMPLEMENTED,
+as a collector without it does); `compression` (`none`, `gzip`) of the answers.
 
 Each export request becomes one event in Tremor's shape (`base.otlp`):
 `{"logs": [...]}`, `{"metrics": [...]}` or `{"trace": [...]}`, with
@@ -78,7 +78,7 @@ class OtelServerConnector(Connector[OtelOptions]):
         if self._server is not None:
             return
         # no SO_REUSEPORT (gRPC's default): a second server on a taken port must fail, not share it
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)], compression=self.options.compression)
         server.add_generic_rpc_handlers([_service(self, signal) for signal in self.options.signals])
         url = self.options.url
         try:

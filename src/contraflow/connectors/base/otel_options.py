@@ -2,7 +2,9 @@
 
 `url` is `"host:port"` or `"scheme://host:port"` (default `localhost:4317`, OTLP/gRPC's
 port, which is also the port when the url names none); `logs`, `metrics`, `trace`
-(default true) switch each signal's service on or off.
+(default true) switch each signal's service on or off; `compression` (`"none"`, `"gzip"`)
+is how the messages this end sends are compressed (gRPC's own compression: the other end reads
+either).
 """
 
 from __future__ import annotations
@@ -11,21 +13,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import grpc
+
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.otlp import SIGNALS, Signal
 
 OTLP_GRPC_PORT = 4317
-CONFIG_KEYS = frozenset({"url", "logs", "metrics", "trace"})
+CONFIG_KEYS = frozenset({"url", "logs", "metrics", "trace", "compression"})
+COMPRESSIONS = {"none": grpc.Compression.NoCompression, "gzip": grpc.Compression.Gzip}
 
 
 @dataclass(frozen=True)
 class OtelOptions:
     url: Endpoint
     signals: tuple[Signal, ...]  # the signals switched on, in SIGNALS' order
+    compression: grpc.Compression
 
 
 def read_otel_options(alias: str, kind: str, config: Mapping[str, Any]) -> OtelOptions:
     cfg = ConfigReader(alias, kind, config)
     url = endpoint(cfg, scheme="http", default=f"localhost:{OTLP_GRPC_PORT}", port=OTLP_GRPC_PORT)
-    return OtelOptions(url, tuple(s for s in SIGNALS if cfg.boolean(s.key, True)))
+    signals = tuple(s for s in SIGNALS if cfg.boolean(s.key, True))
+    return OtelOptions(url, signals, COMPRESSIONS[cfg.choice("compression", COMPRESSIONS, "none")])
