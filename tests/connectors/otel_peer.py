@@ -79,21 +79,28 @@ def record_telemetry() -> Telemetry:
     return Telemetry(spans.get_finished_spans(), logs.get_finished_logs(), metrics)
 
 
-def export_all(telemetry: Telemetry, port: int) -> list[str]:
-    """Send everything with the SDK's OTLP/gRPC exporters (blocking); each exporter's result name.
+def export(telemetry: Telemetry, port: int, key: str) -> str:
+    """Send one signal's telemetry with the SDK's OTLP/gRPC exporter (blocking); the result's name.
 
-    Their deadline is a minute: through a flow, the first export waits for the pipeline's first
-    micro-batch, seconds on a loaded machine, and a sender whose deadline passes counts a failure."""
+    The deadline is a minute: through a flow, an export waits for the pipeline's micro-batch,
+    seconds on a loaded machine, and a sender whose deadline passes counts a failure."""
     endpoint = f"127.0.0.1:{port}"
-    results = []
-    for exporter, data in (
-        (OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.spans),
-        (OTLPLogExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.logs),
-        (OTLPMetricExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.metrics),
-    ):
-        results.append(exporter.export(data).name)
+    exporter: Any
+    if key == "trace":
+        exporter, data = OTLPSpanExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.spans
+    elif key == "logs":
+        exporter, data = OTLPLogExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.logs
+    else:
+        exporter, data = OTLPMetricExporter(endpoint=endpoint, insecure=True, timeout=60), telemetry.metrics
+    try:
+        return str(exporter.export(data).name)
+    finally:
         exporter.shutdown()
-    return results
+
+
+def export_all(telemetry: Telemetry, port: int) -> list[str]:
+    """Traces, logs, then metrics, each export waiting for its answer before the next."""
+    return [export(telemetry, port, key) for key in ("trace", "logs", "metrics")]
 
 
 @dataclass

@@ -19,7 +19,7 @@ from contraflow.connectors.otel_client import OtelClientConnector
 from contraflow.connectors.otel_server import OtelServerConnector
 from contraflow.events import decode_value, encode_value
 from contraflow.lang.troy.compiler import compile_source
-from tests.connectors.otel_peer import Collector, export_all, record_telemetry
+from tests.connectors.otel_peer import Collector, export, export_all, record_telemetry
 from tests.connectors.support import make, run, sink_event
 from tests.runtime.harness import flow_id, running
 
@@ -263,7 +263,8 @@ def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: s
         listen = free_port()
         source = RELAY_FLOW.format(fid=fid, listen=listen, collector=collector_port)
         async with running(spu_addr, spark, tmp_path / "data", source):
-            results = await asyncio.wait_for(asyncio.to_thread(export_all, telemetry, listen), 60)
+            exports = [asyncio.to_thread(export, telemetry, listen, s.key) for s in SIGNALS]
+            results = await asyncio.wait_for(asyncio.gather(*exports), 60)  # the three at once
             assert results == ["SUCCESS", "SUCCESS", "SUCCESS"]
             # answered only after delivery: the collector has every request by then
             assert dict(collector.received) == telemetry.requests()
