@@ -91,6 +91,11 @@ def test_events_map_back_to_the_sdks_requests_and_bad_shapes_say_where() -> None
     for signal in SIGNALS:
         event = decode_value(encode_value(request_to_event(signal, requests[signal.key])))
         assert event_to_request(signal, event) == requests[signal.key]
+    legacy = request_to_event(TRACE, requests["trace"])  # Tremor 0.12's: OTLP's names before 0.15
+    legacy["trace"][0]["instrumentation_library_spans"] = legacy["trace"][0].pop("scope_spans")
+    for scope_spans in legacy["trace"][0]["instrumentation_library_spans"]:
+        scope_spans["instrumentation_library"] = scope_spans.pop("scope")
+    assert event_to_request(TRACE, legacy) == requests["trace"]
     event = sdk_events()["trace"]
     event["trace"][0]["scope_spans"][0]["spans"][1]["span_id"] = "not hex"
     with pytest.raises(

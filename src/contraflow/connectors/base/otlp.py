@@ -21,8 +21,11 @@ spellings of its own, which a pipeline reads more easily than proto JSON:
 The mapping walks the messages' descriptors, so every field of the OTLP
 version `opentelemetry-proto` generates is carried, both ways, without a
 hand-written case per message. Going back, keys the message has no field for
-are ignored (as Tremor does) and a value of the wrong type is an `OtlpShapeError`
-naming where it is (`trace[0].scope_spans[0].spans[1].span_id`).
+are ignored (as Tremor does), OTLP's names before 0.15 are read where the
+current ones are absent (`instrumentation_library_spans` for `scope_spans`,
+`instrumentation_library` for `scope`: Tremor 0.12's events), and a value of
+the wrong type is an `OtlpShapeError` naming where it is
+(`trace[0].scope_spans[0].spans[1].span_id`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,13 @@ KEY_VALUE = common_pb2.KeyValue.DESCRIPTOR.full_name
 KEY_VALUE_LIST = common_pb2.KeyValueList.DESCRIPTOR.full_name
 ARRAY_VALUE = common_pb2.ArrayValue.DESCRIPTOR.full_name
 HEX_FIELDS = frozenset({"trace_id", "span_id", "parent_span_id"})
+# OTLP's names before 0.15 (Tremor 0.12's events), read when the current name is absent.
+LEGACY_NAMES = {
+    "scope_spans": "instrumentation_library_spans",
+    "scope_logs": "instrumentation_library_logs",
+    "scope_metrics": "instrumentation_library_metrics",
+    "scope": "instrumentation_library",
+}
 _INTEGERS = frozenset(
     {
         FieldDescriptor.CPPTYPE_INT32,
@@ -202,12 +212,13 @@ def _fill(message: Message, value: Any, where: str) -> None:
         if not _synthetic(oneof) and value.get(oneof.name) is not None:
             _fill_oneof(message, oneof, value[oneof.name], f"{where}.{oneof.name}")
     for field in desc.fields:
-        if field.name not in value or value[field.name] is None:
+        name = field.name if field.name in value else LEGACY_NAMES.get(field.name, field.name)
+        if value.get(name) is None:
             continue
         oneof = field.containing_oneof
         if oneof is not None and not _synthetic(oneof):
             continue
-        _fill_field(message, field, value[field.name], f"{where}.{field.name}")
+        _fill_field(message, field, value[name], f"{where}.{name}")
 
 
 def _fill_field(message: Message, field: FieldDescriptor, value: Any, where: str) -> None:
