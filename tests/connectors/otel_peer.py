@@ -117,9 +117,33 @@ class Collector:
 
     async def start(self, port: int = 0) -> int:
         server = grpc.aio.server()
-        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(_Logs(self), server)
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Metrics(self), server)
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Trace(self), server)
+        logs_service_pb2_grpc.add_LogsServiceServicer_to_server(
+            _servicer(
+                logs_service_pb2_grpc.LogsServiceServicer,
+                "logs",
+                logs_service_pb2.ExportLogsServiceResponse,
+                self,
+            ),
+            server,
+        )
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(
+            _servicer(
+                metrics_service_pb2_grpc.MetricsServiceServicer,
+                "metrics",
+                metrics_service_pb2.ExportMetricsServiceResponse,
+                self,
+            ),
+            server,
+        )
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+            _servicer(
+                trace_service_pb2_grpc.TraceServiceServicer,
+                "trace",
+                trace_service_pb2.ExportTraceServiceResponse,
+                self,
+            ),
+            server,
+        )
         self.port = server.add_insecure_port(f"127.0.0.1:{port}")
         await server.start()
         self.server = server
@@ -136,28 +160,12 @@ class Collector:
         self.received.append((key, request))
 
 
-class _Logs(logs_service_pb2_grpc.LogsServiceServicer):
-    def __init__(self, collector: Collector) -> None:
-        self.collector = collector
+def _servicer(base: type, key: str, response: type[Message], collector: Collector) -> Any:
+    """An instance of the generated servicer `base` whose `Export` records into `collector`."""
 
-    async def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-        await self.collector.record("logs", request, context)
-        return logs_service_pb2.ExportLogsServiceResponse()
+    class Recording(base):  # type: ignore[misc, valid-type]
+        async def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
+            await collector.record(key, request, context)
+            return response()
 
-
-class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
-    def __init__(self, collector: Collector) -> None:
-        self.collector = collector
-
-    async def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-        await self.collector.record("metrics", request, context)
-        return metrics_service_pb2.ExportMetricsServiceResponse()
-
-
-class _Trace(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, collector: Collector) -> None:
-        self.collector = collector
-
-    async def Export(self, request: Any, context: Any) -> Any:  # noqa: N802
-        await self.collector.record("trace", request, context)
-        return trace_service_pb2.ExportTraceServiceResponse()
+    return Recording()

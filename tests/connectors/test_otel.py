@@ -4,7 +4,6 @@ collector made of opentelemetry-proto's generated servicers (grpcio); both in a 
 from __future__ import annotations
 
 import asyncio
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from contraflow.events import decode_value, encode_value
 from contraflow.lang.troy.compiler import compile_source
 from tests.connectors.otel_peer import Collector, export, export_all, record_telemetry
 from tests.connectors.support import make, run, sink_event
-from tests.runtime.harness import flow_id, running
+from tests.runtime.harness import flow_id, free_port, running
 
 TRACE = next(s for s in SIGNALS if s.key == "trace")
 
@@ -246,13 +245,6 @@ flow
 end;
 deploy flow {fid};
 """
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1, for a flow's server to listen on."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: str, tmp_path: Path) -> None:

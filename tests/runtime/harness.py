@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,6 +31,13 @@ JSON_LINES = """
     select event from in into out;
   end;
 """
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (bound and released), for a flow's server to listen on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def flow_id(prefix: str) -> str:
