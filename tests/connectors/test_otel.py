@@ -101,6 +101,8 @@ def test_events_map_back_to_the_sdks_requests_and_bad_shapes_say_where() -> None
         OtlpShapeError, match=r"trace\[0\]\.scope_spans\[0\]\.spans\[1\]\.span_id: expected a hex"
     ):
         event_to_request(TRACE, event)
+    with pytest.raises(OtlpShapeError, match=r"trace\[0\]\.resource\.attributes\.big: Value out of range"):
+        event_to_request(TRACE, {"trace": [{"resource": {"attributes": {"big": 2**70}}}]})
     with pytest.raises(OtlpShapeError, match=r"trace\[0\]\.schema_url: expected a string, got 7"):
         event_to_request(TRACE, {"trace": [{"schema_url": 7}]})
     with pytest.raises(OtlpShapeError, match=r"\.data: expected a record with one of gauge, sum"):

@@ -30,6 +30,7 @@ the wrong type is an `OtlpShapeError` naming where it is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -233,12 +234,12 @@ def _fill_field(message: Message, field: FieldDescriptor, value: Any, where: str
             if field.message_type is not None:
                 _fill_message(target.add(), item, f"{where}[{index}]")
             else:
-                target.append(_scalar(field, item, f"{where}[{index}]"))
+                _store(target.append, _scalar(field, item, f"{where}[{index}]"), f"{where}[{index}]")
         return
     if field.message_type is not None:
         _fill_message(getattr(message, field.name), value, where)
     else:
-        setattr(message, field.name, _scalar(field, value, where))
+        _store(functools.partial(setattr, message, field.name), _scalar(field, value, where), where)
 
 
 def _fill_message(message: Message, value: Any, where: str) -> None:
@@ -266,7 +267,7 @@ def _fill_oneof(message: Message, oneof: OneofDescriptor, value: Any, where: str
         return
     for field in fields:  # numbers: the first member the value's type fits (as_double for a float)
         if _fits(field, value):
-            setattr(message, field.name, value)
+            _store(functools.partial(setattr, message, field.name), value, where)
             return
     raise OtlpShapeError(f"{where}: expected a number, got {_shown(value)}")
 
@@ -309,7 +310,7 @@ def _fill_any(any_value: common_pb2.AnyValue, value: Any, where: str) -> None:
     if isinstance(value, bool):
         any_value.bool_value = value
     elif isinstance(value, int):
-        any_value.int_value = value
+        _store(functools.partial(setattr, any_value, "int_value"), value, where)
     elif isinstance(value, float):
         any_value.double_value = value
     elif isinstance(value, str):
@@ -324,6 +325,14 @@ def _fill_any(any_value: common_pb2.AnyValue, value: Any, where: str) -> None:
         _fill_attributes(any_value.kvlist_value.values, value, where)
     else:
         raise OtlpShapeError(f"{where}: {_shown(value)} has no OTLP value")
+
+
+def _store(put: Callable[[Any], None], value: Any, where: str) -> None:
+    """`put(value)`, protobuf's refusal (a number out of the field's range) an `OtlpShapeError`."""
+    try:
+        put(value)
+    except (ValueError, TypeError) as err:
+        raise OtlpShapeError(f"{where}: {err}") from None
 
 
 def _fill_array(target: Any, value: Any, where: str) -> None:
