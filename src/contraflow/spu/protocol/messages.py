@@ -17,7 +17,6 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
-from contraflow.spu.protocol.range_stage import TxnStageRangeRequest
 
 
 class ApiKey(IntEnum):
@@ -176,6 +175,17 @@ class TxnStageRequest:
     writer: str = ""
     attempt: int = 0
     sequence: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnStageRangeRequest(TxnStageRequest):
+    """No payload: the records of [start, end) of `source_topic`/`source_partition`, staged
+    as a TXN_STAGE would stage them (`protocol.range_stage`)."""
+
+    source_topic: str
+    source_partition: int
+    start: int
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
