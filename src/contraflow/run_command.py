@@ -173,10 +173,12 @@ def run(
         from contraflow.security import check_exposure
 
         check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
+    from contraflow.spu.cli.listeners import check_listener
+
     if kafka_addr:  # the Kafka listener does not check the token: beyond loopback it is always open
-        _check_listener(kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+        check_listener(kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     if registry_addr:
-        _check_listener(registry_addr, "the schema registry", options.token, insecure)
+        check_listener(registry_addr, "the schema registry", options.token, insecure)
     fresh_data_dir = not options.data_dir.exists()
     preflight(options)
     from contraflow.heap import keep_freed_heap
@@ -371,18 +373,6 @@ def _setup_logging(console: Any, log_file: Path) -> None:
     logging.basicConfig(level=logging.WARNING, handlers=[to_file, to_terminal], force=True)
     logging.captureWarnings(True)  # library deprecation warnings: the file, not the terminal
     logging.getLogger("contraflow").setLevel(logging.INFO)
-
-
-def _check_listener(addr: str, what: str, token: str | None, insecure: bool) -> None:
-    """A listener's HOST:PORT parses, and beyond loopback it has a token (or --insecure)."""
-    from contraflow.security import check_exposure
-    from contraflow.spu.protocol.address import parse_addr
-
-    try:
-        host = parse_addr(addr)[0]
-    except ValueError as err:
-        raise UserError(str(err)) from None
-    check_exposure(host, addr, what, token, insecure)
 
 
 async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options: RunOptions) -> str:

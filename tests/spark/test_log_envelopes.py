@@ -7,13 +7,11 @@ import pytest
 
 from contraflow.spark import log_envelopes
 from contraflow.spark.log_envelopes import (
-    MIN_RECORDS,
     envelope_rows,
     envelope_views,
     envelopes,
     forwardable,
     recompressed,
-    restamped,
 )
 from contraflow.spu.protocol.batch import (
     HAS_KEYS,
@@ -23,6 +21,7 @@ from contraflow.spu.protocol.batch import (
     encode_batch,
 )
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.range_stage import MIN_RECORDS, restamped
 
 
 def log_batch(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from contraflow.spark.log_envelopes import MIN_RECORDS
 from contraflow.spark.log_ranges import RANGE_SCHEMA, RangeFetcher, range_row
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.protocol.range_stage import MIN_RECORDS
 from contraflow.spu.protocol.topics import TopicConfig
 
 

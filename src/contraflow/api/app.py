@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
@@ -61,6 +61,8 @@ from contraflow.lang.troy.compiler import compile_source
 # How long parsing a deployed source may take: it runs in a thread, but holds the GIL meanwhile.
 DEPLOY_PARSE_BUDGET_S = 5.0
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 # The only changes a PATCH may ask for; asking for the current state is a no-op.
 ALLOWED_TRANSITIONS: frozenset[tuple[str, str]] = frozenset({("running", "paused"), ("paused", "running")})
 
@@ -77,6 +79,17 @@ def _json_body(model: type[Any], *media: str) -> dict[str, Any]:
     for m in media:
         content[m] = {"schema": {"type": "string", **NON_BLANK}}
     return {"requestBody": {"required": True, "content": content}}
+
+
+def _status_patch(router: APIRouter, path: str, report: type[Any], tag: str) -> Callable[[F], F]:
+    """A PATCH route whose JSON body is a `StatusPatch` (pause or resume) and that answers `report`."""
+    return router.patch(
+        path,
+        response_model=report,
+        responses=_errors(400, 404, 413, 415),
+        openapi_extra=_json_body(StatusPatch),
+        tags=[tag],
+    )
 
 
 def needs_change(what: str, current: State, desired: State) -> bool:
@@ -169,13 +182,7 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
         """One flow."""
         return FlowReport.of(await runtime.get_flow(flow_id))
 
-    @router.patch(
-        "/v1/flows/{flow_id}",
-        response_model=FlowReport,
-        responses=_errors(400, 404, 413, 415),
-        openapi_extra=_json_body(StatusPatch),
-        tags=["flows"],
-    )
+    @_status_patch(router, "/v1/flows/{flow_id}", FlowReport, "flows")
     async def patch_flow(flow_id: str, request: Request) -> FlowReport:
         """Pause or resume a flow; asking for its current status changes nothing."""
         patch = await bodies.structured_body(request, StatusPatch)
@@ -210,13 +217,7 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
         """One connector of a flow."""
         return ConnectorReport.of(await _connector(runtime, flow_id, alias))
 
-    @router.patch(
-        "/v1/flows/{flow_id}/connectors/{alias}",
-        response_model=ConnectorReport,
-        responses=_errors(400, 404, 413, 415),
-        openapi_extra=_json_body(StatusPatch),
-        tags=["connectors"],
-    )
+    @_status_patch(router, "/v1/flows/{flow_id}/connectors/{alias}", ConnectorReport, "connectors")
     async def patch_connector(flow_id: str, alias: str, request: Request) -> ConnectorReport:
         """Pause or resume one connector; asking for its current status changes nothing."""
         patch = await bodies.structured_body(request, StatusPatch)

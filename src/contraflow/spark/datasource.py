@@ -58,8 +58,6 @@ from contraflow.spark.log_envelopes import (
     envelope_views,
     envelopes,
     recompressed,
-    record_count,
-    restamped,
 )
 from contraflow.spark.log_ranges import (
     RANGE_COLUMN,
@@ -89,6 +87,7 @@ from contraflow.spark.options import (
 )
 from contraflow.spark.staging import ConnectionStager, StageRequest
 from contraflow.spu.protocol.batch import DecodedBatch
+from contraflow.spu.protocol.range_stage import record_count, restamped
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -428,7 +427,7 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
     ) -> None:
         """Stage the log batches `log_batches` finds in each route's rows (envelope rows: their
         bytes; range rows: the ranges the SPU did not stage itself, fetched), each as it is but
-        for its header (`log_envelopes.restamped`)."""
+        for its header (`protocol.range_stage.restamped`)."""
         now_ms = time.time_ns() // 1_000_000
         columns = tuple(n for n in rows.schema.names if n == ENVELOPE_COLUMN or n.startswith("range_"))
         for route, routed in route_rows(rows, self.options.topic, partition_counts, task, columns=columns):

@@ -22,27 +22,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 
-import crc32c
 import numpy as np
 import pyarrow as pa
 
 from contraflow.spark.arrow_log import batch_payload, encode_rows
 from contraflow.spu.protocol.batch import (
-    CRC_POS,
-    CRC_START,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
     Buffer,
     DecodedBatch,
-    check_batch,
     decode_batch,
 )
-from contraflow.spu.protocol.compression import Compression
-from contraflow.spu.protocol.idempotence import NO_PRODUCER
-from contraflow.spu.protocol.range_stage import MIN_RECORDS, kept_whole
+from contraflow.spu.protocol.range_stage import kept_whole, record_count, routed_runs
 
 _CRC = struct.Struct(">I")
 ENVELOPE_COLUMN = "batch"
@@ -59,25 +49,11 @@ def forwardable(batch: DecodedBatch, start: int, end: int) -> bool:
 
 def envelopes(batches: Iterable[DecodedBatch], start: int, end: int) -> Iterator[Buffer]:
     """One log batch per envelope for the records of `batches` in [start, end), in offset order."""
-    pending: list[pa.RecordBatch] = []
-    records = 0
-    for batch in batches:
-        if forwardable(batch, start, end):
-            if pending:
-                yield from _merged(pending)
-                pending, records = [], 0
-            yield batch.buffer
-            continue
-        rows = batch_payload(batch, start, end)
-        if rows is None:
-            continue
-        pending.append(rows)
-        records += rows.num_rows
-        if records >= MIN_RECORDS:
-            yield from _merged(pending)
-            pending, records = [], 0
-    if pending:
-        yield from _merged(pending)
+    for run in routed_runs(batches, start, end):
+        if isinstance(run, DecodedBatch):
+            yield run.buffer
+        else:
+            yield from _merged([rows for b in run if (rows := batch_payload(b, start, end)) is not None])
 
 
 def _merged(rows: list[pa.RecordBatch]) -> Iterator[bytearray]:
@@ -103,11 +79,6 @@ def envelope_rows(batches: Iterable[Buffer]) -> pa.RecordBatch | None:
     return pa.RecordBatch.from_arrays([column, records], schema=ENVELOPE_SCHEMA)
 
 
-def record_count(batch: Buffer) -> int:
-    """The number of records of the log batch `batch`, from its header."""
-    return int(HEADER.unpack_from(batch, 0)[-1])
-
-
 def envelope_views(column: pa.Array) -> list[memoryview]:
     """The envelopes of a `batch` column, each a view of the column's memory."""
     if pa.types.is_large_binary(column.type):
@@ -115,33 +86,6 @@ def envelope_views(column: pa.Array) -> list[memoryview]:
     offsets = np.frombuffer(column.buffers()[1], dtype="<i4", count=len(column) + 1, offset=4 * column.offset)
     data = memoryview(column.buffers()[2] or b"")
     return [data[lo:hi] for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)]
-
-
-@lru_cache(maxsize=8)
-def _zero_deltas(count: int) -> bytes:
-    """`count` int64 zeros: every record stamped at the batch's first timestamp."""
-    return bytes(8 * count)
-
-
-def restamped(batch: memoryview, now_ms: int) -> list[Buffer]:
-    """`batch` as the sink stages it: every record stamped `now_ms`, no producer field, offset and
-    epoch zero (the log assigns them), CRC recomputed. Returned as parts (a new header, the zeroed
-    timestamp deltas, the rest of the batch as it is), so the body is not copied.
-
-    The batch must be uncompressed (as every envelope is): its timestamp deltas are then the
-    body's first section."""
-    header = check_batch(batch, crc=False)
-    if header.compression is not Compression.NONE:
-        raise ValueError("a routed envelope must hold an uncompressed log batch")
-    count = header.record_count
-    head = bytearray(HEADER_SIZE)
-    fields = (header.attributes, header.last_offset_delta, now_ms, now_ms, NO_PRODUCER, count)
-    HEADER.pack_into(head, 0, 0, header.batch_length, 0, MAGIC, 0, *fields)
-    deltas = _zero_deltas(count)
-    rest = batch[HEADER_SIZE + len(deltas) :]
-    crc = crc32c.crc32c(rest, crc32c.crc32c(deltas, crc32c.crc32c(memoryview(head)[CRC_START:])))
-    _CRC.pack_into(head, CRC_POS, crc)
-    return [head, deltas, rest]
 
 
 def recompressed(batch: memoryview, compression: str) -> bytearray:

@@ -19,11 +19,11 @@ from contraflow.events import META_HEADER
 from contraflow.lang.troy.compiler import compile_source
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.listener import query_listener
-from contraflow.spark.log_envelopes import MIN_RECORDS
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.batch import Record
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.range_stage import MIN_RECORDS
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.pipeline.spark.harness import SparkPipeline, poll
 

@@ -8,7 +8,7 @@ import pytest
 from tests.spu.spu_harness import running_spu
 
 from contraflow.spu.client import SpuClient
-from contraflow.spu.client.exactly_once import BatchWriter, StagedWork, commit_batch
+from contraflow.spu.client.exactly_once.writer import BatchWriter, StagedWork, commit_batch
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.storage import TopicConfig
 

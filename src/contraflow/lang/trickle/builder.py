@@ -24,6 +24,8 @@ from contraflow.lang.graph import (
     GroupBy,
     JoinSpec,
     Node,
+    NodeKind,
+    NodeSpec,
     OperatorSpec,
     PipelineGraph,
     ScriptSpec,
@@ -32,7 +34,7 @@ from contraflow.lang.graph import (
     WindowSpec,
 )
 from contraflow.lang.trickle import ast
-from contraflow.lang.trickle.binding import bind_args, evaluate_expr, evaluate_params
+from contraflow.lang.trickle.binding import BoundArgs, bind_args, evaluate_expr, evaluate_params
 from contraflow.lang.trickle.diagnostics import Diagnostics, did_you_mean
 from contraflow.lang.trickle.joins import SIDES, pair_expr, side_keys
 from contraflow.lang.trickle.kinds import DEFAULT_OUTPUTS, OPERATORS, PYTHON_KINDS, PYTHON_REQUIRED
@@ -359,15 +361,25 @@ class PipelineBuilder:
             return self._script(ctx, stmt, found)
         return self._subpipeline(ctx, stmt, found)
 
+    def _created_args(
+        self,
+        ctx: _Pipeline,
+        stmt: ast.CreateStmt,
+        what: str,
+        defn: ast.DefineOperator | ast.DefineScript | ast.DefinePipeline,
+    ) -> BoundArgs:
+        """The arguments of a `create` bound to its definition's parameters (errors reported)."""
+        return bind_args(
+            self.diag, f"{what} '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
+        )
+
     def _operator(self, ctx: _Pipeline, stmt: ast.CreateStmt, found: Definition) -> Node | None:
         defn: ast.DefineOperator = found.stmt
         kind = OPERATORS.get(defn.kind.text)
         if kind is None:
             return None  # reported at the definition
         env = found.scope.env(ctx.args)
-        args = bind_args(
-            self.diag, f"operator '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
-        )
+        args = self._created_args(ctx, stmt, "operator", defn)
         params = evaluate_params(self.diag, defn.params, {**env, "args": args})
         for key, (assign, _) in params.items():
             name = assign.name
@@ -402,20 +414,11 @@ class PipelineBuilder:
         if kind.name in PYTHON_KINDS:
             spec.search_path = python_search_path(defn.kind.pos.file)
             spec.positions = {key: _value_pos(params[key][0]) for key in PYTHON_REQUIRED if key in params}
-        return Node(
-            stmt.alias.value,
-            "operator",
-            outputs=outputs,
-            stateful=kind.stateful,
-            spec=spec,
-            position=stmt.alias.pos,
-        )
+        return _created(stmt, "operator", spec, outputs=outputs, stateful=kind.stateful)
 
     def _script(self, ctx: _Pipeline, stmt: ast.CreateStmt, found: Definition) -> Node:
         defn: ast.DefineScript = found.stmt
-        args = bind_args(
-            self.diag, f"script '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
-        )
+        args = self._created_args(ctx, stmt, "script", defn)
         bodies = [defn.body.ast, *(b.ast for _, b in defn.port_bodies)]
         stateful_body = any(uses_state(b) for b in bodies)
         body, consts, fns = self.script_body(found.scope, defn.body)
@@ -435,31 +438,15 @@ class PipelineBuilder:
             port_bodies=ports,
         )
         outputs = _unique([*DEFAULT_OUTPUTS, *(p for b in bodies for p in emit_ports(b))])
-        return Node(
-            stmt.alias.value,
-            "script",
-            inputs=["in", *ports],
-            outputs=outputs,
-            stateful=defn.state is not None or stateful_body,
-            spec=spec,
-            position=stmt.alias.pos,
-        )
+        stateful = defn.state is not None or stateful_body
+        return _created(stmt, "script", spec, inputs=["in", *ports], outputs=outputs, stateful=stateful)
 
     def _subpipeline(self, ctx: _Pipeline, stmt: ast.CreateStmt, found: Definition) -> Node:
         defn: ast.DefinePipeline = found.stmt
-        args = bind_args(
-            self.diag, f"pipeline '{defn.name.value}'", defn.args, stmt.params, ctx.env(), stmt.alias
-        )
+        args = self._created_args(ctx, stmt, "pipeline", defn)
         graph = self.build_definition(found, args)
-        return Node(
-            stmt.alias.value,
-            "pipeline",
-            inputs=list(graph.inputs),
-            outputs=list(graph.outputs),
-            stateful=graph.stateful,
-            spec=graph,
-            position=stmt.alias.pos,
-        )
+        inputs, outputs = list(graph.inputs), list(graph.outputs)
+        return _created(stmt, "pipeline", graph, inputs=inputs, outputs=outputs, stateful=graph.stateful)
 
     # --- pass 3: selects -----------------------------------------------------------------------
 
@@ -686,3 +673,8 @@ def _nowhere() -> Position:
 
 def _with_err(outputs: list[str]) -> list[str]:
     return outputs if "err" in outputs else [*outputs, "err"]
+
+
+def _created(stmt: ast.CreateStmt, kind: NodeKind, spec: NodeSpec | PipelineGraph, **ports: Any) -> Node:
+    """The node a `create` statement makes, named and placed by its alias."""
+    return Node(stmt.alias.value, kind, spec=spec, position=stmt.alias.pos, **ports)

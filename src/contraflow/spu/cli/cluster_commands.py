@@ -43,17 +43,13 @@ def sc() -> None:
 def sc_run(data_dir: str, addr: str, session_timeout: str, insecure: bool) -> None:
     """Run the controller until SIGINT/SIGTERM; prints `sc ready addr=HOST:PORT` once listening.
     With $CONTRAFLOW_TOKEN, SPUs and clients must present it (they read the same variable)."""
-    from contraflow.security import check_exposure, resolve_token
+    from contraflow.security import resolve_token
+    from contraflow.spu.cli.listeners import check_listener
     from contraflow.spu.controller.controller import Controller
-    from contraflow.spu.protocol.address import parse_addr
 
     timeout_s = parse_duration_ms(session_timeout, "--session-timeout") / 1000
     token = resolve_token(None)
-    try:
-        host, _ = parse_addr(addr)
-    except ValueError as err:
-        raise UserError(f"--addr: {err}") from None
-    check_exposure(host, addr, "the controller", token, insecure)
+    check_listener(addr, "the controller", token, insecure, "--addr")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     controller = Controller(Path(data_dir), addr, session_timeout_s=timeout_s, token=token)
     try:

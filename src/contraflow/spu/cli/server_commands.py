@@ -117,8 +117,9 @@ def run(
     tls_key: Path | None,
 ) -> None:
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
-    from contraflow.security import check_exposure, resolve_token, server_tls
+    from contraflow.security import resolve_token, server_tls
     from contraflow.spu.app import ServerConfig, SpuServer
+    from contraflow.spu.cli.listeners import check_listener
     from contraflow.spu.server import Limits, parse_addr
     from contraflow.units import parse_count, parse_duration_ms, parse_size
 
@@ -126,29 +127,17 @@ def run(
         raise UserError(f"the SPU id must be a non-negative integer, got {spu_id!r}")
     token = resolve_token(token)
     for addr, what in ((public_addr, "the SPU"), (private_addr, "the SPU's private port")):
-        try:
-            host, _ = parse_addr(addr)
-        except ValueError as err:
-            raise UserError(str(err)) from None
-        check_exposure(host, addr, what, token, insecure)
+        check_listener(addr, what, token, insecure)
     if controller_addr is not None:
         try:
             parse_addr(controller_addr)
         except ValueError as err:
             raise UserError(f"--sc: {err}") from None
     if kafka_addr is not None:
-        try:
-            host, _ = parse_addr(kafka_addr)
-        except ValueError as err:
-            raise UserError(str(err)) from None
         # the Kafka listener does not check the token: beyond loopback it is always open
-        check_exposure(host, kafka_addr, "the Kafka listener (no authentication)", None, insecure)
+        check_listener(kafka_addr, "the Kafka listener (no authentication)", None, insecure)
     if registry_addr is not None:
-        try:
-            host, _ = parse_addr(registry_addr)
-        except ValueError as err:
-            raise UserError(f"--registry-addr: {err}") from None
-        check_exposure(host, registry_addr, "the schema registry", token, insecure)
+        check_listener(registry_addr, "the schema registry", token, insecure, "--registry-addr")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     limits = Limits(
         max_buffered_bytes=parse_size(max_buffered_bytes, "--max-buffered-bytes"),

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
-from contraflow.spu.client.cluster_commits import abort_everywhere, cluster_ledger, commit_partitions
-from contraflow.spu.client.routing import ROUTED_APIS, Routes, route_of, split_bootstrap
+from contraflow.spu.client.exactly_once import commits
+from contraflow.spu.client.routing import ROUTED_APIS, LoneRoutes, Routes, route_of, split_bootstrap
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
@@ -38,10 +38,6 @@ from contraflow.spu.rpc.client import Buffer, Connection, Response, RetryPolicy
 
 FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
 ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
-
-
-def _offsets(listed: list[list[Any]] | None) -> dict[TopicPartition, int] | None:
-    return None if listed is None else {(str(t), int(p)): int(o) for t, p, o in listed}
 
 
 def _parts(batch: Buffer | Sequence[Buffer]) -> list[Buffer]:
@@ -140,12 +136,8 @@ class AsyncSpuClient:
         except SpuError as err:
             if err.code is not ErrorCode.UNSUPPORTED_API:
                 raise
-            return Routes(False)  # an SPU from before clusters: alone
-        return Routes.from_answer(answer.fields)
-
-    async def in_cluster(self) -> bool:
-        """True when the SPU(s) this client talks to form a cluster."""
-        return (await self.routes()).cluster
+            return LoneRoutes(addr=self._home)  # an SPU from before clusters: alone
+        return Routes.from_answer(answer.fields, self._home)
 
     async def refresh_routes(self) -> None:
         """Ask every SPU we know for metadata; keep the newest version anyone has."""
@@ -160,7 +152,7 @@ class AsyncSpuClient:
 
     async def _metadata_at(self, addr: str) -> Routes:
         conn = await self.connection(addr)
-        return Routes.from_answer((await conn.request(ApiKey.METADATA, {}, (), ROUTE_TIMEOUT_S)).fields)
+        return Routes.from_answer((await conn.request(ApiKey.METADATA, {}, (), ROUTE_TIMEOUT_S)).fields, addr)
 
     async def _authenticate(self, conn: Connection, token: str) -> None:
         """The handshake before any other request (an SPU without a token accepts any)."""
@@ -480,46 +472,26 @@ class AsyncSpuClient:
         """Make the staged batches visible; the end offset per partition. Idempotent: a
         committed batch id returns the offsets recorded the first time.
 
-        `partitions`: how many record batches were staged per (topic, partition). A lone
-        SPU commits the whole batch atomically (and checks the total, or
-        `expected_batches`); a cluster needs `partitions` and commits each partition
-        once at its leader (`cluster_commits`)."""
-        if await self.in_cluster():
-            if partitions is None:
-                raise SpuError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "an SPU cluster commits per partition: pass partitions={(topic, partition): batches}",
-                )
-            return await commit_partitions(self, producer_id, batch_id, partitions)
-        if expected_batches is None and partitions is not None:
-            expected_batches = sum(partitions.values())
-        fields = {"producer_id": producer_id, "batch_id": batch_id, "expected_batches": expected_batches}
-        ends = _offsets((await self.request(ApiKey.TXN_COMMIT, fields)).fields["end_offsets"])
-        assert ends is not None
-        return ends
+        `partitions`: how many record batches were staged per (topic, partition); each
+        partition's leader commits it, and a lone SPU, which leads them all, commits the
+        whole batch atomically (`exactly_once.commits`). Without them the home SPU commits
+        what it staged, checking `expected_batches` (a lone SPU only)."""
+        if not partitions:
+            return await commits.commit_staged(self, producer_id, batch_id, expected_batches)
+        return await commits.commit(self, producer_id, batch_id, partitions)
 
     async def abort(self, producer_id: str, batch_id: int) -> bool:
-        """Drop what was staged for the batch (on every SPU of a cluster)."""
-        if await self.in_cluster():
-            return await abort_everywhere(self, producer_id, batch_id)
-        fields = {"producer_id": producer_id, "batch_id": batch_id}
-        return bool((await self.request(ApiKey.TXN_ABORT, fields)).fields["aborted"])
+        """Drop what was staged for the batch, on every SPU."""
+        return await commits.abort(self, producer_id, batch_id)
 
     async def ledger(
         self, producer_id: str, batch_id: int, *, topics: Iterable[str] | None = None
     ) -> dict[TopicPartition, int] | None:
         """The end offsets recorded when the batch was committed, None if it never was
-        (a cluster: where it is committed and replicated, asked of every leader).
-        `topics`: only those (in a cluster, partitions of other topics without a leader
-        then do not hold the answer up)."""
-        if await self.in_cluster():
-            return await cluster_ledger(self, producer_id, batch_id, topics)
-        fields = {"producer_id": producer_id, "batch_id": batch_id}
-        ends = _offsets((await self.request(ApiKey.TXN_LEDGER, fields)).fields["end_offsets"])
-        if ends is None or topics is None:
-            return ends
-        wanted = set(topics)
-        return {tp: end for tp, end in ends.items() if tp[0] in wanted} or None
+        (in a cluster: where it is committed and replicated, asked of every leader).
+        `topics`: only those (partitions of other topics without a leader then do not
+        hold the answer up)."""
+        return await commits.ledger(self, producer_id, batch_id, topics)
 
     async def set_control(self, name: str, value: Any) -> None:
         """Publish a small JSON value for other processes (None removes it)."""

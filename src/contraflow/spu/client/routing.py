@@ -10,15 +10,17 @@ SPU it knows for fresh metadata and keeps the newest version.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.cluster_metadata import NO_LEADER, ClusterMetadata
 from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
+from contraflow.spu.protocol.topics import TopicPartition
 
 # Requests about one partition's records: in a cluster they go to its leader.
-# Exactly-once staging and commits too: the leader appends them.
+# Exactly-once staging too (commits group partitions by leader: `exactly_once.commits`).
 ROUTED_APIS = frozenset(
     {
         ApiKey.PRODUCE,
@@ -30,7 +32,6 @@ ROUTED_APIS = frozenset(
         ApiKey.CONTROL_SET,
         ApiKey.CONTROL_GET,
         ApiKey.TXN_STAGE,
-        ApiKey.TXN_COMMIT,  # a cluster commits per partition (`cluster_commits`)
     }
 )
 # ... except these, which go to the leader of the replicated table that holds them.
@@ -55,16 +56,17 @@ def split_bootstrap(addr: str) -> list[str]:
 
 @dataclass
 class Routes:
-    """What a client knows of the cluster; `cluster` False: a lone SPU."""
+    """What a client knows of a cluster: each partition's leader, from the controller's metadata."""
 
-    cluster: bool
     metadata: ClusterMetadata = field(default_factory=ClusterMetadata)
+    cluster: ClassVar[bool] = True
 
-    @classmethod
-    def from_answer(cls, fields: dict[str, Any]) -> Routes:
+    @staticmethod
+    def from_answer(fields: dict[str, Any], addr: str) -> Routes:
+        """What the SPU at `addr` answered to METADATA."""
         if not fields.get("cluster"):
-            return cls(False)
-        return cls(True, ClusterMetadata.from_dict(fields["metadata"]))
+            return LoneRoutes(addr=addr)
+        return Routes(ClusterMetadata.from_dict(fields["metadata"]))
 
     def leader_addr(self, topic: str, partition: int) -> str | None:
         """The public address of the partition's leader, None if unknown or offline."""
@@ -76,3 +78,45 @@ class Routes:
 
     def known_addrs(self) -> list[str]:
         return [s.public_addr for s in self.metadata.spus.values()]
+
+    def partitions(self, topics: Iterable[str] | None = None) -> set[TopicPartition]:
+        """The partitions the metadata names (of `topics`, default all)."""
+        named = self.metadata.topics if topics is None else set(topics)
+        return {
+            (name, n)
+            for name, record in self.metadata.topics.items()
+            if name in named
+            for n in range(len(record.partitions))
+        }
+
+    def by_leader(self, partitions: Iterable[TopicPartition]) -> dict[str, list[TopicPartition]]:
+        """The partitions grouped by their leader's address (those without one left out)."""
+        groups: dict[str, list[TopicPartition]] = {}
+        for tp in partitions:
+            addr = self.leader_addr(*tp)
+            if addr is not None:
+                groups.setdefault(addr, []).append(tp)
+        return groups
+
+    def answering(self, partitions: Iterable[TopicPartition]) -> set[str]:
+        """The SPUs that answer for these partitions: their leaders."""
+        return set(self.by_leader(partitions))
+
+
+@dataclass
+class LoneRoutes(Routes):
+    """A lone SPU: the cluster of one that leads every partition, so a client's requests
+    and exactly-once commits take one path whether it talks to one SPU or to a cluster.
+    It has no metadata naming its partitions; it answers for all of them."""
+
+    addr: str = ""
+    cluster: ClassVar[bool] = False
+
+    def leader_addr(self, topic: str, partition: int) -> str | None:
+        return self.addr
+
+    def known_addrs(self) -> list[str]:
+        return [self.addr]
+
+    def answering(self, partitions: Iterable[TopicPartition]) -> set[str]:
+        return {self.addr}

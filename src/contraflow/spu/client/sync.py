@@ -174,7 +174,6 @@ class SpuClient:
     # A blocking iterator over pushed batches, opened before this returns.
     stream = streaming(AsyncSpuClient.stream)
 
-    in_cluster = blocking(AsyncSpuClient.in_cluster)
     stage = blocking(AsyncSpuClient.stage)
     # `stage` without waiting; stages of one partition still apply in the order they were sent.
     stage_soon = soon(AsyncSpuClient.stage)

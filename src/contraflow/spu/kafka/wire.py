@@ -132,21 +132,21 @@ class Writer:
     def __init__(self) -> None:
         self.parts: list[bytes | bytearray | memoryview] = []
 
-    def int8(self, value: int) -> Writer:
-        self.parts.append(_I8.pack(value))
+    def _fixed(self, codec: struct.Struct, value: int) -> Writer:
+        self.parts.append(codec.pack(value))
         return self
+
+    def int8(self, value: int) -> Writer:
+        return self._fixed(_I8, value)
 
     def int16(self, value: int) -> Writer:
-        self.parts.append(_I16.pack(value))
-        return self
+        return self._fixed(_I16, value)
 
     def int32(self, value: int) -> Writer:
-        self.parts.append(_I32.pack(value))
-        return self
+        return self._fixed(_I32, value)
 
     def int64(self, value: int) -> Writer:
-        self.parts.append(_I64.pack(value))
-        return self
+        return self._fixed(_I64, value)
 
     def boolean(self, value: bool) -> Writer:
         return self.int8(1 if value else 0)

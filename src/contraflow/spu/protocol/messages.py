@@ -17,7 +17,6 @@ from enum import IntEnum
 from typing import Any, TypeVar
 
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
-from contraflow.spu.protocol.range_stage import TxnStageRangeRequest
 
 
 class ApiKey(IntEnum):
@@ -178,18 +177,29 @@ class TxnStageRequest:
     sequence: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TxnStageRangeRequest(TxnStageRequest):
+    """No payload: the records of [start, end) of `source_topic`/`source_partition`, staged
+    as a TXN_STAGE would stage them (`protocol.range_stage`)."""
+
+    source_topic: str
+    source_partition: int
+    start: int
+    end: int
+
+
 @dataclass(frozen=True, slots=True)
 class TxnCommitRequest:
     """`expected_batches`: how many record batches the writer staged; a mismatch (staging
     lost to an SPU restart or timeout) fails the commit instead of committing a part.
-    In a cluster a commit names one partition (`topic`, `partition`) and goes to its
-    leader; `expected_batches` then counts that partition's batches."""
+    `partitions`: `[[topic, partition, batches], ...]`, the partitions this SPU leads and
+    how many batches were staged to each; a lone SPU commits them all atomically, a
+    cluster SPU each one (a commit naming none is a lone SPU's: all it staged)."""
 
     producer_id: str
     batch_id: int
     expected_batches: int | None = None
-    topic: str | None = None
-    partition: int | None = None
+    partitions: list[list[Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

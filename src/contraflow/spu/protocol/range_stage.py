@@ -9,16 +9,37 @@ the SPU. The reply says how many record batches it staged (`batches`, what
 the writer counts towards the commit's `expected_batches`), their `bytes` and
 the `records` they hold.
 
-The other fields are `TXN_STAGE`'s (`TxnStageRequest`): the transaction, the
-destination partition, and the writer's attempt and request number.
+The request (`messages.TxnStageRangeRequest`) is a `TXN_STAGE` request
+(`TxnStageRequest`: the transaction, the destination partition, and the
+writer's attempt and request number) that names a range instead of carrying
+batches.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
-from contraflow.spu.protocol.batch import HAS_KEYS, KEY_NULLS, BatchHeader
+import crc32c
+
+from contraflow.spu.protocol.batch import (
+    CRC_POS,
+    CRC_START,
+    HAS_KEYS,
+    HEADER,
+    HEADER_SIZE,
+    KEY_NULLS,
+    MAGIC,
+    BatchHeader,
+    Buffer,
+    DecodedBatch,
+    check_batch,
+)
 from contraflow.spu.protocol.compression import Compression
+from contraflow.spu.protocol.idempotence import NO_PRODUCER
+
+_CRC = struct.Struct(">I")
 
 # Smaller batches are joined with their neighbours when routed: each costs an output batch (and,
 # fetched by a sink task, a Spark row and a stage request).
@@ -38,19 +59,62 @@ def kept_whole(header: BatchHeader, start: int, end: int) -> bool:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TxnStageRangeRequest:
-    """No payload: the records of [start, end) of `source_topic`/`source_partition`, staged for
-    (producer_id, batch_id, topic, partition)."""
+def routed_runs(
+    batches: Iterable[DecodedBatch], start: int, end: int
+) -> Iterator[DecodedBatch | list[DecodedBatch]]:
+    """How a routed copy of the records [start, end) is cut, in offset order: a batch kept whole
+    comes alone; the others come in runs holding at least MIN_RECORDS records of the range (the
+    last may hold fewer), each to be sliced to the range and joined into one batch. The one walk
+    of the SPU's copy and a sink task's."""
+    run: list[DecodedBatch] = []
+    records = 0
+    for batch in batches:
+        if kept_whole(batch.header, start, end):
+            if run:
+                yield run
+                run, records = [], 0
+            yield batch
+            continue
+        inside = min(batch.record_count, end - batch.base_offset) - max(0, start - batch.base_offset)
+        if inside <= 0:
+            continue
+        run.append(batch)
+        records += inside
+        if records >= MIN_RECORDS:
+            yield run
+            run, records = [], 0
+    if run:
+        yield run
 
-    producer_id: str
-    batch_id: int
-    topic: str
-    partition: int
-    source_topic: str
-    source_partition: int
-    start: int
-    end: int
-    writer: str = ""
-    attempt: int = 0
-    sequence: int | None = None
+
+def record_count(batch: Buffer) -> int:
+    """The number of records of the log batch `batch`, from its header."""
+    return int(HEADER.unpack_from(batch, 0)[-1])
+
+
+@lru_cache(maxsize=8)
+def _zero_deltas(count: int) -> bytes:
+    """`count` int64 zeros: every record stamped at the batch's first timestamp."""
+    return bytes(8 * count)
+
+
+def restamped(batch: memoryview, now_ms: int) -> list[Buffer]:
+    """`batch` as it is staged when routed: every record stamped `now_ms`, no producer field,
+    offset and epoch zero (the log assigns them at commit), CRC recomputed. Returned as parts (a
+    new header, the zeroed timestamp deltas, the rest of the batch as it is), so the body is
+    not copied.
+
+    The batch must be uncompressed (as every batch kept whole is): its timestamp deltas are then
+    the body's first section."""
+    header = check_batch(batch, crc=False)
+    if header.compression is not Compression.NONE:
+        raise ValueError("a routed batch must be uncompressed to be restamped")
+    count = header.record_count
+    head = bytearray(HEADER_SIZE)
+    fields = (header.attributes, header.last_offset_delta, now_ms, now_ms, NO_PRODUCER, count)
+    HEADER.pack_into(head, 0, 0, header.batch_length, 0, MAGIC, 0, *fields)
+    deltas = _zero_deltas(count)
+    rest = batch[HEADER_SIZE + len(deltas) :]
+    crc = crc32c.crc32c(rest, crc32c.crc32c(deltas, crc32c.crc32c(memoryview(head)[CRC_START:])))
+    _CRC.pack_into(head, CRC_POS, crc)
+    return [head, deltas, rest]

@@ -254,16 +254,7 @@ class Handlers:
         self._partitions.check_exists(tp)
         self._node.exactly_once.check_stage(req.producer_id, req.batch_id, tp)
         batches = split_batches(payload, verify=True)
-        accepted = self._txns.stage(
-            req.producer_id,
-            req.batch_id,
-            tp,
-            batches,
-            writer=req.writer,
-            attempt=req.attempt,
-            sequence=req.sequence,
-            owner=conn.id,
-        )
+        accepted = self._txns.stage_request(req, batches, owner=conn.id)
         await self._node.exactly_once.staged(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
 
@@ -273,16 +264,8 @@ class Handlers:
         """A follower keeps its leader's staging (dropped when the commit is copied, or expired)."""
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
-        self._txns.stage(
-            req.producer_id,
-            req.batch_id,
-            tp,
-            split_batches(payload, verify=True),
-            writer=req.writer,
-            attempt=req.attempt,
-            sequence=req.sequence,
-            owner=("copy", req.producer_id, req.batch_id, req.writer),
-        )
+        owner = ("copy", req.producer_id, req.batch_id, req.writer)
+        self._txns.stage_request(req, split_batches(payload, verify=True), owner=owner)
         return Reply()
 
     async def txn_commit(

@@ -27,25 +27,19 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 
 from contraflow.spu.node.exactly_once.transactions import TransactionCoordinator
 from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol.batch import (
-    CRC_POS,
-    CRC_START,
     HAS_HEADERS,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
     NO_HEADERS,
     DecodedBatch,
     encode_columns,
 )
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
-from contraflow.spu.protocol.idempotence import NO_PRODUCER
-from contraflow.spu.protocol.range_stage import MIN_RECORDS, TxnStageRangeRequest, kept_whole
+from contraflow.spu.protocol.messages import TxnStageRangeRequest
+from contraflow.spu.protocol.range_stage import record_count, restamped, routed_runs
 from contraflow.spu.rpc.server import Connection, Reply
 
 READ_BYTES = 8 << 20  # one read of the source partition
@@ -87,16 +81,7 @@ class RangeStager:
         )
         if not copied:  # retention removed the whole range
             return Reply({"staged": False, "batches": 0, "bytes": 0, "records": 0})
-        accepted = self._txns.stage(
-            req.producer_id,
-            req.batch_id,
-            dest,
-            copied,
-            writer=req.writer,
-            attempt=req.attempt,
-            sequence=req.sequence,
-            owner=conn.id,
-        )
+        accepted = self._txns.stage_request(req, copied, owner=conn.id)
         records = sum(record_count(b) for b in copied)
         size = sum(len(b) for b in copied)
         return Reply({"staged": accepted, "batches": len(copied), "bytes": size, "records": records})
@@ -120,45 +105,11 @@ class RangeStager:
 
 def staged_copies(batches: Iterable[DecodedBatch], start: int, end: int, now_ms: int) -> Iterator[bytearray]:
     """The log batches to stage for the records of `batches` in [start, end), in offset order."""
-    pending: list[_Columns] = []
-    records = 0
-    for batch in batches:
-        if kept_whole(batch.header, start, end):
-            if pending:
-                yield _joined(pending)
-                pending, records = [], 0
-            yield restamped(batch.buffer, now_ms)
-            continue
-        columns = _sliced(batch, start, end)
-        if columns is None:
-            continue
-        pending.append(columns)
-        records += columns.count
-        if records >= MIN_RECORDS:
-            yield _joined(pending)
-            pending, records = [], 0
-    if pending:
-        yield _joined(pending)
-
-
-def restamped(batch: memoryview, now_ms: int) -> bytearray:
-    """A copy of the uncompressed `batch` with every record stamped `now_ms`, no producer, offset
-    and epoch zero (the log assigns them at commit), CRC recomputed."""
-    out = bytearray(batch)
-    header = HEADER.unpack_from(out, 0)
-    attributes, last_delta, count = header[5], header[6], header[10]
-    HEADER.pack_into(
-        out, 0, 0, header[1], 0, MAGIC, 0, attributes, last_delta, now_ms, now_ms, NO_PRODUCER, count
-    )
-    out[HEADER_SIZE : HEADER_SIZE + 8 * count] = bytes(
-        8 * count
-    )  # timestamp deltas: the body's first section
-    out[CRC_POS : CRC_POS + 4] = crc32c.crc32c(memoryview(out)[CRC_START:]).to_bytes(4, "big")
-    return out
-
-
-def record_count(batch: bytes | bytearray | memoryview) -> int:
-    return int(HEADER.unpack_from(batch, 0)[-1])
+    for run in routed_runs(batches, start, end):
+        if isinstance(run, DecodedBatch):
+            yield bytearray().join(restamped(run.buffer, now_ms))
+        else:
+            yield _joined([columns for b in run if (columns := _sliced(b, start, end)) is not None])
 
 
 def _sliced(batch: DecodedBatch, start: int, end: int) -> _Columns | None:

@@ -84,16 +84,28 @@ class PartitionedCommits:
         await self._commits.copy_staging(tp, req, payload)
 
     async def commit(self, req: m.TxnCommitRequest) -> dict[str, Any]:
-        if req.topic is None or req.partition is None:
+        """Each named partition committed at this SPU, its leader; the first failure is raised
+        (the others stay committed: a retry commits only what is missing)."""
+        if not req.partitions:
             raise SpuError(
                 ErrorCode.INVALID_ARGUMENT,
-                "an SPU cluster commits one partition at a time, at its leader: name topic and partition",
+                "an SPU cluster commits partition by partition, at their leaders: name the partitions",
             )
-        tp = (req.topic, req.partition)
-        done = await self._commits.commit(req.producer_id, req.batch_id, tp, req.expected_batches)
-        return {"end_offsets": [[*tp, done.end_offset]], "already_committed": done.already_committed}
+        named = [((str(t), int(p)), int(n)) for t, p, n in req.partitions]
+        done = await asyncio.gather(
+            *(self._commits.commit(req.producer_id, req.batch_id, tp, n) for tp, n in named),
+            return_exceptions=True,
+        )
+        failed = next((d for d in done if isinstance(d, BaseException)), None)
+        if failed is not None:
+            raise failed
+        commits = [d for d in done if not isinstance(d, BaseException)]
+        return {
+            "end_offsets": listed({tp: c.end_offset for (tp, _), c in zip(named, commits, strict=True)}),
+            "already_committed": all(c.already_committed for c in commits),
+        }
 
     def ledger(self, producer_id: str, batch_id: int) -> dict[str, Any]:
         """What this SPU's led partitions say; the client asks every leader."""
         found, led = self._commits.ledger(producer_id, batch_id)
-        return {"end_offsets": listed(found), "led": [[t, p] for t, p in sorted(led)]}
+        return {"end_offsets": listed(found) if found else None, "led": [[t, p] for t, p in sorted(led)]}

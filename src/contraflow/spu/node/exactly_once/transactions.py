@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from contraflow.spu.node.exactly_once.journal import BatchLedger, Offsets
+from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 from contraflow.spu.protocol.topics import TopicPartition
 
@@ -195,6 +196,21 @@ class TransactionCoordinator:
             if not pending.batches():  # every partition taken: the batch's staging is over
                 del self._pending[(producer_id, batch_id)]
             return [b.data for b in taken]
+
+    def stage_request(
+        self, req: m.TxnStageRequest, batches: Sequence[bytes | memoryview], *, owner: Hashable
+    ) -> bool:
+        """`stage` as a stage request asks: its transaction, partition, writer, attempt and number."""
+        return self.stage(
+            req.producer_id,
+            req.batch_id,
+            (req.topic, req.partition),
+            batches,
+            writer=req.writer,
+            attempt=req.attempt,
+            sequence=req.sequence,
+            owner=owner,
+        )
 
     def staged_bytes(self, owner: Hashable) -> int:
         with self._lock:

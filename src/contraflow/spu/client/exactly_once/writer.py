@@ -7,7 +7,7 @@ stage requests (a resent request is a no-op on the SPU), identifies itself by
 writer name and attempt (a retried task replaces its failed attempt's staging),
 and counts its batches per partition so the commit can tell a complete batch
 from one whose staging was lost (then it fails, and the micro-batch is
-replayed); a cluster commits each partition at its leader with its count.
+replayed); each partition's leader commits it with its count (`commits`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Unpack
+from typing import TYPE_CHECKING, Unpack
 
-from contraflow.spu.client.sync import SpuClient
 from contraflow.spu.protocol.batch import RecordFields, encode_batch
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.rpc.client import Buffer
+
+if TYPE_CHECKING:  # the client's commits live in this package too: no import loop at run time
+    from contraflow.spu.client.sync import SpuClient
 
 
 @dataclass(frozen=True)
