@@ -8,11 +8,7 @@ micro-batches of up to 20k events, sinks writing whole fetches at once).
 The small size also runs an event-time pipeline on the same input (a late-tolerant
 tumbling window, a session window and a left join, on times that go back): its outputs and late errors
 are exactly those of one uninterrupted run, and late events show on `/metrics` per
-node (in the first run, and in the last exactly those it sent to `err`). The same stateful
-pipeline runs Python (issue 26): a `python::map` numbering each key's events in its state (one
-event makes it raise: an `err` event, and the rest flows) and a `python::batch` keeping a running
-total in its state; both states carry on across the SIGKILL and the restarts, so its outputs too
-are exactly one uninterrupted run's.
+node (in the first run, and in the last exactly those it sent to `err`).
 """
 
 from __future__ import annotations
@@ -27,8 +23,8 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from contraflow.lang.troy.compiler import compile_trickle_file
 from contraflow.pipeline.executor import PipelineExecutor
+from contraflow.pipeline.local import compile_query
 from contraflow.spu.api import LocalLog
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
@@ -53,38 +49,6 @@ define window visits from session with gap = 5, max_duration = 30, lateness = 5
 script event.n + 12 - event.n % 4 * 4 end;
 select {"visit": aggr::stats::count(), "last": aggr::win::last(event.n)} from in[visits] into out;
 """
-# Beside the event-time selects, in the same (stateful) pipeline: Python operators with state,
-# from the module next to the flow file.
-FAILING = 120  # the event the python::map raises on
-PYTHON_QUERY = """
-define operator numbered from python::map with module = "crash_udfs", function = "numbered" end;
-define operator total from python::batch with module = "crash_udfs", function = "running_total" end;
-create operator numbered;
-create operator total;
-select event from in into numbered;
-select event from numbered into total;
-select event from total into out;
-"""
-PYTHON_MODULE = f"""
-import pyarrow.compute as pc
-
-
-def numbered(event, ctx):
-    if event["n"] == {FAILING}:
-        raise ValueError("event {FAILING} fails")
-    numbers = ctx.state or {{}}
-    key = str(event["n"] % 3)
-    numbers[key] = numbers.get(key, 0) + 1
-    ctx.state = numbers
-    return {{"n": event["n"], "key": key, "number": numbers[key]}}
-
-
-def running_total(table, ctx):
-    totals = pc.add(pc.cumulative_sum(table["n"]), ctx.state or 0)
-    ctx.state = totals[-1].as_py()
-    return table.append_column("total", totals)
-"""
-STATEFUL_PIPELINE = EVENT_TIME_PIPELINE + PYTHON_QUERY
 
 
 @dataclass(frozen=True)
@@ -99,8 +63,6 @@ LARGE = Size(100_000, 20_000, 20_000)
 
 
 def flow_source(tmp: Path, capacity: int, event_time: bool) -> str:
-    if event_time:
-        (tmp / "crash_udfs.py").write_text(PYTHON_MODULE)
     return f"""
 define flow crash
 args
@@ -126,7 +88,7 @@ def event_time_flow(tmp: Path) -> str:
     return f"""
   define pipeline event_time
   pipeline
-{STATEFUL_PIPELINE}
+{EVENT_TIME_PIPELINE}
   end;
   define connector event_time_out from log with codec = "json", config = {{"topic": "{EVENT_TIME_TOPICS["out"]}"}} end;
   define connector event_time_err from log with codec = "json", config = {{"topic": "{EVENT_TIME_TOPICS["err"]}"}} end;
@@ -181,31 +143,14 @@ def log_records(data_dir: Path, topic: str) -> list[Any]:
 
 def uninterrupted(tmp: Path) -> dict[str, list[Any]]:
     """What the event-time pipeline gives on the whole input (`tmp`/in.jsonl) in one run and one
-    batch of the executor, ingest times 0, 1, 2, ... (its Python module is in `tmp`, next to the
-    query file)."""
-    query = tmp / "event_time.trickle"
-    query.write_text(STATEFUL_PIPELINE)
+    batch of the executor, ingest times 0, 1, 2, ..."""
     values = (tmp / "in.jsonl").read_bytes().splitlines()
-    columns = PipelineExecutor(compile_trickle_file(query)).process_values(
+    columns = PipelineExecutor(compile_query(EVENT_TIME_PIPELINE)).process_values(
         "in", values, None, list(range(len(values)))
     )
     return {
         port: [orjson.loads(value) for value in columns.get(port, ([], []))[0]] for port in ("out", "err")
     }
-
-
-def python_made(outputs: list[Any]) -> list[Any]:
-    """The outputs of the Python operators, in order (their place among the others' depends on
-    where micro-batches end: the batch operator emits at the end of each)."""
-    return [e for e in outputs if "total" in e]
-
-
-def others(outputs: list[Any]) -> list[Any]:
-    return [e for e in outputs if "total" not in e]
-
-
-def late_errors(errors: list[Any]) -> list[Any]:
-    return [e for e in errors if e.get("late")]
 
 
 def late_events_shown(api: str) -> Counter[str]:
@@ -242,7 +187,7 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     kept = tmp_path / "kept.jsonl"
 
     first = RunProcess(flow, data_dir, tmp_path, tmp_path / "run1.log", api=api)
-    want = uninterrupted(tmp_path) if event_time else {}  # while the runtime starts
+    want = uninterrupted(tmp_path) if event_time else {}  # once, while the runtime starts
     if api:
         first.wait_until(first.running, 150, "the first run to start")
         deployed = httpx.post(f"http://{api}/v1/flows", content=KEPT_FLOW.replace("KEPT_PATH", str(kept)))
@@ -251,7 +196,7 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     first.wait_until(lambda: delivered() >= size.step, 150, "the first events")
     if event_time:  # its sinks may start later than the other pipeline's; both nodes meet late events
         first.wait_until(lambda: len(read_events(tmp_path / "event_time.jsonl")) >= 100, 150, "joins")
-        nodes = {e["node"] for e in late_errors(want["err"])}  # join, windows
+        nodes = {e["node"] for e in want["err"]}  # the join and the windows
         first.wait_until(lambda: set(late_events_shown(str(api))) == nodes, 150, "late events on /metrics")
     first.kill()
     killed_at = delivered()
@@ -271,13 +216,13 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     # Quiescence drained what the source had read: the log sink holds the same events as the file.
     assert set(log_values(data_dir)) == {e["n"] for e in read_events(out)}
 
-    late_before = len(late_errors(log_records(data_dir, EVENT_TIME_TOPICS["err"]))) if event_time else 0
+    late_before = len(log_records(data_dir, EVENT_TIME_TOPICS["err"])) if event_time else 0
 
     third = RunProcess(flow, data_dir, tmp_path, tmp_path / "run3.log", api=api)
     third.wait_until(third.running, 150, "the third run to start")
     third.wait_until(lambda: {e["n"] for e in read_events(out)} >= set(range(events)), 150, "every event")
     if event_time:
-        late_this_run = len(late_errors(want["err"])) - late_before
+        late_this_run = len(want["err"]) - late_before
 
         def all_late_shown() -> bool:
             return late_events_shown(str(api)).total() == late_this_run
@@ -286,18 +231,10 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
         shown = late_events_shown(str(api))
     assert third.terminate() == 0, third.tail()
     if event_time:  # exactly once, as one run gave them, and the last run's late events counted
-        written = log_records(data_dir, EVENT_TIME_TOPICS["out"])
-        assert others(written) == others(want["out"])
-        # the Python states carried on: every key's numbers and the running total have no gap
-        assert python_made(written) == python_made(want["out"])
-        assert len(python_made(written)) == events - 1
+        assert log_records(data_dir, EVENT_TIME_TOPICS["out"]) == want["out"]
         errors = log_records(data_dir, EVENT_TIME_TOPICS["err"])
-        assert errors == want["err"]
-        failed = [e for e in errors if not e.get("late")]  # the map's exception, the rest flowed
-        assert [(e["type"], e["node"], e["event"]["n"]) for e in failed] == [
-            ("ValueError", "numbered", FAILING)
-        ]
-        assert shown == Counter(e["node"] for e in late_errors(errors)[late_before:])
+        assert errors == want["err"] and all(e["late"] for e in errors)
+        assert shown == Counter(e["node"] for e in errors[late_before:])
 
     in_file = Counter(e["n"] for e in read_events(out))
     assert set(in_file) == set(range(events))  # at least once
