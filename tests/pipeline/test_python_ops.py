@@ -81,6 +81,31 @@ def test_an_exception_becomes_an_err_event_and_the_rest_flows() -> None:
     assert error["position"].endswith("pyops_udfs.py:17")
 
 
+def test_a_lone_map_runs_a_batch_in_its_own_loop_as_event_by_event() -> None:
+    """In -> map -> out: `process_values` calls the function in one loop over the batch (no item
+    per event); outputs, metadata, drops, errors (the function's, bad JSON) and state are those of
+    the per-event path, per port in order."""
+    graph = compile_query(
+        operator("score", "map", "count_per_key", '{"weight": 2}')
+        + "select event from in into score; select event from score into out;"
+    )
+    events = [{"key": k, "n": n} for n, k in enumerate("abcab")]
+    events[1]["fail"], events[3]["skip"] = True, True
+    values = [orjson.dumps(e) for e in events] + [b"{not json", orjson.dumps({"key": "a", "n": 7})]
+    metas: list[dict[str, Any] | None] = [None, {"m": 1}, {"m": 2}, None, None, None, {"m": 3}]
+    loop, per_event = PipelineExecutor(graph), PipelineExecutor(graph)
+    assert "in" in loop._direct_maps  # the map's own loop, not the push chain
+    columns = loop.process_values("in", values, [dict(m) if m else None for m in metas], 5)
+    traced = per_event.process_values_traced("in", values, metas, [5] * len(values))
+    for port in ("out", "err"):
+        assert columns[port] == (
+            [v for p, v in zip(traced.ports, traced.values, strict=True) if p == port],
+            [m for p, m in zip(traced.ports, traced.metas, strict=True) if p == port],
+        )
+    assert len(columns["out"][0]) == 4 and len(columns["err"][0]) == 2
+    assert loop.snapshot() == per_event.snapshot() == {"score": {"a": 2, "c": 1, "b": 1}}
+
+
 def test_a_result_that_is_not_json_is_an_err_event() -> None:
     graph = compile_query(
         operator("bad", "map", "not_json") + "select event from in into bad; select event from bad into out;"

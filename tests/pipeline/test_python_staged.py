@@ -14,7 +14,7 @@ import pytest
 from contraflow.pipeline.columnar.parse import parsed_from_table
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
-from contraflow.pipeline.python.staged import StagedPlan, columnar_plan
+from contraflow.pipeline.python.staged import BATCH_ERR, StagedPlan, columnar_plan
 from contraflow.pipeline.python.state_use import reaches_state, settle_batch_state
 from tests.pipeline.python_modules import pyops_udfs
 
@@ -133,6 +133,42 @@ def test_a_failing_batch_in_a_staged_plan_sends_each_event_to_err() -> None:
     traced = plan.run(None, pa.array(values, pa.binary()), None, [0, 0, 0])
     assert (traced.ports, traced.sources) == (expected.ports, expected.sources) == (["err", "err"], [0, 2])
     assert [orjson.loads(v) for v in traced.values] == [orjson.loads(v) for v in expected.values]
+
+
+@pytest.mark.parametrize("first", [1, -1], ids=["outputs", "failed-batch"])
+def test_a_batch_with_its_err_port_connected_runs_staged_with_the_executors_outputs(first: int) -> None:
+    """The err events of a batch node (its function raising for the batch, a row that is not a
+    record) run through what is connected to its err port as one more stage, before its outputs
+    do: the per-event executor's outputs, order, sources and metadata."""
+    graph = settle_batch_state(
+        compile_query(
+            batch("check", "fail_on_negative")
+            + batch("double", "add_double", '{"factor": 2}')
+            + "select event from in into check;\n"
+            + "select event from check into double;\n"
+            + 'select {"failed": event.event, "why": event.error, "node": event.node} from check/err into out;\n'
+            + "select event.event from check/err into double;\n"
+            + "select event from double into out;\n"
+        )
+    )
+    plan = columnar_plan(graph, "in")
+    assert isinstance(plan, StagedPlan) and BATCH_ERR + "check" in plan.plans
+    values = [orjson.dumps({"n": n}) for n in (first, 7, 3)] + [b"[4]", orjson.dumps({"n": 9})]
+    metas: list[dict[str, Any] | None] = [None, {"m": 1}, None, None, None]
+    ingest = list(range(10, 15))
+    expected = PipelineExecutor(graph).process_values_traced("in", values, metas, ingest)
+    traced = plan.run(None, pa.array(values, pa.binary()), metas, ingest)
+    assert (traced.ports, traced.sources, traced.metas) == (expected.ports, expected.sources, expected.metas)
+    assert [orjson.loads(v) for v in traced.values] == [orjson.loads(v) for v in expected.values]
+    failed = [(e["failed"], e["why"], e["node"]) for e in map(orjson.loads, traced.values) if "failed" in e]
+    not_a_record = ([4], "python::batch takes record events only", "check")
+    if first < 0:  # also every event of the failed batch, each with its own event and the exception
+        assert failed == [not_a_record] + [({"n": n}, "negative n in batch", "check") for n in (-1, 7, 3, 9)]
+    else:
+        assert failed == [not_a_record]
+    # either way the same events reach the second batch node
+    doubles = [e["double"] for e in map(orjson.loads, traced.values) if "double" in e]
+    assert sorted(doubles) == sorted(2 * n for n in (first, 7, 3, 9))
 
 
 def test_a_result_column_is_read_as_parsed_only_where_its_json_text_would_read_the_same() -> None:

@@ -27,8 +27,9 @@ from orjson import dumps
 from contraflow.events import Event, encode_value
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.script.stdlib.system_ import INGEST_CLOCK
-from contraflow.pipeline.base import Context, Push
+from contraflow.pipeline.base import Context, Push, drop
 from contraflow.pipeline.item import UNDECODED, Item
+from contraflow.pipeline.python.runners import PythonMap
 from contraflow.pipeline.wiring import WiredGraph
 
 # Events per step of the batch loop: emitted items are turned into bytes after each step,
@@ -87,6 +88,7 @@ class PipelineExecutor:
         self._wired = WiredGraph(graph, self.ctx, outputs)
         self._inputs = self._wired.inputs
         self._passthrough = self._pure_routing()
+        self._direct_maps = self._direct_python_maps()
 
     @property
     def signals(self) -> dict[str, Any]:
@@ -183,6 +185,9 @@ class PipelineExecutor:
         emitted = self._emitted
         emitted.clear()
         columns: dict[str, Columns] = {}
+        direct = self._direct_maps.get(port)
+        if direct is not None:
+            return self._map_only(direct, values, metas, ingest_ns)
         chunk = _CHUNK
         # Every event allocates containers that refcounting frees at once (values are trees, never
         # cycles); the cyclic collector would only keep rescanning the long-lived node state.
@@ -271,6 +276,43 @@ class PipelineExecutor:
                 return None
             routes[port] = target
         return routes
+
+    def _direct_python_maps(self) -> dict[str, tuple[PythonMap, str]]:
+        """Input port -> (its python::map, the output port it emits to) where the map is all there
+        is between the two (identity nodes aside) and its errors go to an output port or nowhere:
+        a batch entering there runs in the map's own loop (`PythonMap.map_values`)."""
+        sinks = {push: port for port, push in self._outputs.items()}
+        direct: dict[str, tuple[PythonMap, str]] = {}
+        for port, push in self._inputs.items():
+            runner = getattr(push, "__self__", None)
+            if (
+                isinstance(runner, PythonMap)
+                and runner.out in sinks
+                and (runner.err is drop or (runner.err in sinks and runner.err is not runner.out))
+            ):
+                direct[port] = (runner, sinks[runner.out])
+        return direct
+
+    def _map_only(
+        self,
+        direct: tuple[PythonMap, str],
+        values: list[bytes],
+        metas: list[dict[str, Any] | None] | None,
+        ingest_ns: list[int] | int,
+    ) -> dict[str, Columns]:
+        """`process_values` through a lone python::map (see `_direct_python_maps`); its errors
+        reach `emitted` through its `err` push as in the per-event path."""
+        runner, out_port = direct
+        columns: dict[str, Columns] = {}
+        out: Columns = ([], [])
+        if values:
+            self.ctx.now_ns = ingest_ns[-1] if isinstance(ingest_ns, list) else ingest_ns
+        with no_cyclic_gc():
+            runner.map_values(values, metas, out)
+            _collect(self._emitted, columns)
+        if out[0]:
+            columns[out_port] = out
+        return columns
 
     def _route_only(
         self, port: str, values: list[bytes], metas: list[dict[str, Any] | None] | None

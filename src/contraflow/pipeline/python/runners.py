@@ -8,6 +8,7 @@ message, the operator and the original event (each event of the batch, for `pyth
 from __future__ import annotations
 
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contraflow.events import encode_value
+from contraflow.events import decode_value, encode_value
 from contraflow.lang.graph import Node, OperatorSpec
 from contraflow.pipeline.base import Context, NodeRunner, error_item
-from contraflow.pipeline.item import UNDECODED, Item, decode
+from contraflow.pipeline.item import BYTES_MARK, UNDECODED, Item, decode, loads
 from contraflow.pipeline.python.modules import UserFunction, load_function
 from contraflow.pipeline.python.tables import record_rows, records_table, result_table, table_values
 
@@ -104,6 +105,41 @@ class PythonMap(PythonOperator):
             self.err(self.user_error([value, meta, item[2]], exc))
             return
         self.out([result, context.meta or None, encoded])
+
+    def map_values(
+        self,
+        values: Sequence[bytes],
+        metas: Sequence[dict[str, Any] | None] | None,
+        out: tuple[list[bytes], list[bytes | None]],
+    ) -> None:
+        """`push` for a whole batch of channel values, its outputs appended to `out` (bytes and
+        packed metadata) rather than pushed on: one loop, no item built per event. For a map whose
+        `out` is an output port of the pipeline and whose errors go to one or nowhere (see
+        `PipelineExecutor.process_values`); errors are pushed to `err` as `push` does."""
+        function, context = self.function, self.context
+        out_values, out_metas = out
+        add_value, add_meta = out_values.append, out_metas.append
+        for row, raw in enumerate(values):
+            meta = metas[row] if metas is not None else None
+            if meta is None:
+                meta = {}
+            try:
+                value = loads(raw) if BYTES_MARK not in raw else decode_value(raw)
+            except ValueError as exc:
+                self.fail([UNDECODED, meta, raw], exc)
+                continue
+            context.meta = meta
+            try:
+                result = function(value, context)
+                if result is None:
+                    continue
+                encoded = encode_value(result)
+            except Exception as exc:
+                self.err(self.user_error([value, meta, raw], exc))
+                continue
+            add_value(encoded)
+            meta = context.meta
+            add_meta(encode_value(meta) if meta else None)
 
 
 class PythonBatch(PythonOperator):

@@ -13,9 +13,12 @@ per-event executor, as in `ColumnarPlan`.
 Outputs leave as the per-event executor emits them: the first plan's outputs in its order, then,
 batch node by batch node, its err events and what its outputs made downstream. Each output is
 traced to the input row it came from, and `StagedTraced.text_column` evaluates a later stage's
-expressions with the plan that made the output. Only batch nodes without state (see
-`contraflow.pipeline.python.state_use`) and with nothing connected to their `err` port (their
-errors go to the pipeline's `err` output) are staged; otherwise the graph keeps the executor.
+expressions with the plan that made the output. A batch node's `err` port, when something is
+connected to it, is one more input port (`BATCH_ERR` + name): its err events (built per failed
+row, as the executor builds them) run through the plan from there, before its outputs do, as the
+executor pushes them on before the outputs; otherwise they go to the pipeline's `err` output.
+Only batch nodes without state (see `contraflow.pipeline.python.state_use`) are staged; a graph
+holding one with state keeps the executor.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from contraflow.pipeline.python.runners import NOT_A_RECORD, BatchOutcome, Pytho
 
 BATCH_IN = "python::batch in:"
 BATCH_OUT = "python::batch out:"
+BATCH_ERR = "python::batch err:"
 # Where each output row of a `StagedTraced` was made: the stage's number and its row there.
 STAGE_COLUMN = "stage"
 LOCAL_COLUMN = "local"
@@ -61,28 +65,38 @@ def _is_batch(node: Node) -> bool:
 
 def staged_graph(graph: PipelineGraph, names: list[str]) -> PipelineGraph:
     """`graph` with each batch node `name` replaced by output port `BATCH_IN + name` (what enters
-    it) and input port `BATCH_OUT + name` (what leaves it on `out`)."""
+    it), input port `BATCH_OUT + name` (what leaves it on `out`) and, if its `err` port is
+    connected, input port `BATCH_ERR + name` (what leaves it there)."""
     nodes = {name: node for name, node in graph.nodes.items() if name not in names}
     edges = []
     for edge in graph.edges:
-        from_node, to_node = edge.from_node, edge.to_node
+        from_node, from_port, to_node = edge.from_node, edge.from_port, edge.to_node
         if from_node in names:
-            from_node = BATCH_OUT + from_node
+            from_node = (BATCH_ERR if from_port == "err" else BATCH_OUT) + from_node
+            from_port = "out"
         if to_node in names:
-            edges.append(Edge(from_node, edge.from_port, BATCH_IN + to_node, "in"))
+            edges.append(Edge(from_node, from_port, BATCH_IN + to_node, "in"))
         else:
-            edges.append(Edge(from_node, edge.from_port, to_node, edge.to_port))
+            edges.append(Edge(from_node, from_port, to_node, edge.to_port))
     for name in names:
         nodes[BATCH_IN + name] = Node(BATCH_IN + name, "output", inputs=["in"], outputs=[])
         nodes[BATCH_OUT + name] = Node(BATCH_OUT + name, "input", inputs=[], outputs=["out"])
+    erring = err_connected(graph, names)
+    for name in erring:
+        nodes[BATCH_ERR + name] = Node(BATCH_ERR + name, "input", inputs=[], outputs=["out"])
     return replace(
         graph,
         name=f"{graph.name}/staged",
-        inputs=[*graph.inputs, *(BATCH_OUT + n for n in names)],
+        inputs=[*graph.inputs, *(BATCH_OUT + n for n in names), *(BATCH_ERR + n for n in erring)],
         outputs=[*graph.outputs, *(BATCH_IN + n for n in names)],
         nodes=nodes,
         edges=list(dict.fromkeys(edges)),
     )
+
+
+def err_connected(graph: PipelineGraph, names: list[str]) -> list[str]:
+    """The batch nodes among `names` with something connected to their `err` port."""
+    return [name for name in names if any(e.from_node == name and e.from_port == "err" for e in graph.edges)]
 
 
 def columnar_plan(
@@ -141,11 +155,16 @@ class StagedPlan:
     @classmethod
     def compile(cls, graph: PipelineGraph, port: str, also_read: Sequence[Any] = ()) -> StagedPlan | None:
         names = batch_nodes(graph)
-        if graph.stateful or any(edge.from_node in names and edge.from_port != "out" for edge in graph.edges):
+        if graph.stateful:
             return None
         staged = staged_graph(graph, names)
         plans = {}
-        for start in (port, *(BATCH_OUT + name for name in names)):
+        starts = (
+            port,
+            *(BATCH_OUT + name for name in names),
+            *(BATCH_ERR + n for n in err_connected(graph, names)),
+        )
+        for start in starts:
             plan = ColumnarPlan.compile(staged, start, also_read, unread=True)
             if plan is None:
                 return None
@@ -223,13 +242,15 @@ class _Run:
     def _errors(
         self, batch: PythonBatch, outcome: BatchOutcome, values: pa.Array, metas: pa.Array, sources: pa.Array
     ) -> None:
-        """The batch node's err events (rows that are not records, then a failed call's rows)."""
+        """The batch node's err events (rows that are not records, then a failed call's rows): run
+        through the plan after its `err` port if one is connected, else to the pipeline's err."""
         failures: list[tuple[int, BaseException, bool]] = [
             (row, TypeError(NOT_A_RECORD), False) for row in outcome.not_records
         ]
         if outcome.error is not None:
             failures += [(row, outcome.error, True) for row in outcome.failed]
-        if not failures or self.plan.err_port is None:
+        plan = self.plan.plans.get(BATCH_ERR + batch.name)
+        if not failures or (plan is None and self.plan.err_port is None):
             return
         errors = []
         for row, exc, raised in failures:
@@ -237,6 +258,14 @@ class _Run:
             item: Item = [UNDECODED, orjson.loads(packed) if packed else None, values[row].as_py()]
             errors.append(batch.user_error(item, exc) if raised else error_item(batch.name, item, exc))
         rows = pa.array([row for row, _, _ in failures], pa.int64())
+        if plan is not None:
+            origins = sources.take(rows)
+            encoded = pa.array([encode_value(e[0]) for e in errors], pa.binary())
+            times = self.ingest.take(origins).to_pylist()
+            error_metas = [e[1] for e in errors]
+            traced = plan.run(self.plan.executor, encoded, error_metas if any(error_metas) else None, times)
+            self.stage(traced, origins)
+            return
         count = len(rows)
         piece = pa.RecordBatch.from_arrays(
             [
