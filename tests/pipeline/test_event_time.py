@@ -214,7 +214,7 @@ def partitioned(steps: list[tuple[int, str, str, int]], ahead: int) -> list[dict
     return events
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(PARTITIONED_STEPS, st.integers(0, 100))
 def test_partitions_read_at_their_own_pace_make_no_event_late(
     steps: list[tuple[int, str, str, int]], ahead: int
@@ -239,7 +239,7 @@ def test_partitions_read_at_their_own_pace_make_no_event_late(
         assert len(emitted) == len(set(emitted))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(PARTITIONED_STEPS, st.integers(0, 100), st.integers(0, 40))
 def test_a_move_with_partitions_and_idle_ones_changes_nothing(
     steps: list[tuple[int, str, str, int]], ahead: int, split: int
