@@ -14,6 +14,7 @@ from contraflow.events import Event
 from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
+from contraflow.pipeline.watermark import IDLE_AFTER_NS
 
 GRAPH = compile_query(
     """
@@ -33,24 +34,31 @@ GRAPH = compile_query(
 STEPS = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 120)), min_size=1, max_size=40)
 
 
-def run(executor: PipelineExecutor, events: list[dict[str, Any]], first_id: int) -> list[tuple[str, Any]]:
-    """Feed `events` (numbered from `first_id` as `id`, ingested at that number); returns the outputs."""
+def run(
+    executor: PipelineExecutor, events: list[dict[str, Any]], first_id: int, ingest_step: int = 1
+) -> list[tuple[str, Any]]:
+    """Feed `events` (numbered from `first_id` as `id`, ingested at that number times
+    `ingest_step`, read from input partition `p` if they name one); returns the outputs."""
     out = []
     for number, event in enumerate(events, first_id):
         raw = orjson.dumps({"id": number, **event})
-        out += [(p, e.decoded) for p, e in executor.process("in", Event.from_raw(raw), number)]
+        source = f"p{event['p']}" if "p" in event else None
+        emitted = executor.process("in", Event.from_raw(raw), number * ingest_step, source)
+        out += [(p, e.decoded) for p, e in emitted]
     return out
 
 
-def assert_a_move_changes_nothing(graph: Any, events: list[dict[str, Any]], split: int) -> None:
+def assert_a_move_changes_nothing(
+    graph: Any, events: list[dict[str, Any]], split: int, ingest_step: int = 1
+) -> None:
     """Stopping after `split` events, shipping the state as JSON and going on elsewhere = one run."""
     split = min(split, len(events))
-    whole = run(PipelineExecutor(graph), events, 0)
+    whole = run(PipelineExecutor(graph), events, 0, ingest_step)
     first = PipelineExecutor(graph)
-    head = run(first, events[:split], 0)
+    head = run(first, events[:split], 0, ingest_step)
     second = PipelineExecutor(graph)
     second.restore(orjson.loads(orjson.dumps(first.snapshot())))
-    assert head + run(second, events[split:], split) == whole
+    assert head + run(second, events[split:], split, ingest_step) == whole
 
 
 def keyed(steps: list[tuple[str, int]]) -> list[dict[str, Any]]:
@@ -183,6 +191,78 @@ def test_in_order_input_gives_every_matching_pair_once(steps: list[tuple[str, st
         if other != side and other_key == key and time - other_time <= 5
     ]
     assert sorted(out) == sorted(want)
+
+
+# (input partition, side, key, how far the partition's event time moves on): each partition's
+# times only go forward, at its own pace.
+PARTITIONED_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1]), st.sampled_from(["o", "p"]), st.sampled_from(["a", "b"]), st.integers(0, 9)
+    ),
+    max_size=40,
+)
+
+
+def partitioned(steps: list[tuple[int, str, str, int]], ahead: int) -> list[dict[str, Any]]:
+    """Events of two input partitions, partition 1 starting `ahead` in event time. Each partition
+    is first heard of at its start (a partition counts from its first event on)."""
+    clocks = {0: 0, 1: ahead}
+    events = [{"p": 0, "side": "o", "k": "a", "t": 0}, {"p": 1, "side": "p", "k": "b", "t": ahead}]
+    for partition, side, key, step in steps:
+        clocks[partition] += step
+        events.append({"p": partition, "side": side, "k": key, "t": clocks[partition]})
+    return events
+
+
+@settings(max_examples=15, deadline=None)
+@given(PARTITIONED_STEPS, st.integers(0, 100))
+def test_partitions_read_at_their_own_pace_make_no_event_late(
+    steps: list[tuple[int, str, str, int]], ahead: int
+) -> None:
+    """Each partition in time order, one far ahead of the other, interleaved anyhow: the
+    watermarks follow the slower partition, so no event is late, the join gives every matching
+    pair and every window event is emitted at most once."""
+    events = partitioned(steps, ahead)
+    joins = run(PipelineExecutor(JOIN), events, 0)
+    windows = run(PipelineExecutor(GRAPH), events, 0)
+    assert [v for port, v in joins + windows if port == "err"] == []
+    want = sorted(
+        [i, j] if event["side"] == "o" else [j, i]
+        for i, event in enumerate(events)
+        for j, other in enumerate(events)
+        if event["side"] != other["side"] and event["k"] == other["k"] and abs(event["t"] - other["t"]) <= 5
+        if i < j
+    )
+    assert sorted(v for _, v in joins if isinstance(v, list)) == want
+    for kind in ("tumbling", "session"):
+        emitted = [i for port, v in windows if v["w"] == kind for i in v["ids"]]
+        assert len(emitted) == len(set(emitted))
+
+
+@settings(max_examples=15, deadline=None)
+@given(PARTITIONED_STEPS, st.integers(0, 100), st.integers(0, 40))
+def test_a_move_with_partitions_and_idle_ones_changes_nothing(
+    steps: list[tuple[int, str, str, int]], ahead: int, split: int
+) -> None:
+    """With an ingest-time gap of a third of IDLE_AFTER_NS between events, a partition that
+    delivers nothing for three events is forgotten: the move keeps that too."""
+    events = partitioned(steps, ahead)
+    for graph in (GRAPH, JOIN):
+        assert_a_move_changes_nothing(graph, events, split, IDLE_AFTER_NS // 3)
+
+
+def test_an_idle_partition_stops_holding_the_watermark() -> None:
+    """Partition 1 runs ahead; its events move the watermark only once partition 0 has delivered
+    nothing for IDLE_AFTER_NS of ingest time."""
+    executor = PipelineExecutor(GRAPH)
+
+    def feed(partition: str, time: int, ingest_ns: int) -> list[Any]:
+        raw = orjson.dumps({"id": time, "k": "a", "t": time})
+        emitted = executor.process("in", Event.from_raw(raw), ingest_ns, partition)
+        return [e.decoded["ids"] for _, e in emitted if e.decoded["w"] == "tumbling"]
+
+    assert feed("p0", 5, 0) == feed("p1", 50, 1) == feed("p1", 61, IDLE_AFTER_NS) == []
+    assert feed("p1", 66, IDLE_AFTER_NS + 1) == [[5], [50]]  # the watermark is now 66 - 6
 
 
 def test_windows_closed_by_the_watermark_need_no_timers() -> None:

@@ -46,6 +46,12 @@ def late_nodes(graph: PipelineGraph) -> list[str]:
     return sorted(name for name, node in graph.nodes.items() if _calls_late(node))
 
 
+def follows_watermarks(graph: PipelineGraph) -> bool:
+    """True if a node of `graph` (nested pipelines included) follows a watermark: it then needs
+    each event's input partition (see `contraflow.pipeline.watermark`)."""
+    return any_node(graph, _calls_late)
+
+
 def _calls_late(node: Node) -> bool:
     spec = node.spec
     if isinstance(spec, SelectSpec):

@@ -33,15 +33,19 @@ class Context:
     `source` is the input position the event being pushed came from, where the caller traces
     outputs to inputs (`process_values_traced`); `on_emit` is then told whenever a batching node
     pushes an output of another input (see `emit_from`).
+    `partition` names the input partition the event being processed was read from (on Spark
+    topic/partition, else the input port): watermarks follow each one's progress
+    (see `contraflow.pipeline.watermark`).
     """
 
-    __slots__ = ("now_ns", "signals", "source", "on_emit")
+    __slots__ = ("now_ns", "signals", "source", "on_emit", "partition")
 
     def __init__(self) -> None:
         self.now_ns = 0
         self.signals: dict[str, Any] = {}
         self.source = -1
         self.on_emit: Callable[[int], None] | None = None
+        self.partition = ""
 
     def emit_from(self, source: int) -> None:
         """A batching node is about to push an output that came from input position `source`."""

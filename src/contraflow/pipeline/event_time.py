@@ -2,9 +2,11 @@
 
 Tremor closes a time window when the first event past its end arrives, so an
 out-of-order event lands in whatever window is open. A window with `lateness`
-(or a session window) follows a watermark instead: the highest event time seen
-by this select minus `lateness`, one per select (as Spark's is global, not per
-group). A window is emitted once the watermark reaches its end, in the order of
+(or a session window) follows a watermark instead, one per select (as Spark's
+is global, not per group): the smallest, over the input partitions feeding the
+select, of the highest event time each delivered, minus `lateness` (see
+`contraflow.pipeline.watermark`: a partition read behind another makes no
+event late). A window is emitted once the watermark reaches its end, in the order of
 the ends (groups in the order they were scheduled); an event whose window has
 already been reached is *late*: it raises `LateEvent` (the select sends it to
 `err`) and is counted in `late`.
@@ -36,7 +38,9 @@ from typing import Any
 from contraflow.lang.graph import PipelineGraph, WindowSpec
 from contraflow.lang.script.aggr import Aggregate
 from contraflow.lang.script.compiler import CompiledSelect
+from contraflow.pipeline.base import Context
 from contraflow.pipeline.grouping import group_key
+from contraflow.pipeline.watermark import Watermark
 from contraflow.pipeline.windows import Group, Windows, window_group_key
 
 
@@ -90,12 +94,15 @@ class TimedGroup(Group):
 
 
 class WatermarkWindows(Windows):
-    """What aligned and session windows share: the watermark, the schedule, late events, state."""
+    """What aligned and session windows share: the watermark, the schedule, late events, state.
+
+    `ctx` is the executor's context: it names the input partition of each event."""
 
     def __init__(
-        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str
+        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str, ctx: Context
     ) -> None:
         super().__init__(specs, select, graph, node)
+        self.ctx = ctx
         self.spec = specs[0]
         self.name = self.spec.name
         self.lateness = self.spec.lateness_ns or 0
@@ -103,13 +110,13 @@ class WatermarkWindows(Windows):
         self.clock_interval = None
         self.timed: dict[Any, TimedGroup] = {}
         self.groups = self.timed  # type: ignore[assignment]  # `win::cardinality()` counts them
-        self.max_seen: int | None = None
+        self.progress = Watermark(self.lateness)
         self.schedule: list[tuple[int, int, Any]] = []  # (due, seq, group key), a heap
         self.seq = 0
         self.late = 0
 
     def watermark(self) -> int | None:
-        return None if self.max_seen is None else self.max_seen - self.lateness
+        return self.progress.mark
 
     def on_event(
         self,
@@ -126,6 +133,7 @@ class WatermarkWindows(Windows):
         watermark = self.watermark()
         if watermark is not None and self._is_late(group, time, watermark):
             self.late += 1
+            self.progress.observe(0, self.ctx, time)  # its partition is active again
             raise LateEvent(self.name, time, watermark)
         if group is None:
             if self.max_groups is not None and len(self.timed) >= self.max_groups:
@@ -138,8 +146,7 @@ class WatermarkWindows(Windows):
             if not group.panes:  # a new group whose first event failed in an aggregate
                 del self.timed[key]
         self._reschedule(key, group)
-        if self.max_seen is None or time > self.max_seen:
-            self.max_seen = time
+        self.progress.observe(0, self.ctx, time)
         self._fire(event, meta, emitted)
 
     def _fire(self, event: Any, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]) -> None:
@@ -205,10 +212,10 @@ class WatermarkWindows(Windows):
     # --- state -----------------------------------------------------------------------------------
 
     def snapshot(self) -> Any:
-        if not self.timed and self.max_seen is None and not self.dropped and not self.late:
+        if not self.timed and not self.progress.seen() and not self.dropped and not self.late:
             return None
         return {
-            "max_seen": self.max_seen,
+            "watermark": self.progress.snapshot(),
             "late": self.late,
             "dropped": self.dropped,
             "seq": self.seq,
@@ -226,11 +233,12 @@ class WatermarkWindows(Windows):
     def restore(self, state: Any) -> None:
         self.timed.clear()
         self.schedule = []
-        self.max_seen, self.late, self.dropped, self.seq = None, 0, 0, 0
+        self.late, self.dropped, self.seq = 0, 0, 0
+        self.progress.restore(state and state.get("watermark"), state and state.get("max_seen"))
         if state is None:
             return
         calls = self.select.aggregates
-        self.max_seen, self.late, self.dropped = state["max_seen"], state["late"], state["dropped"]
+        self.late, self.dropped = state["late"], state["dropped"]
         for dims, upto, seq, panes in state["groups"]:
             group = self.timed[group_key(dims)] = TimedGroup(dims)
             group.upto = upto
@@ -247,9 +255,9 @@ class AlignedWindows(WatermarkWindows):
     """Tumbling or sliding time windows with `lateness`, aligned to multiples of their length/slide."""
 
     def __init__(
-        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str
+        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str, ctx: Context
     ) -> None:
-        super().__init__(specs, select, graph, node)
+        super().__init__(specs, select, graph, node, ctx)
         assert self.spec.interval_ns is not None, "lateness needs `interval` (checked when compiling)"
         self.length = self.spec.interval_ns
         self.slide = self.spec.slide if self.spec.kind == "sliding" and self.spec.slide else self.length
@@ -308,9 +316,9 @@ class SessionWindows(WatermarkWindows):
     """Session windows: per group, bursts of events closer than `gap` to each other."""
 
     def __init__(
-        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str
+        self, specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str, ctx: Context
     ) -> None:
-        super().__init__(specs, select, graph, node)
+        super().__init__(specs, select, graph, node, ctx)
         assert self.spec.gap_ns is not None, "a session window has a `gap` (checked when compiling)"
         self.gap = self.spec.gap_ns
         self.max_duration = self.spec.max_duration_ns
@@ -368,11 +376,11 @@ class SessionWindows(WatermarkWindows):
 
 
 def watermark_windows(
-    specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str
+    specs: list[WindowSpec], select: CompiledSelect, graph: PipelineGraph, node: str, ctx: Context
 ) -> Windows:
     """The windows of a select: watermark-closed ones when its (only) window asks for it."""
     if specs[0].kind == "session":
-        return SessionWindows(specs, select, graph, node)
+        return SessionWindows(specs, select, graph, node, ctx)
     if specs[0].lateness_ns is not None:
-        return AlignedWindows(specs, select, graph, node)
+        return AlignedWindows(specs, select, graph, node, ctx)
     return Windows(specs, select, graph, node)

@@ -102,10 +102,15 @@ class PipelineExecutor:
     # --- events ---------------------------------------------------------------------------------
 
     @_reading_ingest_time
-    def process(self, port: str, event: Event, ingest_ns: int) -> list[tuple[str, Event]]:
-        """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order."""
+    def process(
+        self, port: str, event: Event, ingest_ns: int, partition: str | None = None
+    ) -> list[tuple[str, Event]]:
+        """Feed one event into input `port`; returns the (output port, event) pairs emitted, in order.
+
+        `partition` names the input partition it was read from (default: the port)."""
         push = self._input(port)
         self.ctx.now_ns = ingest_ns
+        self.ctx.partition = partition or port
         self._emitted.clear()  # nothing left over from a call that failed half way
         value = UNDECODED if event.raw is not None and event.value is None else event.value
         push([value, event.meta or None, event.raw])
@@ -171,17 +176,20 @@ class PipelineExecutor:
         values: list[bytes],
         metas: list[dict[str, Any] | None] | None,
         ingest_ns: list[int] | int,
+        partitions: list[str] | None = None,
     ) -> dict[str, Columns]:
         """Run a batch of channel values through input `port`; returns output port -> (values, packed metas).
 
         `metas` may be None (no metadata), `ingest_ns` one time for the whole
-        batch or one per value. Output values are channel bytes (the input
+        batch or one per value, `partitions` the input partition each value was
+        read from (default: all from the port). Output values are channel bytes (the input
         bytes themselves for unchanged events), metas are JSON bytes or None.
         """
         push = self._input(port)
         if self._passthrough is not None and port in self._passthrough:
             return self._route_only(port, values, metas)
         ctx = self.ctx
+        ctx.partition = port
         emitted = self._emitted
         emitted.clear()
         columns: dict[str, Columns] = {}
@@ -196,7 +204,15 @@ class PipelineExecutor:
                 end = start + chunk
                 part = values[start:end]
                 part_metas = metas[start:end] if metas is not None else [None] * len(part)
-                if isinstance(ingest_ns, list):
+                if partitions is not None:
+                    times = ingest_ns[start:end] if isinstance(ingest_ns, list) else [ingest_ns] * len(part)
+                    for raw, meta, now, partition in zip(
+                        part, part_metas, times, partitions[start:end], strict=True
+                    ):
+                        ctx.now_ns = now
+                        ctx.partition = partition
+                        push([UNDECODED, meta, raw])
+                elif isinstance(ingest_ns, list):
                     for raw, meta, now in zip(part, part_metas, ingest_ns[start:end], strict=True):
                         ctx.now_ns = now
                         push([UNDECODED, meta, raw])
@@ -223,6 +239,7 @@ class PipelineExecutor:
         """
         push = self._input(port)
         ctx = self.ctx
+        ctx.partition = port
         emitted = self._emitted
         emitted.clear()
         traced = Traced([], [], [], [])

@@ -6,8 +6,11 @@ whose time lies within `within_ns` of its own; each pair that passes `where`
 gives one output, once, when its second event arrives. Then the event is kept
 for later arrivals on the other side.
 
-The join's watermark is the smaller of the two sides' highest event times minus
-`within_ns` (both streams must move on; `within` is also the lateness allowed).
+The join's watermark is the smallest, over both sides and the input partitions
+feeding each, of the highest event time each partition delivered to that side,
+minus `within_ns` (both streams must move on, and a partition read behind
+another holds the watermark back rather than having its events called late:
+see `contraflow.pipeline.watermark`; `within` is also the lateness allowed).
 An arriving event older than the watermark is late: it goes to `err` (see
 `LateEvent`) and is counted. Every event that is not late is at or after the
 watermark, so a kept event more than `within_ns` before the watermark can meet
@@ -31,6 +34,7 @@ from contraflow.pipeline.base import Context, NodeRunner, error_item
 from contraflow.pipeline.event_time import LateEvent
 from contraflow.pipeline.item import Item, opened
 from contraflow.pipeline.select import check_bool
+from contraflow.pipeline.watermark import Watermark
 
 # One kept event: (time, arrival number, value).
 Kept = tuple[int, int, Any]
@@ -49,14 +53,11 @@ class JoinSide:
         self.time = time
         self.kept: dict[Any, list[Kept]] = {}
         self.expiry: list[tuple[int, int, Any]] = []  # (time, arrival, key): a heap, oldest first
-        self.max_seen: int | None = None
         self.matched: set[int] | None = set() if outer else None
 
     def keep(self, key: Any, kept: Kept) -> None:
         self.kept.setdefault(key, []).append(kept)
         heapq.heappush(self.expiry, (kept[0], kept[1], key))
-        if self.max_seen is None or kept[0] > self.max_seen:
-            self.max_seen = kept[0]
 
     def drop_before(self, cutoff: int) -> list[Any]:
         """Forget the events older than `cutoff`; the values of those no pair used, oldest first,
@@ -80,7 +81,6 @@ class JoinSide:
 
     def snapshot(self) -> Any:
         state: dict[str, Any] = {
-            "max_seen": self.max_seen,
             "kept": [[key, [list(k) for k in kept]] for key, kept in self.kept.items()],
         }
         if self.matched is not None:
@@ -88,14 +88,13 @@ class JoinSide:
         return state
 
     def restore(self, state: Any) -> None:
-        self.kept, self.expiry, self.max_seen = {}, [], None
+        self.kept, self.expiry = {}, []
         self.matched = None if self.matched is None else set()
         if state is None:
             return
         for key, kept in state["kept"]:
             for time, arrival, value in kept:
                 self.keep(key, (time, arrival, value))
-        self.max_seen = state["max_seen"]
         if self.matched is not None:
             self.matched.update(state.get("matched", ()))
 
@@ -130,6 +129,7 @@ class JoinRunner(NodeRunner):
             "left": JoinSide(left_keys, expr(spec.left_time), spec.left_outer),  # type: ignore[arg-type]
             "right": JoinSide(right_keys, expr(spec.right_time), False),  # type: ignore[arg-type]
         }
+        self.progress = Watermark(self.within, sides=2)  # side 0 left, 1 right
         self.arrivals = 0
         self.late = 0
         self.locators = tuple(c.locator for c in compiled)
@@ -139,9 +139,8 @@ class JoinRunner(NodeRunner):
         return lambda item: self._arrive(item, side, other)
 
     def watermark(self) -> int | None:
-        """The smaller of the sides' highest times minus `within`; None until both sides had events."""
-        seen = [s.max_seen for s in self.sides.values()]
-        return None if None in seen else min(seen) - self.within  # type: ignore[type-var,operator]
+        """See the module docstring; None until both sides had events."""
+        return self.progress.mark
 
     def _arrive(self, item: Item, side_name: str, other_name: str) -> None:
         try:
@@ -165,6 +164,7 @@ class JoinRunner(NodeRunner):
         watermark = self.watermark()
         if watermark is not None and time < watermark:
             self.late += 1
+            self.progress.observe(self._side_number(side_name), self.ctx, time)
             raise LateEvent(self.name, time, watermark, "join")
         values = [key(event, meta, None, args, None, None) for key in side.keys]
         key = orjson.dumps(values, option=orjson.OPT_SORT_KEYS).decode()  # JSON text: kept in the state
@@ -183,10 +183,15 @@ class JoinRunner(NodeRunner):
                 emitted.append(("out", output))
         self.arrivals = arrival
         side.keep(key, (time, arrival, event))
+        self.progress.observe(self._side_number(side_name), self.ctx, time)
         for matched, arrivals in ((side.matched, [arrival] if used else []), (other.matched, used)):
             if matched is not None:
                 matched.update(arrivals)
         return emitted + self._leave()
+
+    @staticmethod
+    def _side_number(name: str) -> int:
+        return 0 if name == "left" else 1
 
     def _leave(self) -> Emitted:
         """Drop the kept events no event on time can meet any more; a left join's unmatched left
@@ -242,11 +247,19 @@ class JoinRunner(NodeRunner):
         return {
             "arrivals": self.arrivals,
             "late": self.late,
+            "watermark": self.progress.snapshot(),
             "sides": {name: side.snapshot() for name, side in self.sides.items()},
         }
 
     def restore(self, state: Any) -> None:
         self.arrivals = state["arrivals"] if state else 0
         self.late = state["late"] if state else 0
+        # A state written before watermarks were kept per partition holds each side's highest time.
+        highest: list[int] = (
+            [side["max_seen"] for side in state["sides"].values() if side.get("max_seen") is not None]
+            if state
+            else []
+        )
+        self.progress.restore(state and state.get("watermark"), min(highest) if len(highest) == 2 else None)
         for name, side in self.sides.items():
             side.restore(state["sides"][name] if state else None)

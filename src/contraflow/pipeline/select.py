@@ -73,7 +73,7 @@ class SelectRunner(NodeRunner):
             selected = compile_select(
                 spec.target.ast, name=node.name, consts=graph.constants, fns=graph.functions
             )
-            self.windows = watermark_windows(spec.windows, selected, graph, node.name)
+            self.windows = watermark_windows(spec.windows, selected, graph, node.name, ctx)
             self.stateful = True
             locators += [selected.locator, *self.windows.locators]
             self.target_fn = None

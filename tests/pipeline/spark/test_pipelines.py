@@ -355,6 +355,58 @@ def test_late_tolerant_window_runs_per_event_on_spark_across_a_restart(pipeline)
     p.stop()
 
 
+def test_a_partition_read_behind_another_makes_no_event_late(pipeline) -> None:
+    """Two input partitions whose event times are 25 apart, read in two rounds (two micro-batches
+    at least, the second with the partition ahead first): partition 1's events run ahead,
+    partition 0's trail. The watermark follows the slower partition, so nothing is late: the join
+    gives exactly the pairs an offline join of all the events gives, and each window emitted holds
+    exactly its events (with one watermark over all partitions, as before, partition 0's second
+    round was late, for the join and for the window)."""
+    text = """
+    define window tens from tumbling with interval = 10, lateness = 2 script event.ts end;
+    create stream lefts;
+    create stream rights;
+    select event from in where event.side == "L" into lefts;
+    select event from in where event.side == "R" into rights;
+    select {"l": left.id, "r": right.id} from lefts with time = event.ts
+    join rights with time = event.ts on left.k == right.k within 3 into out;
+    select {"ids": aggr::win::collect_flattened(event.id)} from in[tens] into out;
+    """
+    p = pipeline(text, input_partitions=2).start()
+    events = []
+    highs: dict[int, int] = {}
+    for round_ in range(2):
+        fed: list[tuple[int, list[dict[str, Any]]]] = []
+        for partition, first_ts in ((0, 20 * round_), (1, 20 * round_ + 25)):
+            batch = [
+                {"id": len(events) + i, "side": "LR"[i % 2], "k": i // 2 % 2, "ts": first_ts + i}
+                for i in range(20)
+            ]
+            fed.append((partition, batch))
+            events += batch
+            highs[partition] = batch[-1]["ts"]
+        for partition, batch in fed if round_ == 0 else reversed(fed):  # ahead first, after round 0
+            p.feed(*batch, partition=partition)
+        p.drain()
+    pairs = {
+        (left["id"], right["id"])
+        for left in events
+        for right in events
+        if left["side"] == "L" and right["side"] == "R"
+        if left["k"] == right["k"] and abs(left["ts"] - right["ts"]) <= 3
+    }
+    out = p.values()
+    assert p.values("err") == []
+    assert sorted((v["l"], v["r"]) for v in out if "l" in v) == sorted(pairs) and len(pairs) > 40
+    watermark = min(highs.values()) - 2  # the slower partition's highest time - lateness
+    windows = [
+        sorted(e["id"] for e in events if start <= e["ts"] < start + 10)
+        for start in range(0, watermark - 9, 10)
+    ]
+    assert [sorted(v["ids"]) for v in out if "ids" in v] == windows and len(windows) == 3
+    p.stop()
+
+
 def _observed_late(query: Any, node: str) -> int:
     """The late events of `node` the query's batches observed (`LATE_METRIC`), this run."""
     counts = [progress.observedMetrics.get(LATE_METRIC) for progress in query.recentProgress]

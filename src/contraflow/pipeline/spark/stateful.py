@@ -30,6 +30,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues, ValueState
 
 from contraflow.events import META_HEADER
+from contraflow.pipeline.analysis import follows_watermarks
 from contraflow.pipeline.executor import no_cyclic_gc
 from contraflow.pipeline.spark.columns import OutputColumns, make_event
 from contraflow.pipeline.spark.envelopes import FINAL_OUTPUT, REST_INPUT, from_ipc, late_column, to_ipc
@@ -76,6 +77,11 @@ class PipelineProcessor(StatefulProcessor):
         """Whether no node can change an event's metadata (selects only read it): events with the
         same metadata bytes may then share one decoded dict."""
         return all(node.kind in ("input", "output", "select") for node in self.plan.graph.nodes.values())
+
+    @cached_property
+    def _follows_watermarks(self) -> bool:
+        """Whether nodes need each event's input partition (only watermarks ask)."""
+        return follows_watermarks(self.plan.graph)
 
     @cached_property
     def _partial_select(self) -> str | None:
@@ -133,6 +139,7 @@ class PipelineProcessor(StatefulProcessor):
         raw_metas = events.column("meta").to_pylist()
         metas = _decode_metas(raw_metas, self._metas_read_only) if any(raw_metas) else None
         ingest = events.column("ingest_ns").to_pylist()
+        sources = _sources(events) if self._follows_watermarks else None
         for target, start, end in _runs(targets):
             if target.startswith(FINAL_OUTPUT):
                 out.add_columns(target[len(FINAL_OUTPUT) :], values[start:end], raw_metas[start:end])
@@ -142,6 +149,7 @@ class PipelineProcessor(StatefulProcessor):
                 values[start:end],
                 metas[start:end] if metas is not None else None,
                 ingest[start:end],
+                sources[start:end] if sources is not None else None,
             )
             for port, (out_values, out_metas) in results.items():
                 out.add_columns(port, out_values, out_metas)
@@ -164,7 +172,9 @@ class PipelineProcessor(StatefulProcessor):
                 out.add(target[len(FINAL_OUTPUT) :], event)
                 continue
             try:
-                outputs = self.executor.process(target[len(REST_INPUT) :], event, ingest_ns)
+                outputs = self.executor.process(
+                    target[len(REST_INPUT) :], event, ingest_ns, source_name(topic, partition)
+                )
             except Exception as error:
                 outputs = [("err", failure_event(error, event))]
             out.extend(outputs, event.origin)
@@ -300,6 +310,25 @@ def arrival_order(envelopes: Iterable[Row]) -> pa.Table:
         )
     )
     return whole.take(pa.array([index for _, index in merged], pa.int64()))
+
+
+def source_name(topic: str, partition: int) -> str:
+    """How a watermark names an input partition (see `contraflow.pipeline.watermark`)."""
+    return f"{topic}/{partition}"
+
+
+def _sources(events: pa.Table) -> list[str]:
+    """Each event's input partition, named as `source_name` does."""
+    names: dict[tuple[str, int], str] = {}
+    sources = []
+    for topic, partition in zip(
+        events.column("topic").to_pylist(), events.column("partition").to_pylist(), strict=True
+    ):
+        name = names.get((topic, partition))
+        if name is None:
+            name = names[(topic, partition)] = source_name(topic, partition)
+        sources.append(name)
+    return sources
 
 
 def _runs(targets: list[str]) -> Iterator[tuple[str, int, int]]:
