@@ -16,12 +16,13 @@ SPU or cluster opens no door here, so its clients keep the network path.
 from __future__ import annotations
 
 import asyncio
+import mmap
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from contraflow.spu.client.aio import AsyncSpuClient, _parts, fetch_result
+from contraflow.spu.client.aio import AsyncSpuClient, fetch_result
 from contraflow.spu.protocol import Acks, ErrorCode, SpuError
 from contraflow.spu.protocol.fetch import FetchResult
 from contraflow.spu.protocol.topics import Isolation
@@ -117,8 +118,7 @@ class InProcessSpuClient(AsyncSpuClient):
     ) -> tuple[int, int]:
         """Append as the TCP path would, answered when `acks` says (acks=NONE waits for the append
         too: the caller's buffer is read by the SPU until then)."""
-        parts = _parts(batch)
-        whole = parts[0] if len(parts) == 1 else b"".join(parts)
+        whole = batch if isinstance(batch, bytes | bytearray | memoryview | mmap.mmap) else b"".join(batch)
         first, last = await self.on_door(self.door.append(topic, partition, whole, acks))
         return (-1, -1) if acks is Acks.NONE else (first, last)
 
