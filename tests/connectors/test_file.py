@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import zstandard
 
 from contraflow.connectors import file as file_connector
 from contraflow.connectors.base import Connector, ConnectorConfigError
+from contraflow.connectors.base.filereader import AlignedChunks, Chunk, ContentReader
 from contraflow.connectors.file import FileConnector
 from tests.connectors.support import make, run, sink_event
 
@@ -65,6 +67,29 @@ def test_chunks_end_on_lines_and_cover_the_file(tmp_path: Path, monkeypatch: pyt
     assert chunks[-1].endswith(b'{"tail":true}')
     assert len(chunks) > 20  # many pulls, each holding whole lines only
     assert max(map(len, chunks)) < 300  # five 37-byte reads at most, cut after their last line
+
+
+def test_a_pull_read_at_once_is_the_chunks_merged(tmp_path: Path) -> None:
+    """A plain file's pull is one read of a pull's bytes: the same bytes and the same cut after
+    the last line as merging one chunk_size read after another (the file's end aside, where the
+    unterminated tail comes as a pull of its own)."""
+    path = tmp_path / "in.json"
+    path.write_bytes(CONTENT + b'{"tail":true}')
+
+    def pulls(read: Callable[[AlignedChunks], list[Chunk]]) -> list[tuple[int, int, bytes]]:
+        chunks = AlignedChunks(ContentReader(path, 37), b"\n")
+        chunks.seek(0)
+        out = []
+        while pulled := read(chunks):
+            out.append((pulled[0].start, pulled[-1].end, b"".join(c.data for c in pulled)))
+        return out
+
+    at_once = pulls(lambda c: c.next_many(8))
+    merged = pulls(lambda c: [chunk for _ in range(8) if (chunk := c.next()) is not None])
+    assert all(len(p[2]) <= 8 * 37 + max(map(len, LINES)) for p in at_once)  # a carried part line at most
+    assert at_once[:-2] == merged[:-1] and len(at_once) > 10
+    assert b"".join(p[2] for p in at_once) == CONTENT + b'{"tail":true}'
+    assert at_once[-1][2] == b'{"tail":true}'
 
 
 def test_restart_resumes_after_the_last_acknowledged_line(tmp_path: Path) -> None:

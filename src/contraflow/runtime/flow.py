@@ -54,7 +54,8 @@ from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
-from contraflow.spu.client import AsyncProducer, AsyncSpuClient, ProducerSettings
+from contraflow.spu.client import AsyncProducer, ProducerSettings
+from contraflow.spu.client.in_process import spu_client
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import TopicConfig
 
@@ -115,7 +116,7 @@ class FlowInstance:
         self.pipelines: dict[str, PipelineRun] = {}
         self.query_restarts: dict[str, int] = {}  # pipeline alias -> restarts after transient failures
         self.acks: dict[str, AckTracker] = {}
-        self.client = AsyncSpuClient(services.spu_addr)
+        self.client = spu_client(services.spu_addr)  # in process when the SPU runs in this one
         self.producer = AsyncProducer(
             self.client, ProducerSettings(linger_ms=self.settings.appends.linger_ms)
         )

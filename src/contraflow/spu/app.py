@@ -31,6 +31,7 @@ from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.rpc.budget import ByteBudget, ConnectionCount, SharedLimits
 from contraflow.spu.rpc.server import Connection, Dispatch, Limits
 from contraflow.spu.server.handlers import Handlers
+from contraflow.spu.server.in_process import InProcessDoor
 from contraflow.spu.server.streams import StreamRegistry
 from contraflow.spu.storage.scrub import Scrubber
 from contraflow.spu.storage.store import Store
@@ -83,6 +84,7 @@ class SpuServer:
         self._kafka: KafkaListener | None = None
         self.membership: Membership | None = None  # alone or in a cluster, made at start
         self.scrubber: Scrubber | None = None
+        self.door: InProcessDoor | None = None  # a lone SPU's appends and tails for its own process
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -103,6 +105,8 @@ class SpuServer:
         handlers = Handlers(
             partitions, self.transactions, streams, self._executor, self.config.spu_id, membership
         )
+        if self.config.controller_addr is None:  # a cluster's clients follow leaders: the network's
+            self.door = InProcessDoor(loop, partitions, signals, membership, self._executor)
         try:
             self.public_addr = await self._listen(self.config.public_addr, handlers.dispatch, PUBLIC_APIS)
             if self.config.private_addr is not None:

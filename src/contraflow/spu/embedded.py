@@ -25,6 +25,7 @@ from contraflow.errors import UserError
 from contraflow.security import client_token
 from contraflow.spu.app import ServerConfig, SpuServer
 from contraflow.spu.cli.server_commands import READY_PREFIX
+from contraflow.spu.client.in_process import close_door, open_door
 from contraflow.spu.protocol import HEADER_SIZE, ApiKey, encode_frame, parse_header, unpack_meta
 from contraflow.spu.protocol.address import parse_addr
 
@@ -178,10 +179,13 @@ class EmbeddedSpu:
             self.addr = "{}:{}".format(*server.public_addr)
             self.private_addr = "{}:{}".format(*server.private_addr) if server.private_addr else ""
             self.kafka_addr = "{}:{}".format(*server.kafka_addr) if server.kafka_addr else ""
+            if server.door is not None:  # this process's clients of it skip the socket
+                open_door(self.addr, server.door)
             ready.set()
             try:
                 await self._stop_event.wait()
             finally:
+                close_door(self.addr)
                 await server.stop()
 
         self._thread = threading.Thread(target=asyncio.run, args=(main(),), name="embedded-spu", daemon=True)

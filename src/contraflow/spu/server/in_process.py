@@ -1,0 +1,98 @@
+"""The SPU's door for clients in its own process (`contraflow.spu.client.in_process`).
+
+It makes the calls the protocol's handlers make for PRODUCE, STREAM_FETCH and
+OFFSET_COMMIT, minus the socket and the framing: appends go through one
+`OrderedAppender` per partition and the node's `append` (same acks, same
+durability, same order as the calls arrive), reads are whole batches copied
+out of the log's pages (a segment may be unmapped once the read is answered),
+and engine errors become the same `SpuError`s a remote client gets. Every
+coroutine runs on the SPU's event loop; the client hands them over from its
+own thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from concurrent.futures import Executor
+
+from contraflow.spu.client.in_process import Push
+from contraflow.spu.node.appender import OrderedAppender
+from contraflow.spu.node.membership import Membership
+from contraflow.spu.node.partitions import Partitions, split_batches
+from contraflow.spu.node.signals import PartitionSignals
+from contraflow.spu.protocol import Acks
+from contraflow.spu.protocol.topics import Isolation, TopicPartition
+from contraflow.spu.rpc.client import Buffer
+from contraflow.spu.rpc.errors import translate
+from contraflow.spu.server.streams import HIGH_WATERMARK_RECHECK_S
+
+
+class InProcessDoor:
+    """Appends, tails and offset commits of a lone SPU, for clients in the same process."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        partitions: Partitions,
+        signals: PartitionSignals,
+        membership: Membership,
+        executor: Executor,
+    ) -> None:
+        self.loop = loop
+        self._partitions = partitions
+        self._signals = signals
+        self._node = membership
+        self._executor = executor
+        self._appenders: dict[TopicPartition, OrderedAppender] = {}
+        self._commits = asyncio.Lock()  # offset commits land in the order they were asked for
+
+    async def append(self, topic: str, partition: int, batch: Buffer, acks: Acks) -> tuple[int, int]:
+        tp = (topic, partition)
+        appender = self._appenders.get(tp)
+        if appender is None:
+            appender = self._appenders[tp] = OrderedAppender(self._partitions, self._executor, tp)
+        try:
+            return await self._node.append(appender, split_batches(memoryview(batch), verify=False), acks)
+        except Exception as err:
+            raise translate(err) from err
+
+    async def start_offset(self, topic: str, partition: int, offset: int) -> int:
+        try:
+            self._node.check_leader((topic, partition))
+            return self._partitions.start_offset((topic, partition), offset)
+        except Exception as err:
+            raise translate(err) from err
+
+    async def next_push(
+        self, topic: str, partition: int, offset: int, max_bytes: int, isolation: Isolation
+    ) -> Push:
+        """Like a stream's push: read when there is visible data, else sleep until an append (or,
+        with data waiting for the high watermark's fsync, a short recheck) wakes it."""
+        tp = (topic, partition)
+        wakeup = asyncio.Event()
+        self._signals.subscribe(tp, wakeup)  # before the read: an append after it wakes us
+        try:
+            while True:
+                wakeup.clear()
+                try:
+                    self._node.check_leader(tp)
+                    view = self._partitions.read(tp, offset, max_bytes, isolation, views=True)
+                except Exception as err:
+                    raise translate(err) from err
+                if view.size:
+                    return Push(view.fields(), b"".join(view.parts))  # type: ignore[arg-type]
+                recheck = (
+                    HIGH_WATERMARK_RECHECK_S if view.uncommitted_tail and isolation == "committed" else None
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), recheck)
+        finally:
+            self._signals.unsubscribe(tp, wakeup)
+
+    async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
+        try:
+            async with self._commits:
+                await self._node.commit_offset(consumer, topic, partition, offset)
+        except Exception as err:
+            raise translate(err) from err
