@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from contraflow.pipeline.spark.listener import records_read
 from contraflow.runtime.channels import channel_topic
 from contraflow.runtime.runtime import Runtime
 from contraflow.spu.client import AsyncSpuClient
@@ -81,6 +82,12 @@ def _out(runtime: Runtime, flow: str) -> int:
     return monitor.states[channel_topic(flow, "pass", "out")].end if monitor is not None else 0
 
 
+def _largest_batch(runtime: Runtime, flow: str) -> int:
+    """The most records one micro-batch of the flow's pipeline read (its last 100 batches)."""
+    query = runtime.flows[flow].pipelines["pass"].query
+    return max((records_read(s) for p in query.recentProgress for s in p.sources), default=0)
+
+
 async def race(
     spu_addr: str,
     spark: Any,
@@ -89,8 +96,9 @@ async def race(
     priorities: tuple[str, str],
     window_s: float,
 ) -> dict[str, Any]:
-    """Deploy both flows and measure both output rates from then until one of them has read its
-    whole backlog or `window_s` passed; returns rates by priority."""
+    """Deploy both flows (in that order) and measure both output rates from then until one of them
+    has read its whole backlog or `window_s` passed; returns rates, events out and the largest
+    micro-batch by priority."""
     run = next(_RUNS)
     first, second = f"race{run}a", f"race{run}b"
     source = FLOW.format(
@@ -107,15 +115,16 @@ async def race(
             await asyncio.sleep(0.05)
             now = {first: _out(runtime, first), second: _out(runtime, second)}
         took = time.monotonic() - began
+        largest = {f: _largest_batch(runtime, f) for f in (first, second)}
     finally:
         await runtime.quiesce_all(shutdown=False)
     rates = [now[f] / took for f in (first, second)]
+    labels = {first: f"{priorities[0]} ({first})", second: f"{priorities[1]} ({second})"}
     return {
         "window_s": round(took, 2),
-        "events_per_s": {
-            f"{priorities[0]} ({first})": round(rates[0]),
-            f"{priorities[1]} ({second})": round(rates[1]),
-        },
+        "events_per_s": {labels[f]: round(rate) for f, rate in zip((first, second), rates, strict=True)},
+        "events_out": {labels[f]: now[f] for f in (first, second)},  # at the window's end
+        "largest_batch": {labels[f]: largest[f] for f in (first, second)},
         "ratio": rates[0] / rates[1] if rates[1] else float("inf"),
         "starved": min(rates) == 0,
     }

@@ -10,6 +10,7 @@ import pytest
 
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
+from tests.e2e.run_process import kill_leftovers
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +26,14 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     spark = session(master="local[2]", data_dir=tmp_path_factory.mktemp("spark"))
     yield spark
     spark.stop()
+
+
+@pytest.fixture(autouse=True)
+def _runs_end_with_their_test() -> Iterator[None]:
+    """A `contraflow run` child dies with the test that started it, even one that failed or was
+    timed out (pytest-timeout raises in the test) before killing it."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture()

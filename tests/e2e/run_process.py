@@ -1,4 +1,9 @@
-"""`contraflow run` as a real child process (its own process group, so SIGKILL takes Spark's JVM too)."""
+"""`contraflow run` as a real child process (its own process group, so SIGKILL takes Spark's JVM too).
+
+Each run started is remembered until `kill_leftovers` (called after every test by
+tests/conftest.py): a test that fails or times out before its own kill would
+otherwise leave the run, in a session of its own, alive after pytest.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.cli_process import start_cli
+
+_started: list[RunProcess] = []
 
 
 class RunProcess:
@@ -44,6 +51,7 @@ class RunProcess:
                 stderr=out,
                 start_new_session=True,
             )
+        _started.append(self)
 
     def wait_until(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
@@ -81,3 +89,9 @@ class RunProcess:
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]
+
+
+def kill_leftovers() -> None:
+    """SIGKILL the process group of every run started since the last call that is still running."""
+    while _started:
+        _started.pop().kill()
