@@ -15,6 +15,7 @@ import pytest
 
 from contraflow.connectors.base import ConnectorConfigError, DeliveryFailed
 from contraflow.events import Event, encode_value
+from contraflow.runtime.connection import ReconnectPolicy
 from contraflow.spu.client import AsyncSpuClient, SpuClient
 from tests.cli_process import child_env
 from tests.connectors import s3_sink_process
@@ -216,6 +217,8 @@ def test_s3_going_away_opens_the_breaker_and_nothing_acknowledged_is_lost(
     async def scenario() -> tuple[dict[str, bytes], dict[str, bytes]]:
         client = AsyncSpuClient(spu_addr)
         runner = sink_runner(client, topic, url, bucket, lambda opened, why: breaker.append((opened, why)))
+        # Tremor's `reconnect = {"retry": {"interval_ms": 100, "growth_rate": 1}}`: back soon after S3 is
+        runner.connect_shared.policy = ReconnectPolicy.of({"retry": {"interval_ms": 100, "growth_rate": 1}})
         with serving(first, port):
             s3_client(url).create_bucket(Bucket=bucket)
             assert await runner.connect()
