@@ -5,6 +5,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +39,37 @@ def moto_server() -> Iterator[str]:
             yield f"http://{host}:{port}"
         finally:
             server.stop()
+
+
+# moto's server started by a line on stdin: a process can import moto (most of its start-up) early.
+_SERVE_ON_CUE = "import sys, moto.server; sys.stdin.readline(); moto.server.main(sys.argv[1:])"
+
+
+def moto_process(port: int) -> subprocess.Popen[bytes]:
+    """moto's server as a process of its own, to listen on 127.0.0.1:`port` once `serve`d. Its buckets
+    die with it (SIGKILL it to take S3 away)."""
+    args = [sys.executable, "-c", _SERVE_ON_CUE, "-H", "127.0.0.1", "-p", str(port)]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def serving(server: subprocess.Popen[bytes], port: int) -> Iterator[None]:
+    """`server` (a `moto_process`) listens on `port` until the block ends; then it is killed."""
+    try:
+        assert server.stdin is not None
+        server.stdin.write(b"serve\n")
+        server.stdin.flush()
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, f"moto's server exited with {server.returncode}"
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            assert time.monotonic() < deadline, "moto's server did not start listening"
+            time.sleep(0.05)
+        yield
+    finally:
+        server.kill()
+        server.wait()
 
 
 def s3_client(url: str) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 
 from contraflow.connectors.base import connector_class
 from contraflow.runtime.connection import SharedConnect
@@ -21,13 +22,17 @@ from contraflow.spu.client import AsyncProducer, AsyncSpuClient
 from tests.connectors.support import make
 
 CONSUMER = "s3-sink"
+Breaker = Callable[[bool, str], None]
 
 
-async def main(spu_addr: str, topic: str, s3_url: str, bucket: str, mode: str) -> None:
+def sink_runner(
+    client: AsyncSpuClient, topic: str, s3_url: str, bucket: str, breaker: Breaker = lambda _open, _why: None
+) -> SinkRunner:
+    """The runtime's sink pump of a consistent `s3_streamer` tailing `topic`; `breaker(open, why)` hears
+    its circuit breaker."""
     streamer = make("s3_streamer", {"url": s3_url, "bucket": bucket, "mode": "consistent"}, codec="string")
     assert connector_class("s3_streamer").holds_deliveries
-    client = AsyncSpuClient(spu_addr)
-    runner = SinkRunner(
+    return SinkRunner(
         streamer,
         [(topic, CONSUMER, "in")],
         client,
@@ -36,9 +41,14 @@ async def main(spu_addr: str, topic: str, s3_url: str, bucket: str, mode: str) -
         Gate(),
         DeliverySettings(),
         RuntimeMetrics(),
-        lambda _open, _why: None,
+        breaker,
         SharedConnect(streamer, lambda _why: None, asyncio.Event()),
     )
+
+
+async def main(spu_addr: str, topic: str, s3_url: str, bucket: str, mode: str) -> None:
+    client = AsyncSpuClient(spu_addr)
+    runner = sink_runner(client, topic, s3_url, bucket)
     assert await runner.connect()
     running = asyncio.create_task(runner.run())
     end = await client.list_offsets(topic, 0, "latest")

@@ -20,7 +20,7 @@ from contraflow.events import decode_value, encode_value
 from contraflow.lang.troy.compiler import compile_source
 from tests.connectors.otel_peer import Collector, export, export_all, record_telemetry
 from tests.connectors.support import make, run, sink_event
-from tests.runtime.harness import flow_id, free_port, running
+from tests.runtime.harness import flow_id, free_port, running, wait_for
 
 TRACE = next(s for s in SIGNALS if s.key == "trace")
 
@@ -233,7 +233,8 @@ flow
   with config = {{"url": "127.0.0.1:{listen}", "compression": "gzip"}}
   end;
   define connector sender from otel_client
-  with config = {{"url": "127.0.0.1:{collector}", "compression": "gzip"}}
+  with config = {{"url": "127.0.0.1:{collector}", "compression": "gzip"}},
+    reconnect = {{"retry": {{"interval_ms": 100, "growth_rate": 1}}}}
   end;
   define pipeline relay
   pipeline
@@ -252,7 +253,8 @@ deploy flow {fid};
 def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: str, tmp_path: Path) -> None:
     """SDK exporters -> otel_server -> pipeline -> otel_client -> collector: each export is answered
     once its data reached the collector, and the collector gets the SDK's requests unchanged (both
-    connectors with Tremor's `"compression": "gzip"`)."""
+    connectors with Tremor's `"compression": "gzip"`). A collector that goes away opens the client's
+    breaker; the export in flight is answered once the collector is back, and delivered once."""
     telemetry = record_telemetry()
     fid = flow_id("otelrelay")
 
@@ -261,12 +263,23 @@ def test_a_flow_relays_the_sdks_telemetry_to_a_collector(spark: Any, spu_addr: s
         collector_port = await collector.start()
         listen = free_port()
         source = RELAY_FLOW.format(fid=fid, listen=listen, collector=collector_port)
-        async with running(spu_addr, spark, tmp_path / "data", source):
+        async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
             exports = [asyncio.to_thread(export, telemetry, listen, s.key) for s in SIGNALS]
             results = await asyncio.wait_for(asyncio.gather(*exports), 60)  # the three at once
             assert results == ["SUCCESS", "SUCCESS", "SUCCESS"]
             # answered only after delivery: the collector has every request by then
             assert dict(collector.received) == telemetry.requests()
+            # the collector goes away: the breaker opens, the export waits for it to come back
+            flow = runtime.flows[fid]
+            await collector.stop()
+            again = asyncio.ensure_future(asyncio.to_thread(export, telemetry, listen, "logs"))
+            await wait_for(lambda: "sender" in flow.breakers, what="the sender's breaker to open")
+            assert "connection lost" in flow.breakers["sender"]
+            assert len(collector.received) == 3
+            await collector.start(collector_port)
+            assert await asyncio.wait_for(again, 60) == "SUCCESS"
+            assert not flow.breakers
+            assert collector.received[3:] == [("logs", telemetry.requests()["logs"])]  # once
         await collector.stop()
 
     asyncio.run(scenario())

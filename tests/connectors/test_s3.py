@@ -15,12 +15,23 @@ import pytest
 
 from contraflow.connectors.base import ConnectorConfigError, DeliveryFailed
 from contraflow.events import Event, encode_value
-from contraflow.spu.client import SpuClient
+from contraflow.runtime.connection import ReconnectPolicy
+from contraflow.spu.client import AsyncSpuClient, SpuClient
 from tests.cli_process import child_env
 from tests.connectors import s3_sink_process
-from tests.connectors.s3_peer import moto_server, new_bucket, object_bytes, open_uploads, s3_client
+from tests.connectors.s3_peer import (
+    CREDENTIALS,
+    moto_process,
+    moto_server,
+    new_bucket,
+    object_bytes,
+    open_uploads,
+    s3_client,
+    serving,
+)
+from tests.connectors.s3_sink_process import sink_runner
 from tests.connectors.support import make, run, sink_event
-from tests.runtime.harness import flow_id, running, wait_for
+from tests.runtime.harness import flow_id, free_port, running, wait_for
 
 MB = 1024 * 1024
 _topics = itertools.count()
@@ -172,6 +183,74 @@ def test_sigkill_before_the_object_is_complete_delivers_its_events_again(
     assert object_bytes(s3_url, bucket, "held.txt") == "".join(chunk(i) for i in range(8)).encode()
     assert open_uploads(s3_url, bucket) == []  # the killed run's upload was aborted
     assert spu.fetch_offset("s3-sink", topic, 0) == 8
+
+
+def objects(url: str, bucket: str) -> dict[str, bytes]:
+    client = s3_client(url)
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    return {key: object_bytes(url, bucket, key) for key in keys}
+
+
+def test_s3_going_away_opens_the_breaker_and_nothing_acknowledged_is_lost(
+    spu_addr: str, spu: SpuClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's server (a process) is SIGKILLed while the streamer writes: the breaker opens and nothing
+    more is acknowledged; started again (empty: moto keeps nothing), the streamer writes the rest,
+    the object it was writing included. Each event is its own object; the object being written is
+    completed by the next event's."""
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    topic, port = f"s3-away-{next(_topics)}", free_port()
+    url, bucket = f"http://127.0.0.1:{port}", "away"
+    spu.create_topic(topic)
+
+    def produce(numbers: range) -> None:
+        meta = [Event(None, {"s3_streamer": {"name": f"o-{i:02d}"}}).headers() for i in numbers]
+        spu.produce(topic, 0, [encode_value(f"event {i}") for i in numbers], headers=meta)
+
+    def expected(numbers: range) -> dict[str, bytes]:
+        return {f"o-{i:02d}": f"event {i}".encode() for i in numbers}
+
+    breaker: list[tuple[bool, str]] = []
+    first, second = moto_process(port), moto_process(port)  # both import moto now
+
+    async def scenario() -> tuple[dict[str, bytes], dict[str, bytes]]:
+        client = AsyncSpuClient(spu_addr)
+        runner = sink_runner(client, topic, url, bucket, lambda opened, why: breaker.append((opened, why)))
+        # Tremor's `reconnect = {"retry": {"interval_ms": 100, "growth_rate": 1}}`: back soon after S3 is
+        runner.connect_shared.policy = ReconnectPolicy.of({"retry": {"interval_ms": 100, "growth_rate": 1}})
+        with serving(first, port):
+            s3_client(url).create_bucket(Bucket=bucket)
+            assert await runner.connect()
+            pump = asyncio.create_task(runner.run())
+            produce(range(4))
+            await wait_for(lambda: runner.committed.get(topic) == 3, what="o-00 to o-02 acknowledged")
+            before = objects(url, bucket)  # o-03 is being written: its upload waits for o-04
+        # moto's server is SIGKILLed
+        produce(range(4, 8))
+        await wait_for(lambda: breaker[-1][0], what="the breaker to open")
+        assert "S3 unreachable" in breaker[-1][1]
+        assert runner.committed[topic] == 3  # nothing acknowledged while S3 is away
+        with serving(second, port):
+            s3_client(url).create_bucket(Bucket=bucket)
+            await wait_for(lambda: not breaker[-1][0], what="the breaker to close")
+            await wait_for(lambda: runner.committed.get(topic) == 7, what="o-03 to o-06 acknowledged")
+            runner.stop.set()  # the flow stops: o-07 is completed
+            await pump
+            assert runner.committed[topic] == 8
+            after = objects(url, bucket)
+        await client.close()
+        return before, after
+
+    try:
+        before, after = run(scenario(), timeout=60)
+    finally:
+        for server in (first, second):
+            server.kill()
+            server.wait()
+    assert before == expected(range(3))  # what was acknowledged was in S3
+    assert after == expected(range(3, 8))  # and the rest, o-03's lost upload begun again
+    assert [opened for opened, _ in breaker] == [True, False, True, False]  # connect, away, back
 
 
 COPY_FLOW = """

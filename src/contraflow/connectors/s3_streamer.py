@@ -11,21 +11,31 @@ This is a holding sink (see `Connector.settle`): in `mode = "consistent"`
 its events are released, so their channel offsets committed and their
 sources acknowledged, only once their object is complete; a crash before that
 sends them again and the object is written anew (the upload the crash left
-is aborted when its key is started again). In `mode = "yolo"` (Tremor's
+is aborted when its key is started again). After a lost connection, the
+upload being written is checked: if S3 came back without it and none of its
+parts was sent, it is begun again from the bytes still waiting. In `mode = "yolo"` (Tremor's
 default) events are released as soon as they are taken: a crash loses the
 object being written.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contraflow.connectors.base import Connector, ConnectorContext, DeliveryFailed, SinkEvent, register
+from contraflow.connectors.base import (
+    ConnectionLost,
+    Connector,
+    ConnectorContext,
+    DeliveryFailed,
+    SinkEvent,
+    register,
+)
 from contraflow.connectors.base.marks import DeliveryMarks
 from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.s3 import ENDPOINT_KEYS, S3Calls, S3Endpoint
+from contraflow.connectors.base.s3 import ENDPOINT_KEYS, S3Calls, S3Endpoint, UploadGone
 
 MIN_PART_BYTES = 5 * 1024 * 1024 + 100  # S3's smallest part, and a little more (as Tremor has it)
 META = "s3_streamer"
@@ -79,6 +89,24 @@ class S3StreamerConnector(Connector[StreamerOptions]):
 
     async def connect(self) -> None:
         await self.s3.connect()
+        if self.upload is not None:  # a reconnect while writing an object
+            await self._check_upload(self.upload)
+
+    async def _check_upload(self, upload: Upload) -> None:
+        """Is the upload being written still there? S3 (or a compatible store) may have come back
+        without it. If none of its parts was sent, every byte is still waiting here: it is begun
+        again. Otherwise what S3 held of it is lost, and the object fails."""
+        part = {"Bucket": upload.bucket, "Key": upload.key, "UploadId": upload.upload_id}
+        try:
+            await self.s3.call("list_parts", MaxParts=1, **part)
+        except UploadGone as err:
+            if upload.parts:
+                upload.failed = str(err)
+                return
+            self.ctx.logger.info("%s: the upload of %s is gone, begun again", self.ctx.name, upload.name)
+            upload.upload_id = await self._create(upload.bucket, upload.key)
+        except DeliveryFailed as err:
+            raise ConnectionLost(f"cannot check the upload of {upload.name}: {err}") from err
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
         rejected: list[SinkEvent] = []
@@ -118,9 +146,13 @@ class S3StreamerConnector(Connector[StreamerOptions]):
             return upload
         await self._finish()
         await self._abort_left_over(bucket, key)
-        created = await self.s3.call("create_multipart_upload", Bucket=bucket, Key=key)
-        self.upload = Upload(bucket, key, created["UploadId"])
+        self.upload = Upload(bucket, key, await self._create(bucket, key))
         return self.upload
+
+    async def _create(self, bucket: str, key: str) -> str:
+        created = await self.s3.call("create_multipart_upload", Bucket=bucket, Key=key)
+        upload_id: str = created["UploadId"]
+        return upload_id
 
     def _object_of(self, meta: Mapping[str, Any]) -> tuple[str, str]:
         ours = meta.get(META)
@@ -183,9 +215,10 @@ class S3StreamerConnector(Connector[StreamerOptions]):
         if upload.failed is not None:
             self.ctx.logger.error("%s: %s not written: %s", self.ctx.name, upload.name, upload.failed)
             self.ctx.metrics.count("in", 0, 0, errors=1)
-            await self.s3.call(
-                "abort_multipart_upload", Bucket=upload.bucket, Key=upload.key, UploadId=upload.upload_id
-            )
+            with contextlib.suppress(UploadGone):  # nothing left to abort
+                await self.s3.call(
+                    "abort_multipart_upload", Bucket=upload.bucket, Key=upload.key, UploadId=upload.upload_id
+                )
         else:
             self.completed += 1
         if self.options.consistent:

@@ -84,12 +84,22 @@ class S3Calls:
         return await asyncio.to_thread(_translated, getattr(self._client, method), params)
 
 
+class UploadGone(DeliveryFailed):
+    """The multipart upload named is not there (any more): S3 was restarted without its state, or a
+    lifecycle rule aborted it. Whatever parts it held are gone with it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, retryable=False)
+
+
 def _translated(method: Callable[..., T], params: Mapping[str, Any]) -> T:
     try:
         return method(**params)
     except UNREACHABLE as err:
         raise ConnectionLost(f"S3 unreachable: {err}") from err
     except botocore.exceptions.ClientError as err:
+        if err.response.get("Error", {}).get("Code") == "NoSuchUpload":
+            raise UploadGone(f"S3 {method.__name__}: {err}") from err
         status = err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         raise DeliveryFailed(
             f"S3 {method.__name__}: {err}", retryable=status >= 500 or status == 429
