@@ -206,7 +206,10 @@ class Controller:
         sessions are extended by it, or live SPUs would be declared lost."""
         if stalled_s <= CHECK_INTERVAL_S:
             return
-        log.warning("the controller did not run for %.2fs; the SPUs' sessions are extended by it", stalled_s)
+        level = logging.WARNING if stalled_s > self.session_timeout_s / 4 else logging.DEBUG
+        log.log(
+            level, "the controller did not run for %.2fs; the SPUs' sessions are extended by it", stalled_s
+        )
         for session in self._sessions.values():
             session.last_seen += stalled_s
 
