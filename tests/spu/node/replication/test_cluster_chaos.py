@@ -1,5 +1,5 @@
-"""Chaos (bounded, about half a minute on a quiet box): 50k records with acks=all through ~9
-leader SIGKILLs and restarts and one SIGSTOP past the session timeout, each leader killed only
+"""Chaos (bounded, about half a minute on a quiet box): 50k records with acks=all through at least 9
+leader SIGKILLs (one every few seconds while the writing lasts) and restarts and one SIGSTOP past the session timeout, each leader killed only
 once it has committed records of its own epoch, then the checks of issue 19:
 every acknowledged record is read exactly once and in order, the three replicas
 hold identical records with identical offsets and epochs, and a committed reader
@@ -24,7 +24,7 @@ from contraflow.spu.protocol.topics import TopicConfig
 RECORDS = 50_000
 BATCH = 100
 RATE = 2_000  # records/s at most: the writing takes at least 25 s
-SLICE = 5_000  # records written per leader change at most: ~9 leader changes whatever the load
+SLICE = 5_000  # records written per leader change at most: 9 leader changes at least, whatever the load
 TOPIC = "chaos"
 SESSION_S = 1.0
 
