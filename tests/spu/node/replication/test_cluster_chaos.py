@@ -1,6 +1,7 @@
-"""Chaos (bounded, about half a minute on a quiet box): 50k records with acks=all through at least 9
-leader SIGKILLs (one every few seconds while the writing lasts) and restarts and one SIGSTOP past the session timeout, each leader killed only
-once it has committed records of its own epoch, then the checks of issue 19:
+"""Chaos (bounded, about half a minute on a quiet box): 50k records with acks=all through
+at least 9 leader SIGKILLs and restarts (one every few seconds while the writing lasts) and
+one SIGSTOP past the session timeout, each leader killed only once it has committed records
+of its own epoch, then the checks of issue 19:
 every acknowledged record is read exactly once and in order, the three replicas
 hold identical records with identical offsets and epochs, and a committed reader
 never saw anything that was later taken back.
