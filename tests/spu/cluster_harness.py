@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.cli_process import child_env
+
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.protocol.batch import decode_batch
 from contraflow.spu.protocol.topics import TopicConfig
@@ -17,9 +19,18 @@ from contraflow.spu.storage.store import Store
 SESSION_TIMEOUT = "1s"
 
 
+class CheckoutCluster(LocalCluster):
+    """A local cluster whose processes import this checkout's contraflow, as the test does
+    (`python -m contraflow` alone would import the interpreter's installed one: from a
+    worktree, another checkout's SPU and controller)."""
+
+    def command_of(self, name: str, args: list[str]) -> list[str]:
+        return ["env", f"PYTHONPATH={child_env()['PYTHONPATH']}", *super().command_of(name, args)]
+
+
 @contextmanager
 def local_cluster(root: Path, spus: int = 3, *, kafka: bool = False) -> Iterator[LocalCluster]:
-    cluster = LocalCluster(root, session_timeout=SESSION_TIMEOUT, kafka=kafka)
+    cluster = CheckoutCluster(root, session_timeout=SESSION_TIMEOUT, kafka=kafka)
     cluster.start(spus)
     try:
         yield cluster

@@ -184,9 +184,12 @@ class Controller:
         return self._metadata_reply()
 
     async def _watch_sessions(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
             now = time.monotonic()
+            self._excuse_own_stall(now - checked - CHECK_INTERVAL_S)
+            checked = now
             lost = [i for i, s in self._sessions.items() if now - s.last_seen > self.session_timeout_s]
             changed = False
             for spu_id in lost:
@@ -195,6 +198,20 @@ class Controller:
                 changed |= self._spu_lost(spu_id)
             if changed:
                 self._commit()
+
+    def _excuse_own_stall(self, stalled_s: float) -> None:
+        """The controller's own loop did not run for `stalled_s` (an fsync of the metadata on
+        a busy disk, no CPU): the heartbeats sent meanwhile wait unread in the sockets, and
+        this check runs before they are read. That time is not the SPUs' silence: their
+        sessions are extended by it, or live SPUs would be declared lost."""
+        if stalled_s <= CHECK_INTERVAL_S:
+            return
+        level = logging.WARNING if stalled_s > self.session_timeout_s / 4 else logging.DEBUG
+        log.log(
+            level, "the controller did not run for %.2fs; the SPUs' sessions are extended by it", stalled_s
+        )
+        for session in self._sessions.values():
+            session.last_seen += stalled_s
 
     # -- elections -------------------------------------------------------------------------------
 

@@ -81,12 +81,13 @@ class Connection:
         host, port = parse_addr(addr)
         tls = client_tls()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
+            # lands as the connect fails (a refused port) and returns the failure instead, so a
+            # cancelled retry loop went on forever (a stopped follower of a dead leader).
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_connection(
                     host, port, limit=1 << 20, ssl=tls, server_hostname=host if tls else None
-                ),
-                timeout_s,
-            )
+                )
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
         if not tune_socket(writer.get_extra_info("socket")):
@@ -161,7 +162,8 @@ class Connection:
             if on_sent is not None:
                 on_sent()
             await self._writer.drain()
-            response = await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: see `open`
+                response = await future
         except TimeoutError:
             raise SpuError(ErrorCode.TIMEOUT, f"no answer from the SPU within {timeout_s}s") from None
         except (ConnectionError, OSError) as err:

@@ -1,17 +1,21 @@
 """An SPU's link to the controller: heartbeats, the metadata it learns, admin forwarding.
 
 Every `HEARTBEAT_INTERVAL_S` the SPU reports its replicas' offsets and gets the
-whole cluster metadata back, which it applies to its replicas. The heartbeat
-loop also notices when the process itself was stopped (SIGSTOP, a long stall)
+whole cluster metadata back, which it applies to its replicas. Beating and applying
+are two tasks: applying may wait (a worker thread busy appending, a follower
+stopping), and a heartbeat held behind it would cost the SPU its session, on a loaded
+box, while it was alive. The applier takes the newest metadata heard. The tick loop
+also notices when the process itself was stopped (SIGSTOP, a long stall)
 for longer than the session timeout: the controller has then likely elected
 another leader, so this SPU refuses writes ("suspended") until a heartbeat
-answers again and tells it what it leads now. While the controller is merely
+answers again and that answer is applied: it says what the SPU leads now. While the controller is merely
 unreachable the SPU keeps serving as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
@@ -34,6 +38,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 0.05
+REFRESH_WAIT_S = 10.0
 
 
 class ClusterAgent:
@@ -52,7 +57,12 @@ class ClusterAgent:
         self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
         self._last_tick = time.monotonic()
         self._suspended_at: float | None = None  # when the gap was noticed
-        self._beat = asyncio.Lock()  # one heartbeat (and one apply) at a time
+        # The newest metadata heard and when the beat that brought it was sent; the applier's.
+        self._heard: tuple[ClusterMetadata, float] | None = None
+        self._news = asyncio.Event()  # set when `_heard` changes
+        self._applied = asyncio.Condition()  # notified after each apply (`refresh` waits on it)
+        self._applied_version = 0
+        self._last_beat: float | None = None  # when the last heartbeat was sent
         self.public_addr = ""
         self.private_addr = ""
         self.kafka_addr = ""
@@ -73,16 +83,24 @@ class ClusterAgent:
             await asyncio.sleep(TICK_INTERVAL_S)
 
     async def run(self) -> None:
+        """Beat and apply, each in its own task, until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._beat_loop())
+            group.create_task(self._apply_loop())
+
+    async def _beat_loop(self) -> None:
         while True:
             try:
                 await self.heartbeat()
             except SpuError as err:
                 log.debug("heartbeat to the controller at %s failed: %s", self.controller_addr, err)
             except Exception:
-                log.exception("applying the cluster metadata failed")
+                log.exception("the heartbeat failed")
             await asyncio.sleep(HEARTBEAT_INTERVAL_S)
 
-    async def heartbeat(self) -> None:
+    async def heartbeat(self) -> int:
+        """Report to the controller; hand the metadata it answers to the applier and
+        return its version."""
         assert self.replicas is not None
         fields = {
             "spu_id": self.spu_id,
@@ -92,16 +110,58 @@ class ClusterAgent:
             "kafka_addr": self.kafka_addr,
             "partitions": self.replicas.reports(),
         }
-        async with self._beat:
-            sent = time.monotonic()
-            answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
-            self.session_timeout_s = int(answer["session_timeout_ms"]) / 1000
+        sent = time.monotonic()
+        self._warn_if_late(sent)
+        answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
+        self.session_timeout_s = int(answer["session_timeout_ms"]) / 1000
+        meta = ClusterMetadata.from_dict(answer["metadata"])
+        if self._heard is None or meta.version >= self._heard[0].version:
             self.metadata = answer["metadata"]
-            await self.replicas.apply(ClusterMetadata.from_dict(answer["metadata"]))
-            # Only an answer to a beat sent after the gap was noticed says what we lead now
-            # (one sent before a SIGSTOP may be read only after the SIGCONT).
+            self._heard = (meta, sent)
+            self._news.set()
+        return meta.version
+
+    def _warn_if_late(self, now: float) -> None:
+        """A beat later than half a session puts the SPU at risk of being declared lost:
+        say so, so that a lost session of a live SPU can be traced."""
+        last, self._last_beat = self._last_beat, now
+        late = 0.0 if last is None else now - last - HEARTBEAT_INTERVAL_S
+        if late > self.session_timeout_s / 2:
+            log.warning("heartbeat %.2fs late (session %.1fs)", late, self.session_timeout_s)
+
+    async def _apply_loop(self) -> None:
+        assert self.replicas is not None
+        while True:
+            await self._news.wait()
+            self._news.clear()
+            assert self._heard is not None
+            meta, sent = self._heard
+            began = time.monotonic()
+            try:
+                await self.replicas.apply(meta)
+            except Exception:
+                log.exception("applying the cluster metadata failed")
+                self._news.set()  # try again with the newest
+                await asyncio.sleep(HEARTBEAT_INTERVAL_S)
+                continue
+            took = time.monotonic() - began
+            if took > self.session_timeout_s / 2:
+                log.warning("applying cluster metadata version %d took %.2fs", meta.version, took)
+            # Only metadata from a beat sent after the gap was noticed says what we lead now
+            # (a beat sent before a SIGSTOP may be answered only after the SIGCONT).
             if self._suspended_at is not None and sent > self._suspended_at:
                 self._suspended_at = None
+            async with self._applied:
+                self._applied_version = max(self._applied_version, meta.version)
+                self._applied.notify_all()
+
+    async def refresh(self) -> None:
+        """Beat now and return once what the controller answered is applied (or after
+        REFRESH_WAIT_S: the change is the controller's already, the SPU applies it soon)."""
+        version = await self.heartbeat()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(REFRESH_WAIT_S), self._applied:
+                await self._applied.wait_for(lambda: self._applied_version >= version)
 
     def metadata_reply(self) -> Reply:
         if self.metadata is None:
@@ -119,7 +179,7 @@ class ClusterAgent:
                 raise SpuError(ErrorCode.NO_CONTROLLER, f"the controller is unreachable: {err}") from None
             raise
         if api is ApiKey.CREATE_TOPIC or api is ApiKey.DELETE_TOPIC:
-            await self.heartbeat()  # learn the change now rather than at the next beat
+            await self.refresh()  # learn the change now rather than at the next beat
         return Reply(dict(response.fields))
 
     async def create_topic(self, name: str, config: TopicConfig) -> None:

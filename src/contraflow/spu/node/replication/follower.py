@@ -12,7 +12,7 @@ leader's side is `leader.py` and `replicas.py`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import io
 import logging
 from concurrent.futures import Executor
 from typing import Any, Protocol
@@ -29,6 +29,7 @@ from contraflow.spu.storage.partition import Partition
 log = logging.getLogger(__name__)
 
 FOLLOWER_BACKOFF_S = 0.1
+STOP_WARNING_S = 5.0  # a follower's stop this slow is logged with where it waits
 
 
 class Replicas(Protocol):
@@ -61,12 +62,22 @@ class Follower:
         self.task = asyncio.create_task(self._follow())
 
     async def stop(self) -> None:
+        """Cancel the copying and wait until it has ended, and with it an append already in a
+        worker thread: the caller may write the log next (it leads now, or truncates). A
+        cancellation of the caller itself goes on up (`asyncio.wait` raises nothing else)."""
         self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self.task
-        if self._appending is not None:
-            with contextlib.suppress(Exception):
-                await self._appending  # an append already in a worker thread finishes first
+        ending = [self.task] if self._appending is None else [self.task, self._appending]
+        _done, pending = await asyncio.wait(ending, timeout=STOP_WARNING_S)
+        if pending:  # a hang here holds the metadata apply: say where the follower waits
+            where = io.StringIO()
+            self.task.print_stack(file=where)
+            tp = self._tp
+            log.warning(
+                "%s/%d: follower not stopped after %ss: %s", tp[0], tp[1], STOP_WARNING_S, where.getvalue()
+            )
+            await asyncio.wait(pending)
+        if not self.task.cancelled() and self.task.exception() is not None:
+            log.warning("following %s/%d ended with %r", self._tp[0], self._tp[1], self.task.exception())
 
     async def _follow(self) -> None:
         tp, leader, epoch, replicas = self._tp, self.leader, self.epoch, self._replicas

@@ -112,7 +112,8 @@ class LeaderState:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((end, future))
         try:
-            await asyncio.wait_for(future, timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for, which may swallow a cancel (3.11)
+                await future
         except TimeoutError:
             raise SpuError(
                 ErrorCode.TIMEOUT,

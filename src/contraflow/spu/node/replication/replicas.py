@@ -267,7 +267,8 @@ class ReplicaManager:
         try:
             if part.log_end_offset == offset:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(event.wait(), wait_s)
+                    async with asyncio.timeout(wait_s):  # not wait_for, which may swallow a cancel
+                        await event.wait()
         finally:
             self._signals.unsubscribe(tp, event)
 
