@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contraflow.backoff import first_waits
 from contraflow.codecs import CodecError
 from contraflow.connectors.base import (
     ConnectionLost,
@@ -47,7 +48,9 @@ from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.wire import SinkEncoder, join_values
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import DecodedBatch
+from contraflow.spu.protocol.errors import REROUTE
 from contraflow.stopping import STOPPED, unless_stopped
 
 log = logging.getLogger("contraflow.runtime.sink")
@@ -62,6 +65,16 @@ MAX_BATCH_EVENTS = 1024
 # time whatever the push, and keep the stream's defaults.)
 PUSH_BYTES = 4 << 20
 PUSH_CREDIT_BYTES = 16 << 20
+
+
+# A tail whose log leader is lost (SIGKILL, a partition) reads again after these waits, then every
+# 2 s: a cluster elects a new leader within a session timeout, and the sink must outlive it.
+LEADER_WAITS = 6
+
+
+def lost_its_leader(err: SpuError) -> bool:
+    """The log is out of reach for now (its leader died or moved), not refusing the sink."""
+    return err.retriable or err.code in REROUTE
 
 
 NOT_CONNECTED = "not connected yet"  # a sink's breaker reason until its first connection
@@ -133,6 +146,7 @@ class SinkRunner:
             self.hold = DeliveryHold()
             self.ctx.release = self.hold.release
         self.committed: dict[str, int] = {}
+        self._delivered: dict[str, int] = {}  # per channel topic: the next offset to deliver
         self._send_lock = asyncio.Lock()
         self.stop = asyncio.Event()
         self.ready = asyncio.Event()
@@ -179,16 +193,43 @@ class SinkRunner:
         if offset is None:
             offset = await self.client.list_offsets(topic, 0, "earliest") or 0
         self.committed[topic] = offset
+        self._delivered[topic] = offset
+        trailing = TrailingCommits(functools.partial(self._commit, consumer, topic))
+        if self.hold is not None:
+            self.hold.watch(topic, offset, trailing.advance)
+            self._held_commits.append(trailing)
+        try:
+            waits = iter(first_waits(LEADER_WAITS, 0.1, 2.0, jitter=True))
+            while not self.stop.is_set():
+                try:
+                    await self._stream(topic, consumer, port, trailing)
+                    return
+                except SpuError as err:
+                    wait = next(waits, 2.0)
+                    if not lost_its_leader(err):
+                        raise
+                    log.warning(
+                        "%s: the log %s is unreachable (%s); reading again from offset %d in %.1fs",
+                        self.ctx.name,
+                        topic,
+                        err,
+                        self._delivered[topic],
+                        wait,
+                    )
+                    await unless_stopped(asyncio.sleep(wait), self.stop)
+        finally:
+            if self.hold is None:  # a holding sink's commits follow its releases (`_settle`)
+                await trailing.flush()
+
+    async def _stream(self, topic: str, consumer: str, port: str, trailing: TrailingCommits) -> None:
+        """Deliver the channel from `_delivered[topic]` on until stopped (or the log fails)."""
+        offset = self._delivered[topic]
         stream = (
             self.client.stream(topic, 0, offset, credit_bytes=PUSH_CREDIT_BYTES, max_bytes=PUSH_BYTES)
             if self.bulk_separator is not None
             else self.client.stream(topic, 0, offset)
         )
         iterator = aiter(stream)
-        trailing = TrailingCommits(functools.partial(self._commit, consumer, topic))
-        if self.hold is not None:
-            self.hold.watch(topic, offset, trailing.advance)
-            self._held_commits.append(trailing)
         try:
             while not self.stop.is_set():
                 result = await unless_stopped(anext(iterator), self.stop)
@@ -200,7 +241,7 @@ class SinkRunner:
                 if self.bulk_separator is not None:
                     await self.gate.wait()
                     await self._deliver_bulk(batches, offset, port, topic)
-                    offset = batches[-1].last_offset + 1
+                    offset = self._delivered[topic] = batches[-1].last_offset + 1
                     trailing.advance(offset)
                     continue
                 for batch in batches:
@@ -211,15 +252,11 @@ class SinkRunner:
                         if self.hold is not None:
                             self.hold.take(topic, chunk[-1].offset + 1)
                         await self._deliver_records(chunk, port, topic)
-                        offset = chunk[-1].offset + 1
+                        offset = self._delivered[topic] = chunk[-1].offset + 1
                         if self.hold is None:
                             await self._commit(consumer, topic, offset)
         finally:
-            try:
-                if self.hold is None:  # a holding sink's commits follow its releases (`_settle`)
-                    await trailing.flush()
-            finally:
-                await stream.close()
+            await stream.close()
 
     async def _commit(self, consumer: str, topic: str, offset: int) -> None:
         with self.metrics.timed(self.ctx.flow_id, "sink_commit"):
