@@ -89,13 +89,15 @@ def object_bytes(url: str, bucket: str, key: str) -> bytes:
 
 
 def open_uploads(url: str, bucket: str) -> list[tuple[str, int]]:
-    """(key, parts uploaded) of every multipart upload not completed yet."""
+    """(key, parts uploaded) of every multipart upload not completed yet; one completed (or
+    aborted) between the listing and its parts' listing is no longer open, not an error."""
     client = s3_client(url)
     uploads = client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
-    return [
-        (
-            u["Key"],
-            len(client.list_parts(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"]).get("Parts", [])),
-        )
-        for u in uploads
-    ]
+    found: list[tuple[str, int]] = []
+    for u in uploads:
+        try:
+            parts = client.list_parts(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"])
+        except client.exceptions.NoSuchUpload:
+            continue
+        found.append((u["Key"], len(parts.get("Parts", []))))
+    return found
