@@ -97,8 +97,8 @@ def registry_app(service: RegistryService, token: str | None = None) -> FastAPI:
         return list(TYPES)
 
     @app.get("/schemas/ids/{schema_id}")
-    async def schema_by_id(schema_id: int) -> dict[str, Any]:
-        return (await service.schema_by_id(schema_id)).schema.fields()
+    async def schema_by_id(schema_id: int, format: str | None = None) -> dict[str, Any]:  # noqa: A002
+        return await service.serialized(await service.schema_by_id(schema_id), format)
 
     @app.get("/schemas/ids/{schema_id}/schema")
     async def raw_schema_by_id(schema_id: int) -> Response:
@@ -122,8 +122,11 @@ def registry_app(service: RegistryService, token: str | None = None) -> FastAPI:
         return [v.version for v in await service.versions(subject, _flag(deleted))]
 
     @app.get("/subjects/{subject}/versions/{version}")
-    async def version(subject: str, version: str, deleted: str | None = None) -> dict[str, Any]:
-        return (await service.version(subject, version, _flag(deleted))).record()
+    async def version(
+        subject: str, version: str, deleted: str | None = None, format: str | None = None  # noqa: A002
+    ) -> dict[str, Any]:
+        found = await service.version(subject, version, _flag(deleted))
+        return {**found.record(), **await service.serialized(found, format)}
 
     @app.get("/subjects/{subject}/versions/{version}/schema")
     async def raw_version(subject: str, version: str) -> Response:

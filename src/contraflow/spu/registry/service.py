@@ -13,9 +13,9 @@ from typing import Any
 
 import orjson
 
-from contraflow.spu.registry import errors
+from contraflow.spu.registry import errors, protobuf_schemas
 from contraflow.spu.registry.errors import RegistryError
-from contraflow.spu.registry.schemas import LEVELS, Schema, compatibility_problems, read_schema
+from contraflow.spu.registry.schemas import LEVELS, Schema, check_schema, compatibility_problems, read_schema
 from contraflow.spu.registry.state import IDS_KEY, RegistryTable, Version, config_key, schema_key
 from contraflow.spu.registry.topic import SchemasTopic
 
@@ -83,7 +83,8 @@ class RegistryService:
             for existing in live:
                 if existing.schema.identity == schema.identity:
                     return existing.id
-            problems = compatibility_problems(self.table.level(subject), schema, [v.schema for v in live])
+            await self._checked(schema)
+            problems = await self._problems(self.table.level(subject), schema, [v.schema for v in live])
             if problems:
                 raise RegistryError(
                     errors.INCOMPATIBLE_SCHEMA,
@@ -104,12 +105,33 @@ class RegistryService:
         """Why the schema may not follow the subject's version (or, without one, the versions the
         level compares against); empty when it may (`POST /compatibility/...`)."""
         schema = read_schema(body)
+        await self.topic.catch_up()
+        await self._checked(schema)
         level = self.table.level(subject)
         if version is None:
             live = self.table.subject_versions(subject)
-            return compatibility_problems(level, schema, [v.schema for v in live])
+            return await self._problems(level, schema, [v.schema for v in live])
         against = await self.version(subject, version)
-        return compatibility_problems(level.removesuffix("_TRANSITIVE"), schema, [against.schema])
+        return await self._problems(level.removesuffix("_TRANSITIVE"), schema, [against.schema])
+
+    async def _checked(self, schema: Schema) -> None:
+        """Parse the schema with what it refers to (42201 if invalid), off the event loop: protoc
+        and the parsers are CPU work."""
+        imports = self.table.imports(schema)
+        await asyncio.to_thread(check_schema, schema, imports)
+
+    async def _problems(self, level: str, new: Schema, older: list[Schema]) -> list[str]:
+        return await asyncio.to_thread(compatibility_problems, level, new, older, self.table.imports)
+
+    async def serialized(self, version: Version, form: str | None) -> dict[str, Any]:
+        """A version's schema fields, a Protobuf one as a serialized descriptor when `form` is
+        `serialized` (Confluent's `?format=serialized`, what a codec without protoc reads)."""
+        schema = version.schema
+        if form != "serialized" or schema.type != "PROTOBUF":
+            return schema.fields()
+        imports = self.table.imports(schema)
+        proto = await asyncio.to_thread(protobuf_schemas.descriptor, schema.text, imports)
+        return schema.fields(protobuf_schemas.serialized(proto))
 
     async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
         async with self._writing:

@@ -25,7 +25,10 @@ from typing import Any
 
 import orjson
 
-from contraflow.spu.registry.schemas import DEFAULT_LEVEL, Schema
+from contraflow.spu.registry.errors import INVALID_SCHEMA, RegistryError
+from contraflow.spu.registry.schemas import DEFAULT_LEVEL, Imports, Schema
+
+MAX_REFERENCE_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,26 @@ class RegistryTable:
                 if version.schema.identity == identity:
                     return version.id
         return None
+
+    def imports(self, schema: Schema) -> Imports:
+        """What `schema` refers to, directly or not, the referred-to first; a reference to a
+        version that is not there is 42201 (as Confluent's registry answers it)."""
+        found: dict[str, str] = {}
+        self._add_imports(schema, found, depth=0)
+        return tuple(found.items())
+
+    def _add_imports(self, schema: Schema, found: dict[str, str], depth: int) -> None:
+        if depth > MAX_REFERENCE_DEPTH:
+            raise RegistryError(INVALID_SCHEMA, "Invalid schema: references nest too deep (a cycle?)")
+        for reference in schema.references:
+            name, subject, number = reference["name"], reference["subject"], reference["version"]
+            version = self.versions.get(subject, {}).get(number)
+            if version is None:
+                raise RegistryError(
+                    INVALID_SCHEMA, f"Invalid schema: reference {name} names {subject} version {number}, not found"
+                )
+            self._add_imports(version.schema, found, depth + 1)
+            found.setdefault(name, version.schema.text)
 
     def level(self, subject: str | None) -> str:
         """The subject's own level, else the global one, else BACKWARD."""
