@@ -23,6 +23,7 @@ from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.schema_registry import (
     HEADER_SIZE,
+    Imports,
     RegistryClient,
     RegistryOptions,
     frame_header,
@@ -49,9 +50,13 @@ def _plain(schema: Any) -> Any:
     return schema
 
 
-def _parse(text: str) -> Any:
-    """A registry schema as fastavro's parsed form, logical types left out."""
-    return _fastavro().parse_schema(_plain(orjson.loads(text)))
+def _parse(text: str, imports: Imports = ()) -> Any:
+    """A registry schema as fastavro's parsed form, logical types left out, with the named types
+    of the schemas it refers to (parsed first, into the same table of names)."""
+    names: dict[str, Any] = {}
+    for _, imported in imports:
+        _fastavro().parse_schema(_plain(orjson.loads(imported)), named_schemas=names)
+    return _fastavro().parse_schema(_plain(orjson.loads(text)), named_schemas=names)
 
 
 class AvroCodec(Codec[RegistryOptions]):
@@ -67,7 +72,7 @@ class AvroCodec(Codec[RegistryOptions]):
     def _schema(self, schema_id: int) -> Any:
         """The parsed schema of `schema_id`, asked of the registry on first use."""
         self._read = _fastavro().schemaless_reader
-        schema = self._schemas[schema_id] = _parse(self._registry.schema(schema_id))
+        schema = self._schemas[schema_id] = _parse(*self._registry.resolved(schema_id))
         return schema
 
     def decode(self, data: bytes) -> Any:
@@ -87,8 +92,8 @@ class AvroCodec(Codec[RegistryOptions]):
 
     def encode(self, value: Any) -> bytes:
         if self._writer is None:
-            schema_id, text = self._registry.writer_schema()
-            self._writer = (frame_header(schema_id), _parse(text))
+            schema_id = self._registry.writer_schema()
+            self._writer = (frame_header(schema_id), _parse(*self._registry.resolved(schema_id)))
         header, schema = self._writer
         out = io.BytesIO()
         out.write(header)

@@ -60,8 +60,8 @@ class JsonSchemaCodec(Codec[RegistryOptions]):
 
     def encode(self, value: Any) -> bytes:
         if self._writer is None:
-            schema_id, text = self._registry.writer_schema()
-            self._writer = (frame_header(schema_id), self._validator(text))
+            schema_id = self._registry.writer_schema()
+            self._writer = (frame_header(schema_id), self._validator(self._registry.schema(schema_id)))
         header, validator = self._writer
         self._check(validator, value, "the value")
         try:

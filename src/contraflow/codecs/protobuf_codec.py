@@ -2,10 +2,11 @@
 
 After the schema id come the message indexes (which message of the schema's
 file: a zigzag varint count, then one zigzag varint per nesting level; the
-first message is the single byte 0), then the message. The schema must be
-registered as a serialized `FileDescriptorProto` in base64, which is how
-confluent-kafka's `ProtobufSerializer` registers it; `.proto` text would need
-a `.proto` compiler and is refused with a reason.
+first message is the single byte 0), then the message. Schemas are asked of
+the registry in Confluent's `serialized` format (a `FileDescriptorProto` in
+base64), so a schema registered as `.proto` text (as Java clients do) is
+compiled once by the registry, not here; the files it imports are its
+`references` and protobuf's well-known files.
 
 Values: a message is a record of its fields (scalars with their default when
 unset, message and `optional` fields only when set), repeated fields lists,
@@ -23,6 +24,7 @@ from contraflow.codecs.codec import Codec
 from contraflow.codecs.errors import CodecError
 from contraflow.codecs.schema_registry import (
     HEADER_SIZE,
+    Imports,
     RegistryClient,
     RegistryOptions,
     frame_header,
@@ -31,6 +33,7 @@ from contraflow.codecs.schema_registry import (
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor, FieldDescriptor, FileDescriptor
+    from google.protobuf.descriptor_pb2 import FileDescriptorProto
     from google.protobuf.message import Message
 
 
@@ -90,28 +93,62 @@ def write_indexes(indexes: tuple[int, ...]) -> bytes:
     return _varint(_zigzag(len(indexes))) + b"".join(_varint(_zigzag(i)) for i in indexes)
 
 
-def load_file(codec: str, text: str) -> FileDescriptor:
-    """The schema's file, in a pool of its own (with the well-known files it imports)."""
-    from google.protobuf import descriptor_pb2, descriptor_pool
+def load_file(codec: str, text: str, imports: Imports = ()) -> FileDescriptor:
+    """The schema's file in a pool of its own, with the files it imports: its references (given,
+    each after what it imports) and the well-known files protobuf ships."""
+    from google.protobuf import descriptor_pool
+
+    pool = descriptor_pool.DescriptorPool()
+    given = {name: _descriptor(codec, imported, name) for name, imported in imports}
+    added: set[str] = set()
+
+    def add(proto: FileDescriptorProto) -> None:
+        for dependency in proto.dependency:
+            if dependency in added:
+                continue
+            added.add(dependency)
+            if dependency in given:
+                add(given[dependency])
+            else:
+                pool.AddSerializedFile(_well_known(codec, dependency))
+        pool.Add(proto)
+
+    main = _descriptor(codec, text)
+    add(main)
+    return pool.FindFileByName(main.name)
+
+
+def _descriptor(codec: str, text: str, name: str | None = None) -> FileDescriptorProto:
+    """A serialized descriptor; `name`: the file name its importers know it by (a registry names
+    each schema's own file alike, whatever it is imported as)."""
+    from google.protobuf import descriptor_pb2
     from google.protobuf.message import DecodeError
 
     try:
-        proto = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
+        found = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(text, validate=True))
     except (binascii.Error, ValueError, DecodeError):
         raise CodecError(
-            codec, "the schema is .proto text; this codec reads schemas registered as serialized descriptors"
+            codec, "the registry answered .proto text where a serialized descriptor was asked for"
         ) from None
-    pool = descriptor_pool.DescriptorPool()
-    for dependency in proto.dependency:
-        try:
-            known = descriptor_pool.Default().FindFileByName(dependency)
-        except KeyError:
-            raise CodecError(
-                codec, f"the schema imports {dependency}, which is not a well-known file"
-            ) from None
-        pool.AddSerializedFile(known.serialized_pb)
-    pool.Add(proto)
-    return pool.FindFileByName(proto.name)
+    if name is not None:
+        found.name = name
+    return found
+
+
+def _well_known(codec: str, name: str) -> bytes:
+    """A well-known file (google/protobuf/timestamp.proto, ...) as protobuf's own modules hold it."""
+    import importlib
+
+    from google.protobuf import descriptor_pool
+
+    module = name.removesuffix(".proto").replace("/", ".") + "_pb2"
+    try:
+        importlib.import_module(module)
+        return bytes(descriptor_pool.Default().FindFileByName(name).serialized_pb)
+    except (ImportError, KeyError):
+        raise CodecError(
+            codec, f"the schema imports {name}, neither a reference nor a well-known file"
+        ) from None
 
 
 def message_at(file: FileDescriptor, indexes: tuple[int, ...]) -> Descriptor:
@@ -205,7 +242,7 @@ class ProtobufCodec(Codec[ProtobufOptions]):
     mime_types = ("application/vnd.confluent.protobuf",)
 
     def setup(self) -> None:
-        self._registry = RegistryClient(self.name, self.options, "PROTOBUF")
+        self._registry = RegistryClient(self.name, self.options, "PROTOBUF", form="serialized")
         self._files: dict[int, FileDescriptor] = {}
         self._classes: dict[tuple[int, tuple[int, ...]], Any] = {}
         self._writer: tuple[bytes, Any] | None = None  # (header with the indexes, message class)
@@ -217,7 +254,7 @@ class ProtobufCodec(Codec[ProtobufOptions]):
         if found is None:
             file = self._files.get(schema_id)
             if file is None:
-                file = self._files[schema_id] = load_file(self.name, self._registry.schema(schema_id))
+                file = self._files[schema_id] = load_file(self.name, *self._registry.resolved(schema_id))
             try:
                 descriptor = message_at(file, indexes)
             except IndexError:
@@ -244,8 +281,8 @@ class ProtobufCodec(Codec[ProtobufOptions]):
 
     def encode(self, value: Any) -> bytes:
         if self._writer is None:
-            schema_id, text = self._registry.writer_schema()
-            file = self._files[schema_id] = load_file(self.name, text)
+            schema_id = self._registry.writer_schema()
+            file = self._files[schema_id] = load_file(self.name, *self._registry.resolved(schema_id))
             wanted = self.options.message
             try:
                 descriptor = (

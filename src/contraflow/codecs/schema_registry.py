@@ -5,7 +5,9 @@ big-endian integer, then the body in the schema's encoding. The codecs ask a
 schema registry (the SPU's, or any Confluent-compatible one) for a schema by
 id once and keep it: ids never change their schema. Encoding takes the schema
 of a configured subject, registering the configured `schema` there first when
-one is given (as Confluent's serializers do with auto-registration).
+one is given (as Confluent's serializers do with auto-registration). A schema's
+`references` (Avro named types, Protobuf imports) are fetched with it, by
+subject and version, before it is parsed.
 
 A registry that cannot be reached, or answers that it has no such schema, is
 a `CodecError`: the frame becomes an `err` event, as any bad data does.
@@ -32,6 +34,10 @@ HEADER = struct.Struct(">bI")
 HEADER_SIZE = HEADER.size
 TIMEOUT_S = 10.0
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
+MAX_REFERENCE_DEPTH = 32
+
+Imports = tuple[tuple[str, str], ...]
+"""(reference name, schema text) of what a schema refers to, each after what it refers to itself."""
 
 
 @dataclass(frozen=True)
@@ -76,12 +82,15 @@ def frame_header(schema_id: int) -> bytes:
 class RegistryClient:
     """Synchronous lookups with a cache; one per codec instance (codecs are not shared by threads)."""
 
-    def __init__(self, codec: str, options: RegistryOptions, schema_type: str) -> None:
+    def __init__(
+        self, codec: str, options: RegistryOptions, schema_type: str, form: str | None = None
+    ) -> None:
         self.codec = codec
         self.options = options
         self.schema_type = schema_type
+        self.form = form  # `serialized`: Protobuf schemas as descriptors, whatever form they came in
         self._http: httpx.Client | None = None
-        self._by_id: dict[int, str] = {}
+        self._by_id: dict[int, tuple[str, Imports]] = {}
 
     def _client(self) -> httpx.Client:
         if self._http is None:  # opened on first use: building a codec to check a config costs nothing
@@ -119,20 +128,42 @@ class RegistryClient:
             raise CodecError(self.codec, f"schema registry: {message} (HTTP {response.status_code})")
         return response.json()
 
+    def _get(self, path: str) -> Any:
+        """A GET of the registry, in the schema form the codec reads (`format`)."""
+        return self._call("GET", path if self.form is None else f"{path}?format={self.form}")
+
     def schema(self, schema_id: int) -> str:
         """The text of schema `schema_id` (asked once, then cached)."""
-        text = self._by_id.get(schema_id)
-        if text is None:
-            answer = self._call("GET", f"/schemas/ids/{schema_id}")
+        return self.resolved(schema_id)[0]
+
+    def resolved(self, schema_id: int) -> tuple[str, Imports]:
+        """The text of schema `schema_id` and what it refers to (asked once, then cached)."""
+        found = self._by_id.get(schema_id)
+        if found is None:
+            answer = self._get(f"/schemas/ids/{schema_id}")
             if (answer.get("schemaType") or "AVRO") != self.schema_type:
                 raise CodecError(
                     self.codec, f"schema {schema_id} is {answer.get('schemaType')}, not {self.schema_type}"
                 )
-            text = self._by_id[schema_id] = str(answer["schema"])
-        return text
+            imports: dict[str, str] = {}
+            self._add_imports(answer.get("references") or (), imports, depth=0)
+            found = self._by_id[schema_id] = (str(answer["schema"]), tuple(imports.items()))
+        return found
 
-    def writer_schema(self) -> tuple[int, str]:
-        """(id, text) of the schema encoding uses: the configured one, registered, else the subject's latest."""
+    def _add_imports(self, references: Any, found: dict[str, str], depth: int) -> None:
+        """The schemas `references` name, each after the ones it refers to itself."""
+        if depth > MAX_REFERENCE_DEPTH:
+            raise CodecError(self.codec, "schema references nest too deep (a cycle?)")
+        for reference in references:
+            if reference["name"] in found:
+                continue
+            subject = quote(reference["subject"], safe="")
+            answer = self._get(f"/subjects/{subject}/versions/{reference['version']}")
+            self._add_imports(answer.get("references") or (), found, depth + 1)
+            found[reference["name"]] = str(answer["schema"])
+
+    def writer_schema(self) -> int:
+        """The id of the schema encoding uses: the configured one, registered, else the subject's latest."""
         subject = self.options.subject
         if subject is None:
             raise CodecError(self.codec, "encoding needs the config key 'subject'")
@@ -140,9 +171,9 @@ class RegistryClient:
         text = self.options.schema_text()
         if text is not None:
             answer = self._call("POST", f"{path}/versions", {"schema": text, "schemaType": self.schema_type})
-            return int(answer["id"]), text
-        answer = self._call("GET", f"{path}/versions/latest")
-        return int(answer["id"]), str(answer["schema"])
+        else:
+            answer = self._call("GET", f"{path}/versions/latest")
+        return int(answer["id"])
 
     def close(self) -> None:
         if self._http is not None:

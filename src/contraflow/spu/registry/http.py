@@ -123,7 +123,10 @@ def registry_app(service: RegistryService, token: str | None = None) -> FastAPI:
 
     @app.get("/subjects/{subject}/versions/{version}")
     async def version(
-        subject: str, version: str, deleted: str | None = None, format: str | None = None  # noqa: A002
+        subject: str,
+        version: str,
+        deleted: str | None = None,
+        format: str | None = None,  # noqa: A002
     ) -> dict[str, Any]:
         found = await service.version(subject, version, _flag(deleted))
         return {**found.record(), **await service.serialized(found, format)}

@@ -55,9 +55,7 @@ def read_problems(reader: Any, writer: Any) -> list[str]:
 
 
 def _anything(schema: Any) -> bool:
-    return schema is True or schema == {} or (
-        isinstance(schema, dict) and not set(schema) - _ANNOTATIONS
-    )
+    return schema is True or schema == {} or (isinstance(schema, dict) and not set(schema) - _ANNOTATIONS)
 
 
 def _problems(reader: Any, writer: Any, path: str) -> list[str]:

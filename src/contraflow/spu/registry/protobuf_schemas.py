@@ -72,7 +72,9 @@ def _compiled(text: str, imports: tuple[tuple[str, str], ...]) -> FileDescriptor
         for name, imported in ((MAIN_FILE, text), *imports):
             path = Path(root, name)
             if not path.resolve().is_relative_to(Path(root).resolve()):
-                raise RegistryError(INVALID_SCHEMA, f"Invalid schema: reference name {name!r} leaves its folder")
+                raise RegistryError(
+                    INVALID_SCHEMA, f"Invalid schema: reference name {name!r} leaves its folder"
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(_source(imported, name))
         out = Path(root, "descriptor.pb")
@@ -91,7 +93,8 @@ def _source(text: str, name: str) -> str:
     """A file's `.proto` text: protoc reads only text, so a reference must be `.proto` text."""
     if name != MAIN_FILE and _from_serialized(text) is not None:
         raise RegistryError(
-            INVALID_SCHEMA, f"Invalid schema: the reference {name} is a serialized descriptor, not .proto text"
+            INVALID_SCHEMA,
+            f"Invalid schema: the reference {name} is a serialized descriptor, not .proto text",
         )
     return text
 

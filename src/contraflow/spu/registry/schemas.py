@@ -1,10 +1,12 @@
 """Schemas as the registry holds them: parsed and checked per type, compared, and judged compatible.
 
-A schema arrives as text with a `schemaType` (AVRO when absent). It is parsed
-by the type's own library (fastavro, jsonschema) so a broken schema is refused
-at registration (42201), never discovered by a consumer. Two registrations are
-the same schema when their `identity` is equal: the parsed JSON with its keys
-sorted (Avro, JSON Schema), the text without surrounding blanks (Protobuf).
+A schema arrives as text with a `schemaType` (AVRO when absent) and the
+`references` it needs (other subjects' versions: Avro named types, Protobuf
+imports). It is parsed by the type's own library (fastavro, jsonschema, protoc)
+with what it refers to, so a broken schema is refused at registration (42201),
+never discovered by a consumer. Two registrations are the same schema when
+their `identity` is equal: the parsed JSON with its keys sorted (Avro, JSON
+Schema) or the text without surrounding blanks (Protobuf), and the references.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import orjson
 
 from contraflow.spu.registry import protobuf_schemas
 from contraflow.spu.registry.avro_compatibility import read_problems as avro_read_problems
+from contraflow.spu.registry.errors import INVALID_SCHEMA, RegistryError
 from contraflow.spu.registry.json_schema_compatibility import read_problems as json_read_problems
 from contraflow.spu.registry.protobuf_compatibility import read_problems as protobuf_read_problems
-from contraflow.spu.registry.errors import INVALID_SCHEMA, RegistryError
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")
 LEVELS = (
@@ -46,9 +48,9 @@ class Schema:
 
     @property
     def identity(self) -> str:
-        if self.type == "PROTOBUF":
-            return f"PROTOBUF:{self.text.strip()}"
         refs = orjson.dumps(list(self.references), option=orjson.OPT_SORT_KEYS).decode()
+        if self.type == "PROTOBUF":
+            return f"PROTOBUF:{self.text.strip()}{refs}"
         return (
             f"{self.type}:{orjson.dumps(orjson.loads(self.text), option=orjson.OPT_SORT_KEYS).decode()}{refs}"
         )
@@ -81,9 +83,7 @@ def read_schema(body: Any) -> Schema:
         raise RegistryError(INVALID_SCHEMA, f"unknown schemaType {kind!r}; known: {', '.join(TYPES)}")
     references = body.get("references") or []
     if not isinstance(references, list) or not all(_is_reference(r) for r in references):
-        raise RegistryError(
-            INVALID_SCHEMA, "'references' must be a list of {\"name\", \"subject\", \"version\"}"
-        )
+        raise RegistryError(INVALID_SCHEMA, '\'references\' must be a list of {"name", "subject", "version"}')
     text: str = body["schema"]
     if kind in ("AVRO", "JSON"):
         try:

@@ -145,7 +145,8 @@ class RegistryTable:
             version = self.versions.get(subject, {}).get(number)
             if version is None:
                 raise RegistryError(
-                    INVALID_SCHEMA, f"Invalid schema: reference {name} names {subject} version {number}, not found"
+                    INVALID_SCHEMA,
+                    f"Invalid schema: reference {name} names {subject} version {number}, not found",
                 )
             self._add_imports(version.schema, found, depth + 1)
             found.setdefault(name, version.schema.text)
