@@ -13,6 +13,9 @@ Prints one JSON object. Figures (medians over REPEATS runs):
 - `avro_block_read`: fastavro's container reader over the same bodies in one block
   (one call for all) against the codec's one call per record: what a batch decode
   could win (the codec does not use it: a block cannot tell where a record ends).
+- `avro_block_read_vs_json`: that container reader against `codec("json")`: the
+  ceiling of any decode built on fastavro, whose reader pulls each varint through
+  a Python `read(1)` call, against orjson's one C pass per document.
 Each `ratio` is contraflow / baseline: 1.0 means the abstraction is free.
 
 Run: PYTHONPATH=src .venv/bin/python benchmarks/codecs.py [--events N]
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -106,6 +110,11 @@ def avro_figures(events: list[Any], lines: list[bytes]) -> dict[str, Any]:
             lambda: len([fastavro.schemaless_reader(io.BytesIO(body), parsed, None) for body in bodies]),
             "events_per_s",
         ),
+        "avro_block_read_vs_json": compare(
+            lambda: len(list(fastavro.reader(io.BytesIO(block)))),
+            lambda: len([json_codec.decode(line) for line in lines]),
+            "events_per_s",
+        ),
         "avg_avro_bytes": round(sum(map(len, frames)) / len(frames), 1),
     }
 
@@ -184,6 +193,7 @@ def main() -> None:
 
     result = {
         "benchmark": "codecs",
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "events": len(lines),
         "avg_line_bytes": round(len(data) / len(lines), 1),
         "chunk_bytes": CHUNK,
