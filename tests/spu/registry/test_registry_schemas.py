@@ -7,6 +7,7 @@ import base64
 import json
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
@@ -47,17 +48,19 @@ def proto(text: str, references: list[SchemaReference] | None = None) -> Schema:
     return Schema(text, "PROTOBUF", references or [])
 
 
-def message_class(client: SchemaRegistryClient, schema_id: int, name: str) -> Any:
+def serialized(url: str) -> Any:
+    return httpx.get(url, params={"format": "serialized"}).raise_for_status().json()
+
+
+def message_class(registry_url: str, schema_id: int, name: str) -> Any:
     """The message class a consumer would generate, built from the registry's serialized form."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 
-    answer = client._rest_client.get(f"schemas/ids/{schema_id}", {"format": "serialized"})
+    answer = serialized(f"{registry_url}/schemas/ids/{schema_id}")
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
     for reference in answer["references"]:
-        found = client._rest_client.get(
-            f"subjects/{reference['subject']}/versions/{reference['version']}", {"format": "serialized"}
-        )
+        found = serialized(f"{registry_url}/subjects/{reference['subject']}/versions/{reference['version']}")
         imported = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(found["schema"]))
         imported.name = reference["name"]  # what the importing file calls it
         pool.Add(imported)
@@ -81,7 +84,7 @@ def test_proto_text_with_an_import_and_a_reference_is_compiled_and_coded(registr
     frame = orders.encode(value)
     assert frame[:6] == b"\x00" + order_id.to_bytes(4, "big") + b"\x00"
     theirs = ProtobufDeserializer(
-        message_class(client, order_id, "shop.Order"), {"use.deprecated.format": False}
+        message_class(registry_url, order_id, "shop.Order"), {"use.deprecated.format": False}
     )(frame, SerializationContext("orders", MessageField.VALUE))
     assert (theirs.items[0].sku, theirs.amount, theirs.at.nanos) == ("a", 2**40, 5)
     reader = codec({"name": "protobuf", "config": {"registry": registry_url}})

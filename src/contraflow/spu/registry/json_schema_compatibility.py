@@ -59,11 +59,13 @@ def _anything(schema: Any) -> bool:
 
 
 def _problems(reader: Any, writer: Any, path: str) -> list[str]:
-    if _anything(reader) or writer is False:
+    if not isinstance(reader, dict | bool) or not isinstance(writer, dict | bool):  # `items` as a list
+        return [] if reader == writer else [f"{path}: changed (compatibility not provable)"]
+    if reader is True or _anything(reader) or writer is False:
         return []
     if reader is False:
         return [f"{path}: the reader allows nothing here"]
-    if _anything(writer):
+    if writer is True or _anything(writer):
         return [f"{path}: the writer allows any value here, the reader does not"]
     other = (set(reader) | set(writer)) - _COMPARED - _ANNOTATIONS
     unequal = sorted(key for key in other if reader.get(key) != writer.get(key))
