@@ -180,3 +180,31 @@ def test_avro_references_resolve_named_types_for_the_registry_the_codec_and_conf
     assert frame[:5] == b"\x00" + person_id.to_bytes(4, "big")
     assert people.decode(frame) == value
     assert AvroDeserializer(client)(frame, SerializationContext("people", MessageField.VALUE)) == value
+
+
+@pytest.mark.parametrize(
+    ("reader", "writer", "readable"),
+    [
+        ({"enum": ["a", "b"]}, {"enum": ["a"]}, True),
+        ({"enum": ["a"]}, {"enum": ["a", "b"]}, False),
+        ({"type": ["string", "null"]}, {"type": "string", "maxLength": 3}, True),
+        ({"type": "string", "maxLength": 2}, {"type": "string", "maxLength": 3}, False),
+        ({"type": "string", "pattern": "^a"}, {"type": "string"}, False),
+        (
+            {"type": "array", "items": {"type": "number"}},
+            {"type": "array", "items": {"type": "integer"}},
+            True,
+        ),
+        (
+            {"type": "array", "items": {"type": "integer"}},
+            {"type": "array", "items": {"type": "number"}},
+            False,
+        ),
+        ({"anyOf": [{"type": "string"}]}, {"anyOf": [{"type": "integer"}]}, False),  # not provable: refused
+        ({"title": "any document"}, {"type": "integer"}, True),
+    ],
+)
+def test_json_schema_rules_keyword_by_keyword(reader: Any, writer: Any, readable: bool) -> None:
+    from contraflow.spu.registry.json_schema_compatibility import read_problems
+
+    assert (not read_problems(reader, writer)) is readable
