@@ -121,7 +121,12 @@ class RegistryService:
         await asyncio.to_thread(check_schema, schema, imports)
 
     async def _problems(self, level: str, new: Schema, older: list[Schema]) -> list[str]:
-        return await asyncio.to_thread(compatibility_problems, level, new, older, self.table.imports)
+        """The compatibility verdict, worked out in a thread; the references are looked up here,
+        on the loop, as the table changes only on the loop."""
+        imports = {schema.identity: self.table.imports(schema) for schema in (new, *older)}
+        return await asyncio.to_thread(
+            compatibility_problems, level, new, older, lambda schema: imports[schema.identity]
+        )
 
     async def serialized(self, version: Version, form: str | None) -> dict[str, Any]:
         """A version's schema fields, a Protobuf one as a serialized descriptor when `form` is
