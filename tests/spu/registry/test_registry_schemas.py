@@ -180,6 +180,10 @@ def test_avro_references_resolve_named_types_for_the_registry_the_codec_and_conf
     assert frame[:5] == b"\x00" + person_id.to_bytes(4, "big")
     assert people.decode(frame) == value
     assert AvroDeserializer(client)(frame, SerializationContext("people", MessageField.VALUE)) == value
+    code, message = refusal(lambda: client.delete_version("address-value", 1))
+    assert code == 42206 and "people-value version 1" in message  # its readers still need it
+    client.delete_subject("people-value")
+    assert client.delete_version("address-value", 1) == 1
 
 
 @pytest.mark.parametrize(

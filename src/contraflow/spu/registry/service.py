@@ -145,6 +145,7 @@ class RegistryService:
             if not every:
                 raise errors.subject_not_found(subject)
             live = [v for v in every if not v.deleted]
+            self._unreferenced(every)
             if permanent:
                 if live:
                     raise RegistryError(
@@ -162,6 +163,7 @@ class RegistryService:
         async with self._writing:
             await self.topic.catch_up()
             target = await self.version(subject, version, deleted=permanent)
+            self._unreferenced([target])
             if permanent:
                 if not target.deleted:
                     raise RegistryError(
@@ -173,6 +175,18 @@ class RegistryService:
             else:
                 await self.topic.append([_soft_deleted(target)])
             return target.version
+
+    def _unreferenced(self, versions: list[Version]) -> None:
+        """Refuse (42206) to delete a version another live schema refers to: its readers need it."""
+        for version in versions:
+            referrers = self.table.referrers(version.subject, version.version)
+            if referrers:
+                names = ", ".join(f"{r.subject} version {r.version}" for r in referrers)
+                raise RegistryError(
+                    errors.REFERENCE_EXISTS,
+                    f"One or more references exist to the schema {{subject={version.subject}, "
+                    f"version={version.version}}}: {names}",
+                )
 
     # -- compatibility levels --------------------------------------------------------------------
 

@@ -151,6 +151,16 @@ class RegistryTable:
             self._add_imports(version.schema, found, depth + 1)
             found.setdefault(name, version.schema.text)
 
+    def referrers(self, subject: str, version: int) -> list[Version]:
+        """The live versions whose references name this version: it may not be deleted under them."""
+        return [
+            v
+            for vs in self.versions.values()
+            for v in vs.values()
+            if not v.deleted
+            and any(r["subject"] == subject and r["version"] == version for r in v.schema.references)
+        ]
+
     def level(self, subject: str | None) -> str:
         """The subject's own level, else the global one, else BACKWARD."""
         return self.levels.get(subject) or self.levels.get(None) or DEFAULT_LEVEL
