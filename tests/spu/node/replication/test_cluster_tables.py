@@ -15,7 +15,7 @@ from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig
 
-CHURN_KEYS, CHURN_ROUNDS = 10, 12
+CHURN_KEYS, CHURN_ROUNDS = 10, 8
 
 
 def churn_control_values(bootstrap: str) -> dict[str, int]:
