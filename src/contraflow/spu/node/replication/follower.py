@@ -5,8 +5,10 @@ diverge (KIP-101/279: the leader says where the latest epoch both know ends in
 its log), then fetches from the leader's private port from its own log end,
 appending the batches as they are (offsets and epochs kept). What it copies
 also feeds the idempotent producers' table and the batch ledger
-(`ReplicaManager.observe_copied`), so the replica can lead at any moment. The
-leader's side is `leader.py` and `replicas.py`.
+(`ReplicaManager.observe_copied`), so the replica can lead at any moment. It
+also follows the leader's log start (a compacted table's, or retention's): it
+drops its segments wholly before it, and a log that ends before it starts over
+there. The leader's side is `leader.py` and `replicas.py`.
 """
 
 from __future__ import annotations
