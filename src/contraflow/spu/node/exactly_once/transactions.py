@@ -259,6 +259,10 @@ class TransactionCoordinator:
         with self._lock:
             return self._owner_bytes.get(owner, 0)
 
+    def spills(self, size: int) -> bool:
+        """Whether staging `size` more bytes now would go to disk (a hint: it is not reserved)."""
+        return self._memory_bytes + size > self._memory_limit
+
     def memory_bytes(self) -> int:
         """Staged bytes held in memory now (at most `memory_limit`; the rest is spilled)."""
         with self._lock:
