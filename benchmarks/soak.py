@@ -10,8 +10,8 @@ sample: per process its RSS (MiB) and open file descriptors (the runtime's
 session: its own Python, the JVM, the Python workers summed), each data
 directory's disk use (MiB), and the latency p50/p99 (ms) of the events read
 in the interval. Target: RSS and fds flat after warm-up, latency without
-drift; disk grows with the data (no retention on the topics here) and with the
-replicated tables (not compacted yet: docs/spu-cluster.md).
+drift; disk grows with the data (no retention on the topics here), not with
+the replicated tables (they compact themselves: docs/spu-cluster.md).
 
 Prints each sample as a JSON line on stderr while it runs and one JSON object
 at the end: the samples, and per figure its value at the warm-up mark (a sixth

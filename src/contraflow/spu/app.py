@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEDGER_PATH = Path("transactions") / "ledger.log"
+STAGING_DIR = Path("transactions") / "spill"  # staged batches past the memory limit (unlinked files)
 # Replication between SPUs and the controller's own APIs are not for clients.
 PUBLIC_APIS = frozenset(ApiKey) - REPLICATION_APIS - {ApiKey.SC_HEARTBEAT, ApiKey.SC_ALTER_ISR}
 READ_AHEAD = 256 * 1024
@@ -97,8 +98,10 @@ class SpuServer:
         self.transactions = TransactionCoordinator(
             ledger,
             partitions,
+            spill_dir=store.data_dir / STAGING_DIR,
             timeout_s=self.config.transaction_timeout_s,
             max_staged_bytes_per_owner=self.config.limits.max_staged_bytes,
+            memory_limit=self.config.limits.staged_memory_bytes,
         )
         streams = StreamRegistry(partitions, signals)
         membership = self.membership = self._membership(partitions, signals, streams)

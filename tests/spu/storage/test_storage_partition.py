@@ -133,6 +133,41 @@ def test_retention_by_time_uses_the_newest_record_of_a_segment(tmp_path: Path) -
     assert len(part.segments) == 1, "the active segment stays however old it is"
 
 
+UNSYNCED = TopicConfig(segment_bytes=1024, index_interval_bytes=200, flush=FlushPolicy("never"))
+
+
+def test_dropping_before_an_offset_removes_only_closed_segments_wholly_below_it(tmp_path: Path) -> None:
+    part = make(tmp_path, UNSYNCED)
+    written = fill(part, 30)
+    bases = [s.base_offset for s in part.segments]
+    assert len(bases) > 3
+    assert part.drop_before(bases[2] - 1) == bases[:1]  # the second segment holds bases[2] - 1
+    assert part.drop_before(bases[2]) == bases[1:2]
+    assert part.drop_before(10**9) == bases[2:-1]  # never the active segment
+    part.close()
+    again = make(tmp_path, UNSYNCED)
+    assert again.log_start_offset == bases[-1]
+    assert [v for _, v in read_all(again)] == written[bases[-1] :]
+
+
+def test_a_log_restarted_past_its_end_is_empty_there_and_takes_the_leaders_batches(tmp_path: Path) -> None:
+    part = make(tmp_path, UNSYNCED)
+    fill(part, 10)
+    start = part.log_end_offset + 1000  # where a compacted leader's log starts
+    part.restart_at(start)
+    assert (part.log_start_offset, part.log_end_offset, part.high_watermark) == (start, start, start)
+    batch = encode_batch([b"a", b"b"])
+    copied = bytearray(batch)
+    copied[:8] = start.to_bytes(8, "big")  # a leader's batch keeps its offset
+    part.append_encoded(copied, assign_offsets=False)
+    part.close()
+    again = make(tmp_path, UNSYNCED)
+    assert (again.log_start_offset, again.log_end_offset) == (start, start + 2)
+    assert read_all(again) == [(start, b"a"), (start + 1, b"b")]
+    with pytest.raises(ValueError):
+        again.restart_at(start)
+
+
 def test_committed_reads_stop_at_the_high_watermark(tmp_path: Path) -> None:
     part = Partition(tmp_path / "p0", "t", 0, SMALL, hw_follows_flush=False)
     fill(part, 5)

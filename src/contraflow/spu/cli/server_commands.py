@@ -71,6 +71,13 @@ def spu() -> None:
     help="Request bytes the whole SPU holds at once; past it, clients wait (not read).",
 )
 @click.option(
+    "--staged-memory",
+    default="64MiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Transaction staging the SPU holds in memory; past it, staged batches go to disk.",
+)
+@click.option(
     "--max-connections",
     default="1024",
     show_default=True,
@@ -107,6 +114,7 @@ def run(
     kafka_addr: str | None,
     registry_addr: str | None,
     max_buffered_bytes: str,
+    staged_memory: str,
     max_connections: str,
     frame_timeout: str,
     idle_timeout: str,
@@ -141,6 +149,7 @@ def run(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     limits = Limits(
         max_buffered_bytes=parse_size(max_buffered_bytes, "--max-buffered-bytes"),
+        staged_memory_bytes=parse_size(staged_memory, "--staged-memory"),
         max_connections=parse_count(max_connections, "--max-connections", minimum=1),
         frame_timeout_s=parse_duration_ms(frame_timeout, "--frame-timeout") / 1000,
         idle_timeout_s=parse_duration_ms(idle_timeout, "--idle-timeout") / 1000,

@@ -71,7 +71,8 @@ class Limits:
     max_frame_bytes: int = 16 * 1024 * 1024
     max_inflight: int = 64
     max_inflight_bytes: int = 64 * 1024 * 1024  # request bodies held by one connection's requests
-    max_staged_bytes: int = 64 * 1024 * 1024
+    max_staged_bytes: int = 64 * 1024 * 1024  # staged by one connection, in memory or spilled
+    staged_memory_bytes: int = 64 * 1024 * 1024  # staging held in memory, SPU-wide; the rest spills
     max_buffered_bytes: int = 256 * 1024 * 1024  # request bodies held by the whole server
     max_connections: int = 1024
     frame_timeout_s: float = 30.0  # a frame that started arriving must be complete by then

@@ -7,7 +7,9 @@ Storage exceptions are translated to error codes in one place (`translate`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import Executor
 from typing import Any
 
@@ -253,8 +255,7 @@ class Handlers:
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
         self._node.exactly_once.check_stage(req.producer_id, req.batch_id, tp)
-        batches = split_batches(payload, verify=True)
-        accepted = self._txns.stage_request(req, batches, owner=conn.id)
+        accepted = await self._stage(req, payload, conn.id)
         await self._node.exactly_once.staged(tp, req, payload)
         return Reply({"staged": accepted, "already_committed": not accepted})
 
@@ -264,9 +265,17 @@ class Handlers:
         """A follower keeps its leader's staging (dropped when the commit is copied, or expired)."""
         tp = (req.topic, req.partition)
         self._partitions.check_exists(tp)
-        owner = ("copy", req.producer_id, req.batch_id, req.writer)
-        self._txns.stage_request(req, split_batches(payload, verify=True), owner=owner)
+        await self._stage(req, payload, ("copy", req.producer_id, req.batch_id, req.writer))
         return Reply()
+
+    async def _stage(self, req: m.TxnStageRequest, payload: memoryview, owner: Hashable) -> bool:
+        """Stage a request's batches; one that will go to disk (`spill.py`) is written from a
+        worker thread, not the event loop."""
+        batches = split_batches(payload, verify=True)
+        if not self._txns.spills(len(payload)):
+            return self._txns.stage_request(req, batches, owner=owner)
+        stage = functools.partial(self._txns.stage_request, req, batches, owner=owner)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, stage)
 
     async def txn_commit(
         self, conn: Connection, req: m.TxnCommitRequest, payload: memoryview, cid: int

@@ -594,15 +594,62 @@ class Partition:
                 surplus = retention_bytes is not None and total - oldest.size >= retention_bytes
                 if not (expired or surplus):
                     break
-                self.segments.pop(0)
-                self._bases.pop(0)
-                oldest.delete()
                 total -= oldest.size
-                deleted.append(oldest.base_offset)
-            if deleted:
-                fsync_dir(self.directory)
-                self._hw = max(self._hw, self.log_start_offset)
+                deleted.append(self._delete_oldest())
+            self._after_deleting(deleted)
         return deleted
+
+    def drop_before(self, offset: int) -> list[int]:
+        """Delete the closed segments that hold only records below `offset`, never the active
+        one; returns their base offsets. For a log whose records below `offset` say nothing
+        any more (a replicated table's snapshot starts there) or that its leader no longer has."""
+        deleted: list[int] = []
+        with self._lock:
+            self._check_writable()
+            while self.closed_before(offset):
+                deleted.append(self._delete_oldest())
+            self._after_deleting(deleted)
+        return deleted
+
+    def closed_before(self, offset: int) -> bool:
+        """Whether the oldest segment is closed and holds only records below `offset`."""
+        with self._lock:
+            return len(self.segments) > 1 and self.segments[1].base_offset <= offset
+
+    def restart_at(self, offset: int) -> None:
+        """Empty the log and start it again at `offset`, past its end: a follower whose log ends
+        before its leader's log starts has nothing the leader could still send after it."""
+        with self._lock:
+            self._check_writable()
+            if offset <= self._leo:
+                raise ValueError(f"{self.topic}/{self.number}: {offset} is not past the log end {self._leo}")
+            for old in self.segments:
+                old.delete()  # as retention does: readers' views of it stay valid
+            fsync_dir(self.directory)
+            seg = Segment.create(self.directory, offset, self._settings)
+            fsync_dir(self.directory)
+            self.segments, self._bases = [seg], [offset]
+            self._leo = self._durable_end = self._hw = offset
+            RecoveryPoint(offset, offset, 0).write(self.directory / RECOVERY_POINT)
+            write_offset(self.directory / HIGH_WATERMARK, offset)
+
+    @property
+    def active_base_offset(self) -> int:
+        """Where the active segment starts: every record below it is in a closed segment."""
+        with self._lock:
+            return self.segments[-1].base_offset if self.segments else 0
+
+    def _delete_oldest(self) -> int:
+        """Remove the oldest segment (lock held, another one left); returns its base offset."""
+        oldest = self.segments.pop(0)
+        self._bases.pop(0)
+        oldest.delete()
+        return oldest.base_offset
+
+    def _after_deleting(self, deleted: list[int]) -> None:
+        if deleted:
+            fsync_dir(self.directory)
+            self._hw = max(self._hw, self.log_start_offset)
 
     def describe(self) -> PartitionInfo:
         with self._lock:

@@ -3,6 +3,7 @@ timeout, restart, crash recovery and committed-isolation fencing."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,12 +11,13 @@ import pytest
 from tests.spu.spu_harness import running_spu, small_limits
 
 from contraflow.spu.api import LocalLog
-from contraflow.spu.app import LEDGER_PATH
+from contraflow.spu.app import LEDGER_PATH, STAGING_DIR
 from contraflow.spu.client import SpuClient
 from contraflow.spu.embedded import EmbeddedSpu
 from contraflow.spu.node.exactly_once.journal import BatchLedger
 from contraflow.spu.node.partitions import Partitions
 from contraflow.spu.protocol import ErrorCode, SpuError
+from contraflow.spu.protocol.batch import MAGIC_POS
 from contraflow.spu.storage import FlushPolicy, TopicConfig, encode_batch
 from contraflow.spu.storage.store import Store
 
@@ -123,6 +125,40 @@ def test_staged_bytes_per_connection_are_limited(tmp_path: Path) -> None:
         assert err.value.code == ErrorCode.TOO_MANY_REQUESTS
         client.commit("q", 1)  # committing frees the budget
         client.stage("q", 2, "out", 0, encode_batch([b"y" * 1000]))
+
+
+def spill_files(data_dir: Path) -> dict[str, int]:
+    """This process's open spill files under `data_dir` (unlinked: found by their descriptors)
+    and their sizes on disk."""
+    spill_dir = str(data_dir / STAGING_DIR)
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        target = os.readlink(f"/proc/self/fd/{fd}") if os.path.islink(f"/proc/self/fd/{fd}") else ""
+        if target.startswith(spill_dir):
+            found[target] = os.stat(f"/proc/self/fd/{fd}").st_size
+    return found
+
+
+def test_staging_past_the_memory_limit_lives_on_disk_and_commits_byte_identical(tmp_path: Path) -> None:
+    limits = small_limits(staged_memory_bytes=1500)
+    data_dir = tmp_path / "d"
+    kept, spilled = encode_batch([b"k" * 1000]), [encode_batch([b"s%d" % i * 300, b"t"]) for i in range(3)]
+    with running_spu(data_dir, limits=limits) as spu, SpuClient(spu.addr) as a, SpuClient(spu.addr) as b:
+        make_topics(a)
+        a.stage("q", 1, "out", 0, kept)  # within the limit: in memory
+        a.stage("q", 1, "out", 0, spilled[:2])  # past it: to the transaction's spill file
+        b.stage("q", 1, "out", 1, spilled[2])  # another connection's, the same file
+        assert list(spill_files(data_dir).values()) == [sum(len(s) for s in spilled)]
+
+        assert b.commit("q", 1, expected_batches=4) == {("out", 0): 5, ("out", 1): 2}
+        assert spill_files(data_dir) == {}  # the commit gave the space back
+        written = [x.buffer for p in (0, 1) for x in a.fetch("out", p, 0, isolation="committed").batches]
+        assert [bytes(w[MAGIC_POS:]) for w in written] == [s[MAGIC_POS:] for s in [kept, *spilled]]
+
+        a.stage("q", 2, "out", 0, spilled[0])  # memory was given back by the commit too
+        assert spill_files(data_dir) == {}
+        a.stage("q", 3, "out", 0, spilled)
+        assert a.abort("q", 3) and spill_files(data_dir) == {}
 
 
 def test_stage_rejects_corrupt_batches_and_unknown_partitions(tmp_path: Path) -> None:

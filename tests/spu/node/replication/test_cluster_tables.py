@@ -1,5 +1,5 @@
 """Consumer offsets and control values in a cluster: replicated tables that a new
-leader still has after the old one is SIGKILLed."""
+leader still has after the old one is SIGKILLed, and whose logs compaction keeps bounded."""
 
 from __future__ import annotations
 
@@ -15,9 +15,31 @@ from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.protocol.internal_topics import CONTROL_TOPIC, OFFSETS_TOPIC
 from contraflow.spu.protocol.topics import TopicConfig
 
+CHURN_KEYS, CHURN_ROUNDS = 10, 8
+
+
+def churn_control_values(bootstrap: str) -> dict[str, int]:
+    """Every key set CHURN_ROUNDS times (a round's keys at once); the values last set."""
+
+    async def churn() -> None:
+        client = AsyncSpuClient(bootstrap)
+        try:
+            for round in range(CHURN_ROUNDS):
+                await asyncio.gather(*(client.set_control(f"churn/{k}", round) for k in range(CHURN_KEYS)))
+        finally:
+            await client.close()
+
+    asyncio.run(churn())
+    return {f"churn/{k}": CHURN_ROUNDS - 1 for k in range(CHURN_KEYS)}
+
 
 def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_path: Path) -> None:
     with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
+        # the control table's log in small segments, so that compaction runs many times
+        client.create_topic(
+            CONTROL_TOPIC,
+            TopicConfig(partitions=1, replication_factor=3, min_in_sync_replicas=2, segment_bytes=1024),
+        )
         client.create_topic("orders", TopicConfig(partitions=2, replication_factor=3, min_in_sync_replicas=2))
         for p in (0, 1):
             client.produce("orders", p, values(50))
@@ -31,6 +53,7 @@ def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_pa
         client.set_control("gone", 1)
         client.set_control("gone", None)
 
+        churned: dict[str, int] = {}
         # the tables are topics of the cluster's own, replicated like any other
         for topic in (OFFSETS_TOPIC, CONTROL_TOPIC):
             _, _, replicas, isr = partition_state(cluster, topic)
@@ -47,11 +70,15 @@ def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_pa
                 assert fresh.get_control("credit/billing/orders") == 500 + round
                 assert fresh.get_control("signals/flow.p") == {"qos": {"open": True}}
                 assert fresh.get_control("gone") is None
+                # a new leader rebuilds the compacted table from its log: the same values
+                assert {k: fresh.get_control(k) for k in churned} == churned
                 new_leader, new_epoch, _, _ = partition_state(cluster, table)
                 assert new_leader != leader and new_epoch > epoch
                 # the new leader takes changes, which the old one has once it is back
                 fresh.commit_offset("billing", "orders", 0, 43 + round)
                 fresh.set_control("credit/billing/orders", 501 + round)
+            if round == 0:  # compacted while a replica is down: its log ends before the leader's starts
+                churned = churn_control_values(cluster.bootstrap)
             cluster.start_spu(leader)
             for topic in (OFFSETS_TOPIC, CONTROL_TOPIC):
                 wait_for(
@@ -59,6 +86,15 @@ def test_committed_offsets_and_control_values_survive_the_leaders_sigkill(tmp_pa
                     lambda t=topic, n=leader: n in partition_state(cluster, t)[3],
                 )
         assert client.fetch_offset("billing", "orders", 0) == 44
+        assert {k: client.get_control(k) for k in churned} == churned
+        # a table's log stays bounded (snapshots, the segments before them dropped), on every replica
+        wait_for(
+            "every replica's control log compacted",
+            lambda: all(
+                len(replica_log(tmp_path / f"spu-{n}", CONTROL_TOPIC)) < CHURN_KEYS * CHURN_ROUNDS // 3
+                for n in range(3)
+            ),
+        )
         logs = [replica_log(tmp_path / f"spu-{n}", OFFSETS_TOPIC) for n in range(3)]
         assert logs[0] == logs[1] == logs[2] and len(logs[0]) == 6
 

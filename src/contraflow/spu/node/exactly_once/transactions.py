@@ -7,7 +7,8 @@ journalled in the `BatchLedger` (intent, appends, commit), and only then moves
 the high watermarks, so a committed-isolation reader sees all of a batch or
 none of it. Committing a batch id that the ledger already holds discards what
 was staged and returns the recorded end offsets: replayed batches never
-duplicate output. Staging lives in memory; a restart or timeout loses it, which
+duplicate output. Staging lives in memory up to `memory_limit` bytes SPU-wide and in
+its transaction's spill file past it (`spill.py`); a restart or timeout loses it, which
 the writer sees as UNKNOWN_TRANSACTION when it says how many batches it staged.
 """
 
@@ -18,9 +19,11 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from contraflow.spu.node.exactly_once.journal import BatchLedger, Offsets
+from contraflow.spu.node.exactly_once.spill import SpilledBatch, SpillFile
 from contraflow.spu.protocol import messages as m
 from contraflow.spu.protocol.errors import ErrorCode, SpuError
 from contraflow.spu.protocol.topics import TopicPartition
@@ -44,12 +47,20 @@ class AppendTarget(Protocol):
 
 @dataclass
 class _Staged:
-    """One staged record batch and the connection that pays for its memory."""
+    """One staged record batch (in memory, or spilled) and the connection it counts against."""
 
     tp: TopicPartition
-    data: bytes | memoryview
+    data: bytes | memoryview | SpilledBatch
     owner: Hashable
     sequence: int | None = None  # the stage request's number, if the writer numbers them
+
+    @property
+    def in_memory(self) -> bool:
+        return not isinstance(self.data, SpilledBatch)
+
+    def payload(self) -> bytes | memoryview:
+        """The batch's bytes (read back from the spill file if it was spilled)."""
+        return self.data.read() if isinstance(self.data, SpilledBatch) else self.data
 
 
 @dataclass
@@ -72,6 +83,7 @@ class _WriterStage:
 
 @dataclass
 class _Pending:
+    spill: SpillFile
     writers: dict[str, _WriterStage] = field(default_factory=dict)
     touched: float = 0.0
 
@@ -93,16 +105,21 @@ class TransactionCoordinator:
         ledger: BatchLedger,
         target: AppendTarget,
         *,
+        spill_dir: Path,
         timeout_s: float = 60.0,
         max_staged_bytes_per_owner: int = 64 * 1024 * 1024,
+        memory_limit: int = 64 * 1024 * 1024,
     ) -> None:
         self._ledger = ledger
         self._target = target
+        self._spill_dir = spill_dir
         self.timeout_s = timeout_s
         self._owner_limit = max_staged_bytes_per_owner
+        self._memory_limit = memory_limit
         self._lock = threading.Lock()
         self._pending: dict[TxnKey, _Pending] = {}
         self._owner_bytes: dict[Hashable, int] = {}
+        self._memory_bytes = 0  # staged bytes held in memory, every connection's
         self._producer_locks: dict[str, threading.Lock] = {}
 
     # -- recovery --------------------------------------------------------------------------------
@@ -145,24 +162,39 @@ class TransactionCoordinator:
                     ErrorCode.TOO_MANY_REQUESTS,
                     f"staged bytes of this connection would exceed {self._owner_limit}",
                 )
-            pending = self._pending.setdefault((producer_id, batch_id), _Pending())
+            pending = self._pending.get((producer_id, batch_id))
+            if pending is None:
+                pending = self._pending[(producer_id, batch_id)] = _Pending(SpillFile(self._spill_dir))
             stage = pending.writers.get(writer)
             if stage is None or stage.attempt != attempt:
                 if stage is not None:  # a new attempt replaces what the old one staged
                     self._release(stage.batches)
                 stage = pending.writers[writer] = _WriterStage(attempt)
+            seen = stage.seen.setdefault(tp, set())
+            if sequence in seen:
+                return True  # a resend of what is staged already
+            kept = self._keep(batches, size, pending.spill)
             if sequence is not None:
-                seen = stage.seen.setdefault(tp, set())
-                if sequence in seen:
-                    return True  # a resend of what is staged already
                 seen.add(sequence)
-            stage.batches.extend(_Staged(tp, b, owner, sequence) for b in batches)
+            stage.batches.extend(_Staged(tp, b, owner, sequence) for b in kept)
             self._owner_bytes[owner] = self._owner_bytes.get(owner, 0) + size
             pending.touched = time.monotonic()
         return True
 
+    def _keep(
+        self, batches: Sequence[bytes | memoryview], size: int, spill: SpillFile
+    ) -> Sequence[bytes | memoryview | SpilledBatch]:
+        """The batches themselves while staging in memory stays within its limit, else their
+        places in the spill file; all or nothing (a failed spill keeps none). Lock held."""
+        if self._memory_bytes + size <= self._memory_limit:
+            self._memory_bytes += size
+            return batches
+        return [spill.write(b) for b in batches]
+
     def _release(self, batches: list[_Staged]) -> None:
         for b in batches:
+            if b.in_memory:
+                self._memory_bytes -= len(b.data)
             left = self._owner_bytes.get(b.owner, 0) - len(b.data)
             if left > 0:
                 self._owner_bytes[b.owner] = left
@@ -170,11 +202,20 @@ class TransactionCoordinator:
                 self._owner_bytes.pop(b.owner, None)
 
     def _take(self, key: TxnKey) -> _Pending | None:
+        """Remove a transaction's staging; the caller closes its spill file when done with it."""
         with self._lock:
             pending = self._pending.pop(key, None)
             if pending is not None:
                 self._release(pending.batches())
             return pending
+
+    def _drop(self, key: TxnKey) -> bool:
+        """Discard a transaction's staging; True if there was any."""
+        pending = self._take(key)
+        if pending is None:
+            return False
+        pending.spill.close()
+        return True
 
     def pending_batches(self) -> list[TxnKey]:
         """The (producer, batch) pairs with staging kept."""
@@ -193,9 +234,11 @@ class TransactionCoordinator:
                 taken.extend(b for b in stage.in_order() if b.tp == tp)
                 stage.batches = [b for b in stage.batches if b.tp != tp]
             self._release(taken)
+            payloads = [b.payload() for b in taken]
             if not pending.batches():  # every partition taken: the batch's staging is over
                 del self._pending[(producer_id, batch_id)]
-            return [b.data for b in taken]
+                pending.spill.close()
+            return payloads
 
     def stage_request(
         self, req: m.TxnStageRequest, batches: Sequence[bytes | memoryview], *, owner: Hashable
@@ -216,6 +259,15 @@ class TransactionCoordinator:
         with self._lock:
             return self._owner_bytes.get(owner, 0)
 
+    def spills(self, size: int) -> bool:
+        """Whether staging `size` more bytes now would go to disk (a hint: it is not reserved)."""
+        return self._memory_bytes + size > self._memory_limit
+
+    def memory_bytes(self) -> int:
+        """Staged bytes held in memory now (at most `memory_limit`; the rest is spilled)."""
+        with self._lock:
+            return self._memory_bytes
+
     # -- completion ------------------------------------------------------------------------------
 
     def commit(self, producer_id: str, batch_id: int, expected_batches: int | None = None) -> CommitResult:
@@ -224,17 +276,21 @@ class TransactionCoordinator:
         with self._producer_lock(producer_id):
             recorded = self._ledger.lookup(producer_id, batch_id)
             if recorded is not None:
-                self._take((producer_id, batch_id))
+                self._drop((producer_id, batch_id))
                 return CommitResult(recorded, already_committed=True)
-            pending = self._take((producer_id, batch_id)) or _Pending()
-            staged = pending.batches()
-            if expected_batches is not None and expected_batches != len(staged):
-                raise SpuError(
-                    ErrorCode.UNKNOWN_TRANSACTION,
-                    f"batch {batch_id} of producer {producer_id!r}: {len(staged)} record batches staged, "
-                    f"{expected_batches} expected (staging lost to a restart or timeout); replay the batch",
-                )
-            ends = self._append_atomically(producer_id, batch_id, staged)
+            pending = self._take((producer_id, batch_id)) or _Pending(SpillFile(self._spill_dir))
+            try:
+                staged = pending.batches()
+                if expected_batches is not None and expected_batches != len(staged):
+                    raise SpuError(
+                        ErrorCode.UNKNOWN_TRANSACTION,
+                        f"batch {batch_id} of producer {producer_id!r}: {len(staged)} record batches "
+                        f"staged, {expected_batches} expected (staging lost to a restart or timeout); "
+                        "replay the batch",
+                    )
+                ends = self._append_atomically(producer_id, batch_id, staged)
+            finally:
+                pending.spill.close()
             return CommitResult(ends, already_committed=False)
 
     def _append_atomically(self, producer_id: str, batch_id: int, staged: list[_Staged]) -> Offsets:
@@ -245,7 +301,7 @@ class TransactionCoordinator:
                 self._target.fence(tp, start)
             self._ledger.record_intent(producer_id, batch_id, starts)
             for b in staged:
-                self._target.append_unsynced(b.tp, b.data)
+                self._target.append_unsynced(b.tp, b.payload())
             for tp in tps:
                 self._target.sync(tp)
             ends = {tp: self._target.log_end(tp) for tp in tps}
@@ -256,14 +312,14 @@ class TransactionCoordinator:
 
     def abort(self, producer_id: str, batch_id: int) -> bool:
         """Discard what was staged; True if there was anything."""
-        return self._take((producer_id, batch_id)) is not None
+        return self._drop((producer_id, batch_id))
 
     def expire(self, now: float | None = None) -> list[TxnKey]:
         """Drop staging untouched for longer than the timeout (a writer that died)."""
         now = time.monotonic() if now is None else now
         with self._lock:
             stale = [k for k, p in self._pending.items() if now - p.touched > self.timeout_s]
-        return [k for k in stale if self._take(k) is not None]
+        return [k for k in stale if self._drop(k)]
 
     def ledger(self, producer_id: str, batch_id: int) -> Offsets | None:
         self._check_not_forgotten(producer_id, batch_id)

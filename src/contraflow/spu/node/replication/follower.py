@@ -5,8 +5,10 @@ diverge (KIP-101/279: the leader says where the latest epoch both know ends in
 its log), then fetches from the leader's private port from its own log end,
 appending the batches as they are (offsets and epochs kept). What it copies
 also feeds the idempotent producers' table and the batch ledger
-(`ReplicaManager.observe_copied`), so the replica can lead at any moment. The
-leader's side is `leader.py` and `replicas.py`.
+(`ReplicaManager.observe_copied`), so the replica can lead at any moment. It
+also follows the leader's log start (a compacted table's, or retention's): it
+drops its segments wholly before it, and a log that ends before it starts over
+there. The leader's side is `leader.py` and `replicas.py`.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class Follower:
 
     async def _copy(self, part: Partition, response: Response) -> None:
         payload = response.payload
+        await self._start_where_the_leader_starts(part, int(response.fields["log_start_offset"]))
         if len(payload):
             batches = split_batches(payload, verify=False)
             loop = asyncio.get_running_loop()
@@ -154,6 +157,21 @@ class Follower:
             await asyncio.shield(busy)
         hw = int(response.fields["high_watermark"])
         part.set_high_watermark(min(hw, part.log_end_offset), persist=False)
+
+    async def _start_where_the_leader_starts(self, part: Partition, leader_start: int) -> None:
+        """What the leader's log no longer holds goes here too (a compacted table's log): a log
+        that ends before the leader's starts begins again there, else the segments wholly
+        before it are dropped."""
+        if leader_start <= part.log_start_offset:
+            return
+        loop = asyncio.get_running_loop()
+        if leader_start > part.log_end_offset:
+            log.info(
+                "%s/%d: the leader's log starts at %d, past ours", self._tp[0], self._tp[1], leader_start
+            )
+            await loop.run_in_executor(self._replicas.executor, part.restart_at, leader_start)
+        elif part.closed_before(leader_start):
+            await loop.run_in_executor(self._replicas.executor, part.drop_before, leader_start)
 
     def _append(self, part: Partition, batches: list[memoryview]) -> None:
         """Copy a fetch's batches; under an every-batch flush policy one fsync covers them

@@ -11,11 +11,21 @@ reading its log from the start (the last record of a key wins; a JSON `null`
 removes the key). Clients send these requests to the internal partition's
 leader (`client/routing.py`); an SPU asked while the topic does not exist yet
 creates it (min(3, SPUs) replicas, 2 of them in sync) through the controller.
+
+Compaction keeps the log from growing with time. Once the log has a closed
+segment and holds more than twice as many records as the table has keys, the
+leader pauses changes, appends a *snapshot* (one batch: a marker record, then
+every key's value) with acks=all, and deletes the segments wholly before it
+(`Partition.drop_before`). A replay that meets a snapshot starts the table
+over from it, so any suffix of the log that holds the latest snapshot rebuilds
+the same table. Followers drop what their leader's log no longer starts with
+(`follower.py`, from the log start each fetch answer carries).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -32,8 +42,12 @@ from contraflow.spu.protocol.internal_topics import cluster_replication
 from contraflow.spu.protocol.topics import TopicConfig, TopicPartition
 from contraflow.spu.storage.partition import Partition
 
+log = logging.getLogger(__name__)
+
 TABLE_SEGMENT_BYTES = 4 << 20
 REBUILD_READ_BYTES = 4 << 20
+SNAPSHOT_HEADER = "contraflow.table-snapshot"  # on the first record of a snapshot batch
+SNAPSHOT_MARKER: list[tuple[str, bytes]] = [(SNAPSHOT_HEADER, b"")]
 
 CreateTopic = Callable[[str, TopicConfig], Awaitable[None]]
 
@@ -65,6 +79,12 @@ class ReplicatedTable:
         self._epoch = -1  # the leader epoch the table was built at
         self._building = asyncio.Lock()
         self._appender = OrderedAppender(partitions, executor, self.tp)
+        self._changes_open = asyncio.Event()  # cleared while a snapshot is taken
+        self._changes_open.set()
+        self._no_changes = asyncio.Event()  # set while no change is between append and apply
+        self._no_changes.set()
+        self._changing = 0
+        self._snapshot_at = -1  # where this leader's last snapshot starts
 
     async def get(self, key: str) -> Any:
         """The committed value of `key` (None if absent); NOT_LEADER unless this SPU leads."""
@@ -78,12 +98,58 @@ class ReplicatedTable:
         found = self._values.get(key)
         if (None if found is None else found[1]) == value:
             return
-        state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
-        batch = encode_batch([orjson.dumps(value)], [key.encode()])
+        await self._changes_open.wait()
+        self._changing += 1
+        self._no_changes.clear()
+        try:
+            state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
+            base = await self._append_committed(state, encode_batch([orjson.dumps(value)], [key.encode()]))
+            if self._epoch == state.epoch:
+                self._apply(key, base, value)
+        finally:
+            self._changing -= 1
+            if not self._changing:
+                self._no_changes.set()
+        if self._compaction_due(state.partition):
+            try:
+                await self._compact()
+            except SpuError as err:  # the change itself is done: compaction waits for the next one
+                log.warning("compacting %s: %s", self.tp[0], err)
+
+    async def _append_committed(self, state: LeaderState, batch: bytearray) -> int:
+        """Append one batch with acks=all; its base offset once the in-sync replicas hold it."""
         base, last = await self._appender.append(AppendRequest([memoryview(batch)], False))
         await self._replicas.appended(self.tp, state, last + 1, Acks.COMMITTED)
-        if self._epoch == state.epoch:
-            self._apply(key, base, value)
+        return base
+
+    def _compaction_due(self, part: Partition) -> bool:
+        """A closed segment the last snapshot does not already cover, and more than half the
+        log's records stale (so a snapshot frees at least as much as it writes)."""
+        active = part.active_base_offset
+        grown = part.log_end_offset - part.log_start_offset > 2 * len(self._values)
+        return part.log_start_offset < active and self._snapshot_at < active and grown
+
+    async def _compact(self) -> None:
+        """Snapshot the table and drop the log before it. Changes wait meanwhile, so the
+        snapshot holds every change the log holds before it."""
+        if not self._changes_open.is_set():
+            return  # a compaction runs already
+        self._changes_open.clear()
+        try:
+            await self._no_changes.wait()
+            state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
+            if state.epoch != self._epoch or not self._compaction_due(state.partition):
+                return
+            keys = sorted(self._values)
+            records = [orjson.dumps(None)] + [orjson.dumps(self._values[k][1]) for k in keys]
+            headers = [SNAPSHOT_MARKER] + [[] for _ in keys]
+            batch = encode_batch(records, [None, *(k.encode() for k in keys)], headers)
+            base = await self._append_committed(state, batch)
+            self._snapshot_at = base
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._executor, state.partition.drop_before, base)
+        finally:
+            self._changes_open.set()
 
     def _apply(self, key: str, offset: int, value: Any) -> None:
         """Last wins by log order (concurrent puts may finish waiting in any order)."""
@@ -145,6 +211,8 @@ def _read_table(part: Partition) -> dict[str, tuple[int, Any]]:
             return values
         for view in result.batches:
             batch = decode_batch(view)
+            if batch.headers()[0] == SNAPSHOT_MARKER:
+                values.clear()  # the snapshot is the whole table at its offset
             for record_offset, key, value in zip(batch.offsets(), batch.keys(), batch.values(), strict=True):
                 if key is None:
                     continue
