@@ -344,7 +344,9 @@ class AsyncSpuClient:
             return await self._produce(parts, topic, partition, acks, None)
         await self.routes()  # which way batches are sent
         return await self._send_batch(
-            (topic, partition), lambda field: parts if field == NO_PRODUCER else numbered(parts[0], field), acks
+            (topic, partition),
+            lambda field: parts if field == NO_PRODUCER else numbered(parts[0], field),
+            acks,
         )
 
     async def _produce(
