@@ -13,19 +13,17 @@ own thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from concurrent.futures import Executor
 
 from contraflow.spu.client.in_process import Push
 from contraflow.spu.node.appender import OrderedAppender
 from contraflow.spu.node.membership import Membership
 from contraflow.spu.node.partitions import Partitions, split_batches
-from contraflow.spu.node.signals import PartitionSignals
+from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, PartitionSignals, woken
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import Isolation, TopicPartition
 from contraflow.spu.rpc.client import Buffer
 from contraflow.spu.rpc.errors import translate
-from contraflow.spu.server.streams import HIGH_WATERMARK_RECHECK_S
 
 
 class InProcessDoor:
@@ -85,8 +83,7 @@ class InProcessDoor:
                 recheck = (
                     HIGH_WATERMARK_RECHECK_S if view.uncommitted_tail and isolation == "committed" else None
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), recheck)
+                await woken(wakeup, recheck)
         finally:
             self._signals.unsubscribe(tp, wakeup)
 

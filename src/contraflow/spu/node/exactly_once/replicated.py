@@ -107,7 +107,7 @@ class ClusterCommits:
         followers = [r for r in state.isr if r != self._replicas.spu_id]
         clients = [self._replicas.private_client(r) for r in followers]
         wait_s = state.partition.config.replica_lag_time_max_ms / 1000
-        copies = (asyncio.wait_for(_copy(c, fields, payload), wait_s) for c in clients)
+        copies = (_copy(c, fields, payload, wait_s) for c in clients)
         results = await asyncio.gather(*copies, return_exceptions=True)
         for follower, result in zip(followers, results, strict=True):
             if isinstance(result, BaseException):
@@ -175,10 +175,15 @@ class ClusterCommits:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
 
-async def _copy(client: AsyncSpuClient | None, fields: dict[str, Any], payload: memoryview) -> None:
+async def _copy(
+    client: AsyncSpuClient | None, fields: dict[str, Any], payload: memoryview, within_s: float
+) -> None:
+    """One follower's copy of a stage request, given up after `within_s` (`asyncio.timeout`:
+    3.11's `wait_for` could swallow the cancel of a commit being stopped)."""
     if client is None:
         raise SpuError(ErrorCode.NOT_LEADER, "not registered with the controller")
-    await client.request(ApiKey.REPLICA_STAGE, fields, [payload])
+    async with asyncio.timeout(within_s):
+        await client.request(ApiKey.REPLICA_STAGE, fields, [payload])
 
 
 def _check_batch_id(batch_id: int) -> None:
