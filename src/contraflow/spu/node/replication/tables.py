@@ -78,10 +78,10 @@ class ReplicatedTable:
         found = self._values.get(key)
         if (None if found is None else found[1]) == value:
             return
-        state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
+        state = self._replicas.leading.check_produce(self.tp, Acks.COMMITTED)
         batch = encode_batch([orjson.dumps(value)], [key.encode()])
         base, last = await self._appender.append(AppendRequest([memoryview(batch)], False))
-        await self._replicas.appended(self.tp, state, last + 1, Acks.COMMITTED)
+        await self._replicas.leading.appended(self.tp, state, last + 1, Acks.COMMITTED)
         if self._epoch == state.epoch:
             self._apply(key, base, value)
 
@@ -98,13 +98,13 @@ class ReplicatedTable:
     async def _leading(self) -> LeaderState:
         """This SPU's leadership of the table's partition, the table rebuilt for its epoch."""
         try:
-            state = self._replicas.leader(self.tp)
+            state = self._replicas.leading.leader(self.tp)
         except SpuError as err:
             if err.code is not ErrorCode.UNKNOWN_TOPIC:
                 raise
             await self._create()
             try:
-                state = self._replicas.leader(self.tp)
+                state = self._replicas.leading.leader(self.tp)
             except SpuError as again:
                 if again.code is not ErrorCode.UNKNOWN_TOPIC:
                     raise
