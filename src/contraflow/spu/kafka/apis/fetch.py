@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
-from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.kafka.wire import Buffer, Reader, Writer
 from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, woken
 from contraflow.spu.protocol.topics import TopicPartition
 
 COMMITTED = "committed"
 READ_AHEAD_FETCHES = 2
 LATEST, EARLIEST = -1, -2
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)

@@ -147,32 +147,22 @@ class LeaderState:
         self._waiters = []
 
 
+@dataclass(eq=False)  # a running thing: identity, not value, equality
 class Leadership:
     """The partitions this SPU leads, one `LeaderState` each, and the leader's work for them:
     refusing what it may not serve, produces waiting for the in-sync replicas, followers'
     fetches, and each in-sync set (changes go through the controller). `ReplicaManager`
     makes an SPU lead (`lead`) or stop leading (`resign`) as the controller decides."""
 
-    def __init__(
-        self,
-        spu_id: int,
-        partitions: Partitions,
-        signals: PartitionSignals,
-        alter_isr: AlterIsr,
-        suspended: Callable[[], bool],
-        metadata: Callable[[], ClusterMetadata],
-        history: Callable[[TopicPartition], EpochHistory],
-        spawn: Callable[[Awaitable[None]], None],
-    ) -> None:
-        self.spu_id = spu_id
-        self._partitions = partitions
-        self._signals = signals
-        self._alter_isr = alter_isr
-        self._suspended = suspended
-        self._metadata = metadata  # the controller's metadata last applied
-        self._history = history
-        self._spawn = spawn
-        self._states: dict[TopicPartition, LeaderState] = {}
+    spu_id: int
+    partitions: Partitions
+    signals: PartitionSignals
+    alter_isr: AlterIsr
+    suspended: Callable[[], bool]  # cut off from the controller: it may no longer lead
+    metadata: Callable[[], ClusterMetadata]  # the controller's metadata last applied
+    history: Callable[[TopicPartition], EpochHistory]
+    spawn: Callable[[Awaitable[None]], None]
+    _states: dict[TopicPartition, LeaderState] = field(default_factory=dict, init=False)
 
     def led(self) -> list[TopicPartition]:
         """Every partition this SPU holds a leader state for (also while it may be fenced)."""
@@ -199,11 +189,11 @@ class Leadership:
         must look again, not be told the topic does not exist)."""
         state = self._states.get(tp)
         if state is None:
-            known = self._metadata().version > 0
-            if known and self._metadata().partition(*tp) is None and tp[0] not in self._metadata().topics:
+            known = self.metadata().version > 0
+            if known and self.metadata().partition(*tp) is None and tp[0] not in self.metadata().topics:
                 raise SpuError(ErrorCode.UNKNOWN_TOPIC, f"topic {tp[0]!r} does not exist")
             raise SpuError(ErrorCode.NOT_LEADER, f"SPU {self.spu_id} does not lead {tp[0]}/{tp[1]}")
-        if self._suspended():
+        if self.suspended():
             raise SpuError(
                 ErrorCode.NOT_LEADER,
                 f"SPU {self.spu_id} was cut off from the controller; it may no longer lead {tp[0]}/{tp[1]}",
@@ -212,7 +202,7 @@ class Leadership:
 
     def led_partitions(self) -> list[TopicPartition]:
         """The partitions this SPU leads now (none while it may be fenced)."""
-        return [] if self._suspended() else list(self._states)
+        return [] if self.suspended() else list(self._states)
 
     def check_produce(self, tp: TopicPartition, acks: Acks) -> LeaderState:
         state = self.leader(tp)
@@ -234,7 +224,7 @@ class Leadership:
     def high_watermark_moved(self, tp: TopicPartition, state: LeaderState) -> None:
         """Recompute the partition's high watermark; wake its readers if it moved."""
         if state.update_high_watermark():
-            self._signals.wake(tp)
+            self.signals.wake(tp)
 
     async def replica_fetch(self, req: m.ReplicaFetchRequest, max_bytes: int) -> Reply:
         tp = (req.topic, req.partition)
@@ -251,7 +241,7 @@ class Leadership:
         if req.offset == part.log_end_offset and req.max_wait_ms > 0:
             await self._wait_for_data(tp, part, req.offset, req.max_wait_ms / 1000)
             state = self._fetch_leader(tp, req.leader_epoch)
-        view = self._partitions.read(tp, req.offset, max_bytes, "uncommitted")
+        view = self.partitions.read(tp, req.offset, max_bytes, "uncommitted")
         state.progress(req.replica_id).end_at_last_fetch = part.log_end_offset
         return Reply({**view.fields(), "leader_epoch": state.epoch}, view.parts)
 
@@ -266,17 +256,17 @@ class Leadership:
 
     async def _wait_for_data(self, tp: TopicPartition, part: Partition, offset: int, wait_s: float) -> None:
         event = asyncio.Event()
-        self._signals.subscribe(tp, event)
+        self.signals.subscribe(tp, event)
         try:
             if part.log_end_offset == offset:
                 await woken(event, wait_s)
         finally:
-            self._signals.unsubscribe(tp, event)
+            self.signals.unsubscribe(tp, event)
 
     def offset_for_epoch(self, req: m.OffsetForEpochRequest) -> Reply:
         tp = (req.topic, req.partition)
         state = self._fetch_leader(tp, req.leader_epoch)
-        epoch, end = self._history(tp).end_offset(req.epoch, state.partition.log_end_offset)
+        epoch, end = self.history(tp).end_offset(req.epoch, state.partition.log_end_offset)
         return Reply({"epoch": epoch, "end_offset": end})
 
     async def manage_isr(self) -> None:
@@ -292,15 +282,15 @@ class Leadership:
                 if out or back:
                     wanted = (state.isr - out) | back
                     state.pending_isr = wanted
-                    self._spawn(self._change_isr(tp, state, wanted))
+                    self.spawn(self._change_isr(tp, state, wanted))
 
     def _replicas(self, tp: TopicPartition) -> list[int]:
-        found = self._metadata().partition(*tp)
+        found = self.metadata().partition(*tp)
         return [] if found is None else found.replicas
 
     async def _change_isr(self, tp: TopicPartition, state: LeaderState, wanted: set[int]) -> None:
         try:
-            isr = await self._alter_isr(tp, state.epoch, sorted(wanted))
+            isr = await self.alter_isr(tp, state.epoch, sorted(wanted))
             if self._states.get(tp) is state:
                 state.isr = set(isr)
                 self.high_watermark_moved(tp, state)
