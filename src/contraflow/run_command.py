@@ -38,6 +38,7 @@ from rich.markup import escape
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
 from contraflow.security import listener_options
+from contraflow.spu.cli.listeners import check_listener, door_options
 
 log = logging.getLogger("contraflow.run")
 
@@ -101,18 +102,7 @@ class RunOptions:
     help="Run the embedded SPU as a child process (its own interpreter lock) or a thread of the runtime.",
 )
 @click.option("--no-status", is_flag=True, help="No live status lines (logs only).")
-@click.option(
-    "--kafka-addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="The embedded SPU also serves the Kafka protocol here (e.g. 127.0.0.1:9092; docs/kafka.md).",
-)
-@click.option(
-    "--registry-addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="Also serve the schema registry's REST API here (e.g. 127.0.0.1:8081; docs/registry.md).",
-)
+@door_options("The embedded SPU")
 @listener_options("the REST API (Bearer) and the embedded SPU", "the REST API")
 @click.option(
     "--allow-path",
@@ -173,7 +163,6 @@ def run(
         from contraflow.security import check_exposure
 
         check_exposure(parse_address(options.api)[0], options.api, "the REST API", options.token, insecure)
-    from contraflow.spu.cli.listeners import check_listener
 
     if kafka_addr:  # the Kafka listener does not check the token: beyond loopback it is always open
         check_listener(kafka_addr, "the Kafka listener (no authentication)", None, insecure)

@@ -10,19 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable
 
 from contraflow.connectors.base import connector_class
-from contraflow.runtime.connection import SharedConnect
-from contraflow.runtime.gate import Gate
-from contraflow.runtime.metrics import RuntimeMetrics
-from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.sink import SinkRunner
-from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.spu.client import AsyncSpuClient
 from tests.connectors.support import make
+from tests.runtime.sink_support import Breaker
+from tests.runtime.sink_support import sink_runner as tailing
 
 CONSUMER = "s3-sink"
-Breaker = Callable[[bool, str], None]
 
 
 def sink_runner(
@@ -32,18 +28,7 @@ def sink_runner(
     its circuit breaker."""
     streamer = make("s3_streamer", {"url": s3_url, "bucket": bucket, "mode": "consistent"}, codec="string")
     assert connector_class("s3_streamer").holds_deliveries
-    return SinkRunner(
-        streamer,
-        [(topic, CONSUMER, "in")],
-        client,
-        AsyncProducer(client),
-        None,
-        Gate(),
-        DeliverySettings(),
-        RuntimeMetrics(),
-        breaker,
-        SharedConnect(streamer, lambda _why: None, asyncio.Event()),
-    )
+    return tailing(streamer, client, topic, CONSUMER, breaker)
 
 
 async def main(spu_addr: str, topic: str, s3_url: str, bucket: str, mode: str) -> None:

@@ -12,34 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from contraflow.runtime.connection import SharedConnect
-from contraflow.runtime.gate import Gate
-from contraflow.runtime.metrics import RuntimeMetrics
-from contraflow.runtime.settings import DeliverySettings
-from contraflow.runtime.sink import SinkRunner
-from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.topics import TopicConfig
+from contraflow.spu.rpc.client import RetryPolicy
 from tests.connectors.support import make
 from tests.runtime.harness import free_port
+from tests.runtime.sink_support import sink_runner
 from tests.spu.spu_harness import running_spu
 
 TOPIC = "channel"
-
-
-def file_sink_runner(client: AsyncSpuClient, out: Path) -> SinkRunner:
-    sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=["separate"])
-    return SinkRunner(
-        sink,
-        [(TOPIC, "file-sink", "in")],
-        client,
-        AsyncProducer(client),
-        None,
-        Gate(),
-        DeliverySettings(),
-        RuntimeMetrics(),
-        lambda _open, _why: None,
-        SharedConnect(sink, lambda _why: None, asyncio.Event()),
-    )
+LONGEST_FIRST_WAIT_S = 0.1  # the tail's first wait for a lost leader, at most (`sink.leader_waits`)
 
 
 def delivered(out: Path) -> list[int]:
@@ -69,24 +51,34 @@ def test_a_sink_reads_on_after_its_log_was_unreachable_for_longer_than_the_clien
 
     async def scenario() -> None:
         with running_spu(tmp_path / "spu", addr=addr):
-            client = AsyncSpuClient(addr)
+            client = AsyncSpuClient(addr, retry=RetryPolicy(attempts=2))  # the outages outlast it soon
             await client.create_topic(TOPIC, TopicConfig(partitions=1))
             await produce(0)
-            runner = file_sink_runner(client, out)
+            sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=["separate"])
+            runner = sink_runner(sink, client, TOPIC, "file-sink")
             assert await runner.connect()
             running = asyncio.create_task(runner.run())
             await until(lambda: len(delivered(out)) == 5, "the first records")
-        # The SPU is gone: its client gives up after its own retries; the tail must not.
-        await until(
-            lambda: running.done() or "is unreachable" in caplog.text, "the tail to notice the outage"
-        )
+        # The SPU is gone: its client gives up after its own retries; the tail must not. It waits
+        # longer each time it finds the log unreachable (three times here)...
+        await until(lambda: running.done() or len(waits()) >= 3, "the tail to notice the outage")
         assert not running.done(), f"the sink's tail ended: {running.exception()!r}"
         with running_spu(tmp_path / "spu", addr=addr):
             await produce(5)
             await until(lambda: len(delivered(out)) >= 10, "the records after the outage")
+            first_outage = len(waits())
+        # ... and once it read the log again, the next outage starts from the first wait.
+        await until(lambda: running.done() or len(waits()) > first_outage, "the second outage")
+        with running_spu(tmp_path / "spu", addr=addr):  # its offset commits go through before it stops
             runner.stop.set()
             await running
             await client.close()
+        assert max(waits()[:first_outage]) > LONGEST_FIRST_WAIT_S, "the waits grew in the first outage"
+        assert waits()[first_outage] <= LONGEST_FIRST_WAIT_S, "the second outage starts anew"
+
+    def waits() -> list[float]:
+        """The waits the tail logged before reading again."""
+        return [r.args[-1] for r in caplog.records if "is unreachable" in r.msg]  # type: ignore[index]
 
     with caplog.at_level(logging.WARNING, logger="contraflow.runtime.sink"):
         asyncio.run(scenario())

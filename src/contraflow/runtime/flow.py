@@ -56,7 +56,6 @@ from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, ProducerSettings
 from contraflow.spu.client.in_process import spu_client
-from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
@@ -180,8 +179,9 @@ class FlowInstance:
         meanwhile waits in the channels for its first micro-batch."""
         existing = set(await self.client.list_topics())
         config = await self.client.replicated_config(TopicConfig(partitions=1))
-        if (await self.client.routes()).cluster:  # what a source appended must survive its leader
-            self.producer.settings = dataclasses.replace(self.producer.settings, acks=Acks.COMMITTED)
+        # What a source appended must outlive its SPU's crash (in a cluster: its leader's).
+        acks = await self.client.durable_acks()
+        self.producer.settings = dataclasses.replace(self.producer.settings, acks=acks)
         for topic in self.topology.channels:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
                 await self.client.create_topic(topic, config)

@@ -26,7 +26,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +68,13 @@ PUSH_CREDIT_BYTES = 16 << 20
 
 
 # A tail whose log leader is lost (SIGKILL, a partition) reads again after these waits, then every
-# 2 s: a cluster elects a new leader within a session timeout, and the sink must outlive it.
+# 2 s: a cluster elects a new leader within a session timeout, and the sink must outlive it. The
+# waits start again from the first once the log is read again (the next loss is a new outage).
 LEADER_WAITS = 6
+
+
+def leader_waits() -> Iterator[float]:
+    return iter(first_waits(LEADER_WAITS, 0.1, 2.0, jitter=True))
 
 
 def lost_its_leader(err: SpuError) -> bool:
@@ -89,12 +94,13 @@ class TrailingCommits:
     delivered, in order, so a crash still redelivers (at least once) and never
     skips; the committed offset (and the acks that follow it) only lag the
     deliveries by the commit in flight. A failed commit is raised by the next
-    `advance` or by `flush`.
+    `advance` or by `flush` (unless the log was read again since: `reopened`).
     """
 
     def __init__(self, commit: Callable[[int], Awaitable[None]]) -> None:
         self._commit = commit
         self._wanted: int | None = None
+        self._newest: int | None = None  # the newest offset advanced to
         self._running: asyncio.Task[None] | None = None
 
     def advance(self, offset: int) -> None:
@@ -102,9 +108,17 @@ class TrailingCommits:
         if self._running is not None and self._running.done():
             running, self._running = self._running, None
             running.result()
-        self._wanted = offset
+        self._wanted = self._newest = offset
         if self._running is None:
             self._running = asyncio.create_task(self._run())
+
+    def reopened(self) -> None:
+        """The log is read again after an outage: a commit that failed in it is not raised (the
+        next commit, of a later offset, supersedes it) and does not cost the tail another reopen."""
+        if self._running is not None and self._running.done():
+            running, self._running = self._running, None
+            if not running.cancelled():
+                running.exception()  # retrieved, not raised
 
     async def _run(self) -> None:
         while self._wanted is not None:
@@ -112,10 +126,17 @@ class TrailingCommits:
             await self._commit(offset)
 
     async def flush(self) -> None:
-        """Wait until the newest offset is committed."""
-        if self._running is not None:
-            running, self._running = self._running, None
+        """Wait until the newest offset is committed; if the log was out of reach for the commit
+        in flight, commit the newest offset once more (the log may be back)."""
+        if self._running is None:
+            return
+        running, self._running = self._running, None
+        try:
             await running
+        except SpuError as err:
+            if not lost_its_leader(err) or self._newest is None:
+                raise
+            await self._commit(self._newest)
 
 
 @dataclass(eq=False)  # an instance is a running thing: identity, not value, equality
@@ -198,11 +219,17 @@ class SinkRunner:
         if self.hold is not None:
             self.hold.watch(topic, offset, trailing.advance)
             self._held_commits.append(trailing)
+        waits = leader_waits()
+
+        def reopened() -> None:
+            nonlocal waits
+            waits = leader_waits()
+            trailing.reopened()
+
         try:
-            waits = iter(first_waits(LEADER_WAITS, 0.1, 2.0, jitter=True))
             while not self.stop.is_set():
                 try:
-                    await self._stream(topic, consumer, port, trailing)
+                    await self._stream(topic, consumer, port, trailing, reopened)
                     return
                 except SpuError as err:
                     wait = next(waits, 2.0)
@@ -221,16 +248,22 @@ class SinkRunner:
             if self.hold is None:  # a holding sink's commits follow its releases (`_settle`)
                 await trailing.flush()
 
-    async def _stream(self, topic: str, consumer: str, port: str, trailing: TrailingCommits) -> None:
-        """Deliver the channel from `_delivered[topic]` on until stopped (or the log fails)."""
+    async def _stream(
+        self, topic: str, consumer: str, port: str, trailing: TrailingCommits, opened: Callable[[], None]
+    ) -> None:
+        """Deliver the channel from `_delivered[topic]` on until stopped (or the log fails);
+        `opened` is told once the log answered."""
         offset = self._delivered[topic]
         stream = (
             self.client.stream(topic, 0, offset, credit_bytes=PUSH_CREDIT_BYTES, max_bytes=PUSH_BYTES)
             if self.bulk_separator is not None
             else self.client.stream(topic, 0, offset)
         )
-        iterator = aiter(stream)
         try:
+            if await unless_stopped(stream.open(), self.stop) is STOPPED:
+                return
+            opened()
+            iterator = aiter(stream)
             while not self.stop.is_set():
                 result = await unless_stopped(anext(iterator), self.stop)
                 if result is STOPPED:

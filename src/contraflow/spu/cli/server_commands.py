@@ -14,6 +14,7 @@ import click
 from contraflow.errors import UserError
 from contraflow.security import listener_options
 from contraflow.spu.cli.commands import log_data_dir_option
+from contraflow.spu.cli.listeners import check_listener, door_options
 
 if TYPE_CHECKING:
     from contraflow.spu.app import SpuServer
@@ -51,18 +52,7 @@ def spu() -> None:
     metavar="HOST:PORT",
     help="Join the cluster of the controller at HOST:PORT (`contraflow sc run`); alone without it.",
 )
-@click.option(
-    "--kafka-addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="Also serve the Kafka protocol here (e.g. 127.0.0.1:9092; see docs/kafka.md).",
-)
-@click.option(
-    "--registry-addr",
-    default=None,
-    metavar="HOST:PORT",
-    help="Also serve the schema registry's REST API here (e.g. 127.0.0.1:8081; see docs/registry.md).",
-)
+@door_options("The SPU")
 @click.option(
     "--max-buffered-bytes",
     default="256MiB",
@@ -127,7 +117,6 @@ def run(
     """Serve the log until SIGINT/SIGTERM. Prints one `spu ready ...` line once listening."""
     from contraflow.security import resolve_token, server_tls
     from contraflow.spu.app import ServerConfig, SpuServer
-    from contraflow.spu.cli.listeners import check_listener
     from contraflow.spu.server import Limits, parse_addr
     from contraflow.units import parse_count, parse_duration_ms, parse_size
 

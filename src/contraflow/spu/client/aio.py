@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import mmap
-import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from contraflow.security import client_token
@@ -31,13 +30,17 @@ from contraflow.spu.protocol.batch import (
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.errors import REROUTE
 from contraflow.spu.protocol.fetch import DEFAULT_FETCH_BYTES, FetchResult, OffsetSpec
-from contraflow.spu.protocol.idempotence import new_producer_id, producer_field
-from contraflow.spu.protocol.internal_topics import INTERNAL_TOPICS, cluster_replication
+from contraflow.spu.protocol.idempotence import NO_PRODUCER, new_producer_id, producer_field
+from contraflow.spu.protocol.internal_topics import INTERNAL_TOPICS
 from contraflow.spu.protocol.topics import Isolation, TopicConfig, TopicDescription, TopicPartition
 from contraflow.spu.rpc.client import Buffer, Connection, Response, RetryPolicy
 
 FAILOVER_TIMEOUT_S = 30.0  # a partition request keeps retrying through an election this long
 ROUTE_TIMEOUT_S = 2.0  # one SPU's answer to a metadata refresh
+
+
+# Sends one produce's batch, made by `encode` from its producer field (NO_PRODUCER: none).
+BatchSender = Callable[[TopicPartition, Callable[[int], list[Buffer]], Acks], Awaitable[tuple[int, int]]]
 
 
 def _parts(batch: Buffer | Sequence[Buffer]) -> list[Buffer]:
@@ -82,6 +85,8 @@ class AsyncSpuClient:
         self._routes: Routes | None = None  # learnt on the first partition request
         self._routes_lock = asyncio.Lock()
         self.idempotent = idempotent
+        # How a produce's batch is sent, chosen with the routes: numbered where the SPUs use it.
+        self._send_batch: BatchSender = self._send_plain
         self._producer_id = new_producer_id()
         self._sequences: dict[TopicPartition, int] = {}
         self._send_order: dict[TopicPartition, asyncio.Lock] = {}
@@ -105,8 +110,6 @@ class AsyncSpuClient:
     async def partition_connection(self, topic: str, partition: int) -> Connection:
         """The connection to the partition's leader (the home SPU when it is alone)."""
         routes = await self.routes()
-        if not routes.cluster:
-            return await self.connection()
         addr = routes.leader_addr(topic, partition)
         if addr is None:
             await self.refresh_routes()
@@ -127,7 +130,10 @@ class AsyncSpuClient:
         if self._routes is None:
             async with self._routes_lock:
                 if self._routes is None:
-                    self._routes = await self._ask_routes()
+                    routes = await self._ask_routes()
+                    numbering = self.idempotent and routes.recognises_retries
+                    self._send_batch = self._send_numbered if numbering else self._send_plain
+                    self._routes = routes
         return self._routes
 
     async def _ask_routes(self) -> Routes:
@@ -141,12 +147,12 @@ class AsyncSpuClient:
 
     async def refresh_routes(self) -> None:
         """Ask every SPU we know for metadata; keep the newest version anyone has."""
-        known = self._routes.known_addrs() if self._routes is not None else []
-        addrs = list(dict.fromkeys([*known, *self.bootstrap]))
+        routes = await self.routes()
+        addrs = routes.metadata_addrs(self.bootstrap)
         answers = await asyncio.gather(*(self._metadata_at(a) for a in addrs), return_exceptions=True)
         for answer in answers:
-            if not isinstance(answer, Routes) or not answer.cluster:
-                continue  # unreachable, or a lone SPU
+            if not isinstance(answer, Routes) or isinstance(answer, LoneRoutes):
+                continue  # unreachable, or an SPU alone (not the cluster's)
             if self._routes is None or answer.metadata.version >= self._routes.metadata.version:
                 self._routes = answer
 
@@ -172,7 +178,7 @@ class AsyncSpuClient:
         """Send one request, reconnecting and retrying with backoff on connection failures;
         in a cluster a partition's request goes to its leader and follows failovers.
         `on_sent`: called once the first attempt is written (see Connection.request)."""
-        if api in ROUTED_APIS and (await self.routes()).cluster:
+        if api in ROUTED_APIS:
             return await self._routed(api, fields, payload, on_sent)
         delays = iter(self.retry.delays())
         while True:
@@ -199,19 +205,19 @@ class AsyncSpuClient:
         payload: Sequence[Buffer],
         on_sent: Callable[[], None] | None,
     ) -> Response:
-        """To the partition's leader; on NOT_LEADER or a lost leader: fresh metadata, retry
-        (with backoff) until `failover_timeout_s`, long enough for an election."""
-        deadline = time.monotonic() + self.failover_timeout_s
-        delay = self.retry.initial_s
+        """To the partition's leader (a lone SPU leads them all); on NOT_LEADER or a lost
+        leader: fresh metadata and a retry, with the backoff the routes call for (in a cluster,
+        until `failover_timeout_s`, long enough for an election)."""
+        delays = (await self.routes()).retry_delays(self.retry, self.failover_timeout_s)
         while True:
             try:
                 conn = await self.partition_connection(*route_of(api, fields))
                 return await conn.request(api, fields, payload, self.request_timeout_s, on_sent=on_sent)
             except SpuError as err:
-                if not (err.retriable or err.code in REROUTE) or time.monotonic() + delay > deadline:
+                delay = next(delays, None)
+                if not (err.retriable or err.code in REROUTE) or delay is None:
                     raise
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(self.retry.max_s, delay * 2)
+            await asyncio.sleep(delay)
             await self.refresh_routes()
 
     async def close(self) -> None:
@@ -237,10 +243,12 @@ class AsyncSpuClient:
     async def replicated_config(self, config: TopicConfig) -> TopicConfig:
         """`config` replicated as a cluster replicates its own topics (min(3, SPUs) replicas,
         min(2, replicas) in sync) when this client talks to a cluster; as it is for a lone SPU."""
-        if not (await self.routes()).cluster:
-            return config
         await self.refresh_routes()  # the newest metadata: a bootstrap SPU's may predate the last SPU
-        return cluster_replication(config, len((await self.routes()).metadata.spus))
+        return (await self.routes()).replicated(config)
+
+    async def durable_acks(self) -> Acks:
+        """The acks at which an append outlives its SPU's crash (`Routes.durable_acks`)."""
+        return (await self.routes()).durable_acks
 
     async def delete_topic(self, name: str) -> None:
         await self.request(ApiKey.DELETE_TOPIC, {"name": name})
@@ -265,21 +273,25 @@ class AsyncSpuClient:
         compression: Compression | str | None = None,
         acks: Acks = Acks.LEADER,
     ) -> tuple[int, int]:
-        if not self.idempotent or not (await self.routes()).cluster:
-            batch = encode_batch(values, keys, headers, timestamps, compression)
-            return await self.produce_encoded(topic, partition, batch, acks)
-        return await self._produce_idempotent(
+        await self.routes()  # which way batches are sent
+        return await self._send_batch(
             (topic, partition),
             lambda field: [encode_batch(values, keys, headers, timestamps, compression, producer_id=field)],
             acks,
         )
 
-    async def _produce_idempotent(
+    async def _send_plain(
         self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
     ) -> tuple[int, int]:
-        """Number the batch (producer id, sequence) and send it. Batches must reach the leader
-        in sequence order, so a partition's produces take turns from numbering to being
-        written (not to being answered)."""
+        """The batch as it is, without a producer's numbers: to SPUs that would not use them."""
+        return await self._produce(encode(NO_PRODUCER), tp[0], tp[1], acks, None)
+
+    async def _send_numbered(
+        self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
+    ) -> tuple[int, int]:
+        """Number the batch (producer id, sequence) and send it: a retry is recognised, also by
+        a new leader. Batches must reach the leader in sequence order, so a partition's
+        produces take turns from numbering to being written (not to being answered)."""
         turn = self._send_order.setdefault(tp, asyncio.Lock())
         await turn.acquire()
         done = False
@@ -328,10 +340,13 @@ class AsyncSpuClient:
         One whole batch to a cluster is numbered like `produce`'s (idempotent retries)."""
         parts = _parts(batch)
         single = len(parts) == 1 and len(parts[0]) >= HEADER_SIZE and batch_size_at(parts[0]) == len(parts[0])
-        if not single or acks is Acks.NONE or not self.idempotent or not (await self.routes()).cluster:
+        if not single or acks is Acks.NONE:
             return await self._produce(parts, topic, partition, acks, None)
-        return await self._produce_idempotent(
-            (topic, partition), lambda field: numbered(parts[0], field), acks
+        await self.routes()  # which way batches are sent
+        return await self._send_batch(
+            (topic, partition),
+            lambda field: parts if field == NO_PRODUCER else numbered(parts[0], field),
+            acks,
         )
 
     async def _produce(

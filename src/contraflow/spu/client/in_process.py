@@ -16,9 +16,8 @@ SPU or cluster opens no door here, so its clients keep the network path.
 from __future__ import annotations
 
 import asyncio
-import mmap
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -113,13 +112,20 @@ class InProcessSpuClient(AsyncSpuClient):
                 raise SpuError(ErrorCode.CONNECTION_ERROR, STOPPED) from None
             raise
 
-    async def produce_encoded(
-        self, topic: str, partition: int, batch: Buffer | Sequence[Buffer], acks: Acks = Acks.LEADER
+    async def _produce(
+        self,
+        parts: list[Buffer],
+        topic: str,
+        partition: int,
+        acks: Acks,
+        on_sent: Callable[[], None] | None,
     ) -> tuple[int, int]:
         """Append as the TCP path would, answered when `acks` says (acks=NONE waits for the append
         too: the caller's buffer is read by the SPU until then)."""
-        whole = batch if isinstance(batch, bytes | bytearray | memoryview | mmap.mmap) else b"".join(batch)
+        whole = parts[0] if len(parts) == 1 else b"".join(parts)
         first, last = await self.on_door(self.door.append(topic, partition, whole, acks))
+        if on_sent is not None:
+            on_sent()
         return (-1, -1) if acks is Acks.NONE else (first, last)
 
     async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:

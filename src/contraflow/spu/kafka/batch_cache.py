@@ -22,11 +22,11 @@ import threading
 from collections import OrderedDict
 
 from contraflow.spu.kafka.records import to_kafka
+from contraflow.spu.kafka.wire import Buffer
 from contraflow.spu.protocol.topics import TopicPartition
 
 _BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
 _BASE_OFFSET = struct.Struct(">q")
-Buffer = bytes | bytearray | memoryview
 BatchKey = tuple[str, int, int, int]
 # A Kafka batch as buffers written back to back: its header and records when transcoded,
 # or a producer's batch as sent (a view into its request's buffer).

@@ -21,11 +21,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from contraflow.spu.kafka.wire import SIZE_PREFIX
+from contraflow.spu.kafka.wire import SIZE_PREFIX, Buffer
 from contraflow.spu.rpc.budget import ByteBudget
 
 _SIZE = struct.Struct(">i")
-Buffer = bytes | bytearray | memoryview
 GATHER_BELOW = 16 * 1024  # answer parts smaller than this are copied together into one write
 
 

@@ -33,6 +33,7 @@ from aiokafka.codec import (
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.rows import KafkaRows, RecordFramingError, kafka_rows
 from contraflow.spu.kafka.varints import Int64s
+from contraflow.spu.kafka.wire import Buffer
 from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
@@ -45,7 +46,6 @@ from contraflow.spu.protocol.batch import (
 from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.idempotence import log_producer_field
 
-Buffer = bytes | bytearray | memoryview
 KAFKA_MAGIC = 2
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
 # base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, record_count

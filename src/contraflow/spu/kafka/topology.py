@@ -229,13 +229,13 @@ class ClusterTopology(_OnTheNode):
         return False  # the flush policy's fsync only: acks=-1 waits for the in-sync replicas
 
     def check_produce(self, tp: TopicPartition, acks: int) -> LeaderState:
-        return self._replicas.check_produce(tp, _acks(acks))
+        return self._replicas.leading.check_produce(tp, _acks(acks))
 
     async def committed(self, tp: TopicPartition, leading: Any, end: int, acks: int) -> None:
-        await self._replicas.appended(tp, leading, end, _acks(acks))
+        await self._replicas.leading.appended(tp, leading, end, _acks(acks))
 
     def check_leader(self, tp: TopicPartition) -> int:
-        return self._replicas.leader(tp).epoch
+        return self._replicas.leading.leader(tp).epoch
 
 
 async def _as_coordinator(work: Awaitable[T]) -> T:

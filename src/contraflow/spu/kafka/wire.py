@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+# Bytes a Kafka response is written from: what an asyncio transport writes (no mmap).
+Buffer = bytes | bytearray | memoryview
+
 T = TypeVar("T")
 
 _I8 = struct.Struct(">b")
@@ -175,7 +178,7 @@ class Writer:
         self.parts.append(value)
         return self
 
-    def byte_parts(self, parts: list[bytes | bytearray | memoryview]) -> Writer:
+    def byte_parts(self, parts: list[Buffer]) -> Writer:
         """A bytes field whose content is several buffers back to back (a fetch's batches)."""
         self.int32(sum(len(p) for p in parts))
         self.parts.extend(parts)

@@ -196,7 +196,7 @@ class ClusterMember(_Blocking):
         return self.agent.metadata_reply().fields
 
     def check_leader(self, tp: TopicPartition) -> None:
-        self._replicas.leader(tp)
+        self._replicas.leading.leader(tp)
 
     def replicas(self) -> ReplicaManager:
         return self._replicas
@@ -204,10 +204,10 @@ class ClusterMember(_Blocking):
     async def append(
         self, appender: OrderedAppender, batches: list[memoryview], acks: Acks
     ) -> tuple[int, int]:
-        leader = self._replicas.check_produce(appender.tp, acks)
+        leader = self._replicas.leading.check_produce(appender.tp, acks)
         # fsync per the flush policy only: acks=all waits for the in-sync replicas instead
         base, last = await appender.append(AppendRequest(batches, False))
-        await self._replicas.appended(appender.tp, leader, last + 1, acks)
+        await self._replicas.leading.appended(appender.tp, leader, last + 1, acks)
         return base, last
 
     async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
@@ -235,7 +235,7 @@ class ClusterMember(_Blocking):
         agent.kafka_addr = addresses.get("kafka", "")
         spawn(agent.tick())
         spawn(agent.run())
-        spawn(self._replicas.manage_isr())
+        spawn(self._replicas.leading.manage_isr())
         spawn(self._replicas.checkpoint_high_watermarks())
 
     async def close(self) -> None:

@@ -8,8 +8,25 @@ clears its event before reading, so a wake-up between read and wait is never los
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from contraflow.spu.protocol.topics import TopicPartition
+
+# With a bytes/interval flush policy the engine moves the high watermark from its
+# flusher thread, which does not wake streams: a committed reader with data
+# waiting for that fsync re-reads this often instead.
+HIGH_WATERMARK_RECHECK_S = 0.005
+
+
+async def woken(event: asyncio.Event, within_s: float | None) -> None:
+    """Wait until `event` is set or `within_s` passed (None: no limit), whichever is first.
+
+    `asyncio.timeout`, not `wait_for`: Python 3.11's `wait_for` returns instead of
+    raising when a cancel lands as the event is set (tests/spu/rpc/test_client_cancel.py),
+    and a stream or fetch being closed must end."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within_s):
+            await event.wait()
 
 
 class PartitionSignals:

@@ -146,12 +146,12 @@ class Handlers:
     async def replica_fetch(
         self, conn: Connection, req: m.ReplicaFetchRequest, payload: memoryview, cid: int
     ) -> Reply:
-        return await self._node.replicas().replica_fetch(req, read_budget(conn, req.max_bytes))
+        return await self._node.replicas().leading.replica_fetch(req, read_budget(conn, req.max_bytes))
 
     async def offset_for_epoch(
         self, conn: Connection, req: m.OffsetForEpochRequest, payload: memoryview, cid: int
     ) -> Reply:
-        return self._node.replicas().offset_for_epoch(req)
+        return self._node.replicas().leading.offset_for_epoch(req)
 
     # -- records ---------------------------------------------------------------------------------
 

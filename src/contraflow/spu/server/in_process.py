@@ -13,54 +13,47 @@ own thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from concurrent.futures import Executor
+from dataclasses import dataclass, field
 
 from contraflow.spu.client.in_process import Push
 from contraflow.spu.node.appender import OrderedAppender
 from contraflow.spu.node.membership import Membership
 from contraflow.spu.node.partitions import Partitions, split_batches
-from contraflow.spu.node.signals import PartitionSignals
+from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, PartitionSignals, woken
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import Isolation, TopicPartition
 from contraflow.spu.rpc.client import Buffer
 from contraflow.spu.rpc.errors import translate
-from contraflow.spu.server.streams import HIGH_WATERMARK_RECHECK_S
 
 
+@dataclass(eq=False)  # a running thing: identity, not value, equality
 class InProcessDoor:
     """Appends, tails and offset commits of a lone SPU, for clients in the same process."""
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        partitions: Partitions,
-        signals: PartitionSignals,
-        membership: Membership,
-        executor: Executor,
-    ) -> None:
-        self.loop = loop
-        self._partitions = partitions
-        self._signals = signals
-        self._node = membership
-        self._executor = executor
-        self._appenders: dict[TopicPartition, OrderedAppender] = {}
-        self._commits = asyncio.Lock()  # offset commits land in the order they were asked for
+    loop: asyncio.AbstractEventLoop
+    partitions: Partitions
+    signals: PartitionSignals
+    node: Membership
+    executor: Executor
+    _appenders: dict[TopicPartition, OrderedAppender] = field(default_factory=dict, init=False)
+    # offset commits land in the order they were asked for
+    _commits: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     async def append(self, topic: str, partition: int, batch: Buffer, acks: Acks) -> tuple[int, int]:
         tp = (topic, partition)
         appender = self._appenders.get(tp)
         if appender is None:
-            appender = self._appenders[tp] = OrderedAppender(self._partitions, self._executor, tp)
+            appender = self._appenders[tp] = OrderedAppender(self.partitions, self.executor, tp)
         try:
-            return await self._node.append(appender, split_batches(memoryview(batch), verify=False), acks)
+            return await self.node.append(appender, split_batches(memoryview(batch), verify=False), acks)
         except Exception as err:
             raise translate(err) from err
 
     async def start_offset(self, topic: str, partition: int, offset: int) -> int:
         try:
-            self._node.check_leader((topic, partition))
-            return self._partitions.start_offset((topic, partition), offset)
+            self.node.check_leader((topic, partition))
+            return self.partitions.start_offset((topic, partition), offset)
         except Exception as err:
             raise translate(err) from err
 
@@ -71,13 +64,13 @@ class InProcessDoor:
         with data waiting for the high watermark's fsync, a short recheck) wakes it."""
         tp = (topic, partition)
         wakeup = asyncio.Event()
-        self._signals.subscribe(tp, wakeup)  # before the read: an append after it wakes us
+        self.signals.subscribe(tp, wakeup)  # before the read: an append after it wakes us
         try:
             while True:
                 wakeup.clear()
                 try:
-                    self._node.check_leader(tp)
-                    view = self._partitions.read(tp, offset, max_bytes, isolation, views=True)
+                    self.node.check_leader(tp)
+                    view = self.partitions.read(tp, offset, max_bytes, isolation, views=True)
                 except Exception as err:
                     raise translate(err) from err
                 if view.size:
@@ -85,14 +78,13 @@ class InProcessDoor:
                 recheck = (
                     HIGH_WATERMARK_RECHECK_S if view.uncommitted_tail and isolation == "committed" else None
                 )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wakeup.wait(), recheck)
+                await woken(wakeup, recheck)
         finally:
-            self._signals.unsubscribe(tp, wakeup)
+            self.signals.unsubscribe(tp, wakeup)
 
     async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
         try:
             async with self._commits:
-                await self._node.commit_offset(consumer, topic, partition, offset)
+                await self.node.commit_offset(consumer, topic, partition, offset)
         except Exception as err:
             raise translate(err) from err

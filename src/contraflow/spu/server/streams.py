@@ -12,20 +12,14 @@ it is visible.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass, field
 
 from contraflow.spu.node.partitions import Partitions
-from contraflow.spu.node.signals import PartitionSignals
+from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, PartitionSignals, woken
 from contraflow.spu.protocol import ApiKey
 from contraflow.spu.protocol.topics import TopicPartition
 from contraflow.spu.rpc.errors import translate
 from contraflow.spu.rpc.server import Connection, error_fields
-
-# With a bytes/interval flush policy the engine moves the high watermark from its
-# flusher thread, which does not wake streams: a committed stream with data
-# waiting for that fsync re-reads this often instead.
-HIGH_WATERMARK_RECHECK_S = 0.005
 
 
 @dataclass
@@ -110,5 +104,4 @@ class StreamRegistry:
                     continue
                 if view.uncommitted_tail and state.isolation == "committed":
                     recheck = HIGH_WATERMARK_RECHECK_S
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(state.wakeup.wait(), recheck)
+            await woken(state.wakeup, recheck)

@@ -201,10 +201,10 @@ def test_a_restarted_spu_without_metadata_yet_says_not_leader_not_unknown_topic(
             signals = PartitionSignals(asyncio.get_running_loop())
             replicas = ReplicaManager(1, partitions, signals, executor, isr_unchanged, lambda: False)
             with pytest.raises(SpuError) as before:
-                replicas.leader(("t", 0))
+                replicas.leading.leader(("t", 0))
             await replicas.apply(ClusterMetadata(version=1))
             with pytest.raises(SpuError) as after:
-                replicas.leader(("t", 0))
+                replicas.leading.leader(("t", 0))
             await replicas.close()
             return before.value.code, after.value.code
 

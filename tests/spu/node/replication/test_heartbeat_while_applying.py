@@ -58,7 +58,7 @@ async def scenario(root: Path) -> tuple[list[int], int]:
             worker_free.set()
             await creating
             await poll(lambda: leads(replicas))
-            return held, replicas.leader(("t", 0)).epoch
+            return held, replicas.leading.leader(("t", 0)).epoch
         finally:
             worker_free.set()
             for task in running:
@@ -69,7 +69,7 @@ async def scenario(root: Path) -> tuple[list[int], int]:
 
 def leads(replicas: ReplicaManager) -> bool:
     try:
-        replicas.leader(("t", 0))
+        replicas.leading.leader(("t", 0))
         return True
     except SpuError:
         return False

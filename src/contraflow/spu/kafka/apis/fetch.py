@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
-from contraflow.spu.kafka.wire import Reader, Writer
+from contraflow.spu.kafka.wire import Buffer, Reader, Writer
+from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, woken
 from contraflow.spu.protocol.topics import TopicPartition
 
 COMMITTED = "committed"
-HIGH_WATERMARK_RECHECK_S = 0.005
 READ_AHEAD_FETCHES = 2
 LATEST, EARLIEST = -1, -2
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(slots=True)
@@ -109,9 +108,7 @@ async def _wait_for_data(broker: Broker, fetches: list[PartitionFetch], timeout_
     for fetch in fetches:
         broker.signals.subscribe(fetch.tp, wakeup)
     try:
-        await asyncio.wait_for(wakeup.wait(), min(timeout_s, HIGH_WATERMARK_RECHECK_S * 20))
-    except TimeoutError:
-        pass
+        await woken(wakeup, min(timeout_s, HIGH_WATERMARK_RECHECK_S * 20))
     finally:
         for fetch in fetches:
             broker.signals.unsubscribe(fetch.tp, wakeup)

@@ -53,13 +53,8 @@ class LeaderView(Protocol):
     partition: Partition
 
 
-class Leadership(Protocol):
-    """What commits need of the SPU's replicas (`replication.replicas.ReplicaManager`): the
-    commits sit below replication, which only hands itself in."""
-
-    spu_id: int
-    ledger: ReplicatedLedger
-    on_commit_copied: Callable[[TopicPartition, CommitKey], None]
+class Leading(Protocol):
+    """What commits need of the partitions this SPU leads (`replication.leader.Leadership`)."""
 
     def leader(self, tp: TopicPartition) -> Any: ...
 
@@ -68,6 +63,18 @@ class Leadership(Protocol):
     async def appended(self, tp: TopicPartition, state: Any, end: int, acks: Acks) -> None: ...
 
     def led_partitions(self) -> list[TopicPartition]: ...
+
+
+class Replicas(Protocol):
+    """What commits need of the SPU's replicas (`replication.replicas.ReplicaManager`): the
+    commits sit below replication, which only hands itself in."""
+
+    spu_id: int
+    ledger: ReplicatedLedger
+    on_commit_copied: Callable[[TopicPartition, CommitKey], None]
+
+    @property
+    def leading(self) -> Leading: ...
 
     def private_client(self, spu: int) -> AsyncSpuClient | None: ...
 
@@ -79,7 +86,7 @@ class ClusterCommits:
         self,
         transactions: TransactionCoordinator,
         partitions: Partitions,
-        replicas: Leadership,
+        replicas: Replicas,
         executor: Executor,
     ) -> None:
         self._txns = transactions
@@ -96,18 +103,18 @@ class ClusterCommits:
     def check_stage(self, producer_id: str, batch_id: int, tp: TopicPartition) -> None:
         """Staging goes to the partition's leader, with a batch id a commit mark can hold."""
         _check_batch_id(batch_id)
-        self._replicas.leader(tp)
+        self._replicas.leading.leader(tp)
 
     async def copy_staging(self, tp: TopicPartition, req: m.TxnStageRequest, payload: memoryview) -> None:
         """Hand a stage request to every in-sync follower and wait for them, as long as a
         follower may lag before it leaves the in-sync set (one that fails or is slower only
         lacks the copy: were it elected, the commit would fail cleanly)."""
-        state: LeaderView = self._replicas.leader(tp)
+        state: LeaderView = self._replicas.leading.leader(tp)
         fields = dataclasses.asdict(req)
         followers = [r for r in state.isr if r != self._replicas.spu_id]
         clients = [self._replicas.private_client(r) for r in followers]
         wait_s = state.partition.config.replica_lag_time_max_ms / 1000
-        copies = (asyncio.wait_for(_copy(c, fields, payload), wait_s) for c in clients)
+        copies = (_copy(c, fields, payload, wait_s) for c in clients)
         results = await asyncio.gather(*copies, return_exceptions=True)
         for follower, result in zip(followers, results, strict=True):
             if isinstance(result, BaseException):
@@ -123,7 +130,7 @@ class ClusterCommits:
         self, producer_id: str, batch_id: int, tp: TopicPartition, expected_batches: int | None
     ) -> PartitionCommit:
         _check_batch_id(batch_id)
-        leader = self._replicas.check_produce(tp, Acks.COMMITTED)
+        leader = self._replicas.leading.check_produce(tp, Acks.COMMITTED)
         async with self._turns.setdefault(tp, asyncio.Lock()):
             found = self._ledger.committed(tp, producer_id, batch_id)
             if found is not None:
@@ -140,9 +147,9 @@ class ClusterCommits:
                     )
                 end = await self._blocking(self._append, tp, producer_id, batch_id, staged)
                 already = False
-            if self._replicas.leader(tp) is not leader:
+            if self._replicas.leading.leader(tp) is not leader:
                 raise SpuError(ErrorCode.NOT_LEADER, f"{tp[0]}/{tp[1]} changed leader during the commit")
-            await self._replicas.appended(tp, leader, end, Acks.COMMITTED)
+            await self._replicas.leading.appended(tp, leader, end, Acks.COMMITTED)
         return PartitionCommit(end, already)
 
     def _append(
@@ -166,7 +173,7 @@ class ClusterCommits:
     ) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
         """Where the batch's commits end in the partitions this SPU leads (committed ones
         only: below the high watermark), and which partitions those are."""
-        led = self._replicas.led_partitions()
+        led = self._replicas.leading.led_partitions()
         ranges = self._partitions.commit_ranges
         below = {tp: ranges.visible(tp, self._partitions.partition(tp).high_watermark) for tp in led}
         return self._ledger.ends(producer_id, batch_id, led, below), led
@@ -175,10 +182,15 @@ class ClusterCommits:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
 
-async def _copy(client: AsyncSpuClient | None, fields: dict[str, Any], payload: memoryview) -> None:
+async def _copy(
+    client: AsyncSpuClient | None, fields: dict[str, Any], payload: memoryview, within_s: float
+) -> None:
+    """One follower's copy of a stage request, given up after `within_s` (`asyncio.timeout`:
+    3.11's `wait_for` could swallow the cancel of a commit being stopped)."""
     if client is None:
         raise SpuError(ErrorCode.NOT_LEADER, "not registered with the controller")
-    await client.request(ApiKey.REPLICA_STAGE, fields, [payload])
+    async with asyncio.timeout(within_s):
+        await client.request(ApiKey.REPLICA_STAGE, fields, [payload])
 
 
 def _check_batch_id(batch_id: int) -> None:

@@ -102,7 +102,7 @@ class ReplicatedTable:
         self._changing += 1
         self._no_changes.clear()
         try:
-            state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
+            state = self._replicas.leading.check_produce(self.tp, Acks.COMMITTED)
             base = await self._append_committed(state, encode_batch([orjson.dumps(value)], [key.encode()]))
             if self._epoch == state.epoch:
                 self._apply(key, base, value)
@@ -119,7 +119,7 @@ class ReplicatedTable:
     async def _append_committed(self, state: LeaderState, batch: bytearray) -> int:
         """Append one batch with acks=all; its base offset once the in-sync replicas hold it."""
         base, last = await self._appender.append(AppendRequest([memoryview(batch)], False))
-        await self._replicas.appended(self.tp, state, last + 1, Acks.COMMITTED)
+        await self._replicas.leading.appended(self.tp, state, last + 1, Acks.COMMITTED)
         return base
 
     def _compaction_due(self, part: Partition) -> bool:
@@ -137,7 +137,7 @@ class ReplicatedTable:
         self._changes_open.clear()
         try:
             await self._no_changes.wait()
-            state = self._replicas.check_produce(self.tp, Acks.COMMITTED)
+            state = self._replicas.leading.check_produce(self.tp, Acks.COMMITTED)
             if state.epoch != self._epoch or not self._compaction_due(state.partition):
                 return
             keys = sorted(self._values)
@@ -164,13 +164,13 @@ class ReplicatedTable:
     async def _leading(self) -> LeaderState:
         """This SPU's leadership of the table's partition, the table rebuilt for its epoch."""
         try:
-            state = self._replicas.leader(self.tp)
+            state = self._replicas.leading.leader(self.tp)
         except SpuError as err:
             if err.code is not ErrorCode.UNKNOWN_TOPIC:
                 raise
             await self._create()
             try:
-                state = self._replicas.leader(self.tp)
+                state = self._replicas.leading.leader(self.tp)
             except SpuError as again:
                 if again.code is not ErrorCode.UNKNOWN_TOPIC:
                     raise
