@@ -49,6 +49,7 @@ class Producer(threading.Thread):
         super().__init__(daemon=True, name=f"producer-{node}")
         self.network, self.node, self.bootstrap, self.topic = network, node, bootstrap, topic
         self.ops: list[Produce] = []
+        self.in_flight_since: float | None = None  # when the unanswered produce was sent
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
@@ -65,16 +66,52 @@ class Producer(threading.Thread):
             self.error = err
 
     def _produce(self, client: SpuClient, values: list[bytes]) -> None:
-        sent = time.monotonic()
+        sent = self.in_flight_since = time.monotonic()
         try:
             first, _ = client.produce(self.topic, 0, values, acks=Acks.COMMITTED)
             self.ops.append(Produce(self.node, values, sent, time.monotonic(), first))
         except SpuError as err:
             self.ops.append(Produce(self.node, values, sent, time.monotonic(), None, str(err)))
             time.sleep(0.05)  # a failed produce returns at once while nothing is reachable
+        finally:
+            self.in_flight_since = None
 
     def acks_since(self, moment: float) -> list[Produce]:
         return [op for op in self.ops if op.first_offset is not None and op.done > moment]
+
+    def acks_between(self, start: float, end: float) -> list[Produce]:
+        return [op for op in self.acks_since(start) if op.done < end]
+
+    def idle_between(self, start: float, end: float) -> float:
+        """The longest stretch of [start, end] with no produce of ours outstanding (called at
+        `end` or later): near 0 means every moment of it had a produce waiting for an answer."""
+        spans = [(op.sent, op.done) for op in self.ops]
+        if self.in_flight_since is not None:
+            spans.append((self.in_flight_since, end))
+        idle, covered = 0.0, start
+        for sent, done in sorted(spans):
+            if sent > covered:
+                idle = max(idle, min(sent, end) - covered)
+            covered = max(covered, done)
+            if covered >= end:
+                break
+        return max(idle, end - covered)
+
+
+def stops_acknowledging(producer: Producer, cut_at: float, healed_at: float, session_s: float) -> list[str]:
+    """An old leader cut off from the majority with `producer` beside it acknowledges nothing
+    from one session timeout after the cut until the heal, although `producer` kept asking
+    (which gives the check its teeth: a leader that went on acknowledging would have answered)."""
+    verdict = Verdict()
+    start = cut_at + session_s
+    verdict.expect(healed_at - start > session_s, "the cut was healed too soon to tell")
+    acked = producer.acks_between(start, healed_at)
+    verdict.expect(
+        not acked, f"{producer.node}: acknowledged while cut off: {[op.first_offset for op in acked]}"
+    )
+    idle = producer.idle_between(start, healed_at)
+    verdict.expect(idle < 0.5, f"{producer.node} stopped asking for {idle:.2f}s while cut off")
+    return verdict.problems
 
 
 class CommittedReader(threading.Thread):
