@@ -22,7 +22,7 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.faults.history import CommittedReader, Producer, check, stops_acknowledging
+from tests.faults.history import CommittedReader, Producer, acknowledged_nothing, check, stops_acknowledging
 from tests.faults.netns import Network
 from tests.spu.cluster_harness import CheckoutCluster, log_tails, partition_state, replica_log, wait_for
 
@@ -45,6 +45,14 @@ class NamespacedCluster(CheckoutCluster):
 
     def command_of(self, name: str, args: list[str]) -> list[str]:
         return self.network.command(name, super().command_of(name, args))
+
+    def start(self, spus: int) -> None:
+        """As `LocalCluster.start`, the SPUs started side by side (each waits ~1 s for imports)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.start_controller()
+        with ThreadPoolExecutor(spus) as pool:
+            list(pool.map(self.start_spu, range(spus)))
+        self.wait_registered(spus)
 
 
 @dataclass
@@ -210,3 +218,69 @@ def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Settin
         return all(log == [b"one", b"two"] for log in logs)
 
     wait_for("the commit on every replica, once", committed_everywhere, WAIT_S)
+
+
+def test_isolated_controller_then_a_leader_stopped_meanwhile(setting: Setting) -> None:
+    """Scenarios 2 and 6: the controller is cut off from every SPU and client. The data path
+    needs no controller: the leader goes on taking acks=all writes (its followers still fetch)
+    after the controller has declared every SPU lost. Then the leader is SIGSTOPped for more
+    than a session and continued while the controller is still away: having missed a session
+    it may have been replaced, so it acknowledges nothing until it hears the controller again;
+    healed, the controller elects a leader again and the writes go on."""
+    run = Scenario(setting, "isolated-controller", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    setting.network.isolate("sc")
+    run.wait_acks("client", time.monotonic() + 1.2 * SESSION_S)  # the SPUs' sessions are over
+
+    producer = run.producers["client"]
+    setting.cluster.signal(leader, signal.SIGSTOP)
+    wait_for("a produce unanswered 1.5 sessions", lambda: producer.waiting() > 1.5 * SESSION_S, WAIT_S)
+    setting.cluster.signal(leader, signal.SIGCONT)
+    continued_at = time.monotonic()
+    wait_for("a session since", lambda: time.monotonic() > continued_at + SESSION_S, WAIT_S)
+    setting.network.heal()
+    assert acknowledged_nothing(producer, continued_at, time.monotonic()) == []
+    run.wait_acks("client", time.monotonic())
+    run.wait_in_sync()
+    run.finish()
+
+
+def test_one_way_partition_of_the_leader(setting: Setting) -> None:
+    """Scenario 4: the leader hears everyone and no one hears it (what it sends is dropped,
+    what it is sent arrives). Its heartbeats stop reaching the controller, which elects a
+    follower; its followers' fetches reach it but not its answers, so nothing it takes is
+    acknowledged; clients on both client nodes find the new leader; healed, the old leader
+    learns it follows and cuts the records it alone took."""
+    run = Scenario(setting, "one-way", producers=["client", "near"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    old_leader, old_epoch, _, _ = run.state()
+    for node in NODES:
+        if node != f"spu-{old_leader}":
+            setting.network.cut(f"spu-{old_leader}", node, both_ways=False)
+    wait_for("a new leader", lambda: run.state()[0] not in (-1, old_leader), WAIT_S)
+    assert run.state()[1] > old_epoch
+    run.wait_acks("client", time.monotonic())
+    run.wait_acks("near", time.monotonic())
+    setting.network.heal()
+    run.wait_in_sync()
+    run.finish()
+
+
+def test_flapping_link_of_the_leader(setting: Setting) -> None:
+    """Scenario 5: the leader's link goes down and up again, down for less than a session
+    (TCP retransmits, the in-sync set shrinks and grows back) and for more (an election, and
+    the old leader rejoins as a follower), while a client produces."""
+    run = Scenario(setting, "flapping", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    for down_s in (0.3, 1.2 * SESSION_S, 0.3):
+        setting.network.isolate(leader)
+        cut_at = time.monotonic()
+        wait_for(f"{down_s}s down", lambda: time.monotonic() > cut_at + down_s, WAIT_S)  # noqa: B023
+        setting.network.heal()
+        healed_at = time.monotonic()
+        wait_for("0.2s up", lambda: time.monotonic() > healed_at + 0.2, WAIT_S)  # noqa: B023
+    run.wait_acks("client", time.monotonic())
+    run.wait_in_sync()
+    run.finish()
