@@ -8,12 +8,9 @@ replicas' logs once healed. One cluster serves the module's scenarios, a topic e
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -22,114 +19,15 @@ from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.faults.history import CommittedReader, Producer, acknowledged_nothing, check, stops_acknowledging
-from tests.faults.netns import Network
-from tests.spu.cluster_harness import CheckoutCluster, log_tails, partition_state, replica_log, wait_for
-
-SESSION_S = 1.0
-NODES = ["sc", "spu-0", "spu-1", "spu-2", "client", "near"]
-CONFIG = TopicConfig(replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=500)
-WAIT_S = 30.0
-
-
-class NamespacedCluster(CheckoutCluster):
-    """A cluster of this checkout's contraflow whose members each run on their own node of
-    `network`."""
-
-    def __init__(self, root: Path, network: Network) -> None:
-        self.network = network
-        super().__init__(root, session_timeout=f"{SESSION_S:g}s")
-
-    def host_of(self, name: str) -> str:
-        return self.network.address(name)
-
-    def command_of(self, name: str, args: list[str]) -> list[str]:
-        return self.network.command(name, super().command_of(name, args))
-
-    def start(self, spus: int) -> None:
-        """As `LocalCluster.start`, the SPUs started side by side (each waits ~1 s for imports)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.start_controller()
-        with ThreadPoolExecutor(spus) as pool:
-            list(pool.map(self.start_spu, range(spus)))
-        self.wait_registered(spus)
-
-
-@dataclass
-class Setting:
-    network: Network
-    cluster: NamespacedCluster
+from tests.faults.cluster import NODES, SESSION_S, WAIT_S, Scenario, Setting, partitioned_cluster
+from tests.faults.history import acknowledged_nothing, stops_acknowledging
+from tests.spu.cluster_harness import partition_state, replica_log, wait_for
 
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
-    network = Network(NODES)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("CONTRAFLOW_TOKEN", "partition-tests")  # beyond loopback a token is required
-            # the test itself is a client on node "client": its admin and metadata requests go from there
-            with network.inside("client"):
-                cluster = NamespacedCluster(tmp_path_factory.mktemp("partitions"), network)
-                try:
-                    cluster.start(3)
-                    yield Setting(network, cluster)
-                except BaseException:
-                    print(log_tails(cluster.root), file=sys.stderr)
-                    raise
-                finally:
-                    network.heal()
-                    cluster.stop()
-    finally:
-        network.close()
-
-
-class Scenario:
-    """One topic, producers and committed readers on the given nodes, and the final check."""
-
-    def __init__(self, setting: Setting, topic: str, producers: list[str], readers: list[str]) -> None:
-        self.network, self.cluster, self.topic = setting.network, setting.cluster, topic
-        with SpuClient(self.cluster.bootstrap) as admin:
-            admin.create_topic(topic, CONFIG)
-        boot = self.cluster.bootstrap
-        self.producers = {n: Producer(self.network, n, boot, topic) for n in producers}
-        self.readers = [CommittedReader(boot, topic, self.network, n) for n in readers]
-        for thread in [*self.producers.values(), *self.readers]:
-            thread.start()
-
-    def state(self) -> tuple[int, int, list[int], list[int]]:
-        return partition_state(self.cluster, self.topic)
-
-    def wait_acks(self, node: str, since: float, count: int = 10) -> None:
-        producer = self.producers[node]
-        wait_for(f"{count} acks to {node}", lambda: len(producer.acks_since(since)) >= count, WAIT_S)
-
-    def wait_in_sync(self) -> None:
-        wait_for("three replicas in sync", lambda: len(self.state()[3]) == 3, WAIT_S)
-
-    def finish(self) -> None:
-        """Stop writing, let the readers catch up, and check the history against the replicas."""
-        for producer in self.producers.values():
-            producer.stop.set()
-            producer.join()
-            assert producer.error is None, producer.error
-        self.wait_in_sync()
-        with SpuClient(self.cluster.bootstrap) as client:
-            end = client.list_offsets(self.topic, 0, "latest", isolation="committed") or 0
-        for reader in self.readers:
-            wait_for(
-                f"the reader on {reader.node} to reach {end}", lambda r=reader: r.position >= end, WAIT_S
-            )
-            reader.stop.set()
-            reader.join()
-        paths = [self.cluster.root / f"spu-{n}" for n in range(3)]
-
-        def replicas_equal() -> bool:
-            logs = [replica_log(path, self.topic) for path in paths]
-            return all(len(log) == end for log in logs) and logs[0] == logs[1] == logs[2]
-
-        wait_for("identical replicas", replicas_equal, WAIT_S)
-        replicas = [replica_log(path, self.topic) for path in paths]
-        assert check(list(self.producers.values()), self.readers, replicas) == []
+    with partitioned_cluster(tmp_path_factory.mktemp("partitions")) as found:
+        yield found
 
 
 def test_isolated_leader_stops_acknowledging_and_rejoins(setting: Setting) -> None:
@@ -156,7 +54,7 @@ def test_isolated_leader_stops_acknowledging_and_rejoins(setting: Setting) -> No
     assert stops_acknowledging(run.producers["near"], cut_at, healed_at, SESSION_S) == []
     run.wait_acks("near", healed_at)  # the client finds the new leader by itself
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) -> None:
@@ -177,7 +75,7 @@ def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) 
     run.wait_acks("client", time.monotonic())
     setting.cluster.start_spu(leader)
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Setting) -> None:
@@ -243,7 +141,7 @@ def test_isolated_controller_then_a_leader_stopped_meanwhile(setting: Setting) -
     assert acknowledged_nothing(producer, continued_at, time.monotonic()) == []
     run.wait_acks("client", time.monotonic())
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_one_way_partition_of_the_leader(setting: Setting) -> None:
@@ -264,7 +162,7 @@ def test_one_way_partition_of_the_leader(setting: Setting) -> None:
     run.wait_acks("near", time.monotonic())
     setting.network.heal()
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_flapping_link_of_the_leader(setting: Setting) -> None:
@@ -283,4 +181,4 @@ def test_flapping_link_of_the_leader(setting: Setting) -> None:
         wait_for("0.2s up", lambda: time.monotonic() > healed_at + 0.2, WAIT_S)  # noqa: B023
     run.wait_acks("client", time.monotonic())
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
