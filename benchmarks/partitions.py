@@ -51,6 +51,7 @@ class Faults:
         self.network, self.cluster, self.run, self.rng = setting.network, setting.cluster, run, rng
         self.killed: set[str] = set()
         self.stopped: set[str] = set()
+        self.leader_checks = 0  # cut-offs held long enough for `stops_acknowledging`
 
     def heal(self) -> list[str]:
         self.network.heal()
@@ -75,6 +76,7 @@ class Faults:
             healed_at = time.monotonic()
             if healed_at - cut_at < 2.5 * SESSION_S:
                 return []
+            self.leader_checks += 1
             return stops_acknowledging(self.run.producers["near"], cut_at, healed_at, SESSION_S)
 
         return f"cut off {leader} with near", undo
@@ -161,6 +163,7 @@ def randomized_run(setting: Setting, seconds: float, rng: random.Random) -> dict
         "acknowledged": sum(op.first_offset is not None for op in ops),
         "failed": sum(op.first_offset is None for op in ops),
         "read": sum(len(reader.seen) for reader in run.readers),
+        "leader_checks": faults.leader_checks,
         "problems": problems,
     }
 
