@@ -133,7 +133,12 @@ def test_isolated_controller_then_a_leader_stopped_meanwhile(setting: Setting) -
 
     producer = run.producers["client"]
     setting.cluster.signal(leader, signal.SIGSTOP)
-    wait_for("a produce unanswered 1.5 sessions", lambda: producer.waiting() > 1.5 * SESSION_S, WAIT_S)
+    stopped_at = time.monotonic()
+
+    def stopped_long_enough() -> bool:  # the leader's loop stood still for more than a session
+        return time.monotonic() > stopped_at + 1.5 * SESSION_S and producer.waiting() > 1.5 * SESSION_S
+
+    wait_for("1.5 sessions stopped, with a produce waiting", stopped_long_enough, WAIT_S)
     setting.cluster.signal(leader, signal.SIGCONT)
     continued_at = time.monotonic()
     wait_for("a session since", lambda: time.monotonic() > continued_at + SESSION_S, WAIT_S)
