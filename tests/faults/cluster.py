@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,10 +60,11 @@ class Setting:
 
 
 @contextmanager
-def partitioned_cluster(root: Path) -> Iterator[Setting]:
-    """The network and the cluster on it, the calling thread a client on node "client" (its
-    admin and metadata requests go from there); healed, stopped and removed on the way out."""
-    network = Network(NODES)
+def partitioned_cluster(root: Path, extra_nodes: Sequence[str] = ()) -> Iterator[Setting]:
+    """The network (NODES and `extra_nodes`) and the cluster on it, the calling thread a client
+    on node "client" (its admin and metadata requests go from there); healed, stopped and
+    removed on the way out."""
+    network = Network([*NODES, *extra_nodes])
     token = os.environ.get("CONTRAFLOW_TOKEN")
     os.environ["CONTRAFLOW_TOKEN"] = "partition-tests"  # beyond loopback a token is required
     try:
