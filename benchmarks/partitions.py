@@ -40,6 +40,8 @@ from tests.faults.cluster import NODES, SESSION_S, Scenario, Setting, partitione
 from tests.faults.history import stops_acknowledging  # noqa: E402
 from tests.spu.cluster_harness import wait_for  # noqa: E402
 
+from contraflow.spu.protocol import SpuError  # noqa: E402
+
 SPUS = ["spu-0", "spu-1", "spu-2"]
 Undo = Callable[[], list[str]]  # undoes a fault; returns the problems its own check found
 
@@ -52,6 +54,7 @@ class Faults:
         self.killed: set[str] = set()
         self.stopped: set[str] = set()
         self.leader_checks = 0  # cut-offs held long enough for `stops_acknowledging`
+        self.leader_id = -1
 
     def heal(self) -> list[str]:
         self.network.heal()
@@ -62,8 +65,15 @@ class Faults:
         self.network.isolate(node)
         return f"isolate {node}", self.heal
 
+    def find_leader(self) -> None:
+        """Asked before a round's faults: one of them may cut the controller off."""
+        try:
+            self.leader_id = self.run.state()[0]
+        except SpuError:
+            self.leader_id = -1
+
     def leader_with_client(self) -> tuple[str, Undo]:
-        leader_id = self.run.state()[0]
+        leader_id = self.leader_id
         if leader_id < 0 or f"spu-{leader_id}" in self.killed | self.stopped:
             return self.isolate()
         leader = f"spu-{leader_id}"
@@ -132,6 +142,7 @@ def one_round(faults: Faults, rng: random.Random) -> tuple[list[str], float, lis
         return [faults.flap(hold_s)], hold_s, []
     kinds = [faults.isolate, faults.leader_with_client, faults.one_way, faults.stop, faults.kill]
     chosen = rng.sample(kinds, rng.choice([1, 1, 2]))
+    faults.find_leader()
     applied = [fault() for fault in chosen]
     time.sleep(hold_s)
     # The leader's cut is healed first: its check counts up to the heal, and another network
