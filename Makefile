@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit browser netns bench clean
+.PHONY: run test lint typecheck unit browser netns bench partitions clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ netns:
 	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
 
 test: lint typecheck unit
+
+# A longer randomized run of partitions, SIGSTOPs and SIGKILLs on the partition tests' cluster
+# (benchmarks/partitions.py; root): prints its seed first, `make partitions SEED=N` replays it.
+SECONDS_RUN ?= 300
+partitions: $(STAMP) netns
+	PYTHONPATH=src $(BIN)/python benchmarks/partitions.py --seconds $(SECONDS_RUN) $(if $(SEED),--seed $(SEED))
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b; done

@@ -49,6 +49,7 @@ class Producer(threading.Thread):
         super().__init__(daemon=True, name=f"producer-{node}")
         self.network, self.node, self.bootstrap, self.topic = network, node, bootstrap, topic
         self.ops: list[Produce] = []
+        self.in_flight_since: float | None = None  # when the unanswered produce was sent
         self.stop = threading.Event()
         self.error: BaseException | None = None
 
@@ -65,16 +66,62 @@ class Producer(threading.Thread):
             self.error = err
 
     def _produce(self, client: SpuClient, values: list[bytes]) -> None:
-        sent = time.monotonic()
+        sent = self.in_flight_since = time.monotonic()
         try:
             first, _ = client.produce(self.topic, 0, values, acks=Acks.COMMITTED)
             self.ops.append(Produce(self.node, values, sent, time.monotonic(), first))
         except SpuError as err:
             self.ops.append(Produce(self.node, values, sent, time.monotonic(), None, str(err)))
             time.sleep(0.05)  # a failed produce returns at once while nothing is reachable
+        finally:
+            self.in_flight_since = None
 
     def acks_since(self, moment: float) -> list[Produce]:
         return [op for op in self.ops if op.first_offset is not None and op.done > moment]
+
+    def waiting(self) -> float:
+        """How long the produce in flight has been waiting for its answer (0: none is)."""
+        since = self.in_flight_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def acks_between(self, start: float, end: float) -> list[Produce]:
+        return [op for op in self.acks_since(start) if op.done < end]
+
+    def idle_between(self, start: float, end: float) -> float:
+        """The longest stretch of [start, end] with no produce of ours outstanding (called at
+        `end` or later): near 0 means every moment of it had a produce waiting for an answer."""
+        spans = [(op.sent, op.done) for op in self.ops]
+        if self.in_flight_since is not None:
+            spans.append((self.in_flight_since, end))
+        idle, covered = 0.0, start
+        for sent, done in sorted(spans):
+            if sent > covered:
+                idle = max(idle, min(sent, end) - covered)
+            covered = max(covered, done)
+            if covered >= end:
+                break
+        return max(idle, end - covered)
+
+
+def stops_acknowledging(producer: Producer, cut_at: float, healed_at: float, session_s: float) -> list[str]:
+    """An old leader cut off from the majority with `producer` beside it acknowledges nothing
+    from one session timeout after the cut until the heal."""
+    start = cut_at + session_s
+    if healed_at - start < session_s:
+        return ["the cut was healed too soon to tell"]
+    return acknowledged_nothing(producer, start, healed_at)
+
+
+def acknowledged_nothing(producer: Producer, start: float, end: float) -> list[str]:
+    """No produce of `producer` was acknowledged between `start` and `end` although it kept
+    asking (which gives the check its teeth: a leader that went on acknowledging would have
+    answered it)."""
+    verdict = Verdict()
+    acked = producer.acks_between(start, end)
+    verdict.expect(not acked, f"{producer.node}: acknowledged meanwhile: {[op.first_offset for op in acked]}")
+    idle = producer.idle_between(start, end)
+    verdict.expect(idle < 0.5, f"{producer.node} stopped asking for {idle:.2f}s")
+    return verdict.problems
 
 
 class CommittedReader(threading.Thread):

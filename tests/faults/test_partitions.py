@@ -8,127 +8,34 @@ replicas' logs once healed. One cluster serves the module's scenarios, a topic e
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from contraflow.spark.commit_retry import Refusal, commit_retrying
-from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.faults.history import CommittedReader, Producer, check
-from tests.faults.netns import Network
-from tests.spu.cluster_harness import log_tails, partition_state, replica_log, wait_for
-
-SESSION_S = 1.0
-NODES = ["sc", "spu-0", "spu-1", "spu-2", "client", "near"]
-CONFIG = TopicConfig(replication_factor=3, min_in_sync_replicas=2, replica_lag_time_max_ms=500)
-WAIT_S = 30.0
-
-
-class NamespacedCluster(LocalCluster):
-    """A `LocalCluster` whose members each run on their own node of `network`."""
-
-    def __init__(self, root: Path, network: Network) -> None:
-        self.network = network
-        super().__init__(root, session_timeout=f"{SESSION_S:g}s")
-
-    def host_of(self, name: str) -> str:
-        return self.network.address(name)
-
-    def command_of(self, name: str, args: list[str]) -> list[str]:
-        return self.network.command(name, super().command_of(name, args))
-
-
-@dataclass
-class Setting:
-    network: Network
-    cluster: NamespacedCluster
+from tests.faults.cluster import NODES, SESSION_S, WAIT_S, Scenario, Setting, partitioned_cluster
+from tests.faults.history import acknowledged_nothing, stops_acknowledging
+from tests.spu.cluster_harness import partition_state, replica_log, wait_for
 
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
-    network = Network(NODES)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("CONTRAFLOW_TOKEN", "partition-tests")  # beyond loopback a token is required
-            # the test itself is a client on node "client": its admin and metadata requests go from there
-            with network.inside("client"):
-                cluster = NamespacedCluster(tmp_path_factory.mktemp("partitions"), network)
-                try:
-                    cluster.start(3)
-                    yield Setting(network, cluster)
-                except BaseException:
-                    print(log_tails(cluster.root), file=sys.stderr)
-                    raise
-                finally:
-                    network.heal()
-                    cluster.stop()
-    finally:
-        network.close()
-
-
-class Scenario:
-    """One topic, producers and committed readers on the given nodes, and the final check."""
-
-    def __init__(self, setting: Setting, topic: str, producers: list[str], readers: list[str]) -> None:
-        self.network, self.cluster, self.topic = setting.network, setting.cluster, topic
-        with SpuClient(self.cluster.bootstrap) as admin:
-            admin.create_topic(topic, CONFIG)
-        boot = self.cluster.bootstrap
-        self.producers = {n: Producer(self.network, n, boot, topic) for n in producers}
-        self.readers = [CommittedReader(boot, topic, self.network, n) for n in readers]
-        for thread in [*self.producers.values(), *self.readers]:
-            thread.start()
-
-    def state(self) -> tuple[int, int, list[int], list[int]]:
-        return partition_state(self.cluster, self.topic)
-
-    def wait_acks(self, node: str, since: float, count: int = 10) -> None:
-        producer = self.producers[node]
-        wait_for(f"{count} acks to {node}", lambda: len(producer.acks_since(since)) >= count, WAIT_S)
-
-    def wait_in_sync(self) -> None:
-        wait_for("three replicas in sync", lambda: len(self.state()[3]) == 3, WAIT_S)
-
-    def finish(self) -> None:
-        """Stop writing, let the readers catch up, and check the history against the replicas."""
-        for producer in self.producers.values():
-            producer.stop.set()
-            producer.join()
-            assert producer.error is None, producer.error
-        self.wait_in_sync()
-        with SpuClient(self.cluster.bootstrap) as client:
-            end = client.list_offsets(self.topic, 0, "latest", isolation="committed") or 0
-        for reader in self.readers:
-            wait_for(
-                f"the reader on {reader.node} to reach {end}", lambda r=reader: r.position >= end, WAIT_S
-            )
-            reader.stop.set()
-            reader.join()
-        paths = [self.cluster.root / f"spu-{n}" for n in range(3)]
-
-        def replicas_equal() -> bool:
-            logs = [replica_log(path, self.topic) for path in paths]
-            return all(len(log) == end for log in logs) and logs[0] == logs[1] == logs[2]
-
-        wait_for("identical replicas", replicas_equal, WAIT_S)
-        replicas = [replica_log(path, self.topic) for path in paths]
-        assert check(list(self.producers.values()), self.readers, replicas) == []
+    with partitioned_cluster(tmp_path_factory.mktemp("partitions")) as found:
+        yield found
 
 
 def test_isolated_leader_stops_acknowledging_and_rejoins(setting: Setting) -> None:
     """Scenario 1: the leader and a client next to it are cut off from the controller, the
     followers and the other clients, and the client keeps producing to it. The old leader
-    acknowledges nothing sent to it once cut off, the majority elects a leader and takes
-    writes, and once healed the old leader cuts what it alone took and the client resumes."""
+    acknowledges nothing once its session timeout has passed, the majority elects a leader
+    and takes writes, and once healed the old leader cuts what it alone took and the client
+    resumes."""
     run = Scenario(setting, "isolated-leader", producers=["client", "near"], readers=["client", "near"])
     began = time.monotonic()
     run.wait_acks("client", began)
@@ -141,17 +48,13 @@ def test_isolated_leader_stops_acknowledging_and_rejoins(setting: Setting) -> No
     wait_for("a new leader", lambda: run.state()[0] not in (-1, old_leader), WAIT_S)
     assert run.state()[1] > old_epoch
     run.wait_acks("client", time.monotonic())
-    near = run.producers["near"]
-    wait_for("a produce sent after the cut to fail", lambda: any(op.sent > cut_at for op in near.ops), WAIT_S)
+    wait_for("two sessions since the cut", lambda: time.monotonic() > cut_at + 2.5 * SESSION_S, WAIT_S)
     setting.network.heal()
     healed_at = time.monotonic()
-    # Sent once the leader was cut off, nothing can reach an in-sync follower: the old leader
-    # acknowledges none of it (records it took alone are cut when it rejoins, checked below).
-    cut_off = [op for op in near.ops if cut_at < op.sent and op.done < healed_at]
-    assert cut_off and all(op.first_offset is None for op in cut_off), "the cut-off leader acknowledged"
+    assert stops_acknowledging(run.producers["near"], cut_at, healed_at, SESSION_S) == []
     run.wait_acks("near", healed_at)  # the client finds the new leader by itself
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) -> None:
@@ -172,7 +75,7 @@ def test_follower_isolated_then_healed_while_the_leader_moves(setting: Setting) 
     run.wait_acks("client", time.monotonic())
     setting.cluster.start_spu(leader)
     run.wait_in_sync()
-    run.finish()
+    assert run.finish() == []
 
 
 def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Setting) -> None:
@@ -213,3 +116,74 @@ def test_sink_commit_refused_for_want_of_replicas_waits_for_them(setting: Settin
         return all(log == [b"one", b"two"] for log in logs)
 
     wait_for("the commit on every replica, once", committed_everywhere, WAIT_S)
+
+
+def test_isolated_controller_then_a_leader_stopped_meanwhile(setting: Setting) -> None:
+    """Scenarios 2 and 6: the controller is cut off from every SPU and client. The data path
+    needs no controller: the leader goes on taking acks=all writes (its followers still fetch)
+    after the controller has declared every SPU lost. Then the leader is SIGSTOPped for more
+    than a session and continued while the controller is still away: having missed a session
+    it may have been replaced, so it acknowledges nothing until it hears the controller again;
+    healed, the controller elects a leader again and the writes go on."""
+    run = Scenario(setting, "isolated-controller", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    setting.network.isolate("sc")
+    run.wait_acks("client", time.monotonic() + 1.2 * SESSION_S)  # the SPUs' sessions are over
+
+    producer = run.producers["client"]
+    setting.cluster.signal(leader, signal.SIGSTOP)
+    stopped_at = time.monotonic()
+
+    def stopped_long_enough() -> bool:  # the leader's loop stood still for more than a session
+        return time.monotonic() > stopped_at + 1.5 * SESSION_S and producer.waiting() > 1.5 * SESSION_S
+
+    wait_for("1.5 sessions stopped, with a produce waiting", stopped_long_enough, WAIT_S)
+    setting.cluster.signal(leader, signal.SIGCONT)
+    continued_at = time.monotonic()
+    wait_for("a session since", lambda: time.monotonic() > continued_at + SESSION_S, WAIT_S)
+    setting.network.heal()
+    assert acknowledged_nothing(producer, continued_at, time.monotonic()) == []
+    run.wait_acks("client", time.monotonic())
+    run.wait_in_sync()
+    assert run.finish() == []
+
+
+def test_one_way_partition_of_the_leader(setting: Setting) -> None:
+    """Scenario 4: the leader hears everyone and no one hears it (what it sends is dropped,
+    what it is sent arrives). Its heartbeats stop reaching the controller, which elects a
+    follower; its followers' fetches reach it but not its answers, so nothing it takes is
+    acknowledged; clients on both client nodes find the new leader; healed, the old leader
+    learns it follows and cuts the records it alone took."""
+    run = Scenario(setting, "one-way", producers=["client", "near"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    old_leader, old_epoch, _, _ = run.state()
+    for node in NODES:
+        if node != f"spu-{old_leader}":
+            setting.network.cut(f"spu-{old_leader}", node, both_ways=False)
+    wait_for("a new leader", lambda: run.state()[0] not in (-1, old_leader), WAIT_S)
+    assert run.state()[1] > old_epoch
+    run.wait_acks("client", time.monotonic())
+    run.wait_acks("near", time.monotonic())
+    setting.network.heal()
+    run.wait_in_sync()
+    assert run.finish() == []
+
+
+def test_flapping_link_of_the_leader(setting: Setting) -> None:
+    """Scenario 5: the leader's link goes down and up again, down for less than a session
+    (TCP retransmits, the in-sync set shrinks and grows back) and for more (an election, and
+    the old leader rejoins as a follower), while a client produces."""
+    run = Scenario(setting, "flapping", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    for down_s in (0.3, 1.2 * SESSION_S, 0.3):
+        setting.network.isolate(leader)
+        cut_at = time.monotonic()
+        wait_for(f"{down_s}s down", lambda: time.monotonic() > cut_at + down_s, WAIT_S)  # noqa: B023
+        setting.network.heal()
+        healed_at = time.monotonic()
+        wait_for("0.2s up", lambda: time.monotonic() > healed_at + 0.2, WAIT_S)  # noqa: B023
+    run.wait_acks("client", time.monotonic())
+    run.wait_in_sync()
+    assert run.finish() == []

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import mmap
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +75,7 @@ class Connection:
         self._pending: dict[int, asyncio.Future[Response]] = {}
         self._streams: dict[int, asyncio.Queue[Response | BaseException]] = {}
         self.closed = False
+        self._last_heard = time.monotonic()  # when the last frame arrived
         self._reader_task = asyncio.create_task(self._read_loop())
 
     @classmethod
@@ -105,6 +107,7 @@ class Connection:
                 header = parse_header(await self._reader.readexactly(HEADER_SIZE), CLIENT_MAX_FRAME_BYTES)
                 body = memoryview(await _read_exactly(self._reader, header.body_length))
                 response = Response(unpack_meta(body[: header.meta_length]), body[header.meta_length :])
+                self._last_heard = time.monotonic()
                 self._route(header.correlation_id, response)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
@@ -153,8 +156,14 @@ class Connection:
         on_sent: Callable[[], None] | None = None,
     ) -> Response:
         """Send and wait for the answer; `on_sent` runs once the request is in the socket's
-        buffer (what is written after it reaches the server after it)."""
+        buffer (what is written after it reaches the server after it).
+
+        A timeout with nothing heard on the connection since the request was sent closes it:
+        the peer is likely cut off, and TCP retransmits ever more slowly (seconds apart), so
+        requests written later on the same socket would wait behind those retries even once
+        the network heals. A fresh connection gets through at once."""
         cid = self.next_id() if correlation_id is None else correlation_id
+        sent = time.monotonic()
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._pending[cid] = future
         try:
@@ -165,6 +174,8 @@ class Connection:
             async with asyncio.timeout(timeout_s):  # not wait_for: see `open`
                 response = await future
         except TimeoutError:
+            if self._last_heard < sent:
+                self._fail_all(SpuError(ErrorCode.CONNECTION_ERROR, f"the SPU was silent for {timeout_s}s"))
             raise SpuError(ErrorCode.TIMEOUT, f"no answer from the SPU within {timeout_s}s") from None
         except (ConnectionError, OSError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
