@@ -41,6 +41,21 @@ def test_every_priority_is_a_fair_pool_with_its_weight_and_min_share(spark: Any)
         assert pools[name].weight() == weight and pools[name].minShare() == min_share
 
 
+def test_inside_a_pool_a_newer_stage_never_goes_first_by_its_name(spark: Any) -> None:
+    """Spark names a stage's tasks "TaskSet_<stage>.<attempt>"; FAIR order inside a pool breaks
+    ties by comparing those names as strings (stage 1000 before 999), which on a saturated box
+    starves a stage whose id sorts late. The pools order their stages FIFO instead."""
+    scheduler = spark._jvm.org.apache.spark.scheduler
+    older, newer = (
+        scheduler.Pool(f"TaskSet_{stage}.0", scheduler.SchedulingMode.FAIR(), 0, 1) for stage in (999, 1000)
+    )
+    assert scheduler.FairSchedulingAlgorithm().comparator(newer, older)  # the order FAIR would give
+    for name in POOLS:
+        pool = spark.sparkContext._jsc.sc().getPoolForName(name).get()
+        assert pool.schedulingMode().toString() == "FIFO"
+        assert not pool.taskSetSchedulingAlgorithm().comparator(newer, older)
+
+
 def _iterate(scala_seq: Any) -> list[Any]:
     iterator = scala_seq.iterator()
     found = []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contraflow.spark.class_cache import SETTLED_S, archive_key, java_options
+from contraflow.spark.class_cache import SETTLED_S, archive_key, existing_archive, java_options
 
 
 def test_first_run_creates_later_runs_wait_then_share(tmp_path: Path) -> None:
@@ -52,3 +52,14 @@ def test_it_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("CONTRAFLOW_JVM_CDS", "0")
     assert java_options("17.0.15", tmp_path) == ""
     assert not list(tmp_path.iterdir())
+
+
+def test_other_jvms_only_ever_map_the_drivers_archive(tmp_path: Path) -> None:
+    """A standalone cluster's JVMs use the archive once a driver made it, and never claim its
+    creation (they would write a master's classes under the driver's name)."""
+    assert existing_archive("17.0.15", tmp_path) is None
+    assert not list(tmp_path.iterdir())
+    assert java_options("17.0.15", tmp_path).startswith("-XX:ArchiveClassesAtExit=")  # a driver may
+    shared = tmp_path / f"spark-{archive_key('17.0.15')}.jsa"
+    shared.write_bytes(b"archive")
+    assert existing_archive("17.0.15", tmp_path) == shared

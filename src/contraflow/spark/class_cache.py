@@ -57,6 +57,14 @@ def java_options(java_version: str, directory: Path | None = None) -> str:
     return f"-XX:ArchiveClassesAtExit={directory / f'spark-{key}.{os.getpid()}.jsa'}"
 
 
+def existing_archive(java_version: str, directory: Path | None = None) -> Path | None:
+    """The archive, if a driver made it already (for other JVMs on the same jars: never creates it)."""
+    if os.environ.get("CONTRAFLOW_JVM_CDS", "1") == "0":
+        return None
+    archive = (directory or cache_dir()) / f"spark-{archive_key(java_version)}.jsa"
+    return archive if archive.is_file() else None
+
+
 def _adopt_written(directory: Path, key: str, archive: Path) -> bool:
     """Move a first run's archive to the shared name once its JVM has finished writing it."""
     for written in directory.glob(f"spark-{key}.*.jsa"):

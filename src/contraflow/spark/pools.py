@@ -7,6 +7,11 @@ weights alone hardly matter (a pool with one task running already has its
 it has any. The file is written next to the data directory when the session
 is built (`spark.scheduler.allocation.file` must be known before the
 SparkContext starts).
+
+Inside a pool, stages run first come, first served (FIFO: by job, then stage). Spark's FAIR
+order inside a pool breaks ties by name, "TaskSet_<stage id>.<attempt>" compared as strings,
+so stage 1000 goes before stage 999: on a saturated box (many flows of one priority) a stage
+whose id sorts late waits for as long as newer stages keep coming.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ def allocation_xml() -> str:
     """Spark's fair scheduler allocation file for `POOLS`."""
     pools = "".join(
         f"  <pool name={quoteattr(name)}>\n"
-        "    <schedulingMode>FAIR</schedulingMode>\n"
+        "    <schedulingMode>FIFO</schedulingMode>\n"
         f"    <weight>{weight}</weight>\n"
         f"    <minShare>{min_share}</minShare>\n"
         "  </pool>\n"

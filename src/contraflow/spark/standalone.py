@@ -31,6 +31,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# The cluster's own JVMs (master, workers and the executors workers start, which inherit the
+# variable) compile with C1 only, use one compiler thread and the serial collector: all of them on
+# one machine, their JIT and GC threads were most of the cluster's CPU as it started (a master
+# and two workers: 25 s of CPU, 8 s with these options and the class archive below, load ~15).
+LEAN_JVM = "-XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC"
+
+
+def lean_jvm_options() -> str:
+    """LEAN_JVM, and the driver's class-data archive (contraflow.spark.class_cache) once a driver
+    made it: the cluster's JVMs load the same jars (a master's classes are not the driver's, so
+    they never create it)."""
+    from contraflow.errors import UserError
+    from contraflow.preflight import java_executable, java_version
+    from contraflow.spark.class_cache import existing_archive
+
+    try:
+        archive = existing_archive(java_version(java_executable()))
+    except UserError:  # no usable Java: spark-class will say so itself
+        archive = None
+    return LEAN_JVM + (f" -XX:SharedArchiveFile={archive}" if archive else "")
+
+
 class StandaloneCluster:
     """Start a master and `workers` workers on 127.0.0.1; stop them all on exit."""
 
@@ -49,6 +71,7 @@ class StandaloneCluster:
 
     def _spawn(self, *args: str, name: str) -> subprocess.Popen[bytes]:
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.work_dir / "logs"))
+        env.setdefault("JAVA_TOOL_OPTIONS", lean_jvm_options())
         log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process group
         process = subprocess.Popen(
             [str(spark_class()), *args],

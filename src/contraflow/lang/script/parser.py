@@ -20,6 +20,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken
 
 from contraflow.lang.errors import LangError, Position, SourceText
+from contraflow.lang.grammar import parse_table_cache
 from contraflow.lang.nesting import parse_bounded, transform_tree
 from contraflow.lang.script import ast
 from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
@@ -40,6 +41,7 @@ def _parser() -> Lark:
         start=["exprs", "expr"],
         propagate_positions=True,
         maybe_placeholders=False,
+        cache=parse_table_cache("script"),
     )
 
 

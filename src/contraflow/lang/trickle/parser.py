@@ -8,11 +8,8 @@ expression ASTs.
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from collections.abc import Iterable
 from functools import cache
-from pathlib import Path
 from typing import Any, TypeVar
 
 from lark import Lark, Token, Transformer, v_args
@@ -21,13 +18,12 @@ from lark.tree import Meta
 from lark.visitors import merge_transformers
 
 from contraflow.lang.errors import Position, SourceText
+from contraflow.lang.grammar import GRAMMAR_DIR, parse_table_cache
 from contraflow.lang.graph import SourceExpr
 from contraflow.lang.nesting import parse_bounded, transform_tree
 from contraflow.lang.syntax_errors import Wording, expected_terminals, syntax_error
 from contraflow.lang.trickle import ast
 from contraflow.lang.trickle.script_api import describe_token, item_name, script_transformer
-
-GRAMMAR_DIR = Path(__file__).resolve().parent.parent / "grammar"
 
 # Rules script.lark exports under their own names; the combined transformer must answer to them.
 SCRIPT_EXPORTS = ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "STRING", "INT", "FLOAT")
@@ -37,24 +33,13 @@ SCRIPT_EXPORTS = ("expr", "exprs", "fn_defn", "const_defn", "path", "IDENT", "ST
 def grammar(name: str) -> Lark:
     """The LALR parser for `grammar/<name>.lark`, built once per process."""
     path = GRAMMAR_DIR / f"{name}.lark"
-    # The parse tables are cached in the temp dir so a `contraflow check` does not rebuild
-    # them on every run. The cache file is named after a hash of every grammar file, since
-    # lark does not notice a change in an imported grammar (script.lark, trickle.lark).
     return Lark.open(
         str(path),
         parser="lalr",
         propagate_positions=True,
         maybe_placeholders=True,
-        cache=str(Path(tempfile.gettempdir()) / f"contraflow-{name}-{_grammars_digest()}.lark-cache"),
+        cache=parse_table_cache(name),
     )
-
-
-@cache
-def _grammars_digest() -> str:
-    digest = hashlib.sha256()
-    for file in sorted(GRAMMAR_DIR.glob("*.lark")):
-        digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 def delegate(target: Transformer, source: Transformer, names: Iterable[str]) -> None:
