@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,11 +27,14 @@ from tests.spu.spu_harness import running_spu
 TOPIC = "channel"
 
 
-def file_sink_runner(client: AsyncSpuClient, out: Path) -> SinkRunner:
-    sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=["separate"])
+def file_sink_runner(
+    client: AsyncSpuClient, out: Path, topic: str = TOPIC, postprocessors: list[Any] | None = None
+) -> SinkRunner:
+    """A file sink appending the topic's records, as the runtime runs one."""
+    sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=postprocessors or ["separate"])
     return SinkRunner(
         sink,
-        [(TOPIC, "file-sink", "in")],
+        [(topic, "file-sink", "in")],
         client,
         AsyncProducer(client),
         None,
