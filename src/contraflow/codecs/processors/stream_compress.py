@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol
 import zstandard
 
 from contraflow.codecs.config import BadValue
+from contraflow.codecs.processors.compress import check_level
 from contraflow.codecs.processors.processor import Postprocessor
 from contraflow.compression import ALGORITHMS
 
@@ -48,12 +49,7 @@ class StreamCompressOptions:
             raise BadValue(
                 "algorithm", f"must be one of {', '.join(map(repr, STREAMS))}, got {self.algorithm!r}"
             )
-        levels = ALGORITHMS[self.algorithm].levels
-        if self.level is not None and self.level not in levels:
-            raise BadValue(
-                "level",
-                f"must be between {levels.start} and {levels.stop - 1} for {self.algorithm}, got {self.level}",
-            )
+        check_level(self.algorithm, self.level)
 
 
 class StreamCompressPostprocessor(Postprocessor[StreamCompressOptions]):
