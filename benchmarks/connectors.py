@@ -17,7 +17,13 @@ socket connection writing the lines in 64 KiB chunks; one websockets client
 sending one message per event (how ws peers send events). `ratio` is each kind's
 rate over tcp's in the same run (target: >= 0.7).
 
-Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N] [--flows [--events N] [--repeats N]]
+With `--ws-ingest`, the ws_server connector alone (pulled in a loop) against a
+bare websockets server counting messages, the same peer process sending one
+message per event to each, interleaved: `ratio` is bare seconds / connector
+seconds (1.0: the connector adds nothing to the library's cost).
+
+Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N]
+     [--flows [--peer-in-process] | --ws-ingest] [--events N] [--repeats N]
 """
 
 from __future__ import annotations
@@ -317,6 +323,69 @@ def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
     }
 
 
+# -- ws_server alone against a bare websockets server ------------------------------------------------
+
+
+async def ws_pulled_seconds(data_file: Path, size: int) -> float:
+    """Seconds from the peer's go until the ws_server connector handed out every byte."""
+    conn = connector("ws_server", {"url": "127.0.0.1:0"})
+    await conn.connect()
+    peer = await PeerProcess.ready("ws", f"127.0.0.1:{conn.port}", data_file)
+    started = time.perf_counter()
+    sending = asyncio.create_task(peer.go())
+    total = 0
+    while total < size:
+        item = await conn.pull()
+        total += len(item.data or b"")
+    elapsed = time.perf_counter() - started
+    await sending
+    await conn.close()
+    return elapsed
+
+
+async def ws_bare_seconds(data_file: Path, messages: int) -> float:
+    """Seconds from the peer's go until a bare websockets server received every message."""
+    from websockets.asyncio.server import ServerConnection, serve
+
+    received = 0
+    done = asyncio.Event()
+
+    async def count(ws: ServerConnection) -> None:
+        nonlocal received
+        async for _ in ws:
+            received += 1
+            if received == messages:
+                done.set()
+
+    async with serve(count, "127.0.0.1", 0, compression=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        peer = await PeerProcess.ready("ws", f"127.0.0.1:{port}", data_file)
+        started = time.perf_counter()
+        await peer.go()
+        await done.wait()
+        return time.perf_counter() - started
+
+
+def ws_ingest(events: int, repeats: int) -> dict[str, Any]:
+    """The ws_server connector against a bare websockets server, the same peer process sending one
+    message per event: what the connector adds to the library's own cost (ratio 1.0: nothing)."""
+    data = make_data(events)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_file = Path(tmp) / "events.json"
+        data_file.write_bytes(data)
+        ours, bare = [], []
+        for _ in range(repeats):  # interleaved, so both see the same load
+            ours.append(asyncio.run(ws_pulled_seconds(data_file, len(data))))
+            bare.append(asyncio.run(ws_bare_seconds(data_file, events)))
+    return {
+        "events": events,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "ws_server_events_per_s": round(events / statistics.median(ours)),
+        "bare_websockets_events_per_s": round(events / statistics.median(bare)),
+        "ratio": round(statistics.median(bare) / statistics.median(ours), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=100_000)
@@ -326,6 +395,7 @@ def main() -> None:
     parser.add_argument(
         "--peer-in-process", action="store_true", help="(--flows) the peer on the runtime's event loop"
     )
+    parser.add_argument("--ws-ingest", action="store_true", help="ws_server alone against bare websockets")
     parser.add_argument("--peer", nargs=3, metavar=("KIND", "ADDRESS", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peer:
@@ -333,6 +403,9 @@ def main() -> None:
         return
     if args.flows:
         print(json.dumps(flows(args.events, args.repeats, args.peer_in_process)))
+        return
+    if args.ws_ingest:
+        print(json.dumps(ws_ingest(args.events, args.repeats)))
         return
     data = make_data(args.lines)
     with tempfile.TemporaryDirectory() as tmp:
