@@ -10,13 +10,20 @@ Each `ratio` is connector / baseline: 1.0 means the connector is free.
 
 With `--flows`, the socket servers in a whole flow instead: `<kind>_server`
 (codec json, `separate`) -> `select event from in into out` -> a file sink, for
-tcp, ws and unix sockets, runs interleaved; events/s from the peer's first byte
-until the sink file holds every event. The peers: one TCP or unix socket
-connection writing the lines in 64 KiB chunks; one websockets client sending one
-message per event (how ws peers send events). `ratio` is each kind's rate over
-tcp's in the same run (target: >= 0.7).
+tcp, ws and unix sockets, runs interleaved; events/s from the peer's go until
+the sink file holds every event. The peers, each in a process of its own
+(`--peer-in-process`: on the runtime's event loop, as before): one TCP or unix
+socket connection writing the lines in 64 KiB chunks; one websockets client
+sending one message per event (how ws peers send events). `ratio` is each kind's
+rate over tcp's in the same run (target: >= 0.7).
 
-Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N] [--flows [--events N] [--repeats N]]
+With `--ws-ingest`, the ws_server connector alone (pulled in a loop) against a
+bare websockets server counting messages, the same peer process sending one
+message per event to each, interleaved: `ratio` is bare seconds / connector
+seconds (1.0: the connector adds nothing to the library's cost).
+
+Run: PYTHONPATH=src .venv/bin/python benchmarks/connectors.py [--lines N]
+     [--flows [--peer-in-process] | --ws-ingest] [--events N] [--repeats N]
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import logging
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -193,12 +201,56 @@ async def feed(kind: str, address: str, data: bytes) -> None:
         writer.write(view[start : start + (1 << 16)])
         await writer.drain()
     writer.close()
+    await writer.wait_closed()  # everything written is flushed before a peer process exits
+
+
+class PeerProcess:
+    """A peer in a process of its own, as a real one would be (a peer in the runtime's process spends
+    the runtime's CPU on its sends: a WebSocket client's per-message framing, masking and syscall)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def ready(cls, kind: str, address: str, data_file: Path) -> PeerProcess:
+        """Started, its data read and its imports done: waiting for `go`."""
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--peer",
+            kind,
+            address,
+            str(data_file),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        await proc.stdout.readline()
+        return cls(proc)
+
+    async def go(self) -> None:
+        """Feed the data; return once the peer is done."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        await self.proc.stdin.drain()
+        if await self.proc.wait() != 0:
+            raise RuntimeError("the peer failed")
+
+
+def run_peer(kind: str, address: str, data_file: Path) -> None:
+    """`--peer`: read the data, say ready, wait for the go line, feed it."""
+    data = data_file.read_bytes()
+    if kind == "ws":
+        import websockets.asyncio.client  # noqa: F401  (imported before the clock starts)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    asyncio.run(feed(kind, address, data))
 
 
 async def flow_seconds(
-    spu: str, spark: Any, work: Path, fid: str, kind: str, data: bytes, events: int
+    spu: str, spark: Any, work: Path, fid: str, kind: str, data: bytes, events: int, in_process: bool
 ) -> float:
-    """Seconds from the peer's first byte until the flow's sink file holds every event."""
+    """Seconds from the peer's go until the flow's sink file holds every event."""
     from contraflow.runtime.runtime import Runtime
 
     address = str(work / f"{fid}.sock") if kind == "unix" else f"127.0.0.1:{free_port()}"
@@ -206,8 +258,15 @@ async def flow_seconds(
     troy = socket_flow(fid, "unix_socket" if kind == "unix" else kind, address, out)
     runtime = Runtime(spu, spark, work / "data")
     await runtime.deploy(troy, "<bench>")
-    started = time.perf_counter()
-    await feed(kind, address, data)
+    if in_process:
+        started = time.perf_counter()
+        await feed(kind, address, data)
+    else:
+        data_file = work / f"{fid}.in"
+        data_file.write_bytes(data)
+        peer = await PeerProcess.ready(kind, address, data_file)
+        started = time.perf_counter()
+        await peer.go()
     while count_lines(out) < events:
         await asyncio.sleep(0.02)
     elapsed = time.perf_counter() - started
@@ -225,7 +284,7 @@ def count_lines(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
-def flows(events: int, repeats: int) -> dict[str, Any]:
+def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
     """tcp, ws and unix socket servers through the same passthrough flow, interleaved."""
     from contraflow.spark.session import session
     from contraflow.spu.embedded import EmbeddedSpu
@@ -237,18 +296,21 @@ def flows(events: int, repeats: int) -> dict[str, Any]:
         with EmbeddedSpu(work / "spu", mode="process") as spu:
             spark = session(master="local[2]", data_dir=work)
             warmup = make_data(events // 20)  # Spark's Python workers start cold
-            asyncio.run(flow_seconds(spu.addr, spark, work, "warmup", "tcp", warmup, events // 20))
+            asyncio.run(
+                flow_seconds(spu.addr, spark, work, "warmup", "tcp", warmup, events // 20, in_process)
+            )
             for i in range(repeats):
                 for kind in FLOW_KINDS:
                     fid = f"{kind}{i}"
                     seconds[kind].append(
-                        asyncio.run(flow_seconds(spu.addr, spark, work, fid, kind, data, events))
+                        asyncio.run(flow_seconds(spu.addr, spark, work, fid, kind, data, events, in_process))
                     )
             spark.stop()
     rates = {kind: events / statistics.median(s) for kind, s in seconds.items()}
     return {
         "events": events,
         "repeats": repeats,
+        "peer": "in the runtime's process" if in_process else "a process of its own",
         "load_average": [round(x, 2) for x in os.getloadavg()],
         **{
             kind: {
@@ -261,15 +323,89 @@ def flows(events: int, repeats: int) -> dict[str, Any]:
     }
 
 
+# -- ws_server alone against a bare websockets server ------------------------------------------------
+
+
+async def ws_pulled_seconds(data_file: Path, size: int) -> float:
+    """Seconds from the peer's go until the ws_server connector handed out every byte."""
+    conn = connector("ws_server", {"url": "127.0.0.1:0"})
+    await conn.connect()
+    peer = await PeerProcess.ready("ws", f"127.0.0.1:{conn.port}", data_file)
+    started = time.perf_counter()
+    sending = asyncio.create_task(peer.go())
+    total = 0
+    while total < size:
+        item = await conn.pull()
+        total += len(item.data or b"")
+    elapsed = time.perf_counter() - started
+    await sending
+    await conn.close()
+    return elapsed
+
+
+async def ws_bare_seconds(data_file: Path, messages: int) -> float:
+    """Seconds from the peer's go until a bare websockets server received every message."""
+    from websockets.asyncio.server import ServerConnection, serve
+
+    received = 0
+    done = asyncio.Event()
+
+    async def count(ws: ServerConnection) -> None:
+        nonlocal received
+        async for _ in ws:
+            received += 1
+            if received == messages:
+                done.set()
+
+    async with serve(count, "127.0.0.1", 0, compression=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        peer = await PeerProcess.ready("ws", f"127.0.0.1:{port}", data_file)
+        started = time.perf_counter()
+        await peer.go()
+        await done.wait()
+        return time.perf_counter() - started
+
+
+def ws_ingest(events: int, repeats: int) -> dict[str, Any]:
+    """The ws_server connector against a bare websockets server, the same peer process sending one
+    message per event: what the connector adds to the library's own cost (ratio 1.0: nothing)."""
+    data = make_data(events)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_file = Path(tmp) / "events.json"
+        data_file.write_bytes(data)
+        ours, bare = [], []
+        for _ in range(repeats):  # interleaved, so both see the same load
+            ours.append(asyncio.run(ws_pulled_seconds(data_file, len(data))))
+            bare.append(asyncio.run(ws_bare_seconds(data_file, events)))
+    return {
+        "events": events,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "ws_server_events_per_s": round(events / statistics.median(ours)),
+        "bare_websockets_events_per_s": round(events / statistics.median(bare)),
+        "ratio": round(statistics.median(bare) / statistics.median(ours), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--flows", action="store_true", help="the socket servers in a whole flow")
     parser.add_argument("--events", type=int, default=50_000, help="events per flow run (--flows)")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per kind (--flows)")
+    parser.add_argument(
+        "--peer-in-process", action="store_true", help="(--flows) the peer on the runtime's event loop"
+    )
+    parser.add_argument("--ws-ingest", action="store_true", help="ws_server alone against bare websockets")
+    parser.add_argument("--peer", nargs=3, metavar=("KIND", "ADDRESS", "FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.peer:
+        run_peer(args.peer[0], args.peer[1], Path(args.peer[2]))
+        return
     if args.flows:
-        print(json.dumps(flows(args.events, args.repeats)))
+        print(json.dumps(flows(args.events, args.repeats, args.peer_in_process)))
+        return
+    if args.ws_ingest:
+        print(json.dumps(ws_ingest(args.events, args.repeats)))
         return
     data = make_data(args.lines)
     with tempfile.TemporaryDirectory() as tmp:

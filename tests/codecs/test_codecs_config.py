@@ -38,7 +38,7 @@ def test_tremors_codecs_and_processors_are_registered() -> None:
         *("remove-empty", "gelf-chunking", "ingest-ns"),
     }
     assert set(PREPROCESSORS) - set(POSTPROCESSORS) == {"decompress", "remove-empty"}
-    assert set(POSTPROCESSORS) - set(PREPROCESSORS) == {"compress"}
+    assert set(POSTPROCESSORS) - set(PREPROCESSORS) == {"compress", "streaming-compress", "stream-compress"}
 
 
 def test_specs_accept_a_name_or_a_record_with_optional_config() -> None:

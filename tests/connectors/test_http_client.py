@@ -219,7 +219,14 @@ def test_timeout_is_a_retryable_failure() -> None:
         ({"url": "h:1", "concurrency": 0}, "config key 'concurrency' must be an integer >= 1"),
         ({"url": "h:1", "headers": {"a": 1}}, "config key 'headers' values must be strings"),
         ({"url": "h:1", "timeout": "1s"}, "config key 'timeout' must be an integer >= 1"),
-        ({"url": "h:1", "mime_mapping": {}}, "unknown config key 'mime_mapping'"),
+        (
+            {"url": "h:1", "mime_mapping": {"text/plain": "nope"}},
+            "config key 'mime_mapping' 'text/plain': unknown codec 'nope'",
+        ),
+        (
+            {"url": "h:1", "mime_mapping": {"*/*": 1}},
+            "config key 'mime_mapping' the codec of '\\*/\\*' must be",
+        ),
         ({"url": "http:]//127.0.0.1:8139/x"}, "config key 'url' is not a valid URL"),  # found by fuzzing
     ],
 )

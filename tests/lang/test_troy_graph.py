@@ -193,6 +193,7 @@ flow
   create connector sorted_out;
   create connector exit from connectors::exit;
   create connector metrics from connectors::metrics;
+  create connector stdio from connectors::tty;
   create pipeline main;
   create pipeline pass from pipelines::passthrough;
   connect /connector/lines_in to /pipeline/main;
@@ -200,16 +201,20 @@ flow
   connect /pipeline/main/exit to /connector/exit;
   connect /connector/metrics to /pipeline/pass;
   connect /pipeline/pass to /connector/sorted_out;
+  connect /pipeline/pass to /connector/stdio;
 end;
 deploy flow main
 """
 
 
 def test_a_flow_written_for_tremor_0_13_compiles_as_it_is() -> None:
-    """troy:: module names, the `lines` and `json-sorted` names, Tremor's processors, `into out/<port>`
-    and a last `deploy` without `;`."""
+    """troy:: module names and their `tty`, the `lines` and `json-sorted` names, Tremor's processors,
+    `into out/<port>` and a last `deploy` without `;`."""
     flow = compile_source(TREMOR_013_FLOW, "flow.troy").flows["main"]
     assert flow.connectors["metrics"].kind == "metrics"
+    tty = flow.connectors["stdio"]  # the line console of Tremor's library
+    assert (tty.kind, tty.codec and tty.codec.name) == ("stdio", "string")
+    assert [p.name for p in tty.preprocessors] == [p.name for p in tty.postprocessors] == ["lines"]
     main = flow.pipelines["main"]
     routed = {(e.to_node, e.to_port) for e in main.edges if e.from_node.startswith("select_")}
     assert routed == {("out", "in"), ("exit", "in")}

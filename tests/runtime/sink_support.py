@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from contraflow.connectors.base import Connector
 from contraflow.runtime.connection import SharedConnect
@@ -12,6 +14,7 @@ from contraflow.runtime.metrics import RuntimeMetrics
 from contraflow.runtime.settings import DeliverySettings
 from contraflow.runtime.sink import SinkRunner
 from contraflow.spu.client import AsyncProducer, AsyncSpuClient
+from tests.connectors.support import make
 
 Breaker = Callable[[bool, str], None]
 
@@ -37,3 +40,12 @@ def sink_runner(
         breaker,
         SharedConnect(connector, lambda _why: None, asyncio.Event()),
     )
+
+
+def file_sink_runner(
+    client: AsyncSpuClient, out: Path, topic: str, postprocessors: list[Any] | None = None
+) -> SinkRunner:
+    """A file sink appending `topic`'s records to `out` (one per line unless `postprocessors` says
+    otherwise), as the runtime runs one."""
+    sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=postprocessors or ["separate"])
+    return sink_runner(sink, client, topic, "file-sink")

@@ -15,9 +15,8 @@ import pytest
 from contraflow.spu.client import AsyncSpuClient
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.rpc.client import RetryPolicy
-from tests.connectors.support import make
 from tests.runtime.harness import free_port
-from tests.runtime.sink_support import sink_runner
+from tests.runtime.sink_support import file_sink_runner
 from tests.spu.spu_harness import running_spu
 
 TOPIC = "channel"
@@ -54,8 +53,7 @@ def test_a_sink_reads_on_after_its_log_was_unreachable_for_longer_than_the_clien
             client = AsyncSpuClient(addr, retry=RetryPolicy(attempts=2))  # the outages outlast it soon
             await client.create_topic(TOPIC, TopicConfig(partitions=1))
             await produce(0)
-            sink = make("file", {"path": str(out), "mode": "append"}, postprocessors=["separate"])
-            runner = sink_runner(sink, client, TOPIC, "file-sink")
+            runner = file_sink_runner(client, out, TOPIC)
             assert await runner.connect()
             running = asyncio.create_task(runner.run())
             await until(lambda: len(delivered(out)) == 5, "the first records")

@@ -30,6 +30,7 @@ from contraflow.codecs.processors.length_prefixed import (
 from contraflow.codecs.processors.processor import Processor
 from contraflow.codecs.processors.remove_empty import RemoveEmptyPreprocessor
 from contraflow.codecs.processors.separate import SeparatePostprocessor, SeparatePreprocessor
+from contraflow.codecs.processors.stream_compress import StreamCompressPostprocessor
 from contraflow.codecs.processors.textual_length_prefixed import (
     TextualLengthPrefixedPostprocessor,
     TextualLengthPrefixedPreprocessor,
@@ -83,6 +84,7 @@ POSTPROCESSORS = _by_name(
     LengthPrefixedPostprocessor,
     Base64Postprocessor,
     CompressPostprocessor,
+    StreamCompressPostprocessor,
     TextualLengthPrefixedPostprocessor,
     GelfChunkingPostprocessor,
     IngestNsPostprocessor,
@@ -92,6 +94,8 @@ POSTPROCESSORS = _by_name(
 # `lines` is Tremor's older name of `separate`.
 PREPROCESSORS["lines"] = SeparatePreprocessor.from_config
 POSTPROCESSORS["lines"] = SeparatePostprocessor.from_config
+# `stream-compress` is what Tremor's docs call `streaming-compress` (its code's name).
+POSTPROCESSORS["stream-compress"] = StreamCompressPostprocessor.from_config
 
 
 def codec(spec: Spec) -> Codec:

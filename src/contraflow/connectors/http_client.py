@@ -5,7 +5,9 @@ Config (Tremor's): `url` (required), `method` (default `POST`), `headers`
 default 4), `timeout` (nanoseconds per request; default none), `tls` (`true`,
 or `{"cafile", "domain", "cert", "key"}`: `contraflow.connectors.base.tls`; on
 with the system's CAs for `https://` urls; `domain` is the name the server's
-certificate must carry, sent as SNI).
+certificate must carry, sent as SNI), `mime_mapping` (Tremor's: the codec of a
+request body by the Content-Type it is sent with, and of a response body by its
+Content-Type: `contraflow.connectors.base.mime`).
 
 Per event, `$http_client.request = {"method", "url", "headers"}` overrides
 the config. The body is the event's encoded frames, with the codec's content
@@ -41,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from contraflow.codecs import CodecError
 from contraflow.connectors.base import (
     ConnectionLost,
     Connector,
@@ -52,6 +55,7 @@ from contraflow.connectors.base import (
     register,
 )
 from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.mime import MimeCodecs, read_mime_mapping
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.tls import ClientTls, client_tls
@@ -72,6 +76,7 @@ class ClientOptions:
     concurrency: int
     timeout_s: float | None
     tls: ClientTls | None
+    mime_mapping: dict[str, str] | None
 
     @classmethod
     def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ClientOptions:
@@ -97,12 +102,13 @@ class ClientOptions:
             cfg.integer("concurrency", 4, minimum=1),
             None if timeout is None else timeout / NS_PER_S,
             client_tls(cfg, target.host, default=target.scheme == "https"),
+            read_mime_mapping(cfg),
         )
 
 
 @register("http_client")
 class HttpClientConnector(Connector[ClientOptions]):
-    config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout", "tls"})
+    config_keys = frozenset({"url", "method", "headers", "concurrency", "timeout", "tls", "mime_mapping"})
     required_keys = frozenset({"url"})
     # Requests must wait for a slot this long without a break before the breaker opens.
     saturation_s = SATURATION_S
@@ -110,6 +116,7 @@ class HttpClientConnector(Connector[ClientOptions]):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.content_type = ctx.codec().mime_types[0]
+        self.mime = MimeCodecs.of(ctx, self.options.mime_mapping)
         self.inbox = Inbox(ctx.quiescing, QUEUED_RESPONSES)
         self.tls_context = (
             self.options.tls.context() if self.options.tls else None
@@ -201,7 +208,7 @@ class HttpClientConnector(Connector[ClientOptions]):
         method, url, headers = self._target(event)
         try:
             response = await self._client.request(
-                method, url, headers=headers, content=b"".join(event.frames), extensions=self._extensions
+                method, url, headers=headers, content=self._body(event, headers), extensions=self._extensions
             )
         except httpx.ConnectTimeout as err:
             raise ConnectionLost(f"{method} {url}: connecting timed out") from err
@@ -212,6 +219,15 @@ class HttpClientConnector(Connector[ClientOptions]):
         if response.status_code >= 500 or response.status_code in RETRYABLE_STATUS:
             raise DeliveryFailed(f"{method} {url}: HTTP {response.status_code}", retryable=True)
         return response
+
+    def _body(self, event: SinkEvent, headers: list[tuple[str, str]]) -> bytes:
+        if self.mime is None:
+            return b"".join(event.frames)
+        content_type = next(value for name, value in headers if name == "content-type")
+        try:
+            return self.mime.encoded(event, content_type)
+        except CodecError as err:
+            raise DeliveryFailed(f"the request body cannot be encoded: {err}", retryable=False) from err
 
     def _target(self, event: SinkEvent) -> tuple[str, str, list[tuple[str, str]]]:
         nested = event.meta.get("http_client")
@@ -244,13 +260,18 @@ class HttpClientConnector(Connector[ClientOptions]):
         }
         if "correlation" in event.meta:
             meta["correlation"] = event.meta["correlation"]
-        item = (
-            SourceData(events=[(None, meta)])
-            if not response.content
-            else SourceData(data=response.content, meta=meta)
-        )
-        if "out" in self.ctx.outputs:
-            await self.inbox.put(item)  # a full queue holds sending back: the flow reads responses slower
+        if "out" in self.ctx.outputs:  # a full queue holds sending back: the flow reads responses slower
+            for item in self._response_data(response, meta):
+                await self.inbox.put(item)
+
+    def _response_data(self, response: httpx.Response, meta: dict[str, Any]) -> list[SourceData]:
+        if not response.content:
+            return [SourceData(events=[(None, meta)])]
+        if self.mime is not None:
+            decoded = self.mime.decoded(response.content, response.headers.get("content-type"), meta)
+            if decoded is not None:  # a codec of the mime_mapping other than the connector's
+                return decoded
+        return [SourceData(data=response.content, meta=meta)]
 
     # -- source ------------------------------------------------------------------------------------
 

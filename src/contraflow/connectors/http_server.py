@@ -2,7 +2,9 @@
 
 Config: `url` (`"http://host:port"` or `"host:port"`, required), `tls`
 (`{"cert", "key"}`, optional `"cafile"` to require client certificates:
-`contraflow.connectors.base.tls`; `$request.url.scheme` is then `https`).
+`contraflow.connectors.base.tls`; `$request.url.scheme` is then `https`),
+`mime_mapping` (Tremor's: the codec of a request body by its Content-Type, and
+of a reply by the Content-Type it is sent with: `contraflow.connectors.base.mime`).
 
 Source: the request body is the event's data (decoded by the connector's
 codec and preprocessors, one stream per request; an empty body is the event
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from contraflow.codecs import CodecError
 from contraflow.connectors.base import (
     Connector,
     ConnectorContext,
@@ -49,6 +52,7 @@ from contraflow.connectors.base import (
 )
 from contraflow.connectors.base.asgiserver import AsgiServer, Receive, Scope, Send
 from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.mime import MimeCodecs, content_type_of, read_mime_mapping
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.tls import ServerTls, loaded_tls, server_tls
@@ -86,11 +90,12 @@ def response_headers(spec: Any) -> list[tuple[bytes, bytes]]:
 class HttpServerOptions:
     url: Endpoint
     tls: ServerTls | None
+    mime_mapping: dict[str, str] | None = None
 
 
 @register("http_server")
 class HttpServerConnector(Connector[HttpServerOptions]):
-    config_keys = frozenset({"url", "tls"})
+    config_keys = frozenset({"url", "tls", "mime_mapping"})
     required_keys = frozenset({"url"})
 
     def __init__(self, ctx: ConnectorContext) -> None:
@@ -98,6 +103,7 @@ class HttpServerConnector(Connector[HttpServerOptions]):
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
         loaded_tls(self.options)  # uvicorn reads the files itself; a bad one fails the deploy here
         self.content_type = ctx.codec().mime_types[0].encode()
+        self.mime = MimeCodecs.of(ctx, self.options.mime_mapping)
         self._server: AsgiServer | None = None
         self._pending: dict[int, asyncio.Future[Response]] = {}
         self._ids = itertools.count(1)
@@ -105,7 +111,7 @@ class HttpServerConnector(Connector[HttpServerOptions]):
     @classmethod
     def read_config(cls, alias: str, config: Mapping[str, Any]) -> HttpServerOptions:
         cfg = ConfigReader(alias, cls.kind, config)
-        return HttpServerOptions(endpoint(cfg, scheme="http"), server_tls(cfg))
+        return HttpServerOptions(endpoint(cfg, scheme="http"), server_tls(cfg), read_mime_mapping(cfg))
 
     @property
     def port(self) -> int:
@@ -162,6 +168,14 @@ class HttpServerConnector(Connector[HttpServerOptions]):
         if not body:
             await self.inbox.put(SourceData(events=[(None, meta)], stream=rid, meta=meta, token=rid))
             return
+        decoded = self.mime.decoded(body, _content_type(meta), meta) if self.mime else None
+        if decoded is not None:  # a codec of the mime_mapping other than the connector's
+            *errors, events = decoded
+            for error in errors:
+                await self.inbox.put(error)
+            events.stream, events.token = rid, rid
+            await self.inbox.put(events)
+            return
         # The body is a whole stream: it ends with its data, so the preprocessors flush it.
         await self.inbox.put(SourceData(data=body, stream=rid, meta=meta, token=rid, end_stream=True))
 
@@ -185,10 +199,17 @@ class HttpServerConnector(Connector[HttpServerOptions]):
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
         """Answer each event's request; a reply nobody waits for (answered already, client gone, no
-        request id) becomes an error event on `err` while the rest of the batch is delivered."""
+        request id) becomes an error event on `err` while the rest of the batch is delivered; so does one
+        its mime_mapping codec cannot encode (its request gets a 500)."""
         for event in events:
             rid = _request_id(event.meta)
-            if not self._answer(rid, self._response(event)):
+            try:
+                response = self._response(event)
+            except CodecError as err:
+                self._answer(rid, Response(500, body=b"the reply could not be encoded"))
+                report_undelivered(self.ctx, self.inbox, f"the reply cannot be encoded: {err}", event)
+                continue
+            if not self._answer(rid, response):
                 report_undelivered(self.ctx, self.inbox, f"no request {rid} is waiting for a response", event)
 
     def _response(self, event: SinkEvent) -> Response:
@@ -199,10 +220,15 @@ class HttpServerConnector(Connector[HttpServerOptions]):
         spec = spec if isinstance(spec, dict) else {}
         status = spec.get("status", 200)
         headers = [h for h in response_headers(spec.get("headers")) if h[0] != b"content-length"]
-        if not any(name == b"content-type" for name, _ in headers):
-            headers.append((b"content-type", self.content_type))
+        content_type = next((value for name, value in headers if name == b"content-type"), None)
+        if content_type is None:
+            content_type = self.content_type
+            headers.append((b"content-type", content_type))
         valid = isinstance(status, int) and not isinstance(status, bool) and 100 <= status <= 599
-        return Response(status if valid else 500, headers, b"".join(event.frames))
+        body = (
+            self.mime.encoded(event, content_type.decode("latin-1")) if self.mime else b"".join(event.frames)
+        )
+        return Response(status if valid else 500, headers, body)
 
     async def close(self) -> None:
         for answer in self._pending.values():
@@ -225,6 +251,11 @@ def _authority(headers: Mapping[str, list[str]], server: Sequence[Any]) -> tuple
     if host_header and not sep:
         return host_header, int(server[1])
     return str(server[0]), int(server[1])
+
+
+def _content_type(meta: Mapping[str, Any]) -> str | None:
+    request = meta.get("request")
+    return content_type_of(request.get("headers")) if isinstance(request, dict) else None
 
 
 def _request_id(meta: Mapping[str, Any]) -> Any:

@@ -328,6 +328,7 @@ class SinkRunner:
                 events.append(event)
             except (CodecError, ValueError, TypeError) as err:
                 await self._to_err(f"cannot encode: {err}", [(record.value, record.headers)])
+        self.encoder.end_batch(events)
         if events:
             report = None
             if self.feedback is not None:

@@ -241,6 +241,19 @@ class SinkEncoder(_PerStream[Postprocessors]):
     def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
         super().__init__(ctx, structured, ctx.postprocessors)
         self.bulk_separator = self._bulk_separator()
+        stages = ctx.postprocessors().stages if self.codec is not None else ()
+        self.ends_per_batch = any(getattr(stage, "ends_per_batch", False) for stage in stages)
+
+    def end_batch(self, events: Sequence[SinkEvent]) -> None:
+        """After a batch of a chain that ends its stream per batch (`streaming-compress`): each stream's
+        end (the compressed stream's trailer) after its last event, so every delivered batch is whole."""
+        if not self.ends_per_batch:
+            return
+        last = {event.stream: event for event in events}
+        for stream, event in last.items():
+            chain = self._streams.pop(stream, None)
+            if chain is not None:
+                event.frames = [*event.frames, *chain.finish()]
 
     def _bulk_separator(self) -> bytes | None:
         """What ends every frame when channel values go out as they are, else None.

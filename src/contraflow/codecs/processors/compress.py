@@ -51,12 +51,16 @@ class CompressOptions:
         if self.algorithm is None:
             raise BadValue("algorithm", f"is required: one of {', '.join(map(repr, ALGORITHMS))}")
         _check_algorithm(self.algorithm)
-        levels = ALGORITHMS[self.algorithm].levels
-        if self.level is not None and self.level not in levels:
-            raise BadValue(
-                "level",
-                f"must be between {levels.start} and {levels.stop - 1} for {self.algorithm}, got {self.level}",
-            )
+        check_level(self.algorithm, self.level)
+
+
+def check_level(algorithm: str, level: int | None) -> None:
+    """A compression `level` is None (the algorithm's default) or within the algorithm's range."""
+    levels = ALGORITHMS[algorithm].levels
+    if level is not None and level not in levels:
+        raise BadValue(
+            "level", f"must be between {levels.start} and {levels.stop - 1} for {algorithm}, got {level}"
+        )
 
 
 class DecompressPreprocessor(Preprocessor[DecompressOptions]):

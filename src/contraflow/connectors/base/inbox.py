@@ -16,7 +16,7 @@ from contraflow.connectors.base import ConnectorContext, SourceData
 from contraflow.stopping import STOPPED, unless_stopped
 
 DEFAULT_CAPACITY = 64
-# The most bytes one `get()` joins from waiting chunks (see `Inbox(joins=True)`).
+# The most bytes chunks are joined to (see `Inbox(joins=True)`): a pull of ~300 events of 200 bytes.
 JOIN_LIMIT = 1 << 16
 # Preprocessors that frame a stream whatever its chunks: chunks of one stream can be joined before them.
 STREAM_FRAMING = frozenset({"separate", "lines", "length-prefixed", "textual-length-prefixed"})
@@ -34,10 +34,12 @@ def chunks_can_join(preprocessors: Sequence[Any]) -> bool:
 class Inbox:
     """A bounded queue with one reader (`pull`), many writers (connections).
 
-    With `joins=True` (`chunks_can_join`), `get()` hands out the data chunks
-    waiting for one stream, with one meta, as one chunk of up to `JOIN_LIMIT`
-    bytes: a WebSocket peer sends an event per message, and one pull per
-    message would cost the runtime a decode and an append each.
+    With `joins=True` (`chunks_can_join`), a data chunk put behind a waiting
+    one of the same stream and meta joins it (up to `JOIN_LIMIT` bytes), and
+    `get()` hands out the waiting chunks of one stream as one: a WebSocket peer
+    sends an event per message, and a pull per message (or per 64 messages, the
+    capacity in items) costs the runtime a decode and a log append per few
+    events. Joining as they are put makes the capacity one of bytes, not messages.
     """
 
     def __init__(self, stop: asyncio.Event, capacity: int = DEFAULT_CAPACITY, joins: bool = False) -> None:
@@ -45,6 +47,9 @@ class Inbox:
         self.capacity = capacity
         self.joins = joins
         self._items: deque[SourceData] = deque()
+        # The parts of the last item while data chunks join it (`joins=True`), joined when taken.
+        self._tail: list[bytes] = []
+        self._tail_size = 0
         self._readable = asyncio.Event()
         self._writable = asyncio.Event()
         self._writable.set()
@@ -58,6 +63,8 @@ class Inbox:
         return not self._items
 
     async def put(self, item: SourceData) -> None:
+        if self.joins and self._joins_tail(item):
+            return
         while len(self._items) >= self.capacity:
             self._writable.clear()
             await self._writable.wait()
@@ -71,13 +78,38 @@ class Inbox:
         return True
 
     def _append(self, item: SourceData) -> None:
+        self._seal_tail()
         self._items.append(item)
+        if self.joins and _joinable(item):
+            self._tail, self._tail_size = [item.data or b""], len(item.data or b"")
         self._readable.set()
+
+    def _joins_tail(self, item: SourceData) -> bool:
+        """Add a data chunk to the last waiting one of its stream and meta, if it has room."""
+        if not self._tail or not self._items or not _joinable(item):
+            return False
+        last = self._items[-1]
+        if item.stream != last.stream or item.meta is not last.meta or self._tail_size >= JOIN_LIMIT:
+            return False
+        data = item.data or b""
+        self._tail.append(data)
+        self._tail_size += len(data)
+        return True
+
+    def _seal_tail(self) -> None:
+        """The last item's joined parts become its data (before it is taken or another item follows)."""
+        if len(self._tail) > 1:
+            last = self._items[-1]
+            self._items[-1] = SourceData(
+                data=b"".join(self._tail), stream=last.stream, meta=last.meta, port=last.port
+            )
+        self._tail, self._tail_size = [], 0
 
     async def get(self) -> SourceData | None:
         """The next item, waiting for it; None when the flow quiesces first."""
         if not self._items and await unless_stopped(self._wait_readable(), self.stop) is STOPPED:
             return None
+        self._seal_tail()  # what joined the last chunk is part of it before anything is taken
         item = self._items.popleft()
         if self.joins and _joinable(item):
             item = self._joined(item)

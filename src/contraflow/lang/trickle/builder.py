@@ -528,8 +528,12 @@ class PipelineBuilder:
                 + (f" ({', '.join(ctx.graph.inputs if reading else ctx.graph.outputs)})"),
             )
             return None
-        if not reading and node.kind == "output" and ref.port and ref.port.value in ctx.graph.outputs:
-            return ref.port.value, "in"  # Tremor's `into out/exit`: the pipeline's output port `exit`
+        if not reading and node.kind == "output" and ref.port:
+            if ref.port.value in ctx.graph.outputs:
+                return ref.port.value, "in"  # Tremor's `into out/exit`: the pipeline's output port `exit`
+            # A port the pipeline does not declare: Tremor makes it an output nothing can connect to,
+            # so its events are dropped (and acknowledged). The select gets no successor.
+            return None
         ports = node.outputs if reading else node.inputs
         port = ref.port.value if ref.port else ("out" if reading else "in")
         if port not in ports:

@@ -18,6 +18,14 @@ with
   postprocessors = ["separate"]
 end;
 
+# Tremor's line-separated text console (its older standard library's name): one string event per line.
+define connector tty from stdio
+with
+  codec = "string",
+  preprocessors = ["lines"],
+  postprocessors = ["lines"]
+end;
+
 # Stops the runtime when an event arrives (its `delay` field, in ns, postpones the exit).
 define connector exit from exit;
 
