@@ -15,7 +15,7 @@ def test_every_event_arrives_once_in_order_and_the_source_is_acked(spark, spu_ad
     out = tmp_path / "out.jsonl"
     fid = flow_id("files")
     source = files_through_pass(
-        fid, tmp_path / "in.jsonl", out, args='pipelines = {"pass": {"trigger_ms": 200}}'
+        fid, tmp_path / "in.jsonl", out, args='pipelines = {"pass": {"trigger_ms": 200, "route_in_log": 0}}'
     )
 
     async def scenario() -> None:
