@@ -36,6 +36,7 @@ from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.analysis import output_sources
 from contraflow.runtime.topology import Channel, Reader, Topology
 from contraflow.spark.checkpoint import checkpoint_path
+from contraflow.spu.client import AsyncSpuClient
 
 
 @dataclass
@@ -47,7 +48,27 @@ class AliasPlan:
     pipelines: dict[str, list[tuple[str, Reader]]] = field(default_factory=dict)
     # pipeline alias -> its input channel topics (what enters it)
     inputs: dict[str, list[str]] = field(default_factory=dict)
+    _sources: dict[str, dict[str, str]] = field(default_factory=dict)  # pipeline -> output port -> input port
     _merged: dict[str, str] = field(default_factory=dict)  # aliased output topic -> topic it reads
+
+    def carried(self, alias: str, read_up_to: Callable[[str, str], int]) -> int:
+        """How many events pipeline `alias` carried so far: per topic its readers read, the slowest
+        one's offset (`read_up_to(topic, consumer)`); outputs nobody reads carry nothing."""
+        slowest: dict[str, int] = {}
+        for topic, reader in self.pipelines[alias]:
+            offset = read_up_to(topic, reader.consumer)
+            slowest[topic] = min(offset, slowest.get(topic, offset))
+        return sum(slowest.values())
+
+    async def carried_before(self, client: AsyncSpuClient) -> dict[str, int]:
+        """Each aliased pipeline's `carried` from its readers' committed offsets: what earlier runs
+        delivered, read before this run's readers start (its counters count this run's events)."""
+        committed = {
+            (topic, reader.consumer): await client.fetch_offset(reader.consumer, topic, 0) or 0
+            for readers in self.pipelines.values()
+            for topic, reader in readers
+        }
+        return {alias: self.carried(alias, lambda t, c: committed[(t, c)]) for alias in self.pipelines}
 
     def topic_of(self, topic: str) -> str:
         """The topic that holds the records of channel `topic` (itself unless it is an alias)."""
@@ -71,20 +92,25 @@ def plan_aliases(
             continue
         plan.topology = trial
         plan._merged.update(merged)
+        plan._sources[alias] = sources
         plan.inputs[alias] = [c.topic for c, _ in layout.inputs_of("pipeline", alias)]
     for alias in plan.inputs:
         plan.pipelines[alias] = _readers_of(layout, plan, alias)
     return plan
 
 
-def _readers_of(layout: Topology, plan: AliasPlan, alias: str) -> list[tuple[str, Reader]]:
-    """The readers that get `alias`'s outputs, each with the topic it reads now; through a chain
-    of aliased pipelines, the readers at its end."""
+def _readers_of(
+    layout: Topology, plan: AliasPlan, alias: str, from_port: str | None = None
+) -> list[tuple[str, Reader]]:
+    """The readers that get `alias`'s outputs (those carrying input `from_port`, or all), each with
+    the topic it reads now; through a chain of aliased pipelines, the readers at its end."""
     found = []
-    for channel in layout.outputs_of("pipeline", alias).values():
+    for port, channel in layout.outputs_of("pipeline", alias).items():
+        if from_port is not None and plan._sources[alias].get(port) != from_port:
+            continue
         for reader in channel.readers:
             if reader.to.kind == "pipeline" and reader.to.alias in plan.inputs:
-                found.extend(_readers_of(layout, plan, reader.to.alias))
+                found.extend(_readers_of(layout, plan, reader.to.alias, reader.to.port))
             else:
                 found.append((plan.topic_of(channel.topic), reader))
     return found

@@ -199,6 +199,7 @@ class FlowInstance:
                 await self.client.create_topic(topic, config)
         for alias in self.aliases.pipelines:  # before any reader of it commits an offset
             await asyncio.to_thread(mark_aliased, self.services.data_dir, self.id, alias)
+        carried = await self.aliases.carried_before(self.client)
         starting = self._pipelines_to_start()
         self.qos = QosFeed(
             self.id, {alias: self.graph.pipelines[alias] for alias in starting}, self.routes, self.client
@@ -226,6 +227,7 @@ class FlowInstance:
             self.services.metrics,
             self.services.events,
             self.aliases,
+            carried,
         )
         for inst in self.connectors.values():
             if inst.sink is not None and inst.sink.hold is not None:

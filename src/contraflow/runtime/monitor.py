@@ -85,6 +85,8 @@ class FlowMonitor:
     metrics: RuntimeMetrics
     events: EventStream
     aliases: AliasPlan | None = None
+    # aliased pipeline -> the events it carried as of the last tick (seeded from before this run)
+    carried: dict[str, int] = field(default_factory=dict)
     states: dict[str, ChannelState] = field(init=False)
     reader_offsets: dict[tuple[str, str], int] = field(init=False, default_factory=dict)  # (topic, consumer)
     # Holding sinks' readers: how far the sink was handed events. Their depth (back-pressure) counts
@@ -103,7 +105,6 @@ class FlowMonitor:
         self._unresolved: dict[str, list[BatchProgress]] = {alias: [] for alias in self.pipelines}
         self._seeded: set[str] = set()
         self._credits: dict[str, int | None] = {}
-        self._carried: dict[str, int] = {}  # aliased pipeline -> how far its readers read at the last tick
 
     async def tick(self) -> None:
         """One observation and everything that follows from it."""
@@ -207,21 +208,15 @@ class FlowMonitor:
         return ends
 
     def _count_aliased(self) -> None:
-        """An aliased pipeline's in/out counters: what its slowest reader on each topic read since
-        the last tick (since the first, after a restart: like a query's, they count this run's
-        events). Outputs nobody reads carry nothing, as they would get nothing written."""
+        """An aliased pipeline's in/out counters grow by what its readers read since the last tick."""
         if self.aliases is None:
             return
-        for alias, readers in self.aliases.pipelines.items():
-            slowest: dict[str, int] = {}  # per topic it is read from: its slowest reader
-            for topic, reader in readers:
-                offset = self._read_up_to(topic, reader.consumer)
-                slowest[topic] = min(offset, slowest.get(topic, offset))
-            carried = sum(slowest.values()) if slowest else 0
-            before = self._carried.setdefault(alias, carried)
+        for alias in self.aliases.pipelines:
+            carried = self.aliases.carried(alias, self._read_up_to)
+            before = self.carried.get(alias, carried)
             if carried > before:
                 self.metrics.pipeline_carried(self.flow_id, alias, carried - before)
-                self._carried[alias] = carried
+            self.carried[alias] = max(carried, before)
 
     def input_waiting(self, alias: str) -> bool:
         """Whether pipeline `alias` has unread events in any of its input channels."""
