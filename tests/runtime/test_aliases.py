@@ -31,7 +31,9 @@ flow
 
 
 def plan(body: str, kept: frozenset[str] = frozenset()) -> tuple[Topology, AliasPlan]:
-    graph = compile_source(f"{HEAD}{body}\nend;\ndeploy flow one from f;\n", "<test>", Path.cwd()).flows["one"]
+    graph = compile_source(f"{HEAD}{body}\nend;\ndeploy flow one from f;\n", "<test>", Path.cwd()).flows[
+        "one"
+    ]
     layout = Topology.of("one", graph)
     return layout, plan_aliases(layout, graph.pipelines, lambda alias: alias in kept)
 
@@ -50,7 +52,9 @@ def test_a_pass_pipelines_sink_reads_the_sources_channel() -> None:
     assert sorted(layout.channels) == ["one.pass.out", "one.src.out"]  # as written, for status
     assert sorted(aliases.topology.channels) == ["one.src.out"]  # nothing is written twice
     assert readers(aliases.topology, "one.src.out") == ["one.sink.in", "one.sink2.in"]
-    assert aliases.topic_of("one.pass.out") == "one.src.out" and aliases.topic_of("one.src.out") == "one.src.out"
+    assert (
+        aliases.topic_of("one.pass.out") == "one.src.out" and aliases.topic_of("one.src.out") == "one.src.out"
+    )
     assert aliases.inputs == {"pass": ["one.src.out"]}
     assert [(t, r.consumer) for t, r in aliases.pipelines["pass"]] == [
         ("one.src.out", "one.sink.in"),

@@ -50,10 +50,14 @@ def test_every_event_arrives_once_in_order_and_the_source_is_acked(spark, spu_ad
             assert channels["aliased/out"].topic == channels["input/out"].topic
             assert channels["aliased/out"].appended == len(sent)
             metrics = runtime.metrics.registry
-            for direction in ("in", "out"):
+
+            def counted(direction: str) -> float | None:
                 labels = {"flow": fid, "pipeline": "aliased", "direction": direction}
-                count = lambda: metrics.get_sample_value("contraflow_pipeline_events_total", labels)  # noqa: E731
-                await wait_for(lambda: count() == len(sent), what=f"the aliased pipeline's events {direction}")
+                return metrics.get_sample_value("contraflow_pipeline_events_total", labels)
+
+            await wait_for(
+                lambda: counted("in") == counted("out") == len(sent), what="the aliased pipeline's counts"
+            )
 
     asyncio.run(scenario())
     assert read_events(out) == sent
