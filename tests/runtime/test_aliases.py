@@ -127,3 +127,13 @@ def test_two_pass_pipelines_into_one_sink_port_keep_one_query() -> None:
 """)
     assert list(aliases.pipelines) == ["pass"] and "one.again.out" in aliases.topology.channels
     assert readers(aliases.topology, "one.src.out") == ["one.again.in", "one.sink.in"]
+
+
+def test_a_pipeline_feeding_itself_stays_a_query() -> None:
+    _, aliases = plan("""
+  create pipeline two;
+  connect /connector/src to /pipeline/two/a;
+  connect /pipeline/two/x to /pipeline/two/b;
+  connect /pipeline/two/y to /connector/sink;
+""")
+    assert aliases.pipelines == {} and "one.two.y" in aliases.topology.channels

@@ -138,7 +138,9 @@ def _alias_outputs(topo: Topology, alias: str, sources: dict[str, str]) -> dict[
         if in_port not in feeding:
             return None  # readers of an output whose input is not connected: leave it as it runs
         target = feeding[in_port][0]
-        if output is target or any(r.to == moved.to for r in target.readers for moved in output.readers):
+        if target.producer.kind == "pipeline" and target.producer.alias == alias:
+            return None  # the pipeline feeds itself: its output is no one input's stream
+        if any(r.to == moved.to for r in target.readers for moved in output.readers):
             return None
         target.readers.extend(output.readers)
         del topo.channels[output.topic]
