@@ -1,7 +1,8 @@
 """Density: 20 flows in one runtime, each paused and resumed on its own; memory and idle CPU per flow.
 
 Each flow is `metronome (1 event/s) -> select event from in into out -> null`:
-a Spark query with the runtime's default trigger, two channels, a monitor.
+a Spark query with the runtime's default trigger (kept a query, `route_in_log = 0`:
+aliased, the pipeline would run nothing), two channels, a monitor.
 
 - baseline, same run: the runtime with its SPU and Spark session and no flow,
   memory (PSS of this process, the Spark JVM and its Python workers) and CPU
@@ -32,6 +33,7 @@ FLOWS = 20
 IDLE_S = 10.0
 TICKS = os.sysconf("SC_CLK_TCK")
 
+KEPT_QUERY = 'pipelines = {"pass": {"route_in_log": 0}}'  # the flow args that keep `pass` a query
 FLOW = """
 define flow idle
 {args}flow
@@ -138,7 +140,7 @@ async def measure(
     idle_s: float,
     check: Independence = independent,
     prefix: str = "idle",
-    flow_args: str = "",
+    flow_args: str = KEPT_QUERY,
     deploy: Deployment = deploy_all,
 ) -> dict[str, Any]:
     """Deploy `count` flows (ids `prefix0`..., with `deploy`) into a new runtime and measure them

@@ -5,7 +5,9 @@ starts (appended to its channel topic up front: the race is between the
 pipelines, where priorities act through FAIR pools and admission); its
 `null` source adds nothing, its `select event from in into out` pipeline
 feeds a `null` sink (channels of 50k events, so a critical batch is at most 50k
-while a background one is admitted 5k). Both are deployed together; throughput is the rate at
+while a background one is admitted 5k). The pipeline only routes, so it is kept a Spark query
+(`route_in_log = 0`): the race is between queries sharing Spark; aliased (`runtime.aliases`),
+its sink would read the backlog itself, with no batch to admit. Both are deployed together; throughput is the rate at
 which each pipeline appends to its output channel over a window in which both
 still have input left.
 
@@ -49,6 +51,7 @@ FLOW = """
 define flow race
 args
   priority = "normal",
+  pipelines = {{"pass": {{"route_in_log": 0}}}},
   channels = {{"default": {{"capacity": 50000}}}},
   cancel = {{"ceiling_s": 5}}
 flow

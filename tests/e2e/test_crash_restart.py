@@ -1,6 +1,8 @@
 """The runtime killed with SIGKILL mid-stream, then stopped with SIGTERM mid-stream, then run to the end.
 
-file -> pipeline -> file sink (at least once) and -> log sink (exactly once). Small
+file -> pipeline -> file sink (at least once) and -> log sink (exactly once). The pipeline
+only routes: in the large size its sinks read the source's channel (`runtime.aliases`, no
+query), in the small one it is a Spark query (`route_in_log = 0`). Small
 channels keep the flow slow enough to be interrupted in the middle. Two sizes: small
 pulls and batches, and large ones (the file source's 1 MiB pulls of ~30k events each,
 micro-batches of up to 20k events, sinks writing whole fetches at once).
@@ -25,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
+from contraflow.runtime.aliases import ran_aliased, ran_as_query
 from contraflow.spu.api import LocalLog
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
@@ -66,7 +69,8 @@ def flow_source(tmp: Path, capacity: int, event_time: bool) -> str:
     return f"""
 define flow crash
 args
-  channels = {{"default": {{"capacity": {capacity}}}}}
+  channels = {{"default": {{"capacity": {capacity}}}}},
+  pipelines = {{"pass": {{"route_in_log": {0 if event_time else 1}}}}}
 flow
 {JSON_LINES}
 {event_time_flow(tmp) if event_time else ""}
@@ -241,3 +245,6 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     assert stopped_at < events or killed_at > 0
     in_log = log_values(data_dir)
     assert sorted(in_log) == list(range(events)), "the log sink must hold every event exactly once"
+    # The large size's sinks read the source's channel, the small one's a Spark query's output.
+    assert ran_aliased(data_dir, "crash", "pass") != event_time
+    assert ran_as_query(data_dir, "crash", "pass") == event_time

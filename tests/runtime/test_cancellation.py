@@ -44,7 +44,7 @@ def test_undeploy_of_a_stuck_flow_stays_within_its_ceiling(
     stuck_flow = troy(
         stuck,
         stalled_flow(server, interval_ns=100_000_000),
-        args=f'cancel = {{"ceiling_s": {CEILING_S}}}',
+        args=f'cancel = {{"ceiling_s": {CEILING_S}}}, pipelines = {{"pass": {{"route_in_log": 0}}}}',
     )
     out = tmp_path / "alive.jsonl"
     alive_flow = metronome_to(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.listener import (
@@ -161,7 +162,7 @@ def test_a_failed_query_is_reported_by_the_listener(
     assert not query.isActive
 
 
-def _file_flow(fid: str, inputs: list[Path], out: Path) -> str:
+def _file_flow(fid: str, inputs: list[Path], out: Path, args: str = "") -> str:
     sources = "\n".join(
         f'  create connector in{i} from lines with path = "{path}" end;\n'
         f"  connect /connector/in{i} to /pipeline/pass;"
@@ -175,6 +176,7 @@ def _file_flow(fid: str, inputs: list[Path], out: Path) -> str:
   create pipeline pass;
   connect /pipeline/pass to /connector/output;
 """,
+        args=args,
     )
 
 
@@ -183,23 +185,32 @@ def _checkpoint(data: Path, fid: str, alias: str) -> int:
     return int(orjson.loads(path.read_bytes())["position"]) if path.exists() else 0
 
 
-def test_acks_wait_until_the_pipeline_output_is_delivered(spark: Any, spu_addr: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("aliased", [False, True], ids=["query", "aliased"])
+def test_acks_wait_until_the_pipeline_output_is_delivered(
+    spark: Any, spu_addr: str, tmp_path: Path, aliased: bool
+) -> None:
+    """Through a Spark query (its batches' lineage) and aliased (the sink reads the source's channel)."""
     sent = write_events(tmp_path / "in.jsonl", 300)
     out, data = tmp_path / "out.jsonl", tmp_path / "data"
     fid = flow_id("lineage")
+    args = "" if aliased else 'pipelines = {"pass": {"route_in_log": 0}}'
 
     async def scenario() -> None:
-        async with running(spu_addr, spark, data, _file_flow(fid, [tmp_path / "in.jsonl"], out)) as runtime:
+        async with running(
+            spu_addr, spark, data, _file_flow(fid, [tmp_path / "in.jsonl"], out, args)
+        ) as runtime:
             flow = runtime.flows[fid]
             await flow.set_connector_paused("output", True)  # before the first micro-batch ends
             assert flow.monitor is not None
             states = flow.monitor.states
-            processed = channel_topic(fid, "pass", "out")
+            processed = channel_topic(fid, "in0" if aliased else "pass", "out")
+            assert (processed in states) and (channel_topic(fid, "pass", "out") in states) != aliased
             await wait_for(lambda: states[processed].end == len(sent), what="the pipeline's output")
             await asyncio.sleep(1.0)  # ten monitor ticks: acks would have happened by now
             assert read_events(out) == [] and flow.acks["in0"].acked == 0 and flow.acks["in0"].pending > 0
             assert _checkpoint(data, fid, "in0") == 0
-            assert flow.monitor.lineage["pass"].consumed(channel_topic(fid, "in0", "out")) == len(sent)
+            if not aliased:
+                assert flow.monitor.lineage["pass"].consumed(channel_topic(fid, "in0", "out")) == len(sent)
 
             await flow.set_connector_paused("output", False)
             await wait_for(lambda: flow.acks["in0"].pending == 0, what="acks after delivery")

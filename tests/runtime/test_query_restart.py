@@ -9,6 +9,7 @@ from pathlib import Path
 
 from contraflow.pipeline.spark.run import transient_failure
 from contraflow.runtime.flow import QUERY_RESTARTS
+from contraflow.runtime.settings import DEFAULT_TRIGGER_MS
 from tests.runtime.harness import files_through_pass, flow_id, read_events, running, wait_for, write_events
 
 CONNECT_BACK = (
@@ -31,12 +32,18 @@ def test_a_restarted_query_delivers_every_event_once_and_a_fourth_failure_fails_
     sent = write_events(tmp_path / "in.jsonl", 2_000)
     out = tmp_path / "out.jsonl"
     fid = flow_id("restart")
-    source = files_through_pass(fid, tmp_path / "in.jsonl", out)
+    # `pass` only routes: kept a Spark query, the query this test restarts.
+    source = files_through_pass(
+        fid, tmp_path / "in.jsonl", out, args='pipelines = {"pass": {"route_in_log": 0}}'
+    )
 
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
             flow = runtime.flows[fid]
             await wait_for(lambda: len(read_events(out)) > 0, what="the first events in the sink")
+            # No `trigger_ms`, no timers: the runtime's default trigger, not Spark's 10 ms idle polling.
+            trigger = flow.pipelines["pass"].query._jsq.streamingQuery().trigger().toString()
+            assert trigger == f"ProcessingTimeTrigger({DEFAULT_TRIGGER_MS})", trigger
             first_run = flow.pipelines["pass"].run_id
             await flow._pipeline_failed("pass", CONNECT_BACK)  # what the monitor does with that error
             assert flow.pipelines["pass"].run_id != first_run, "a new run of the query"

@@ -71,6 +71,7 @@ def test_a_flow_reports_its_slow_batches_sends_and_pulls(spark: Any, spu_addr: s
         fid,
         stalled_flow(server, interval_ns=50_000_000),
         args='watchdog = {"batch_deadline_ms": 1, "send_deadline_ms": 300, "pull_deadline_ms": 300}, '
+        'pipelines = {"pass": {"route_in_log": 0}}, '
         'cancel = {"ceiling_s": 4}',
     )
 

@@ -1,5 +1,5 @@
 """Facts read off a pipeline graph before it runs: timers, late events, QoS nodes, identity nodes,
-pure routing.
+pure routing, outputs that are an input unchanged.
 
 Several places decide how to run a pipeline from its shape (the runtime's
 trigger, the Spark plan, the stateless/stateful split, the QoS feed); they
@@ -98,3 +98,18 @@ def routing_only(graph: PipelineGraph) -> dict[str, str] | None:
             if not is_identity(node):
                 return None
     return routes
+
+
+def output_sources(graph: PipelineGraph) -> dict[str, str] | None:
+    """Output port -> the one input port whose events it carries unchanged and in order, when the
+    pipeline is routing-only and no output merges several inputs: each such output is its input's
+    stream as it is, so readers of the output may read the input instead (`runtime.aliases`)."""
+    routes = routing_only(graph)
+    if routes is None:
+        return None
+    sources: dict[str, str] = {}
+    for port, output in routes.items():
+        if output in sources:
+            return None  # two inputs interleave into one output: only a query orders that merge
+        sources[output] = port
+    return sources

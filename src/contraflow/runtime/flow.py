@@ -39,6 +39,7 @@ from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.python.modules import check_operators
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query, transient_failure
 from contraflow.runtime.acks import AckTracker
+from contraflow.runtime.aliases import mark_aliased, plan_aliases, ran_aliased, ran_as_query
 from contraflow.runtime.cancellation import QueryStops, TieredCancel
 from contraflow.runtime.connection import SharedConnect
 from contraflow.runtime.event_stream import EventStream
@@ -104,10 +105,13 @@ class FlowInstance:
         self.id = flow_id
         self.graph = graph
         self.services = services
-        self.topology = Topology.of(flow_id, graph)
+        self.layout = Topology.of(flow_id, graph)  # the channels as written: what status shows
         self.settings = FlowSettings.from_args(
-            flow_id, graph.args, {c.name for c in self.topology.channels.values()}, set(graph.pipelines)
+            flow_id, graph.args, {c.name for c in self.layout.channels.values()}, set(graph.pipelines)
         )
+        # The channels that run: routing-only pipelines' outputs read where their inputs are.
+        self.aliases = plan_aliases(self.layout, graph.pipelines, self._keeps_query)
+        self.topology = self.aliases.topology
         self.watchdog = FlowWatchdog(flow_id, self.settings.watchdog, services.events, services.metrics)
         self.state: State = "initializing"
         self.error: str | None = None
@@ -131,6 +135,14 @@ class FlowInstance:
         self._connect_warned: dict[str, float] = {}  # connector -> when its last connect warning went out
 
     # -- setup ---------------------------------------------------------------------------------
+
+    def _keeps_query(self, alias: str) -> bool:
+        """Whether routing-only pipeline `alias` runs as a Spark query rather than aliased: as it ran
+        before, else as its `route_in_log` setting asks (`runtime.aliases`)."""
+        data_dir = self.services.data_dir
+        if ran_aliased(data_dir, self.id, alias):
+            return False
+        return ran_as_query(data_dir, self.id, alias) or not self.settings.pipeline(alias).route_in_log
 
     def prepare(self) -> None:
         """Build every connector (kind and config checked) and import the pipelines' Python operators:
@@ -185,6 +197,9 @@ class FlowInstance:
         for topic in self.topology.channels:
             if topic not in existing:  # a restart reuses its channels (and their offsets)
                 await self.client.create_topic(topic, config)
+        for alias in self.aliases.pipelines:  # before any reader of it commits an offset
+            await asyncio.to_thread(mark_aliased, self.services.data_dir, self.id, alias)
+        carried = await self.aliases.carried_before(self.client)
         starting = self._pipelines_to_start()
         self.qos = QosFeed(
             self.id, {alias: self.graph.pipelines[alias] for alias in starting}, self.routes, self.client
@@ -211,6 +226,8 @@ class FlowInstance:
             self.holds.backpressure,
             self.services.metrics,
             self.services.events,
+            self.aliases,
+            carried,
         )
         for inst in self.connectors.values():
             if inst.sink is not None and inst.sink.hold is not None:
@@ -234,6 +251,8 @@ class FlowInstance:
         """Pipeline alias -> the channels it reads; one with no input connected is not started."""
         starting: dict[str, list[PipelineInput]] = {}
         for alias in self.graph.pipelines:
+            if alias in self.aliases.pipelines:
+                continue  # its readers read its inputs: nothing runs
             inputs = [  # a port fed by several connections (fan-in) reads each of their channels
                 PipelineInput(reader.to.port, channel.topic, reader.consumer)
                 for channel, reader in self.topology.inputs_of("pipeline", alias)
@@ -396,7 +415,7 @@ class FlowInstance:
         was_open = self.holds.is_open(sink)
         self._breakers_changed(self.holds.set_breaker(Breaker(sink, cause), is_open, why))
         now_open = self.holds.is_open(sink)
-        for channel, _ in self.topology.inputs_of("connector", sink):
+        for channel, _ in self.layout.inputs_of("connector", sink):
             self.services.metrics.set_breaker(self.id, channel.name, now_open)
         if was_open != now_open:
             self.services.events.emit(
@@ -569,9 +588,9 @@ class FlowInstance:
     def connector_status(self, alias: str) -> ConnectorStatus:
         inst = self.connectors[alias]
         pipelines: dict[str, list[PipelineEndpoint]] = {}
-        for port, channel in self.topology.outputs_of("connector", alias).items():
+        for port, channel in self.layout.outputs_of("connector", alias).items():
             pipelines[port] = [PipelineEndpoint(r.to.alias, r.to.port) for r in channel.readers]
-        for channel, reader in self.topology.inputs_of("connector", alias):
+        for channel, reader in self.layout.inputs_of("connector", alias):
             pipelines.setdefault(reader.to.port, []).append(
                 PipelineEndpoint(channel.producer.alias, channel.producer.port)
             )
@@ -589,10 +608,12 @@ class FlowInstance:
         )
 
     def channel_status(self, channel: Channel) -> ChannelStatus:
-        state = self.monitor.states.get(channel.topic) if self.monitor is not None else None
+        """A channel as written; an aliased one shows the topic it is read from, and that topic's figures."""
+        topic = self.aliases.topic_of(channel.topic)
+        state = self.monitor.states.get(topic) if self.monitor is not None else None
         return ChannelStatus(
             channel.name,
-            channel.topic,
+            topic,
             _node(channel.producer),
             [_node(r.to) for r in channel.readers],
             depth=state.depth if state else 0,
@@ -609,7 +630,7 @@ class FlowInstance:
             [self.connector_status(a) for a in self.connectors],
             list(self.graph.pipelines),
             priority=self.settings.priority,
-            channels=[self.channel_status(c) for c in self.topology.channels.values()],
+            channels=[self.channel_status(c) for c in self.layout.channels.values()],
         )
 
 

@@ -218,6 +218,11 @@ class RuntimeMetrics:
             events_per_second = events_in / duration_s if duration_s > 0 else 0.0
         self._child(self.pipeline_events_per_second, flow, pipeline).set(events_per_second)
 
+    def pipeline_carried(self, flow: str, pipeline: str, events: int) -> None:
+        """Events an aliased pipeline carried to its readers (`runtime.aliases`): in and out alike."""
+        self._child(self.pipeline_events_total, flow, pipeline, "in").inc(events)
+        self._child(self.pipeline_events_total, flow, pipeline, "out").inc(events)
+
     @contextmanager
     def timed(self, flow: str, stage: Stage) -> Iterator[None]:
         """Add the time the block takes to the flow's `stage` (once per batch, never per event)."""

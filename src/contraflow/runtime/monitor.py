@@ -17,6 +17,10 @@ of their last finished micro-batch) and then the topic's end offset:
   below their own delivered frontiers. A batch's inputs come from the Spark
   listener, its outputs from the SPU batch ledger (`runtime.lineage`).
   Acknowledging sources are acked up to it.
+- an aliased pipeline (`runtime.aliases`) has no batches: its readers read
+  its input channel, so the frontier above holds for them as for any reader;
+  its in/out counters grow by what the slowest of them read (every event it
+  carries reaches each of them).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 from contraflow import control
 from contraflow.pipeline.spark.listener import BatchProgress
 from contraflow.pipeline.spark.run import PipelineRun
+from contraflow.runtime.aliases import AliasPlan
 from contraflow.runtime.event_stream import EventStream
 from contraflow.runtime.lineage import BatchLineage, PipelineLineage, ledger_ends
 from contraflow.runtime.metrics import RuntimeMetrics, Transition
@@ -79,6 +84,9 @@ class FlowMonitor:
     on_source_backpressure: Callable[[str, str, bool, str], None]
     metrics: RuntimeMetrics
     events: EventStream
+    aliases: AliasPlan | None = None
+    # aliased pipeline -> the events it carried as of the last tick (seeded from before this run)
+    carried: dict[str, int] = field(default_factory=dict)
     states: dict[str, ChannelState] = field(init=False)
     reader_offsets: dict[tuple[str, str], int] = field(init=False, default_factory=dict)  # (topic, consumer)
     # Holding sinks' readers: how far the sink was handed events. Their depth (back-pressure) counts
@@ -101,6 +109,7 @@ class FlowMonitor:
     async def tick(self) -> None:
         """One observation and everything that follows from it."""
         await self._observe()
+        self._count_aliased()
         self._update_backpressure()
         await self._publish_credits()
         self._update_delivered()
@@ -197,6 +206,17 @@ class FlowMonitor:
                 (await self.client.describe_topic(channel.topic)).partitions[0].high_watermark
             )
         return ends
+
+    def _count_aliased(self) -> None:
+        """An aliased pipeline's in/out counters grow by what its readers read since the last tick."""
+        if self.aliases is None:
+            return
+        for alias in self.aliases.pipelines:
+            carried = self.aliases.carried(alias, self._read_up_to)
+            before = self.carried.get(alias, carried)
+            if carried > before:
+                self.metrics.pipeline_carried(self.flow_id, alias, carried - before)
+            self.carried[alias] = max(carried, before)
 
     def input_waiting(self, alias: str) -> bool:
         """Whether pipeline `alias` has unread events in any of its input channels."""

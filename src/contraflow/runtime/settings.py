@@ -11,7 +11,8 @@ deployment with `deploy flow x from f with ... end`):
     },
     pipelines = {
       "default": {"trigger_ms": 250},          # a micro-batch every 250 ms (unset: 100, timers 500)
-      "windows": {"trigger_ms": 0}             # a pipeline by its alias; 0: back to back
+      "windows": {"trigger_ms": 0},            # a pipeline by its alias; 0: back to back
+      "copy": {"route_in_log": 0}              # a routing-only pipeline as a Spark query anyway
     },
     appends = {"linger_ms": 20},               # how long sources' appends wait to leave together
     delivery = {"retries": 5, "backoff_ms": 100, "max_backoff_ms": 5000},
@@ -95,9 +96,15 @@ class PipelineSettings:
     requests each time, about 0.2 of a core per idle pipeline here. A
     positive `trigger_ms` starts a batch every that many milliseconds (at
     once after one that overran, so under load it changes nothing).
+
+    `route_in_log` (1 by default): the outputs of a routing-only pipeline are
+    aliases of its inputs, read where the events already are, with no query
+    (`runtime.aliases`); 0 runs it as a Spark query. A pipeline keeps the way
+    it first ran (its query's checkpoint or its alias mark decides).
     """
 
     trigger_ms: int | None = None
+    route_in_log: int = 1
 
     def __post_init__(self) -> None:
         if self.trigger_ms is not None and self.trigger_ms < 0:
