@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contraflow.spark.arrow_log import Route, batch_to_arrow, coalesce, encode_rows, route_rows
-from contraflow.spu.protocol.batch import decode_batch, encode_batch, pack_headers
+from contraflow.spark.arrow_log import (
+    Route,
+    batches_to_arrow,
+    coalesce,
+    coalesced_rows,
+    encode_rows,
+    route_rows,
+)
+from contraflow.spu.protocol.batch import DecodedBatch, decode_batch, encode_batch, pack_headers
 
 
 def test_encoded_rows_decode_to_the_same_values_keys_and_headers() -> None:
@@ -49,12 +58,13 @@ def test_sliced_arrays_encode_only_their_rows(values: list[bytes], data: st.Data
     assert [bytes(v) for v in batch.values()] == values[start : start + length]
 
 
-def test_batch_to_arrow_slices_by_offset_and_keeps_columns() -> None:
-    raw = bytearray(
-        encode_batch([b"v0", b"v1", b"v2", b"v3"], keys=[b"a", None, b"c", b"d"], timestamps=[5, 6, 7, 8])
-    )
-    raw[0:8] = (100).to_bytes(8, "big")  # the log assigned base offset 100
-    rows = batch_to_arrow("t", 3, decode_batch(raw), 101, 103)
+def _logged(base: int, values: list[bytes], **columns: Any) -> DecodedBatch:
+    return decode_batch(encode_batch(values, base_offset=base, **columns))
+
+
+def test_batches_to_arrow_slices_by_offset_and_keeps_columns() -> None:
+    batch = _logged(100, [b"v0", b"v1", b"v2", b"v3"], keys=[b"a", None, b"c", b"d"], timestamps=[5, 6, 7, 8])
+    rows = batches_to_arrow("t", 3, [(batch, 101, 103)])
     assert rows is not None
     assert rows.column("offset").to_pylist() == [101, 102]
     assert rows.column("value").to_pylist() == [b"v1", b"v2"]
@@ -62,7 +72,28 @@ def test_batch_to_arrow_slices_by_offset_and_keeps_columns() -> None:
     assert rows.column("partition").to_pylist() == [3, 3]
     assert rows.column("topic").to_pylist() == ["t", "t"]
     assert [t.timestamp() * 1000 for t in rows.column("timestamp").to_pylist()] == [6, 7]
-    assert batch_to_arrow("t", 3, decode_batch(raw), 104, 200) is None
+    assert batches_to_arrow("t", 3, [(batch, 104, 200)]) is None
+
+
+def test_log_batches_merged_before_arrow_give_the_rows_of_each_merged_after() -> None:
+    """Merging log batches first (one conversion) gives the rows that converting each log batch
+    and merging the Arrow batches gives: offsets in range, keys, timestamps and each record's own
+    headers, whether its batch has a headers column or not."""
+    marker = [("position", b'{"seq":1}')]
+    batches = [
+        _logged(0, [b"a", b"b", b"c"], headers=[[], [], marker]),
+        _logged(3, [b"d", b"e"], keys=[b"k", None], timestamps=[9, 10]),
+        _logged(5, [b"f", b"g", b"h", b"i"], headers=[[("meta", b"{}")], [], [], marker]),
+        _logged(9, [b"j"] * 5),
+    ]
+    pieces = [(batch, 1, 12) for batch in batches]
+    one_by_one = [batches_to_arrow("t", 2, [piece]) for piece in pieces]
+    expected = pa.Table.from_batches([rows for rows in one_by_one if rows is not None]).to_pylist()
+    merged = list(coalesced_rows("t", 2, iter(pieces), max_rows=4, min_rows=3))
+    assert [rows.num_rows for rows in merged] == [4, 4, 3]  # a batch of 3+ alone; smaller ones merged
+    assert pa.Table.from_batches(merged).to_pylist() == expected
+    assert expected[0]["offset"] == 1 and expected[-1]["offset"] == 11
+    assert [row["headers"] for row in expected[:3]] == [[], [{"key": "position", "value": b'{"seq":1}'}], []]
 
 
 def test_coalesce_merges_small_batches_up_to_the_limit() -> None:

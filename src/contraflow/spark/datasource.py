@@ -45,8 +45,8 @@ from contraflow.spark.arrow_log import (
     PAYLOAD_DDL,
     SOURCE_DDL,
     batch_payload,
-    batch_to_arrow,
     coalesce,
+    coalesced_rows,
     encode_rows,
     route_rows,
 )
@@ -294,22 +294,23 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return
             transform = self.options.transform
             floor = ARROW_MIN_ROWS if transform is None else TRANSFORM_MIN_ROWS
-            rows = coalesce(self._rows(client, partition), ARROW_ROWS_PER_BATCH, floor)
+            rows = self._rows(client, partition, floor)
             yield from transform(rows) if transform is not None else rows
         finally:
             client.close()
 
-    def _rows(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-        """The range's records as Arrow rows of the source's columns."""
-        for fetched_from, batches in self._fetch_range(client, rng):
-            for batch in batches:
-                rows = (
-                    batch_payload(batch, fetched_from, rng.end)
-                    if self.options.columns == PAYLOAD_COLUMNS
-                    else batch_to_arrow(rng.topic, rng.partition, batch, fetched_from, rng.end)
-                )
-                if rows is not None:
-                    yield rows
+    def _rows(self, client: Any, rng: OffsetRange, floor: int) -> Iterator[pa.RecordBatch]:
+        """The range's records as Arrow rows of the source's columns, log batches smaller than
+        `floor` records merged (up to ARROW_ROWS_PER_BATCH rows)."""
+        pieces = (
+            (batch, fetched_from, rng.end)
+            for fetched_from, batches in self._fetch_range(client, rng)
+            for batch in batches
+        )
+        if self.options.columns != PAYLOAD_COLUMNS:
+            return coalesced_rows(rng.topic, rng.partition, pieces, ARROW_ROWS_PER_BATCH, floor)
+        payloads = (batch_payload(*piece) for piece in pieces)
+        return coalesce((rows for rows in payloads if rows is not None), ARROW_ROWS_PER_BATCH, floor)
 
     def _envelopes(self, client: Any, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         """The range's records as log-batch envelopes (`contraflow.spark.log_envelopes`), one Arrow
