@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,10 @@ from contraflow.spark.commit_retry import commit_offsets_retrying
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import ErrorCode, SpuError
 from contraflow.spu.rpc.client import RetryPolicy
+from tests.spu.cluster_harness import wait_for
 from tests.spu.spu_harness import spu_process
 
 REQUEST_TIMEOUT_S = 0.2
-
-
-def wait_for(what: str, check: object, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_an_offset_commit_retries_through_an_spu_that_stopped_answering(
