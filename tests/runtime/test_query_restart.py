@@ -10,6 +10,7 @@ from pathlib import Path
 from contraflow.pipeline.spark.run import transient_failure
 from contraflow.runtime.flow import QUERY_RESTARTS
 from contraflow.runtime.settings import DEFAULT_TRIGGER_MS
+from contraflow.spu.protocol import ErrorCode, SpuError
 from tests.runtime.harness import files_through_pass, flow_id, read_events, running, wait_for, write_events
 
 CONNECT_BACK = (
@@ -19,8 +20,22 @@ CONNECT_BACK = (
 CRASHED = "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)"
 
 
-def test_only_a_worker_that_did_not_connect_back_counts_as_transient() -> None:
+def worker_traceback_line(err: Exception) -> str:
+    """How a Python worker's exception ends the error Spark reports for the query."""
+    return f"PythonException: ...\n{type(err).__module__}.{type(err).__qualname__}: {err}\n SQLSTATE: 38000"
+
+
+def test_only_a_worker_that_did_not_connect_back_or_an_spu_out_of_reach_counts_as_transient() -> None:
     assert transient_failure(CONNECT_BACK)
+    # a partition between a Spark task and an SPU outlasting the client's failover window
+    assert transient_failure(
+        worker_traceback_line(SpuError(ErrorCode.TIMEOUT, "no answer from the SPU within 30.0s"))
+    )
+    unreachable = SpuError(ErrorCode.CONNECTION_ERROR, "cannot connect to SPU at 10.77.0.3:37897: ")
+    assert transient_failure(worker_traceback_line(unreachable))
+    assert not transient_failure(
+        worker_traceback_line(SpuError(ErrorCode.UNKNOWN_TOPIC, "topic 'x' does not exist"))
+    )
     assert transient_failure("Timed out while waiting for the Python worker to connect back after 10000 ms")
     assert not transient_failure(CRASHED)
     assert not transient_failure("UNKNOWN_TRANSACTION: 8 record batches staged, 9 expected")

@@ -8,7 +8,7 @@ from pyspark.errors.exceptions.captured import StreamingQueryException
 
 from contraflow.errors import UserError
 from contraflow.spark.commit_retry import DEFAULT_COMMIT_RETRY_S
-from contraflow.spark.options import SinkOptions
+from contraflow.spark.options import SinkOptions, SourceOptions
 from contraflow.spu.protocol.topics import TopicConfig
 
 
@@ -165,3 +165,9 @@ def test_the_sinks_commit_retry_timeout_is_a_duration() -> None:
     assert SinkOptions.parse({}).commit_retry_s == DEFAULT_COMMIT_RETRY_S
     with pytest.raises(UserError, match="option commitRetryTimeout"):
         SinkOptions.parse({"commitRetryTimeout": "soon"})
+
+
+def test_the_sources_offset_commit_retries_as_long_as_the_sinks_commit() -> None:
+    parsed = SourceOptions.parse({"topic": "t", "commitRetryTimeout": "90s"})
+    assert parsed.commit_retry_s == 90.0
+    assert SourceOptions.parse({"topic": "t"}).commit_retry_s == DEFAULT_COMMIT_RETRY_S

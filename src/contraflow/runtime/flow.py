@@ -57,6 +57,7 @@ from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spu.client import AsyncProducer, ProducerSettings
 from contraflow.spu.client.in_process import spu_client
+from contraflow.spu.protocol.errors import REROUTE, SpuError
 from contraflow.spu.protocol.topics import TopicConfig
 
 log = logging.getLogger("contraflow.runtime.flow")
@@ -401,9 +402,21 @@ class FlowInstance:
                         await self._pipeline_failed(alias, error)
             except asyncio.CancelledError:
                 raise
+            except SpuError as err:
+                self._monitor_tick_failed(err)
             except Exception:
                 log.exception("flow %s: monitor tick failed", self.id)
             await asyncio.sleep(TICK_S)
+
+    def _monitor_tick_failed(self, err: SpuError) -> None:
+        """An SPU out of reach (a partition, an election) only delays the monitor: its next
+        tick reads again, so one line says so instead of a traceback per tick."""
+        if err.retriable or err.code in REROUTE:
+            log.warning(
+                "flow %s: monitor tick: the SPU did not answer, next tick reads again: %s", self.id, err
+            )
+        else:
+            log.error("flow %s: monitor tick failed: %s", self.id, err, exc_info=err)
 
     @property
     def breakers(self) -> dict[str, str]:

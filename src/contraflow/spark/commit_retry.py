@@ -12,18 +12,27 @@ as a warning naming the batch, the attempt and the wait, and the error raised
 once the time is up says how long it tried. Meanwhile the micro-batch does not
 finish, so the pipeline reads nothing more and its input channel fills until
 back-pressure holds the flow's sources. Any other error is not retried here.
+
+The source's offset commit (`commit_offsets_retrying`) is idempotent (storing the
+same offsets again changes nothing), so it also retries whatever a passing outage
+of the SPU raises: a timeout, a lost connection, a leader being elected. Before,
+a partition between the runtime and an SPU longer than the client's 30 s request
+timeout failed the commit and so the query, and the rest of the input never came out.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from contraflow.backoff import backoff
-from contraflow.spu.protocol import ErrorCode, SpuError
+from contraflow.spu.protocol.errors import REROUTE, RETRIABLE, ErrorCode, SpuError
+
+if TYPE_CHECKING:
+    from contraflow.spu.client import SpuClient
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +40,8 @@ T = TypeVar("T")
 DEFAULT_COMMIT_RETRY_S = 300.0
 FIRST_WAIT_S = 0.1
 MAX_WAIT_S = 5.0
+# What an idempotent commit retries: whatever the cluster leaves by itself.
+TRANSIENT = RETRIABLE | REROUTE | {ErrorCode.NOT_ENOUGH_REPLICAS}
 
 
 @dataclass(frozen=True)
@@ -49,10 +60,11 @@ def commit_retrying(
     timeout_s: float = DEFAULT_COMMIT_RETRY_S,
     *,
     on_refusal: Callable[[Refusal], None] | None = None,
+    retried: frozenset[ErrorCode] = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS}),
 ) -> T:
-    """`commit()`, again after each NOT_ENOUGH_REPLICAS refusal until `timeout_s` has passed.
-    `what` names the commit in the reports (e.g. `batch 7 of query q`); `on_refusal` also
-    gets each refusal (the log always does)."""
+    """`commit()`, again after each refusal with a code in `retried` until `timeout_s` has
+    passed. `what` names the commit in the reports (e.g. `batch 7 of query q`); `on_refusal`
+    also gets each refusal (the log always does)."""
     began = time.monotonic()
     waits = backoff(FIRST_WAIT_S, MAX_WAIT_S)
     attempt = 0
@@ -61,13 +73,13 @@ def commit_retrying(
         try:
             return commit()
         except SpuError as err:
-            if err.code is not ErrorCode.NOT_ENOUGH_REPLICAS:
+            if err.code not in retried:
                 raise
             elapsed = time.monotonic() - began
             wait = min(next(waits), max(0.0, timeout_s - elapsed))
             if wait <= 0:
                 raise SpuError(
-                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    err.code,
                     f"commit of {what} refused {attempt} times over {elapsed:.1f}s "
                     f"(commitRetryTimeout {timeout_s:g}s): {err}",
                 ) from err
@@ -83,3 +95,17 @@ def commit_retrying(
             if on_refusal is not None:
                 on_refusal(refusal)
             time.sleep(wait)
+
+
+def commit_offsets_retrying(
+    client: SpuClient, consumer: str, topic: str, offsets: Mapping[int, int], timeout_s: float
+) -> None:
+    """Store `consumer`'s offsets of `topic` (partition -> offset), each retried through
+    transient errors for up to `timeout_s`, each retry logged."""
+    for partition, offset in offsets.items():
+        commit_retrying(
+            lambda: client.commit_offset(consumer, topic, partition, offset),  # noqa: B023 (called at once)
+            f"offset {offset} of {topic}/{partition} for {consumer}",
+            timeout_s,
+            retried=TRANSIENT,
+        )

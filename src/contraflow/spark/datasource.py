@@ -50,7 +50,7 @@ from contraflow.spark.arrow_log import (
     encode_rows,
     route_rows,
 )
-from contraflow.spark.commit_retry import commit_retrying
+from contraflow.spark.commit_retry import commit_offsets_retrying, commit_retrying
 from contraflow.spark.log_envelopes import (
     ENVELOPE_COLUMN,
     ENVELOPE_DDL,
@@ -326,8 +326,10 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         consumer = self.options.consumer
         if consumer:
-            for partition, offset in to_partition_offsets(end).items():
-                self.spu.commit_offset(consumer, self.options.topic, partition, offset)
+            offsets = to_partition_offsets(end)
+            commit_offsets_retrying(
+                self.spu, consumer, self.options.topic, offsets, self.options.commit_retry_s
+            )
 
     def stop(self) -> None:
         if self._spu is not None:

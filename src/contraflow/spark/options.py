@@ -62,6 +62,8 @@ class SourceOptions:
     ramp_records: int | None = None  # `rampRecords`: first batch size over a backlog (see offsets.Ramp)
     min_partitions: int | None = None  # `minPartitions`: read tasks per batch at least (one per core)
     batch_at_start: bool = False  # `batchAtStart`: a batch as soon as the query runs (see offsets.RUN_KEY)
+    # `commitRetryTimeout`: how long the offset commit retries a transient error (commit_retry)
+    commit_retry_s: float = DEFAULT_COMMIT_RETRY_S
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -86,6 +88,7 @@ class SourceOptions:
             ramp_records=_int(options, "rampRecords", minimum=1),
             min_partitions=_int(options, "minPartitions", minimum=1),
             batch_at_start=_flag(options, "batchAtStart"),
+            commit_retry_s=_seconds(options, "commitRetryTimeout", DEFAULT_COMMIT_RETRY_S),
         )
 
 

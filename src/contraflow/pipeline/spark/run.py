@@ -95,6 +95,9 @@ class PipelineRun:
 TRANSIENT_FAILURES = (
     "Python worker failed to connect back",
     "Timed out while waiting for the Python worker to connect back",
+    # an SPU out of reach past the client's failover window (a partition): the batch replays
+    "SpuError: cannot connect to SPU at",
+    "SpuError: no answer from the SPU within",
 )
 
 

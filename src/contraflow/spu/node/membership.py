@@ -183,7 +183,7 @@ class ClusterMember(_Blocking):
         agent = self.agent = ClusterAgent(spu_id, controller_addr)
         partitions.keep_producers()
         self._replicas = agent.replicas = ReplicaManager(
-            spu_id, partitions, signals, executor, agent.alter_isr, agent.suspended
+            spu_id, partitions, signals, executor, agent.alter_isr, agent.suspended, agent.lease_lapsed
         )
         self.offsets, self.controls = agent.offsets, agent.controls = tuple(
             ReplicatedTable(topic, partitions, agent.replicas, executor, agent.create_topic, agent.spu_count)

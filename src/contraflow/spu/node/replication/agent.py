@@ -8,8 +8,17 @@ box, while it was alive. The applier takes the newest metadata heard. The tick l
 also notices when the process itself was stopped (SIGSTOP, a long stall)
 for longer than the session timeout: the controller has then likely elected
 another leader, so this SPU refuses writes ("suspended") until a heartbeat
-answers again and that answer is applied: it says what the SPU leads now. While the controller is merely
-unreachable the SPU keeps serving as it was.
+answers again and that answer is applied: it says what the SPU leads now.
+
+A loop gap is not the only way to miss a session: a stop shorter than a session, begun
+just before a beat was due, does not show as a gap, yet the controller counts the session
+from the last beat it heard. So each answered beat also grants a lease: the controller
+cannot declare this SPU lost before the beat's send time plus a session, and past that
+(less `LEASE_MARGIN`) the SPU may have been replaced. A write acknowledged by the leader
+alone (acks=0/1) is then refused until metadata from a later beat is applied
+(`lease_lapsed`). acks=all writes need no lease, their followers fence them (a follower
+that moved to a new leader stops fetching), so while the controller is merely
+unreachable the SPU keeps taking them as it was.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from contraflow.spu.client.aio import AsyncSpuClient
@@ -39,11 +49,15 @@ log = logging.getLogger(__name__)
 HEARTBEAT_INTERVAL_S = 0.25
 TICK_INTERVAL_S = 0.05
 REFRESH_WAIT_S = 10.0
+LEASE_MARGIN = 0.1  # of a session: the lease ends this much before the controller may act
 
 
 class ClusterAgent:
-    def __init__(self, spu_id: int, controller_addr: str) -> None:
+    def __init__(
+        self, spu_id: int, controller_addr: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.spu_id = spu_id
+        self._clock = clock  # the tests' to drive: sessions and leases are measured on it
         self.controller_addr = controller_addr
         self.session = secrets.token_hex(8)
         self.controller = AsyncSpuClient(
@@ -55,8 +69,10 @@ class ClusterAgent:
         self.controls: ReplicatedTable | None = None
         self.metadata: dict[str, Any] | None = None
         self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
-        self._last_tick = time.monotonic()
+        self._last_tick = self._clock()
         self._suspended_at: float | None = None  # when the gap was noticed
+        self._answered_sent: float | None = None  # when the last answered beat was sent
+        self._lapsed_at: float | None = None  # when the last lease ended, unless renewed since
         # The newest metadata heard and when the beat that brought it was sent; the applier's.
         self._heard: tuple[ClusterMetadata, float] | None = None
         self._news = asyncio.Event()  # set when `_heard` changes
@@ -70,17 +86,34 @@ class ClusterAgent:
     def suspended(self) -> bool:
         """True while this SPU may have been replaced: its event loop did not run for a
         whole session (SIGSTOP, a stall), and no heartbeat has answered since."""
-        now = time.monotonic()
+        now = self._clock()
         if now - self._last_tick > self.session_timeout_s and self._suspended_at is None:
             self._suspended_at = now
         return self._suspended_at is not None
 
+    def lease_lapsed(self) -> bool:
+        """True while the controller may have declared this SPU lost: a session (less the
+        margin) passed since the send time of the last answered beat, and no metadata from
+        a beat sent after that moment is applied yet. A suspended SPU's lease lapsed too."""
+        self._note_lapse(self._clock())
+        return self._lapsed_at is not None or self.suspended()
+
+    def _note_lapse(self, now: float) -> None:
+        if self._lapsed_at is None and self._answered_sent is not None:
+            ends = self._answered_sent + self.session_timeout_s * (1 - LEASE_MARGIN)
+            if now >= ends:
+                self._lapsed_at = ends
+
     async def tick(self) -> None:
         """The loop's pulse: a gap between two ticks longer than a session fences the SPU."""
         while True:
-            self.suspended()
-            self._last_tick = time.monotonic()
+            self.pulse()
             await asyncio.sleep(TICK_INTERVAL_S)
+
+    def pulse(self) -> None:
+        """One tick: notice a gap since the last one, then start the next interval."""
+        self.suspended()
+        self._last_tick = self._clock()
 
     async def run(self) -> None:
         """Beat and apply, each in its own task, until cancelled."""
@@ -110,9 +143,12 @@ class ClusterAgent:
             "kafka_addr": self.kafka_addr,
             "partitions": self.replicas.reports(),
         }
-        sent = time.monotonic()
+        sent = self._clock()
         self._warn_if_late(sent)
         answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
+        # a lease that ended before this answer came stays ended until its metadata is applied
+        self._note_lapse(self._clock())
+        self._answered_sent = sent if self._answered_sent is None else max(self._answered_sent, sent)
         self.session_timeout_s = int(answer["session_timeout_ms"]) / 1000
         meta = ClusterMetadata.from_dict(answer["metadata"])
         if self._heard is None or meta.version >= self._heard[0].version:
@@ -136,7 +172,7 @@ class ClusterAgent:
             self._news.clear()
             assert self._heard is not None
             meta, sent = self._heard
-            began = time.monotonic()
+            began = self._clock()
             try:
                 await self.replicas.apply(meta)
             except Exception:
@@ -144,13 +180,15 @@ class ClusterAgent:
                 self._news.set()  # try again with the newest
                 await asyncio.sleep(HEARTBEAT_INTERVAL_S)
                 continue
-            took = time.monotonic() - began
+            took = self._clock() - began
             if took > self.session_timeout_s / 2:
                 log.warning("applying cluster metadata version %d took %.2fs", meta.version, took)
             # Only metadata from a beat sent after the gap was noticed says what we lead now
             # (a beat sent before a SIGSTOP may be answered only after the SIGCONT).
             if self._suspended_at is not None and sent > self._suspended_at:
                 self._suspended_at = None
+            if self._lapsed_at is not None and sent > self._lapsed_at:
+                self._lapsed_at = None
             async with self._applied:
                 self._applied_version = max(self._applied_version, meta.version)
                 self._applied.notify_all()

@@ -159,6 +159,7 @@ class Leadership:
     signals: PartitionSignals
     alter_isr: AlterIsr
     suspended: Callable[[], bool]  # cut off from the controller: it may no longer lead
+    lease_lapsed: Callable[[], bool]  # the controller may have replaced it: acks=0/1 refused
     metadata: Callable[[], ClusterMetadata]  # the controller's metadata last applied
     history: Callable[[TopicPartition], EpochHistory]
     spawn: Callable[[Awaitable[None]], None]
@@ -206,6 +207,7 @@ class Leadership:
 
     def check_produce(self, tp: TopicPartition, acks: Acks) -> LeaderState:
         state = self.leader(tp)
+        self._check_lease(tp, acks)
         config = state.partition.config
         if acks is Acks.COMMITTED and len(state.isr) < config.min_in_sync_replicas:
             raise SpuError(
@@ -220,6 +222,17 @@ class Leadership:
         self.high_watermark_moved(tp, state)
         if acks is Acks.COMMITTED:
             await state.wait_committed(end, PRODUCE_COMMIT_TIMEOUT_S)
+        else:
+            self._check_lease(tp, acks)  # the append may have outlasted the lease
+
+    def _check_lease(self, tp: TopicPartition, acks: Acks) -> None:
+        """A write acknowledged by the leader alone needs the leader's lease (agent.py)."""
+        if acks is not Acks.COMMITTED and self.lease_lapsed():
+            raise SpuError(
+                ErrorCode.NOT_LEADER,
+                f"SPU {self.spu_id} has not heard the controller within its session; it may "
+                f"no longer lead {tp[0]}/{tp[1]}",
+            )
 
     def high_watermark_moved(self, tp: TopicPartition, state: LeaderState) -> None:
         """Recompute the partition's high watermark; wake its readers if it moved."""

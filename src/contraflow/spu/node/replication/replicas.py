@@ -48,6 +48,7 @@ class ReplicaManager:
         executor: Executor,
         alter_isr: AlterIsr,
         suspended: Callable[[], bool],
+        lease_lapsed: Callable[[], bool] = lambda: False,
     ) -> None:
         self.spu_id = spu_id
         self.partitions = self._partitions = partitions
@@ -56,7 +57,15 @@ class ReplicaManager:
         self.executor = self._executor = executor
         self._meta = ClusterMetadata()
         self.leading = Leadership(
-            spu_id, partitions, signals, alter_isr, suspended, lambda: self._meta, self.history, self._spawn
+            spu_id,
+            partitions,
+            signals,
+            alter_isr,
+            suspended,
+            lease_lapsed,
+            lambda: self._meta,
+            self.history,
+            self._spawn,
         )
         self._following: dict[TopicPartition, Follower] = {}
         self._histories: dict[TopicPartition, EpochHistory] = {}
