@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError
 from contraflow.connectors.log import LogConnector
+from contraflow.runtime.wire import Decoded, SourceDecoder
 from contraflow.spu.client import SpuClient
 from tests.connectors.support import eventually, make, run, sink_event
 
@@ -26,64 +29,94 @@ def records(spu: SpuClient, topic: str) -> list[bytes]:
     return [r.value for b in result.batches for r in b.records()]
 
 
-def test_source_tails_and_acks_commit_the_consumer_offset(spu: SpuClient, spu_addr: str, topic: str) -> None:
+@dataclass
+class Pulled:
+    """One record as a pull handed it out, with the token and position of that pull."""
+
+    value: bytes
+    meta: dict[str, Any]
+    token: Any
+    position: Any
+
+    @property
+    def offset(self) -> int:
+        return int(self.meta["log"]["offset"])
+
+
+async def pull_records(conn: LogConnector, count: int) -> list[Pulled]:
+    """Pull until `count` records came out (a pull hands out every record it has ready)."""
+    out: list[Pulled] = []
+    while len(out) < count:
+        item = await conn.pull()
+        assert item is not None and item.chunks is not None and item.data is None
+        out.extend(Pulled(value, meta, item.token, item.position) for value, meta in item.chunks)
+    assert len(out) == count
+    return out
+
+
+async def pull_once(conn: LogConnector) -> list[Pulled]:
+    """The records of one pull."""
+    item = await conn.pull()
+    assert item is not None and item.chunks is not None
+    return [Pulled(value, meta, item.token, item.position) for value, meta in item.chunks]
+
+
+def test_source_hands_out_every_ready_record_in_one_pull_and_acks_commit_the_consumer_offset(
+    spu: SpuClient, spu_addr: str, topic: str
+) -> None:
     spu.produce(topic, 0, [f'{{"n":{i}}}'.encode() for i in range(6)], keys=[b"k"] * 6)
 
     async def first_run() -> None:
         conn = log(spu_addr, topic=topic, consumer="reader")
         await conn.connect()
-        pulled = [await conn.pull() for _ in range(6)]
-        assert [p.data for p in pulled if p] == [f'{{"n":{i}}}'.encode() for i in range(6)]
-        first = pulled[0]
-        assert first is not None and first.meta is not None
-        assert first.meta["log"] == {
+        pulled = await pull_once(conn)  # one pull, one append by the runtime: not six round trips
+        assert [p.value for p in pulled] == [f'{{"n":{i}}}'.encode() for i in range(6)]
+        assert [p.offset for p in pulled] == list(range(6))  # each record with its own `$log`
+        assert pulled[0].meta["log"] == {
             "topic": topic,
             "partition": 0,
             "offset": 0,
-            "timestamp": first.meta["log"]["timestamp"],
+            "timestamp": pulled[0].meta["log"]["timestamp"],
             "key": "k",
         }
-        for item in pulled[:2] + pulled[3:4]:  # 0, 1 and 3: the acknowledged prefix ends at 2
-            assert item is not None
-            await conn.ack(item.token)
-        await eventually(lambda: spu.fetch_offset("reader", topic, 0) == 2)
+        assert pulled[0].position == {"0": 6}
+        await conn.ack(pulled[0].token)  # the pull's token covers its records
+        await eventually(lambda: spu.fetch_offset("reader", topic, 0) == 6)
         # New records are pushed to a waiting pull without polling.
         waiting = asyncio.create_task(conn.pull())
         await asyncio.sleep(0.05)
         assert not waiting.done()
         await asyncio.to_thread(spu.produce, topic, 0, [b'{"n":6}'])
         late = await asyncio.wait_for(waiting, 5)
-        assert late is not None and late.data == b'{"n":6}'
-        await conn.close()
+        assert late is not None and late.chunks is not None
+        assert [value for value, _ in late.chunks] == [b'{"n":6}']
+        await conn.close()  # not acknowledged: read again by the next run
 
     async def second_run() -> list[int]:
         conn = log(spu_addr, topic=topic, consumer="reader")
         await conn.connect()
-        offsets = []
-        for _ in range(5):
-            item = await conn.pull()
-            assert item is not None and item.meta is not None
-            offsets.append(item.meta["log"]["offset"])
+        offsets = [p.offset for p in await pull_records(conn, 1)]
         await conn.close()
         return offsets
 
     run(first_run())
-    assert run(second_run()) == [2, 3, 4, 5, 6]  # resumes after the committed prefix
+    assert run(second_run()) == [6]  # resumes after the committed prefix
 
 
-def test_fail_rewinds_to_the_failed_record(spu: SpuClient, spu_addr: str, topic: str) -> None:
-    spu.produce(topic, 0, [b"a", b"b", b"c"])
+def test_fail_rewinds_to_the_failed_pull(spu: SpuClient, spu_addr: str, topic: str) -> None:
+    spu.produce(topic, 0, [b"a"])
 
-    async def body() -> list[bytes | None]:
+    async def body() -> list[bytes]:
         conn = log(spu_addr, topic=topic, start="earliest")
         await conn.connect()
-        a, b, _c = [await conn.pull() for _ in range(3)]
-        assert a is not None and b is not None
-        await conn.ack(a.token)
-        await conn.fail(b.token)
-        again = [await conn.pull(), await conn.pull()]
+        a = await pull_once(conn)
+        await asyncio.to_thread(spu.produce, topic, 0, [b"b", b"c"])
+        b_c = await pull_records(conn, 2)
+        await conn.ack(a[0].token)
+        await conn.fail(b_c[0].token)
+        again = await pull_records(conn, 2)
         await conn.close()
-        return [x.data if x else None for x in again]
+        return [p.value for p in again]
 
     assert run(body()) == [b"b", b"c"]
 
@@ -99,7 +132,7 @@ def test_start_latest_skips_what_is_already_there(spu: SpuClient, spu_addr: str,
         await asyncio.to_thread(spu.produce, topic, 0, [b"new"])
         item = await asyncio.wait_for(waiting, 5)
         await conn.close()
-        return item.data if item else None
+        return item.chunks[0][0] if item and item.chunks else None
 
     assert run(body()) == b"new"
 
@@ -175,20 +208,15 @@ def test_source_survives_an_spu_restart_without_gaps_or_duplicates(tmp_path: Pat
     async def body() -> list[int]:
         conn = log(addr, topic="restarts")
         await conn.connect()
-        offsets = []
-        for _ in range(3):
-            item = await conn.pull()
-            assert item is not None and item.meta is not None
-            offsets.append(item.meta["log"]["offset"])
+        offsets = [p.offset for p in await pull_records(conn, 3)]
         await asyncio.to_thread(spu.stop)
         with pytest.raises(ConnectionLost):  # the SPU stays away past the client's retries
             await conn.pull()
         await asyncio.to_thread(spu.start)  # back, same data, same address
         with SpuClient(addr) as admin:
             await asyncio.to_thread(admin.produce, "restarts", 0, [b"3"])
-        item = await conn.pull()  # the runtime pulls again after reconnecting
-        assert item is not None and item.meta is not None
-        offsets.append(item.meta["log"]["offset"])
+        # the runtime pulls again after reconnecting
+        offsets.extend(p.offset for p in await pull_records(conn, 1))
         await conn.close()
         return offsets
 
@@ -208,26 +236,22 @@ def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr:
     async def body() -> None:
         conn = log(spu_addr, topic="multi", consumer="all")
         await conn.connect()
-        items = [await conn.pull() for _ in range(12)]
-        got = sorted(i.data for i in items if i is not None and i.data is not None)
+        items = await pull_records(conn, 12)
+        got = sorted(i.value for i in items)
         assert got == sorted(f"{p}-{i}".encode() for p in range(3) for i in range(4))
-        by_partition: dict[int, list] = {}
+        by_partition: dict[int, list[Pulled]] = {}
         for item in items:
-            assert item is not None and item.meta is not None
             by_partition.setdefault(item.meta["log"]["partition"], []).append(item)
-        assert all(
-            [i.meta["log"]["offset"] for i in part] == [0, 1, 2, 3] for part in by_partition.values()
-        )  # each partition in order
-        for item in by_partition[0] + by_partition[1][:2]:
+        assert all([i.offset for i in part] == [0, 1, 2, 3] for part in by_partition.values())  # in order
+        for item in by_partition[0] + by_partition[1]:
             await conn.ack(item.token)
-        await conn.fail(by_partition[2][1].token)  # partition 2 is read again from offset 1
-        again = [await conn.pull() for _ in range(3)]
-        assert [(a.meta["log"]["partition"], a.meta["log"]["offset"]) for a in again if a and a.meta] == [
-            (2, 1),
-            (2, 2),
-            (2, 3),
+        await conn.fail(by_partition[2][1].token)  # partition 2 is read again from its failed pull
+        failed_from = by_partition[2][1].token[1]
+        again = await pull_records(conn, 4 - failed_from)
+        assert [(a.meta["log"]["partition"], a.offset) for a in again] == [
+            (2, offset) for offset in range(failed_from, 4)
         ]
-        await eventually(lambda: [spu.fetch_offset("all", "multi", p) for p in range(3)] == [4, 2, None])
+        await eventually(lambda: [spu.fetch_offset("all", "multi", p) for p in range(3)] == [4, 4, None])
         await conn.close()
 
     run(body())
@@ -235,9 +259,9 @@ def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr:
     async def one_partition() -> list[bytes | None]:
         conn = log(spu_addr, topic="multi", partition=1, consumer="one")
         await conn.connect()
-        items = [await conn.pull() for _ in range(4)]
+        items = await pull_records(conn, 4)
         await conn.close()
-        return [i.data if i else None for i in items]
+        return [i.value for i in items]
 
     assert run(one_partition()) == [f"1-{i}".encode() for i in range(4)]
 
@@ -254,24 +278,41 @@ def test_source_reads_every_partition_and_commits_each(spu: SpuClient, spu_addr:
 def test_resume_continues_after_what_reached_the_channel_log(
     spu: SpuClient, spu_addr: str, topic: str
 ) -> None:
-    spu.produce(topic, 0, [b"a", b"b", b"c", b"d"])
+    spu.produce(topic, 0, [b"a", b"b"])
 
     async def body() -> list[int]:
         first = log(spu_addr, topic=topic, consumer="resumer")
         await first.connect()
-        pulled = [await first.pull(), await first.pull()]
-        assert pulled[1] is not None and pulled[1].position == {"0": 2}
+        pulled = await pull_records(first, 2)
+        assert pulled[1].position == {"0": 2}
+        await asyncio.to_thread(spu.produce, topic, 0, [b"c", b"d"])
         await first.close()  # nothing acked: the consumer offset is still unset
 
         again = log(spu_addr, topic=topic, consumer="resumer")
         await again.connect()
         await again.resume(pulled[1].position)  # the runtime found "b"'s events in the channel log
-        offsets = []
-        for _ in range(2):
-            item = await again.pull()
-            assert item is not None and item.meta is not None
-            offsets.append(item.meta["log"]["offset"])
+        offsets = [p.offset for p in await pull_records(again, 2)]
         await again.close()
         return offsets
 
     assert run(body()) == [2, 3]
+
+
+def test_a_pulls_records_decode_to_one_event_each_with_its_own_log_metadata(
+    spu: SpuClient, spu_addr: str, topic: str
+) -> None:
+    spu.produce(topic, 0, [b'{"n":0}', b"not json", b'{"n":2}'])
+
+    async def body() -> Decoded:
+        conn = log(spu_addr, topic=topic)
+        await conn.connect()
+        item = await conn.pull()
+        await conn.close()
+        assert item is not None
+        return SourceDecoder(conn.ctx, conn.structured).decode(item)
+
+    decoded = run(body())
+    got = [(bytes(value), run.meta["log"]["offset"]) for run in decoded.runs for value in run.values]
+    assert got == [(b'{"n":0}', 0), (b'{"n":2}', 2)]
+    (error,) = decoded.errors  # the bad record is an `err` event with its own `$log`
+    assert error.port == "err" and error.meta["log"]["offset"] == 1

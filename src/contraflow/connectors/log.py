@@ -11,7 +11,11 @@ Source: tails each partition with a push stream from the SPU (no polling,
 `logtail.TopicTail`), reading committed records only; partitions are
 interleaved as their records arrive, each in order. Every record is one chunk for the codec
 (its value), with `$log = {"topic", "partition", "offset", "timestamp",
-"key"}` (key as text when it is UTF-8, else null). Acks commit the consumer
+"key"}` (key as text when it is UTF-8, else null). A pull hands out every
+record of one partition already received (up to `PULL_RECORDS`), not one: the
+runtime appends each pull with one request, and on a cluster that round trip
+(to the channel's leader) would otherwise cap the source at a few dozen records
+a second. Acks commit the consumer
 offset (the next offset to read) of each partition over its longest
 acknowledged prefix, one commit in flight at a time; a fail rewinds that
 partition to the failed record (at-least-once). A restart resumes at the committed offset.
@@ -57,6 +61,8 @@ from contraflow.spu.protocol.batch import Record, encode_batch
 from contraflow.spu.protocol.errors import ErrorCode
 
 THROUGH_HEADER = "contraflow.through"
+# Records one pull hands out at most: one channel append, one ack token.
+PULL_RECORDS = 1024
 
 
 @dataclass(frozen=True)
@@ -182,24 +188,28 @@ class LogConnector(Connector[LogOptions]):
             self._handed[partition] = offset
         self._rewinds.clear()
         try:
-            item = await self._tail.next()
+            item = await self._tail.next_run(PULL_RECORDS)
         except SpuError as err:
             await self._tail.close()
             self._tail = None  # the next pull resumes every partition after what was handed out
             raise ConnectionLost(f"tailing {self.options.topic}: {err}") from err
         if item is None:
             return None
-        partition, record = item
-        self._handed[partition] = record.offset + 1
-        self._windows[partition].issue(record.offset, record.offset, record.offset + 1)
-        data = self.source_data(partition, record)
-        data.token = (partition, record.offset)
+        partition, records = item
+        first, end = records[0].offset, records[-1].offset + 1
+        self._handed[partition] = end
+        self._windows[partition].issue(first, first, end)
+        data = self.source_data(partition, records)
+        data.token = (partition, first)  # acks and fails the pull's records together
         data.position = {str(p): offset for p, offset in self._handed.items()}
         return data
 
-    def source_data(self, partition: int, record: Record) -> SourceData:
-        """What one record of the topic becomes: its value for the codec, with `$log`."""
-        meta = {
+    def source_data(self, partition: int, records: list[Record]) -> SourceData:
+        """What a pull's records become: each value a chunk for the codec, with `$log`."""
+        return SourceData(chunks=[(record.value, self._log_meta(partition, record)) for record in records])
+
+    def _log_meta(self, partition: int, record: Record) -> dict[str, Any]:
+        return {
             "log": {
                 "topic": self.options.topic,
                 "partition": partition,
@@ -208,7 +218,6 @@ class LogConnector(Connector[LogOptions]):
                 "key": _key_text(record.key),
             }
         }
-        return SourceData(data=record.value, meta=meta)
 
     async def resume(self, position: Any) -> None:
         """Continue each partition after the records whose events already reached the channel log.

@@ -95,12 +95,8 @@ class WalConnector(LogConnector):
         finally:
             await client.close()
 
-    def source_data(self, partition: int, record: Record) -> SourceData:
-        meta: dict[str, Any] = {}
-        for name, data in record.headers:
-            if name == META_HEADER:
-                meta = orjson.loads(data)
-        return SourceData(events=[(decode_value(record.value), meta)])
+    def source_data(self, partition: int, records: list[Record]) -> SourceData:
+        return SourceData(events=[(decode_value(record.value), _event_meta(record)) for record in records])
 
     def _columns(
         self, events: Sequence[SinkEvent], through: int | None
@@ -110,3 +106,12 @@ class WalConnector(LogConnector):
         if through is not None:
             headers[-1].append((THROUGH_HEADER, str(through).encode()))
         return values, [None] * len(events), headers
+
+
+def _event_meta(record: Record) -> dict[str, Any]:
+    """The metadata the event had when the sink wrote it (its header), else none."""
+    meta: dict[str, Any] = {}
+    for name, data in record.headers:
+        if name == META_HEADER:
+            meta = orjson.loads(data)
+    return meta

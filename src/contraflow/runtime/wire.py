@@ -163,17 +163,23 @@ class SourceDecoder(_PerStream[Preprocessors]):
             for value, event_meta in data.events:
                 merged = {**meta, **event_meta} if meta else event_meta
                 out.add(encode_value(value), merged, data.port)
+        for chunk, chunk_meta in data.chunks or ():
+            self._chunk(out, data.stream, chunk, {**meta, **chunk_meta} if meta else chunk_meta, data.port)
         if data.data is not None:
-            chain = self.chain(data.stream)
-            column = self._json_lines(chain, data.data)
-            if column is not None:
-                if column.count:
-                    out.runs.append(Run(column, meta, data.port))
-            else:
-                self._frames(out, lambda: chain.process(data.data or b""), meta, data.port)
+            self._chunk(out, data.stream, data.data, meta, data.port)
         if data.end_stream:
             self.end_stream(data.stream, out, meta, data.port)
         return out
+
+    def _chunk(self, out: Decoded, stream: int, data: bytes, meta: dict[str, Any], port: str) -> None:
+        """One chunk of `stream`: split by its preprocessors, decoded, its records into `out`."""
+        chain = self.chain(stream)
+        column = self._json_lines(chain, data)
+        if column is not None:
+            if column.count:
+                out.runs.append(Run(column, meta, port))
+        else:
+            self._frames(out, lambda: chain.process(data), meta, port)
 
     def _json_lines(self, chain: Preprocessors, data: bytes) -> BinaryColumn | None:
         """The chunk's records as one column when the framing is json lines and nothing is held

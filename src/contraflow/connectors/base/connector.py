@@ -6,7 +6,8 @@ tailing channel topics, back-pressure, circuit breakers, acks, retries.
 
 Source side (a kind that implements `pull`: `is_source`)
     `await pull()` waits for the next chunk and returns a `SourceData`:
-    raw bytes of one stream (`data`, `stream`) that the runtime splits with the
+    raw bytes of one stream (`data`, `stream`; or several `chunks`, each with
+    its own metadata) that the runtime splits with the
     preprocessors and decodes with the codec, or ready `events` for structured
     connectors (metronome, log). `None` means the source is exhausted (end of
     file); the runtime flushes the stream's preprocessors and stops pulling.
@@ -123,9 +124,14 @@ class SourceData:
     Either `data` (raw bytes of stream `stream`, decoded by the runtime) or
     `events` (ready `(value, meta)` pairs of a structured connector), plus
     `meta` merged into every event's metadata and an optional ack `token`.
+    `chunks` are several chunks of stream `stream` at once, each with its own
+    metadata (merged over `meta`): a source whose input comes in records (a
+    log) hands out every record it has ready in one pull, so the runtime
+    appends them with one request instead of one round trip per record.
     """
 
     data: bytes | None = None
+    chunks: list[tuple[bytes, dict[str, Any]]] | None = None
     stream: int = 0
     meta: dict[str, Any] | None = None
     events: list[tuple[Any, dict[str, Any]]] | None = None

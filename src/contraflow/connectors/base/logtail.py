@@ -76,6 +76,18 @@ class TopicTail:
             pump.position = max(pump.position, result.next_offset)
         return self._records.popleft()
 
+    async def next_run(self, limit: int) -> tuple[int, list[Record]] | None:
+        """The next record and those right behind it of the same partition already here (at most
+        `limit`): everything a pull can take without waiting. None once `stop` is set."""
+        first = await self.next()
+        if first is None:
+            return None
+        partition, record = first
+        run = [record]
+        while len(run) < limit and self._records and self._records[0][0] == partition:
+            run.append(self._records.popleft()[1])
+        return partition, run
+
     async def _get(self) -> tuple[int, int, FetchResult | SpuError] | None:
         if not self._queue.empty():
             return self._queue.get_nowait()
