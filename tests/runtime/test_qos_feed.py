@@ -191,6 +191,9 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
     def appended_to_b() -> int:
         return spu.describe_topic(topic_b).partitions[0].high_watermark
 
+    def delivered() -> list[int]:
+        return [e["id"] for e in read_events(out_a)] + [e["id"] for e in down.received()]  # type: ignore[index]
+
     async def scenario() -> None:
         async with running(spu_addr, spark, tmp_path / "data", source) as runtime:
             flow = runtime.flows[fid]
@@ -215,9 +218,13 @@ def test_round_robin_steers_events_away_from_a_sink_whose_server_is_down(
             routed = appended_to_b()
             await wait_for(lambda: appended_to_b() >= routed + 10, what="new events routed to b")
             await wait_for(lambda: len(down.received()) >= routed + 10, what="events at sink_b")
+            # Every event emitted is delivered before the flow stops: the stop's drain is bounded by
+            # the undeploy ceiling (10 s), which a loaded box's last micro-batch can outlast, leaving
+            # the last events in the channel (kept, not lost), which is not what this test is about.
+            await flow.set_connector_paused("ticks", True)
+            await wait_for(lambda: len(delivered()) >= emitted(flow), what="every emitted event delivered")
         total = emitted(flow)
-        ids = [e["id"] for e in read_events(out_a)] + [e["id"] for e in down.received()]  # type: ignore[index]
-        assert sorted(ids) == list(range(total)), "events lost or duplicated"
+        assert sorted(delivered()) == list(range(total)), "events lost or duplicated"
 
     try:
         asyncio.run(scenario())
