@@ -41,7 +41,7 @@ from contraflow.lang.script.compiler import CompiledSelect
 from contraflow.pipeline.base import Context
 from contraflow.pipeline.grouping import group_key
 from contraflow.pipeline.watermark import Watermark
-from contraflow.pipeline.windows import Group, Windows, window_group_key
+from contraflow.pipeline.windows import Emitted, Group, Windows, window_group_key
 
 
 class LateEvent(Exception):
@@ -124,7 +124,7 @@ class WatermarkWindows(Windows):
         event: Any,
         meta: dict[str, Any],
         now_ns: int,
-        emitted: list[tuple[Any, Any, str]],
+        emitted: Emitted,
     ) -> None:
         """Place the event by its time (or refuse it as late), then emit what the watermark passed."""
         key = window_group_key(dims)
@@ -149,7 +149,7 @@ class WatermarkWindows(Windows):
         self.progress.observe(0, self.ctx, time)
         self._fire(event, meta, emitted)
 
-    def _fire(self, event: Any, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]) -> None:
+    def _fire(self, event: Any, meta: dict[str, Any], emitted: Emitted) -> None:
         """Emit every window the watermark has reached, earliest first."""
         watermark = self.watermark()
         schedule = self.schedule
@@ -203,7 +203,7 @@ class WatermarkWindows(Windows):
 
     # --- processing time: nothing (event time only) ----------------------------------------------
 
-    def tick(self, now_ns: int) -> list[tuple[Any, Any, str]]:
+    def tick(self, now_ns: int) -> Emitted:
         return []
 
     def deadline(self, latest: bool = False) -> int | None:

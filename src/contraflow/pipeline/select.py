@@ -18,7 +18,7 @@ from contraflow.pipeline.base import Context, NodeRunner, error_item
 from contraflow.pipeline.event_time import LateEvent, WatermarkWindows, watermark_windows
 from contraflow.pipeline.grouping import NO_GROUP, GroupFn, compile_group, script_group
 from contraflow.pipeline.item import Item, opened
-from contraflow.pipeline.windows import Windows
+from contraflow.pipeline.windows import Emitted, Windows
 
 
 class ClauseError(Exception):
@@ -134,7 +134,7 @@ class SelectRunner(NodeRunner):
         assert windows is not None
         args = self.args
         now = self.ctx.now_ns
-        emitted: list[tuple[Any, Any, str]] = []
+        emitted: Emitted = []
         if self.group_expr is not None:
             windows.on_event(
                 [self.group_expr(event, meta, None, args, None, None)], event, meta, now, emitted
@@ -152,7 +152,7 @@ class SelectRunner(NodeRunner):
         `Windows.step_without_event`; the caller adds the event to the window itself)."""
         windows = self.windows
         assert windows is not None
-        emitted: list[tuple[Any, Any, str]] = []
+        emitted: Emitted = []
         windows.step_without_event(windows.groups[key], time, now_ns, meta, emitted)
         for out in self._having(emitted, meta) if emitted else ():
             self.out(out)
@@ -181,7 +181,7 @@ class SelectRunner(NodeRunner):
                 outputs.append([value, meta if not outputs else dict(meta), None])
         return outputs
 
-    def _having(self, emitted: list[tuple[Any, Any, str]], meta: dict[str, Any] | None) -> list[Item]:
+    def _having(self, emitted: Emitted, meta: dict[str, Any] | None) -> list[Item]:
         having, args = self.having_fn, self.args
         outputs = []
         for value, group, window in emitted:

@@ -23,7 +23,7 @@ time window whenever it holds events). Panes are merged with the aggregates'
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, TypeAlias
 
 from contraflow.lang.errors import ScriptRuntimeError
 from contraflow.lang.graph import PipelineGraph, WindowSpec
@@ -33,6 +33,9 @@ from contraflow.lang.script.compiler import CompiledScript, CompiledSelect, comp
 from contraflow.lang.script.stdlib.win_ import WINDOW
 from contraflow.pipeline.grouping import group_key, script_group
 from contraflow.pipeline.item import copy_value
+
+# What closing windows hand back, in order: (the select's target value, its group, the window's name).
+Emitted: TypeAlias = list[tuple[Any, Any, str]]
 
 
 class WindowScriptError(Exception):
@@ -115,7 +118,7 @@ class Windows:
         event: Any,
         meta: dict[str, Any],
         now_ns: int,
-        emitted: list[tuple[Any, Any, str]],
+        emitted: Emitted,
     ) -> None:
         """Feed one event to its group; appends (target value, group, window name) for every closed window."""
         # `window_group_key(dims)`, inlined: this runs for every event.
@@ -142,7 +145,7 @@ class Windows:
             self._evict_if_idle(key, group)
 
     def step_without_event(
-        self, group: Group, time: int, now_ns: int, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]
+        self, group: Group, time: int, now_ns: int, meta: dict[str, Any], emitted: Emitted
     ) -> None:
         """What an event of `group` at window time `time` does to the first frame's clock (it may
         close the window and emit), without the event: for a caller that adds the event's partials
@@ -160,7 +163,7 @@ class Windows:
         meta: dict[str, Any],
         prev: list[Aggregate] | None,
         now_ns: int,
-        emitted: list[tuple[Any, Any, str]],
+        emitted: Emitted,
         tick_ns: int | None = None,
     ) -> None:
         """Tremor's window step: decide include/close for this frame, close it, then add the event."""
@@ -229,7 +232,7 @@ class Windows:
         event: Any,
         meta: dict[str, Any],
         now_ns: int,
-        emitted: list[tuple[Any, Any, str]],
+        emitted: Emitted,
         tick_ns: int | None,
     ) -> None:
         """Close a sliding time window's panes that this event's time (or the tick) is past.
@@ -253,7 +256,7 @@ class Windows:
         frame.next_ns += crossed * slide
 
     def _close_pane(
-        self, group: Group, level: int, event: Any, meta: dict[str, Any], emitted: list[tuple[Any, Any, str]]
+        self, group: Group, level: int, event: Any, meta: dict[str, Any], emitted: Emitted
     ) -> None:
         """Move the open pane into the window and emit the window over its panes."""
         frame = group.frames[level]
@@ -347,7 +350,7 @@ class Windows:
         event: Any,
         meta: dict[str, Any],
         now_ns: int,
-        emitted: list[tuple[Any, Any, str]],
+        emitted: Emitted,
         tick_ns: int | None,
     ) -> None:
         """Emit the frame's target (unless empty), fold it into the next frame, start a new window."""
@@ -369,9 +372,9 @@ class Windows:
 
     # --- processing time --------------------------------------------------------------------
 
-    def tick(self, now_ns: int) -> list[tuple[Any, Any, str]]:
+    def tick(self, now_ns: int) -> Emitted:
         """Close every group's time window that ends at or before `now_ns`."""
-        emitted: list[tuple[Any, Any, str]] = []
+        emitted: Emitted = []
         if not self.ticking:
             return emitted
         spec = self.specs[0]

@@ -9,9 +9,8 @@ close to plain PySpark's speed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import msgpack
 import numpy as np
@@ -20,8 +19,7 @@ import pyarrow.compute as pc
 
 from contraflow.spu.protocol.batch import NO_HEADERS, DecodedBatch, encode_columns, pack_headers
 from contraflow.spu.protocol.compression import Compression
-
-T = TypeVar("T")
+from contraflow.spu.protocol.range_stage import gathered_runs, records_in_range
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 
@@ -146,7 +144,12 @@ def coalesce(
     A batch of at least `min_rows` (default `max_rows`) passes through as it
     is, after whatever was pending: copying it would cost the CPU that merging saves.
     """
-    for group in _groups(batches, lambda batch: batch.num_rows, max_rows if min_rows is None else min_rows):
+    floor = max_rows if min_rows is None else min_rows
+
+    def rows(batch: pa.RecordBatch) -> int:
+        return batch.num_rows
+
+    for group in gathered_runs(batches, rows, floor, lambda batch: batch.num_rows >= floor):
         if len(group) == 1:
             yield group[0]
         else:
@@ -164,38 +167,18 @@ def coalesced_rows(
     log batches, so each merged Arrow batch is built once (`batches_to_arrow`)."""
 
     def in_range(piece: tuple[DecodedBatch, int, int]) -> int:
-        batch, start, end = piece
-        return max(0, min(batch.record_count, end - batch.base_offset) - max(0, start - batch.base_offset))
+        return records_in_range(*piece)
 
-    for group in _groups((piece for piece in pieces if in_range(piece)), in_range, min_rows):
+    def large(piece: tuple[DecodedBatch, int, int]) -> bool:
+        return in_range(piece) >= min_rows
+
+    for group in gathered_runs((piece for piece in pieces if in_range(piece)), in_range, min_rows, large):
         rows = batches_to_arrow(topic, partition, group)
         assert rows is not None  # every piece has records in range
         if len(group) == 1:
             yield rows
         else:
             yield from (rows.slice(at, max_rows) for at in range(0, rows.num_rows, max_rows))
-
-
-def _groups(items: Iterable[T], size: Callable[[T], int], floor: int) -> Iterator[list[T]]:
-    """`items` in order as groups to merge: an item of at least `floor` rows alone, the others
-    gathered until they reach `floor` (or the items end)."""
-    pending: list[T] = []
-    rows = 0
-    for item in items:
-        count = size(item)
-        if count >= floor:
-            if pending:
-                yield pending
-                pending, rows = [], 0
-            yield [item]
-            continue
-        pending.append(item)
-        rows += count
-        if rows >= floor:
-            yield pending
-            pending, rows = [], 0
-    if pending:
-        yield pending
 
 
 @dataclass(frozen=True)

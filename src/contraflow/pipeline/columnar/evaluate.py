@@ -13,13 +13,16 @@ empty text): they are never used.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.pipeline.columnar.ir import Compare, Const, Expr, Field, Logic, Match, Not, Record
+
+E = TypeVar("E", bound=Expr)
 
 _COMPARE = {
     "==": pc.equal,
@@ -56,10 +59,7 @@ class Evaluator:
 
     def value(self, expr: Expr) -> pa.Array:
         """The expression's column (conditions: bools, false where not exact)."""
-        found = self._values.get(expr)
-        if found is None:
-            found = self._values[expr] = self._value(expr)
-        return found
+        return _once(self._values, expr, self._value)
 
     def _value(self, expr: Expr) -> pa.Array:
         if isinstance(expr, Compare):
@@ -82,10 +82,7 @@ class Evaluator:
 
     def exact(self, expr: Expr) -> pa.Array:
         """Rows on which the expression is what the per-event code computes, without an error."""
-        found = self._exact.get(expr)
-        if found is None:
-            found = self._exact[expr] = self._exactness(expr)
-        return found
+        return _once(self._exact, expr, self._exactness)
 
     def _exactness(self, expr: Expr) -> pa.Array:
         if isinstance(expr, Const):
@@ -131,19 +128,15 @@ class Evaluator:
         column = self.column(expr.subject)
         if cases is None or column.type != pa.string():
             return None
-        found = self._lookups.get(expr)
-        if found is None:
-            found = self._lookups[expr] = pc.index_in(column, value_set=pa.array(list(cases), pa.string()))
-        return found
+        return _once(
+            self._lookups, expr, lambda _: pc.index_in(column, value_set=pa.array(list(cases), pa.string()))
+        )
 
     # --- JSON text ------------------------------------------------------------------------------
 
     def text(self, expr: Expr) -> pa.Array:
         """The expression's value as orjson would encode it (empty where not exact)."""
-        found = self._texts.get(expr)
-        if found is None:
-            found = self._texts[expr] = self._text(expr)
-        return found
+        return _once(self._texts, expr, self._text)
 
     def _text(self, expr: Expr) -> pa.Array:
         if isinstance(expr, Const):
@@ -179,6 +172,14 @@ class Evaluator:
                 return pa.repeat(pa.scalar("{}"), self.rows)
             return pc.binary_join_element_wise(*parts, "}", "")
         return pc.if_else(self.value(expr), "true", "false")
+
+
+def _once(cache: dict[E, pa.Array], expr: E, make: Callable[[E], pa.Array]) -> pa.Array:
+    """`cache[expr]`, made by `make` the first time: each distinct expression is evaluated once per batch."""
+    found = cache.get(expr)
+    if found is None:
+        found = cache[expr] = make(expr)
+    return found
 
 
 def _literal_cases(expr: Match) -> dict[str, str] | None:

@@ -18,8 +18,9 @@ batches.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
+from typing import TypeVar
 
 import crc32c
 
@@ -40,6 +41,7 @@ from contraflow.spu.protocol.compression import Compression
 from contraflow.spu.protocol.idempotence import NO_PRODUCER
 
 _CRC = struct.Struct(">I")
+T = TypeVar("T")
 
 # Smaller batches are joined with their neighbours when routed: each costs an output batch (and,
 # fetched by a sink task, a Spark row and a stage request).
@@ -66,23 +68,40 @@ def routed_runs(
     comes alone; the others come in runs holding at least MIN_RECORDS records of the range (the
     last may hold fewer), each to be sliced to the range and joined into one batch. The one walk
     of the SPU's copy and a sink task's."""
-    run: list[DecodedBatch] = []
-    records = 0
-    for batch in batches:
-        if kept_whole(batch.header, start, end):
+
+    def whole(batch: DecodedBatch) -> bool:
+        return kept_whole(batch.header, start, end)
+
+    in_range = (b for b in batches if records_in_range(b, start, end) > 0)
+    for run in gathered_runs(in_range, lambda b: records_in_range(b, start, end), MIN_RECORDS, whole):
+        yield run[0] if len(run) == 1 and whole(run[0]) else run
+
+
+def records_in_range(batch: DecodedBatch, start: int, end: int) -> int:
+    """How many of `batch`'s records have offsets in [start, end)."""
+    return max(0, min(batch.record_count, end - batch.base_offset) - max(0, start - batch.base_offset))
+
+
+def gathered_runs(
+    items: Iterable[T], size: Callable[[T], int], floor: int, alone: Callable[[T], bool]
+) -> Iterator[list[T]]:
+    """`items` in order, cut into runs to merge: an item `alone` picks is a run of its own (after
+    whatever was gathered before it); the others are gathered until their `size`s reach `floor`
+    (the last run may hold less). The one cutting rule of routed copies and of Arrow coalescing."""
+    run: list[T] = []
+    total = 0
+    for item in items:
+        if alone(item):
             if run:
                 yield run
-                run, records = [], 0
-            yield batch
+                run, total = [], 0
+            yield [item]
             continue
-        inside = min(batch.record_count, end - batch.base_offset) - max(0, start - batch.base_offset)
-        if inside <= 0:
-            continue
-        run.append(batch)
-        records += inside
-        if records >= MIN_RECORDS:
+        run.append(item)
+        total += size(item)
+        if total >= floor:
             yield run
-            run, records = [], 0
+            run, total = [], 0
     if run:
         yield run
 
