@@ -73,8 +73,10 @@ WRITE_FLAGS = {
 MODES = frozenset({READ, *WRITE_FLAGS})
 # Bytes read ahead per worker-thread call and handed over as one pull: each pull is one atomic,
 # durable append, so a pull must carry thousands of events for its fixed cost (a thread hop, a
-# produce round trip, an fsync) to vanish. At least one chunk, whatever `chunk_size` says.
-PULL_BYTES = 1 << 20
+# produce round trip, an fsync) to vanish. At least one chunk, whatever `chunk_size` says. 4 MiB,
+# not 1: with the pipeline aliased, a passthrough flow's one process ran 535-546k events/s at 1 MiB
+# and 606-616k at 4 MiB (quiet box, side by side), its sink commits 0.8-0.9 -> 0.35-0.39 us/event.
+PULL_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
