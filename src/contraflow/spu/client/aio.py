@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import mmap
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -45,7 +44,7 @@ BatchSender = Callable[[TopicPartition, Callable[[int], list[Buffer]], Acks], Aw
 
 def _parts(batch: Buffer | Sequence[Buffer]) -> list[Buffer]:
     """One encoded batch or several, as the list of buffers to send."""
-    if isinstance(batch, bytes | bytearray | memoryview | mmap.mmap):
+    if isinstance(batch, Buffer):
         return [batch]
     return list(batch)
 

@@ -22,7 +22,7 @@ import threading
 from collections import OrderedDict
 
 from contraflow.spu.kafka.records import to_kafka
-from contraflow.spu.kafka.wire import Buffer
+from contraflow.spu.protocol.batch import WireBuffer
 from contraflow.spu.protocol.topics import TopicPartition
 
 _BASE_OFFSET_AND_CRC = struct.Struct(">q9xI")  # base offset (0), crc (17)
@@ -30,7 +30,7 @@ _BASE_OFFSET = struct.Struct(">q")
 BatchKey = tuple[str, int, int, int]
 # A Kafka batch as buffers written back to back: its header and records when transcoded,
 # or a producer's batch as sent (a view into its request's buffer).
-Encoded = list[Buffer]
+Encoded = list[WireBuffer]
 
 
 class KafkaBatchCache:
@@ -89,7 +89,7 @@ class KafkaBatchCache:
         return found
 
     def remember_as_sent(
-        self, tp: TopicPartition, base_offset: int, log_batch: Buffer, kafka_batch: memoryview
+        self, tp: TopicPartition, base_offset: int, log_batch: WireBuffer, kafka_batch: memoryview
     ) -> None:
         """A producer's Kafka batch, just appended as `log_batch` at `base_offset`, stands for
         it in fetches: its bytes with that base offset (outside the CRC, as in the log),

@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from contraflow.spu.kafka.wire import SIZE_PREFIX, Buffer
+from contraflow.spu.kafka.wire import SIZE_PREFIX
+from contraflow.spu.protocol.batch import WireBuffer
 from contraflow.spu.rpc.budget import ByteBudget
 
 _SIZE = struct.Struct(">i")
@@ -99,7 +100,7 @@ class FrameConnection(asyncio.BufferedProtocol):
 
     # -- writing --------------------------------------------------------------------------------------
 
-    async def send(self, parts: Iterable[Buffer]) -> None:
+    async def send(self, parts: Iterable[WireBuffer]) -> None:
         """Write an answer: small parts gathered into one write (a small answer is one
         send), each large part on its own once the transport's buffer is empty.
 
@@ -119,7 +120,7 @@ class FrameConnection(asyncio.BufferedProtocol):
         if small:
             await self._write(small)
 
-    async def _write(self, data: Buffer) -> None:
+    async def _write(self, data: WireBuffer) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
         await self.drain()

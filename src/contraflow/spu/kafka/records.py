@@ -33,11 +33,11 @@ from aiokafka.codec import (
 from contraflow.spu.kafka.errors import KafkaError, KafkaErrorCode
 from contraflow.spu.kafka.rows import KafkaRows, RecordFramingError, kafka_rows
 from contraflow.spu.kafka.varints import Int64s
-from contraflow.spu.kafka.wire import Buffer
 from contraflow.spu.protocol.batch import (
     CRC_POS,
     CRC_START,
     TimestampColumn,
+    WireBuffer,
     decode_batch,
     encode_columns,
     pack_headers,
@@ -176,7 +176,7 @@ def _header_column(rows: KafkaRows) -> tuple[bytes, bytes]:
 # -- log -> Kafka -----------------------------------------------------------------------------------
 
 
-def to_kafka(raw: memoryview) -> list[Buffer]:
+def to_kafka(raw: memoryview) -> list[WireBuffer]:
     """A log batch as a Kafka batch with the same offsets, timestamps and codec: its header
     and its records as two buffers (written back to back; joining them would copy)."""
     batch = decode_batch(raw)

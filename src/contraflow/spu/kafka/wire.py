@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
-# Bytes a Kafka response is written from: what an asyncio transport writes (no mmap).
-Buffer = bytes | bytearray | memoryview
+from contraflow.spu.protocol.batch import WireBuffer
 
 T = TypeVar("T")
 
@@ -178,7 +177,7 @@ class Writer:
         self.parts.append(value)
         return self
 
-    def byte_parts(self, parts: list[Buffer]) -> Writer:
+    def byte_parts(self, parts: list[WireBuffer]) -> Writer:
         """A bytes field whose content is several buffers back to back (a fetch's batches)."""
         self.int32(sum(len(p) for p in parts))
         self.parts.extend(parts)

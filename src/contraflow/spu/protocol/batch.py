@@ -73,7 +73,10 @@ KEY_NULLS: Final = 0x40
 MAX_BATCH_BYTES: Final = (1 << 31) - 1
 _LITTLE: Final = sys.byteorder == "little"
 
-Buffer = bytes | bytearray | memoryview | mmap.mmap
+# Bytes an asyncio transport writes as they are (it refuses an mmap: send a memoryview of one).
+WireBuffer = bytes | bytearray | memoryview
+# Bytes a batch is read from or sent as: a segment's mmap too.
+Buffer = WireBuffer | mmap.mmap
 Headers = Sequence[tuple[str, bytes]]
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from contraflow.spu.kafka.apis.base import KafkaRequest, response
 from contraflow.spu.kafka.broker import Broker
 from contraflow.spu.kafka.errors import error_code_of
-from contraflow.spu.kafka.wire import Buffer, Reader, Writer
+from contraflow.spu.kafka.wire import Reader, Writer
 from contraflow.spu.node.signals import HIGH_WATERMARK_RECHECK_S, woken
+from contraflow.spu.protocol.batch import WireBuffer
 from contraflow.spu.protocol.topics import TopicPartition
 
 COMMITTED = "committed"
@@ -35,7 +36,7 @@ class PartitionFetch:
     error: int = 0
     high_watermark: int = -1
     log_start_offset: int = -1
-    batches: list[Buffer] = field(default_factory=list)
+    batches: list[WireBuffer] = field(default_factory=list)
     size: int = 0
     next_offset: int = -1
 

@@ -17,10 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
+from contraflow.spu.protocol.batch import Buffer
 from contraflow.spu.protocol.errors import DiskFullError
 from contraflow.spu.storage.errors import is_disk_full
-
-Buffer = bytes | memoryview
 
 
 class SpilledBatch:
