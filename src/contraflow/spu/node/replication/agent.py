@@ -52,6 +52,31 @@ REFRESH_WAIT_S = 10.0
 LEASE_MARGIN = 0.1  # of a session: the lease ends this much before the controller may act
 
 
+class Fence:
+    """Set at a moment when this SPU may have been replaced; only metadata from a beat sent
+    after that moment says what it leads now, so only applying such metadata clears it
+    (a beat sent before a SIGSTOP may be answered only after the SIGCONT)."""
+
+    __slots__ = ("since",)
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    @property
+    def up(self) -> bool:
+        return self.since is not None
+
+    def set(self, moment: float) -> None:
+        """Fence from `moment` on; a fence already up keeps its earlier moment."""
+        if self.since is None:
+            self.since = moment
+
+    def applied(self, sent: float) -> None:
+        """Metadata from a beat sent at `sent` is applied: it clears a fence set before then."""
+        if self.since is not None and sent > self.since:
+            self.since = None
+
+
 class ClusterAgent:
     def __init__(
         self, spu_id: int, controller_addr: str, clock: Callable[[], float] = time.monotonic
@@ -70,9 +95,9 @@ class ClusterAgent:
         self.metadata: dict[str, Any] | None = None
         self.session_timeout_s = DEFAULT_SESSION_TIMEOUT_S
         self._last_tick = self._clock()
-        self._suspended_at: float | None = None  # when the gap was noticed
+        self._suspension = Fence()  # set when a loop gap is noticed: fences every write
         self._answered_sent: float | None = None  # when the last answered beat was sent
-        self._lapsed_at: float | None = None  # when the last lease ended, unless renewed since
+        self._lapse = Fence()  # set when the last lease ended: fences acks=0/1 writes
         # The newest metadata heard and when the beat that brought it was sent; the applier's.
         self._heard: tuple[ClusterMetadata, float] | None = None
         self._news = asyncio.Event()  # set when `_heard` changes
@@ -87,22 +112,22 @@ class ClusterAgent:
         """True while this SPU may have been replaced: its event loop did not run for a
         whole session (SIGSTOP, a stall), and no heartbeat has answered since."""
         now = self._clock()
-        if now - self._last_tick > self.session_timeout_s and self._suspended_at is None:
-            self._suspended_at = now
-        return self._suspended_at is not None
+        if now - self._last_tick > self.session_timeout_s:
+            self._suspension.set(now)
+        return self._suspension.up
 
     def lease_lapsed(self) -> bool:
         """True while the controller may have declared this SPU lost: a session (less the
         margin) passed since the send time of the last answered beat, and no metadata from
         a beat sent after that moment is applied yet. A suspended SPU's lease lapsed too."""
         self._note_lapse(self._clock())
-        return self._lapsed_at is not None or self.suspended()
+        return self._lapse.up or self.suspended()
 
     def _note_lapse(self, now: float) -> None:
-        if self._lapsed_at is None and self._answered_sent is not None:
+        if self._answered_sent is not None:
             ends = self._answered_sent + self.session_timeout_s * (1 - LEASE_MARGIN)
             if now >= ends:
-                self._lapsed_at = ends
+                self._lapse.set(ends)
 
     async def tick(self) -> None:
         """The loop's pulse: a gap between two ticks longer than a session fences the SPU."""
@@ -183,12 +208,8 @@ class ClusterAgent:
             took = self._clock() - began
             if took > self.session_timeout_s / 2:
                 log.warning("applying cluster metadata version %d took %.2fs", meta.version, took)
-            # Only metadata from a beat sent after the gap was noticed says what we lead now
-            # (a beat sent before a SIGSTOP may be answered only after the SIGCONT).
-            if self._suspended_at is not None and sent > self._suspended_at:
-                self._suspended_at = None
-            if self._lapsed_at is not None and sent > self._lapsed_at:
-                self._lapsed_at = None
+            self._suspension.applied(sent)
+            self._lapse.applied(sent)
             async with self._applied:
                 self._applied_version = max(self._applied_version, meta.version)
                 self._applied.notify_all()
