@@ -38,7 +38,7 @@ import binascii
 import contextlib
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,15 +70,14 @@ class BenchOptions:
     warmup_s: float
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> BenchOptions:
-        cfg = ConfigReader(alias, kind, config)
-        if ("path" in config) == ("source" in config):
+    def read(cls, cfg: ConfigReader) -> BenchOptions:
+        if ("path" in cfg.config) == ("source" in cfg.config):
             raise cfg.error("path", "is required (or `source`, its Tremor 0.12 name), and only one of them")
         figures = cfg.integer("significant_figures", 2, minimum=1)
         if figures > 5:
             raise cfg.error("significant_figures", f"must be between 1 and 5, got {figures}")
         return cls(
-            Path(cfg.string("path" if "path" in config else "source")),
+            Path(cfg.string("path" if "path" in cfg.config else "source")),
             cfg.integer("interval", 0),
             cfg.optional_integer("chunk_size", minimum=1),
             cfg.optional_integer("iters", minimum=1),
@@ -139,8 +138,8 @@ class BenchConnector(Connector[BenchOptions]):
         self._finisher: asyncio.Task[None] | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> BenchOptions:
-        return BenchOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> BenchOptions:
+        return BenchOptions.read(cfg)
 
     async def connect(self) -> None:
         if self.items:
@@ -148,12 +147,11 @@ class BenchConnector(Connector[BenchOptions]):
         try:
             self.items = await asyncio.to_thread(load_items, self.options)
         except binascii.Error as err:
-            cfg = ConfigReader(self.ctx.alias, self.kind, self.ctx.config)
-            raise cfg.error("base64", f"is true but {self.options.path} is not base64: {err}") from None
+            raise self.config_reader.error(
+                "base64", f"is true but {self.options.path} is not base64: {err}"
+            ) from None
         if not self.items:
-            raise ConfigReader(self.ctx.alias, self.kind, self.ctx.config).error(
-                "path", f"names an empty file: {self.options.path}"
-            )
+            raise self.config_reader.error("path", f"names an empty file: {self.options.path}")
         if self.options.interval_ns:
             self._pacer = Pacer(self.options.interval_ns / NS_PER_S)
         self._finisher = asyncio.create_task(self._finish_when_done())

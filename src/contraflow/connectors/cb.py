@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,10 +83,9 @@ class CbConnector(Connector[CbOptions]):
         self._finished = False
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> CbOptions:
-        cfg = ConfigReader(alias, cls.kind, config)
-        paths = [cfg.string("path")] if "path" in config else []
-        listed = config.get("paths", [])
+    def read_options(cls, cfg: ConfigReader) -> CbOptions:
+        paths = [cfg.string("path")] if "path" in cfg.config else []
+        listed = cfg.config.get("paths", [])
         if not isinstance(listed, list) or not all(isinstance(p, str) and p for p in listed):
             raise cfg.error("paths", f"must be a list of file paths, got {listed!r}")
         return CbOptions(

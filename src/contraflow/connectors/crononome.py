@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +41,8 @@ class CrononomeConnector(Connector[list[CronEntry]]):
         self._due: list[tuple[dt.datetime, int]] = []  # (next firing, entry index)
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> list[CronEntry]:
-        cfg = ConfigReader(alias, cls.kind, config)
-        entries = config.get("entries")
+    def read_options(cls, cfg: ConfigReader) -> list[CronEntry]:
+        entries = cfg.config.get("entries")
         if not isinstance(entries, list) or not entries:
             raise cfg.error(
                 "entries", f"must be a non-empty list of {{name, expr, payload}}, got {entries!r}"

@@ -97,9 +97,8 @@ class DnsClientConnector(Connector[list[Nameserver]]):
         self._resolver: dns.asyncresolver.Resolver | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> list[Nameserver]:
-        cfg = ConfigReader(alias, cls.kind, config)
-        servers = config.get("nameservers", [])
+    def read_options(cls, cfg: ConfigReader) -> list[Nameserver]:
+        servers = cfg.config.get("nameservers", [])
         if not isinstance(servers, list) or not all(isinstance(s, str) and s for s in servers):
             raise cfg.error("nameservers", f'must be a list of "host" or "host:port", got {servers!r}')
         parsed = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +41,7 @@ class ExitConnector(Connector[ExitRequest]):
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ExitRequest:
-        cfg = ConfigReader(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ExitRequest:
         return ExitRequest(cfg.integer("delay", 0), cfg.boolean("graceful", True), 0)
 
     async def send(self, events: Sequence[SinkEvent]) -> None:

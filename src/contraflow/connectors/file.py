@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -86,8 +86,7 @@ class FileOptions:
     chunk_size: int
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> FileOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader) -> FileOptions:
         return cls(
             Path(cfg.string("path")), cfg.choice("mode", MODES), cfg.integer("chunk_size", 8192, minimum=1)
         )
@@ -132,8 +131,8 @@ class FileConnector(Connector[FileOptions]):
         self._ready: deque[Chunk] = deque()  # chunks read ahead in one worker-thread call
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> FileOptions:
-        return FileOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> FileOptions:
+        return FileOptions.read(cfg)
 
     @property
     def reading(self) -> bool:

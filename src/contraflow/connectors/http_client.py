@@ -37,7 +37,7 @@ sending back) when `out` is connected, and not kept at all when it is not.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,11 +79,10 @@ class ClientOptions:
     mime_mapping: dict[str, str] | None
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ClientOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader) -> ClientOptions:
         target = endpoint(cfg, scheme="http")
         if target.scheme not in ("http", "https"):
-            raise cfg.error("url", f"must be an http:// or https:// URL, got {config['url']!r}")
+            raise cfg.error("url", f"must be an http:// or https:// URL, got {cfg.config['url']!r}")
         headers: dict[str, list[str]] = {}
         for name, value in cfg.record("headers").items():
             values = value if isinstance(value, list) else [value]
@@ -130,8 +129,8 @@ class HttpClientConnector(Connector[ClientOptions]):
         self._delivered: set[int] = set()  # events of the current batch already answered
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ClientOptions:
-        return ClientOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ClientOptions:
+        return ClientOptions.read(cfg)
 
     async def connect(self) -> None:
         """Probe the server with a TCP connection: the breaker closes only when it is reachable."""

@@ -109,8 +109,7 @@ class HttpServerConnector(Connector[HttpServerOptions]):
         self._ids = itertools.count(1)
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> HttpServerOptions:
-        cfg = ConfigReader(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> HttpServerOptions:
         return HttpServerOptions(endpoint(cfg, scheme="http"), server_tls(cfg), read_mime_mapping(cfg))
 
     @property

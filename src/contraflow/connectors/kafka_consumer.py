@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,9 +55,8 @@ class ConsumerOptions:
     retry_failed_events: bool
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ConsumerOptions:
-        cfg = ConfigReader(alias, kind, config)
-        topics = config.get("topics")
+    def read(cls, cfg: ConfigReader) -> ConsumerOptions:
+        topics = cfg.config.get("topics")
         if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
             raise cfg.error("topics", f"must be a non-empty list of topic names, got {topics!r}")
         settings = {
@@ -68,7 +66,7 @@ class ConsumerOptions:
             "enable.auto.commit": "true",
             "auto.commit.interval.ms": "1000",
         }
-        mode = config.get("mode", "performance")
+        mode = cfg.config.get("mode", "performance")
         if mode == "performance":
             return cls({**settings, "enable.auto.offset.store": "true"}, topics, False, False)
         if mode == "transactional":
@@ -130,8 +128,8 @@ class KafkaConsumerConnector(Connector[ConsumerOptions]):
         self._rewinds: dict[PartitionKey, int] = {}
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ConsumerOptions:
-        return ConsumerOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ConsumerOptions:
+        return ConsumerOptions.read(cfg)
 
     async def connect(self) -> None:
         if self._consumer is not None:

@@ -17,7 +17,7 @@ brokers out of reach until the delivery timeout raise `ConnectionLost`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,16 +45,15 @@ class ProducerOptions:
     key: str | None
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> ProducerOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader) -> ProducerOptions:
         settings = {
             "bootstrap.servers": brokers(cfg),
             "enable.idempotence": "true",
             "linger.ms": "5",
             "message.timeout.ms": str(DELIVERY_TIMEOUT_MS),
         }
-        settings.update(rdkafka_options(cfg, config.get("rdkafka_options", {})))
-        key = cfg.string("key") if "key" in config else None
+        settings.update(rdkafka_options(cfg, cfg.config.get("rdkafka_options", {})))
+        key = cfg.string("key") if "key" in cfg.config else None
         return cls(settings, cfg.string("topic"), key)
 
 
@@ -86,8 +85,8 @@ class KafkaProducerConnector(Connector[ProducerOptions]):
         self._producer: Producer | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ProducerOptions:
-        return ProducerOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ProducerOptions:
+        return ProducerOptions.read(cfg)
 
     async def connect(self) -> None:
         if self._producer is None:

@@ -213,8 +213,8 @@ class KvConnector(Connector[Path]):
         self._store: KvStore | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> Path:
-        return Path(ConfigReader(alias, cls.kind, config).string("dir"))
+    def read_options(cls, cfg: ConfigReader) -> Path:
+        return Path(cfg.string("dir"))
 
     @property
     def directory(self) -> Path:

@@ -39,7 +39,7 @@ away surfaces as `ConnectionLost` (breaker open, the runtime reconnects).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -73,12 +73,11 @@ class LogOptions:
     start: Literal["earliest", "latest"]
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> LogOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader) -> LogOptions:
         return cls(
             cfg.string("topic"),
             cfg.optional_integer("partition"),
-            cfg.string("consumer") if "consumer" in config else None,
+            cfg.string("consumer") if "consumer" in cfg.config else None,
             "latest" if cfg.choice("start", {"earliest", "latest"}, "earliest") == "latest" else "earliest",
         )
 
@@ -112,8 +111,8 @@ class LogConnector(Connector[LogOptions]):
         self._written_through: int | None = None  # last channel offset known to be in the topic
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> LogOptions:
-        return LogOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> LogOptions:
+        return LogOptions.read(cfg)
 
     @property
     def sink_partition(self) -> int:

@@ -8,8 +8,6 @@ Config: `interval` in nanoseconds (required, > 0; Tremor 0.12's unit, e.g.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
 from contraflow.connectors.base.options import ConfigReader
@@ -31,9 +29,9 @@ class MetronomeConnector(Connector[int]):
         self._id = 0
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> int:
+    def read_options(cls, cfg: ConfigReader) -> int:
         """The interval in nanoseconds."""
-        return ConfigReader(alias, cls.kind, config).integer("interval", minimum=1)
+        return cfg.integer("interval", minimum=1)
 
     async def connect(self) -> None:
         self._ticker = Ticker(self.options / NS_PER_S)

@@ -22,7 +22,7 @@ so the runtime acknowledges upstream only what the collector took.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
@@ -37,6 +37,7 @@ from contraflow.connectors.base import (
     register,
 )
 from contraflow.connectors.base.marks import DeliveryMarks
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.otel_options import CONFIG_KEYS, OtelOptions, read_otel_options
 from contraflow.connectors.base.otlp import OtlpShapeError, Signal, event_to_request
 
@@ -75,8 +76,8 @@ class OtelClientConnector(Connector[OtelOptions]):
         self._exported = DeliveryMarks()  # what a batch sent again after a reconnect skips
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> OtelOptions:
-        return read_otel_options(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> OtelOptions:
+        return read_otel_options(cfg)
 
     async def connect(self) -> None:
         await self._close_channel()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping
 from typing import Any
 
 import grpc
@@ -31,6 +30,7 @@ from google.protobuf.message import DecodeError, Message
 
 from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, SourceData, register
 from contraflow.connectors.base.inbox import Inbox
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.otel_options import CONFIG_KEYS, OtelOptions, read_otel_options
 from contraflow.connectors.base.otlp import Signal, request_to_event
 
@@ -66,8 +66,8 @@ class OtelServerConnector(Connector[OtelOptions]):
         self._ids = itertools.count(1)
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> OtelOptions:
-        return read_otel_options(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> OtelOptions:
+        return read_otel_options(cfg)
 
     @property
     def port(self) -> int:

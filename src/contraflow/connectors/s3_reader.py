@@ -53,12 +53,11 @@ class S3ReaderConnector(Connector[ReaderOptions]):
         self.objects_read = 0
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ReaderOptions:
-        cfg = ConfigReader(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ReaderOptions:
         return ReaderOptions(
             S3Endpoint.read(cfg),
             cfg.string("bucket"),
-            cfg.string("prefix") if config.get("prefix") is not None else None,
+            cfg.string("prefix") if cfg.config.get("prefix") is not None else None,
             cfg.integer("multipart_chunksize", EIGHT_MB, minimum=1),
             cfg.integer("multipart_threshold", EIGHT_MB, minimum=1),
             cfg.integer("max_connections", 10, minimum=1),

@@ -81,8 +81,7 @@ class S3StreamerConnector(Connector[StreamerOptions]):
         self.completed = 0
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> StreamerOptions:
-        cfg = ConfigReader(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> StreamerOptions:
         mode = cfg.choice("mode", {"yolo", "consistent"}, "yolo")
         buffer_size = max(cfg.integer("buffer_size", MIN_PART_BYTES, minimum=1), MIN_PART_BYTES)
         return StreamerOptions(S3Endpoint.read(cfg), mode == "consistent", buffer_size)

@@ -13,10 +13,9 @@ with `unix_socket_client` and `ws_client`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
 from contraflow.connectors.base import ConnectionLost, register
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import ConnectOptions, StreamLink, stream_chunks, tune
 from contraflow.connectors.base.stream_client import Opened, StreamClient
 
@@ -27,8 +26,8 @@ class TcpClientConnector(StreamClient[ConnectOptions]):
     required_keys = frozenset({"url"})
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ConnectOptions:
-        return ConnectOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ConnectOptions:
+        return ConnectOptions.read(cfg)
 
     @property
     def peer(self) -> str:

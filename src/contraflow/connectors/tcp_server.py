@@ -35,6 +35,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from contraflow.connectors.base import ConnectorContext, register
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import (
     ListenOptions,
     StreamLink,
@@ -61,8 +62,8 @@ class TcpServerConnector(StreamServer[ListenOptions]):
         self._server: asyncio.Server | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ListenOptions:
-        return ListenOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> ListenOptions:
+        return ListenOptions.read(cfg)
 
     @property
     def port(self) -> int:

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from contraflow.connectors.base import (
     ConnectionLost,
@@ -49,9 +48,8 @@ class UdpClientConnector(Connector[tuple[Endpoint, Endpoint | None, bool]]):
         self._protocol: _Sender | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, Endpoint | None, bool]:
-        cfg = ConfigReader(alias, cls.kind, config)
-        bind = endpoint(cfg, "bind") if "bind" in config else None
+    def read_options(cls, cfg: ConfigReader) -> tuple[Endpoint, Endpoint | None, bool]:
+        bind = endpoint(cfg, "bind") if "bind" in cfg.config else None
         return endpoint(cfg), bind, udp_reuse_port(cfg)
 
     async def connect(self) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from contraflow.connectors.base import Connector, ConnectorContext, SourceData, register
@@ -53,9 +52,8 @@ class UdpServerConnector(Connector[tuple[Endpoint, int, bool]]):
         self._warned_at = 0.0
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> tuple[Endpoint, int, bool]:
+    def read_options(cls, cfg: ConfigReader) -> tuple[Endpoint, int, bool]:
         """(where to listen, receive buffer size, SO_REUSEPORT)."""
-        cfg = ConfigReader(alias, cls.kind, config)
         return endpoint(cfg), cfg.integer("buf_size", 8192, minimum=1), udp_reuse_port(cfg)
 
     @property

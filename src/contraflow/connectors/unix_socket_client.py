@@ -10,9 +10,7 @@ gone) are `StreamClient`'s, as for `tcp_client`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from contraflow.connectors.base import ConnectionLost, register
 from contraflow.connectors.base.options import ConfigReader
@@ -32,8 +30,7 @@ class UnixSocketClientConnector(StreamClient[UnixClientOptions]):
     required_keys = frozenset({"path"})
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> UnixClientOptions:
-        cfg = ConfigReader(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> UnixClientOptions:
         return UnixClientOptions(cfg.string("path"), cfg.integer("buf_size", 8192, minimum=1))
 
     @property

@@ -40,9 +40,8 @@ class UnixServerOptions:
     buf_size: int
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> UnixServerOptions:
-        cfg = ConfigReader(alias, kind, config)
-        raw = cfg.string("permissions") if config.get("permissions") is not None else None
+    def read(cls, cfg: ConfigReader) -> UnixServerOptions:
+        raw = cfg.string("permissions") if cfg.config.get("permissions") is not None else None
         mode = None if raw is None else parse_mode(raw)
         if raw is not None and mode is None:
             raise cfg.error(
@@ -82,8 +81,8 @@ class UnixSocketServerConnector(StreamServer[UnixServerOptions]):
     reply_linger_s = REPLY_LINGER_S
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> UnixServerOptions:
-        return UnixServerOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> UnixServerOptions:
+        return UnixServerOptions.read(cfg)
 
     async def _listen(self) -> Listener:
         path = Path(self.options.path)

@@ -21,7 +21,7 @@ downstream (at least once, as Tremor's WAL).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +47,7 @@ class WalOptions:
     max_chunks: int
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any]) -> WalOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader) -> WalOptions:
         return cls(
             cfg.string("dir"), cfg.integer("chunk_size", minimum=1), cfg.integer("max_chunks", minimum=1)
         )
@@ -66,11 +65,11 @@ class WalConnector(LogConnector):
 
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
-        self.wal = WalOptions.read(ctx.alias, self.kind, ctx.config)
+        self.wal = WalOptions.read(self.config_reader)
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> LogOptions:
-        WalOptions.read(alias, cls.kind, config)
+    def read_options(cls, cfg: ConfigReader) -> LogOptions:
+        WalOptions.read(cfg)
         return LogOptions(topic="wal", partition=0, consumer=None, start="earliest")
 
     @classmethod

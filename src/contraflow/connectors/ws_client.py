@@ -14,14 +14,13 @@ breaker while the server is away) are `StreamClient`'s, as for `tcp_client`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlunsplit
 
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidHandshake, InvalidURI
 
 from contraflow.connectors.base import ConnectionLost, register
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import ConnectOptions, tune
 from contraflow.connectors.base.stream_client import Opened, StreamClient
 from contraflow.connectors.base.websocket import OPTIONS, WsLink, messages
@@ -36,8 +35,8 @@ class WsClientConnector(StreamClient[ConnectOptions]):
     required_keys = frozenset({"url"})
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ConnectOptions:
-        return ConnectOptions.read(alias, cls.kind, config, scheme="ws")
+    def read_options(cls, cfg: ConfigReader) -> ConnectOptions:
+        return ConnectOptions.read(cfg, scheme="ws")
 
     @property
     def peer(self) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, serve
 
 from contraflow.connectors.base import ConnectionLost, ConnectorContext, register
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import ListenOptions, host_port_key, peer_of, tune
 from contraflow.connectors.base.stream_server import Listener, StreamServer
 from contraflow.connectors.base.websocket import OPTIONS, WsLink, messages
@@ -38,8 +39,8 @@ class WsServerConnector(StreamServer[ListenOptions]):
         self._server: Server | None = None
 
     @classmethod
-    def read_config(cls, alias: str, config: Mapping[str, Any]) -> ListenOptions:
-        return ListenOptions.read(alias, cls.kind, config, scheme="ws")
+    def read_options(cls, cfg: ConfigReader) -> ListenOptions:
+        return ListenOptions.read(cfg, scheme="ws")
 
     @property
     def port(self) -> int:

@@ -65,7 +65,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from prometheus_client import CollectorRegistry
 
 from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
-from contraflow.errors import UserError
+from contraflow.connectors.base.options import ConfigReader, ConnectorConfigError
 from contraflow.events import decode_value
 from contraflow.lang.graph import ConnectorSpec
 
@@ -108,10 +108,6 @@ class DeliveryFailed(ConnectorError):
         super().__init__(reason)
         self.retryable = retryable and rejected is None
         self.rejected = rejected
-
-
-class ConnectorConfigError(UserError):
-    """A connector's `config` is wrong; the message names the connector alias and the bad key."""
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -328,9 +324,20 @@ class Connector(Generic[OptionsT]):
     def read_config(cls, alias: str, config: Mapping[str, Any]) -> Any:
         """The kind's typed options from its `config` record (None for kinds without any).
 
-        Kinds with options override this; `__init__` puts the result in `self.options`, and
-        `check_config` calls it too, so a bad value is a `ConnectorConfigError` before anything starts.
+        `__init__` puts the result in `self.options`, and `check_config` calls it too, so a bad
+        value is a `ConnectorConfigError` before anything starts. Built-in kinds implement
+        `read_options`; a user's kind may override this instead.
         """
+        return cls.read_options(ConfigReader(alias, cls.kind, config))
+
+    @property
+    def config_reader(self) -> ConfigReader:
+        """This instance's `config`, for the values a kind can only check once it starts."""
+        return ConfigReader(self.ctx.alias, self.kind, self.ctx.config)
+
+    @classmethod
+    def read_options(cls, cfg: ConfigReader) -> Any:
+        """The kind's typed options read through `cfg`, whose errors name the alias, the kind and the key."""
         return None
 
     async def connect(self) -> None:

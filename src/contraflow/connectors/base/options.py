@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from contraflow.connectors.base import ConnectorConfigError
+from contraflow.errors import UserError
+
+
+class ConnectorConfigError(UserError):
+    """A connector's `config` is wrong; the message names the connector alias and the bad key."""
 
 
 class ConfigReader:

@@ -9,9 +9,7 @@ either).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 
@@ -31,8 +29,7 @@ class OtelOptions:
     compression: grpc.Compression
 
 
-def read_otel_options(alias: str, kind: str, config: Mapping[str, Any]) -> OtelOptions:
-    cfg = ConfigReader(alias, kind, config)
+def read_otel_options(cfg: ConfigReader) -> OtelOptions:
     url = endpoint(cfg, scheme="http", default=f"localhost:{OTLP_GRPC_PORT}", port=OTLP_GRPC_PORT)
     signals = tuple(s for s in SIGNALS if cfg.boolean(s.key, True))
     return OtelOptions(url, signals, COMPRESSIONS[cfg.choice("compression", COMPRESSIONS, "none")])

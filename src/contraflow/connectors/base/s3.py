@@ -104,7 +104,3 @@ def _translated(method: Callable[..., T], params: Mapping[str, Any]) -> T:
         raise DeliveryFailed(
             f"S3 {method.__name__}: {err}", retryable=status >= 500 or status == 429
         ) from err
-
-
-def read_endpoint(alias: str, kind: str, config: Mapping[str, Any]) -> S3Endpoint:
-    return S3Endpoint.read(ConfigReader(alias, kind, config))

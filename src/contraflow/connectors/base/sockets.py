@@ -28,8 +28,7 @@ class SocketOptions:
     reuse_port: bool
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> SocketOptions:
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader, scheme: str = "tcp") -> SocketOptions:
         sub = socket_options(cfg, SOCKET_OPTIONS)
         sub.boolean("SO_REUSEADDR", True)
         # Tremor 0.12's clients say `no_delay` at the top level; later ones `socket_options.TCP_NODELAY`.
@@ -51,9 +50,8 @@ class ListenOptions:
     tls: ServerTls | None
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> ListenOptions:
-        cfg = ConfigReader(alias, kind, config)
-        socket = SocketOptions.read(alias, kind, config, scheme)
+    def read(cls, cfg: ConfigReader, scheme: str = "tcp") -> ListenOptions:
+        socket = SocketOptions.read(cfg, scheme)
         return cls(socket, cfg.integer("backlog", 128, minimum=1), server_tls(cfg))
 
 
@@ -65,9 +63,8 @@ class ConnectOptions:
     tls: ClientTls | None
 
     @classmethod
-    def read(cls, alias: str, kind: str, config: Mapping[str, Any], scheme: str = "tcp") -> ConnectOptions:
-        socket = SocketOptions.read(alias, kind, config, scheme)
-        cfg = ConfigReader(alias, kind, config)
+    def read(cls, cfg: ConfigReader, scheme: str = "tcp") -> ConnectOptions:
+        socket = SocketOptions.read(cfg, scheme)
         return cls(socket, client_tls(cfg, socket.url.host, default=socket.url.scheme == "wss"))
 
 
