@@ -230,7 +230,8 @@ class BenchConnector(Connector[BenchOptions]):
         while self.received < self.sent and "in" in self.ctx.inputs:
             self._arrived.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), self.drain_timeout_s)
+                async with asyncio.timeout(self.drain_timeout_s):  # not wait_for: may swallow a cancel
+                    await self._arrived.wait()
             if not self._arrived.is_set():
                 break  # nothing more is coming back (filtered, or nothing connected to `in`)
         self.finish()

@@ -144,7 +144,8 @@ class CbConnector(Connector[CbOptions]):
             if remaining <= 0:
                 break
             try:
-                await asyncio.wait_for(self._progress.wait(), remaining)
+                async with asyncio.timeout(remaining):  # not wait_for, which may swallow a cancel (3.11)
+                    await self._progress.wait()
             except TimeoutError:
                 break
         return False

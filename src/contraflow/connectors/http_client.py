@@ -136,7 +136,8 @@ class HttpClientConnector(Connector[ClientOptions]):
         """Probe the server with a TCP connection: the breaker closes only when it is reachable."""
         target = self.options.target
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port), 5.0)
+            async with asyncio.timeout(5.0):  # not wait_for, which may swallow a cancel (3.11)
+                _, writer = await asyncio.open_connection(target.host, target.port)
         except (OSError, TimeoutError) as err:
             raise ConnectionLost(f"cannot reach {target}: {reason_of(err)}") from err
         writer.close()

@@ -59,7 +59,8 @@ class MetricsConnector(Connector):
                 self._ticker.advance()
                 return SourceData(events=[(m, {}) for m in self.snapshot()])
             try:
-                return await asyncio.wait_for(self.inbox.get(), delay)
+                async with asyncio.timeout(delay):  # not wait_for, which may swallow a cancel (3.11)
+                    return await self.inbox.get()
             except TimeoutError:
                 continue
         return None

@@ -84,7 +84,8 @@ class OtelClientConnector(Connector[OtelOptions]):
         url = self.options.url
         channel = grpc.aio.insecure_channel(f"{url.host}:{url.port}", compression=self.options.compression)
         try:
-            ready = await asyncio.wait_for(_connected(channel), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):  # not wait_for, which may swallow a cancel (3.11)
+                ready = await _connected(channel)
         except TimeoutError:
             ready = False
         if not ready:

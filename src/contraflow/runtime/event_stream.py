@@ -204,7 +204,8 @@ class EventStream:
         """Wait (bounded) until everything emitted so far is in the topic."""
         if self._unwritten is not None and self._writer is not None and not self._writer.done():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._unwritten.join(), timeout_s)
+                async with asyncio.timeout(timeout_s):  # not wait_for, which may swallow a cancel (3.11)
+                    await self._unwritten.join()
 
     async def close(self) -> None:
         """Flush, end every subscription, stop the writer. Emitting later starts a new writer."""

@@ -114,7 +114,8 @@ async def write(writer: asyncio.StreamWriter, data: bytes, what: str) -> None:
 async def close_writer(writer: asyncio.StreamWriter) -> None:
     writer.close()
     with contextlib.suppress(ConnectionError, OSError, TimeoutError):
-        await asyncio.wait_for(writer.wait_closed(), 2.0)
+        async with asyncio.timeout(2.0):  # not wait_for, which may swallow a cancel (3.11)
+            await writer.wait_closed()
 
 
 async def stream_chunks(

@@ -167,8 +167,9 @@ class StreamServer(Connector[OptionsT]):
         for link in links:
             await link.close()
         if self._listener is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._listener.wait_closed(), 2.0)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):  # not wait_for, which may swallow a cancel (3.11)
+                    await self._listener.wait_closed()
             self._listener = None
 
     def status(self) -> dict[str, Any]:
