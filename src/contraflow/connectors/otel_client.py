@@ -30,15 +30,13 @@ from google.protobuf.message import Message
 
 from contraflow.connectors.base import (
     ConnectionLost,
-    Connector,
     ConnectorContext,
     DeliveryFailed,
     SinkEvent,
     register,
 )
 from contraflow.connectors.base.marks import DeliveryMarks
-from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.otel_options import CONFIG_KEYS, OtelOptions, read_otel_options
+from contraflow.connectors.base.otel_options import OtelConnector
 from contraflow.connectors.base.otlp import OtlpShapeError, Signal, event_to_request
 
 # How long `connect` waits for the collector to accept a connection.
@@ -65,19 +63,12 @@ async def _connected(channel: grpc.aio.Channel) -> bool:
 
 
 @register("otel_client")
-class OtelClientConnector(Connector[OtelOptions]):
-    config_keys = CONFIG_KEYS
-    structured = True
-
+class OtelClientConnector(OtelConnector):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self._channel: grpc.aio.Channel | None = None
         self._stubs: dict[str, Any] = {}
         self._exported = DeliveryMarks()  # what a batch sent again after a reconnect skips
-
-    @classmethod
-    def read_options(cls, cfg: ConfigReader) -> OtelOptions:
-        return read_otel_options(cfg)
 
     async def connect(self) -> None:
         await self._close_channel()

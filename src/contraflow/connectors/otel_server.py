@@ -28,10 +28,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from contraflow.connectors.base import ConnectionLost, Connector, ConnectorContext, SourceData, register
+from contraflow.connectors.base import ConnectionLost, ConnectorContext, SourceData, register
 from contraflow.connectors.base.inbox import Inbox
-from contraflow.connectors.base.options import ConfigReader
-from contraflow.connectors.base.otel_options import CONFIG_KEYS, OtelOptions, read_otel_options
+from contraflow.connectors.base.otel_options import OtelConnector
 from contraflow.connectors.base.otlp import Signal, request_to_event
 
 QUEUED_REQUESTS = 128
@@ -53,10 +52,7 @@ def _service(connector: OtelServerConnector, signal: Signal) -> grpc.GenericRpcH
 
 
 @register("otel_server")
-class OtelServerConnector(Connector[OtelOptions]):
-    config_keys = CONFIG_KEYS
-    structured = True
-
+class OtelServerConnector(OtelConnector):
     def __init__(self, ctx: ConnectorContext) -> None:
         super().__init__(ctx)
         self.inbox = Inbox(ctx.quiescing, QUEUED_REQUESTS)
@@ -64,10 +60,6 @@ class OtelServerConnector(Connector[OtelOptions]):
         self._port = 0
         self._pending: dict[int, asyncio.Future[bool]] = {}
         self._ids = itertools.count(1)
-
-    @classmethod
-    def read_options(cls, cfg: ConfigReader) -> OtelOptions:
-        return read_otel_options(cfg)
 
     @property
     def port(self) -> int:

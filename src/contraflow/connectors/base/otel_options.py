@@ -1,4 +1,4 @@
-"""Tremor's config of `otel_server` and `otel_client`: the endpoint and which signals are on.
+"""What `otel_server` and `otel_client` share: Tremor's config, the endpoint and which signals are on.
 
 `url` is `"host:port"` or `"scheme://host:port"` (default `localhost:4317`, OTLP/gRPC's
 port, which is also the port when the url names none); `logs`, `metrics`, `trace`
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import grpc
 
+from contraflow.connectors.base import Connector
 from contraflow.connectors.base.netaddr import Endpoint, endpoint
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.otlp import SIGNALS, Signal
 
 OTLP_GRPC_PORT = 4317
-CONFIG_KEYS = frozenset({"url", "logs", "metrics", "trace", "compression"})
 COMPRESSIONS = {"none": grpc.Compression.NoCompression, "gzip": grpc.Compression.Gzip}
 
 
@@ -29,7 +29,14 @@ class OtelOptions:
     compression: grpc.Compression
 
 
-def read_otel_options(cfg: ConfigReader) -> OtelOptions:
-    url = endpoint(cfg, scheme="http", default=f"localhost:{OTLP_GRPC_PORT}", port=OTLP_GRPC_PORT)
-    signals = tuple(s for s in SIGNALS if cfg.boolean(s.key, True))
-    return OtelOptions(url, signals, COMPRESSIONS[cfg.choice("compression", COMPRESSIONS, "none")])
+class OtelConnector(Connector[OtelOptions]):
+    """The base of both OTLP/gRPC kinds: the same config, events in Tremor's otel shape."""
+
+    config_keys = frozenset({"url", "logs", "metrics", "trace", "compression"})
+    structured = True
+
+    @classmethod
+    def read_options(cls, cfg: ConfigReader) -> OtelOptions:
+        url = endpoint(cfg, scheme="http", default=f"localhost:{OTLP_GRPC_PORT}", port=OTLP_GRPC_PORT)
+        signals = tuple(s for s in SIGNALS if cfg.boolean(s.key, True))
+        return OtelOptions(url, signals, COMPRESSIONS[cfg.choice("compression", COMPRESSIONS, "none")])
