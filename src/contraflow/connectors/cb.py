@@ -31,7 +31,6 @@ from typing import Any
 
 from contraflow.connectors.base import (
     Connector,
-    ConnectorConfigError,
     ConnectorContext,
     SinkEvent,
     SourceData,
@@ -98,9 +97,7 @@ class CbConnector(Connector[CbOptions]):
         if "out" not in self.ctx.outputs or self._lines or self._sent:
             return
         if not self.options.paths:
-            raise ConnectorConfigError(
-                f"connector '{self.ctx.alias}' (cb): config key 'paths' is needed for `out`"
-            )
+            raise self.config_reader.error("paths", "is needed for `out`")
         self._lines = await asyncio.to_thread(_read_files, self.options.paths)
 
     # -- source ------------------------------------------------------------------------------------

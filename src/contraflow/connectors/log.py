@@ -46,7 +46,6 @@ from typing import Any, Literal
 from contraflow.connectors.base import (
     ConnectionLost,
     Connector,
-    ConnectorConfigError,
     ConnectorContext,
     SinkEvent,
     SourceData,
@@ -124,15 +123,15 @@ class LogConnector(Connector[LogOptions]):
         if self._client is not None:
             return
         if not self.ctx.spu_addr:
-            raise ConnectorConfigError(f"connector '{self.ctx.alias}' (log): the runtime has no SPU address")
+            raise self.config_reader.problem("the runtime has no SPU address")
         client = AsyncSpuClient(self.ctx.spu_addr)
         try:
             description = await client.describe_topic(self.options.topic)
         except SpuError as err:
             await client.close()
             if err.code in (ErrorCode.UNKNOWN_TOPIC, ErrorCode.UNKNOWN_PARTITION):
-                raise ConnectorConfigError(
-                    f"connector '{self.ctx.alias}' (log): topic '{self.options.topic}' does not exist "
+                raise self.config_reader.problem(
+                    f"topic '{self.options.topic}' does not exist "
                     f"(create it with `contraflow topic create {self.options.topic}`)"
                 ) from None
             raise ConnectionLost(f"SPU {self.ctx.spu_addr}: {err}") from err
@@ -140,9 +139,8 @@ class LogConnector(Connector[LogOptions]):
         wanted = self.options.partition
         if wanted is not None and wanted >= count:
             await client.close()
-            raise ConnectorConfigError(
-                f"connector '{self.ctx.alias}' (log): config key 'partition' is {wanted}, "
-                f"but topic '{self.options.topic}' has {count} partition(s)"
+            raise self.config_reader.error(
+                "partition", f"is {wanted}, but topic '{self.options.topic}' has {count} partition(s)"
             )
         self._partitions = [wanted] if wanted is not None else list(range(count))
         self._client = client

@@ -10,7 +10,6 @@ as it always did.
 from contraflow.connectors.base.connector import (
     ConnectionLost,
     Connector,
-    ConnectorConfigError,
     ConnectorContext,
     ConnectorError,
     ConnectorMetrics,
@@ -20,6 +19,7 @@ from contraflow.connectors.base.connector import (
     SourceData,
     reason_of,
 )
+from contraflow.connectors.base.options import ConnectorConfigError
 from contraflow.connectors.base.registry import (
     check_connector,
     connector_class,

@@ -65,7 +65,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from prometheus_client import CollectorRegistry
 
 from contraflow.codecs import Codec, Postprocessors, Preprocessors, codec, postprocessors, preprocessors
-from contraflow.connectors.base.options import ConfigReader, ConnectorConfigError
+from contraflow.connectors.base.options import ConfigReader
 from contraflow.events import decode_value
 from contraflow.lang.graph import ConnectorSpec
 
@@ -310,14 +310,13 @@ class Connector(Generic[OptionsT]):
     @classmethod
     def check_config(cls, alias: str, config: Mapping[str, Any]) -> None:
         """Reject unknown and missing `config` keys; kinds extend this to check values."""
+        cfg = ConfigReader(alias, cls.kind, config)
         for key in config:
             if key not in cls.config_keys:
                 known = ", ".join(sorted(cls.config_keys)) or "none"
-                raise ConnectorConfigError(
-                    f"connector '{alias}' ({cls.kind}): unknown config key '{key}' (known keys: {known})"
-                )
+                raise cfg.problem(f"unknown config key '{key}' (known keys: {known})")
         for key in sorted(cls.required_keys - set(config)):
-            raise ConnectorConfigError(f"connector '{alias}' ({cls.kind}): missing config key '{key}'")
+            raise cfg.missing(key)
         cls.read_config(alias, config)
 
     @classmethod

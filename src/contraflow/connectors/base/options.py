@@ -26,13 +26,20 @@ class ConfigReader:
         self.kind = kind
         self.config = config
 
+    def problem(self, problem: str) -> ConnectorConfigError:
+        """An error naming this connector, for what no one key explains."""
+        return ConnectorConfigError(f"connector '{self.alias}' ({self.kind}): {problem}")
+
     def error(self, key: str, problem: str) -> ConnectorConfigError:
-        return ConnectorConfigError(f"connector '{self.alias}' ({self.kind}): config key '{key}' {problem}")
+        return self.problem(f"config key '{key}' {problem}")
+
+    def missing(self, key: str) -> ConnectorConfigError:
+        return self.problem(f"missing config key '{key}'")
 
     def _get(self, key: str, default: Any) -> Any:
         value = self.config.get(key, default)
         if value is _MISSING:
-            raise ConnectorConfigError(f"connector '{self.alias}' ({self.kind}): missing config key '{key}'")
+            raise self.missing(key)
         return value
 
     def string(self, key: str, default: Any = None) -> str:

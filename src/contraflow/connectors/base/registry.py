@@ -26,7 +26,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
-from contraflow.connectors.base.connector import Connector, ConnectorConfigError
+from contraflow.connectors.base.connector import Connector
+from contraflow.connectors.base.options import ConnectorConfigError
 from contraflow.errors import UserError
 from contraflow.lang.graph import ConnectorSpec
 from contraflow.user_modules import (
