@@ -329,15 +329,15 @@ class Connector(Generic[OptionsT]):
         """
         return cls.read_options(ConfigReader(alias, cls.kind, config))
 
-    @property
-    def config_reader(self) -> ConfigReader:
-        """This instance's `config`, for the values a kind can only check once it starts."""
-        return ConfigReader(self.ctx.alias, self.kind, self.ctx.config)
-
     @classmethod
     def read_options(cls, cfg: ConfigReader) -> Any:
         """The kind's typed options read through `cfg`, whose errors name the alias, the kind and the key."""
         return None
+
+    @property
+    def config_reader(self) -> ConfigReader:
+        """This instance's `config`, for the values a kind can only check once it starts."""
+        return ConfigReader(self.ctx.alias, self.kind, self.ctx.config)
 
     async def connect(self) -> None:
         """Open the outside end (socket, file). Raise `ConnectionLost`/`OSError` to be retried."""
