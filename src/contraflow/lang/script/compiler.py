@@ -216,15 +216,7 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
     sub.consts, sub.fns, sub.fn_names = dict(gen.consts), gen.fns, gen.fn_names
     sub.aliases = gen.aliases
     sub.lines, sub.linemap = list(gen.lines), dict(gen.linemap)
-    sub.function(
-        "_const",
-        list(Env.__slots__),
-        (const.value,),
-        Scope(allow_emit=False),
-        const,
-        "expr",
-    )
-    fn = _exec(sub, "_const")
+    fn = _function(sub, "_const", list(Env.__slots__), (const.value,), Scope(allow_emit=False), const, "expr")
     try:
         return fn(*Env().slots())
     except Exception as exc:  # noqa: BLE001
@@ -232,13 +224,25 @@ def _const_value(gen: Codegen, const: ast.ConstDefn) -> Any:
         raise gen.error(f"cannot compute constant `{const.name}`: {err.message}", const.pos) from None
 
 
-def _exec(gen: Codegen, entry: str) -> Callable[..., Any]:
-    text = "\n".join(gen.lines) + "\n"
-    code = compile(text, gen.filename, "exec")
-    namespace = gen.globals
-    exec(code, namespace)  # noqa: S102 - this is the compiler's output, run once
-    fn: Callable[..., Any] = namespace[entry]
+def _function(
+    gen: Codegen,
+    entry: str,
+    params: list[str],
+    body: tuple[ast.Expr, ...],
+    scope: Scope,
+    node: ast.Node,
+    kind: str,
+) -> Callable[..., Any]:
+    """Emit `entry` (`Codegen.function`), run the generated module once and return the function."""
+    gen.function(entry, params, body, scope, node, kind)
+    code = compile("\n".join(gen.lines) + "\n", gen.filename, "exec")
+    exec(code, gen.globals)  # noqa: S102 - this is the compiler's output, run once
+    fn: Callable[..., Any] = gen.globals[entry]
     return fn
+
+
+def _locator(gen: Codegen, name: str) -> Locator:
+    return Locator(gen.filename, gen.linemap, name, gen.source)
 
 
 @_not_too_deep
@@ -262,18 +266,8 @@ def compile_script(
     body = script_ast.exprs
     if script_ast.result_const is not None:  # a script ending in `const X = ...` yields X
         body = (*body, ast.Path(script_ast.pos, "local", script_ast.result_const, ()))
-    gen.function(
-        "_script",
-        list(Env.__slots__),
-        body,
-        Scope(),
-        script_ast,
-        "script",
-    )
-    fn = _exec(gen, "_script")
-    return CompiledScript(
-        name, "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source)
-    )
+    fn = _function(gen, "_script", list(Env.__slots__), body, Scope(), script_ast, "script")
+    return CompiledScript(name, "\n".join(gen.lines), fn, _locator(gen, name))
 
 
 @_not_too_deep
@@ -287,16 +281,8 @@ def compile_expr(
 ) -> CompiledExpr:
     """Compile one expression to `CompiledExpr` (call it with an `Env`, or `.call(event, meta, ...)`)."""
     gen = _prepare(source, name, consts, fns, None)
-    gen.function(
-        "_expr",
-        list(Env.__slots__),
-        (expr_ast,),
-        Scope(allow_emit=False),
-        expr_ast,
-        "expr",
-    )
-    fn = _exec(gen, "_expr")
-    return CompiledExpr("\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source))
+    fn = _function(gen, "_expr", list(Env.__slots__), (expr_ast,), Scope(allow_emit=False), expr_ast, "expr")
+    return CompiledExpr("\n".join(gen.lines), fn, _locator(gen, name))
 
 
 @_not_too_deep
@@ -317,18 +303,9 @@ def compile_select(
         return compile_expr(arg, name=call_name, consts=visible, fns=gen.fns, source=gen.source)
 
     gen.compile_arg = compile_arg
-    gen.function(
-        "_select",
-        [*Env.__slots__, "_aggr"],
-        (expr_ast,),
-        Scope(allow_emit=False),
-        expr_ast,
-        "expr",
-    )
-    fn = _exec(gen, "_select")
-    return CompiledSelect(
-        "\n".join(gen.lines), fn, Locator(gen.filename, gen.linemap, name, gen.source), gen.aggregates
-    )
+    params = [*Env.__slots__, "_aggr"]
+    fn = _function(gen, "_select", params, (expr_ast,), Scope(allow_emit=False), expr_ast, "expr")
+    return CompiledSelect("\n".join(gen.lines), fn, _locator(gen, name), gen.aggregates)
 
 
 def compile_text(text: str, *, name: str, file: str = "<script>") -> CompiledScript:
