@@ -26,6 +26,7 @@ class Upstream:
     statuses: list[int] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
     gate: asyncio.Event | None = None
+    delay: float = 0.0  # seconds each request takes
     in_flight: int = 0
     server: AsgiServer | None = None
 
@@ -39,6 +40,7 @@ class Upstream:
         self.in_flight += 1
         if self.gate is not None:
             await self.gate.wait()
+        await asyncio.sleep(self.delay)
         self.in_flight -= 1
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
         self.requests.append(
@@ -194,6 +196,28 @@ def test_saturated_concurrency_limit_opens_and_closes_the_breaker() -> None:
         await upstream.stop()
 
     run(body())
+
+
+def test_requests_that_keep_completing_keep_the_breaker_closed_however_long_the_batch() -> None:
+    """Saturation is no slot freed for `saturation_s`, not a batch that outlasts it (a slow box)."""
+
+    async def body() -> list[str]:
+        signals: list[str] = []
+        upstream = Upstream(delay=0.05)
+        port = await upstream.start()
+        conn = make("http_client", {"url": f"127.0.0.1:{port}", "concurrency": 2}, breaker=signals)
+        assert isinstance(conn, HttpClientConnector)
+        conn.saturation_s = 0.5
+        await conn.connect()
+        started = asyncio.get_running_loop().time()
+        await conn.send([sink_event({"n": i}, offset=i) for i in range(30)])
+        assert asyncio.get_running_loop().time() - started > conn.saturation_s  # waited past it
+        assert len(upstream.requests) == 30
+        await conn.close()
+        await upstream.stop()
+        return signals
+
+    assert run(body()) == []
 
 
 def test_timeout_is_a_retryable_failure() -> None:

@@ -23,10 +23,11 @@ Delivery, as the runtime sees it:
   `reconnect` policy until the server is back, then sends the batch again.
   Requests of the batch that had already succeeded are not sent twice;
 - never more than `concurrency` requests in flight; when requests have waited
-  for a slot without a break for `SATURATION_S` (1 s: the server is
+  for a slot while none came free for `SATURATION_S` (1 s: the server is
   saturated at this concurrency), the breaker opens until none waits (Tremor's
   "at capacity" signal), without failing anything. Waiting alone is normal:
-  the runtime hands over batches larger than the concurrency;
+  the runtime hands over batches larger than the concurrency, and a slow box
+  makes a long batch, not a stalled server;
 - a timeout, a 5xx or a 429: `DeliveryFailed(retryable=True)`: retried
   with backoff by the runtime, then the `err` port;
 - any other status is an answer: it is delivered as a response event.
@@ -190,6 +191,9 @@ class HttpClientConnector(Connector[ClientOptions]):
     def _release(self) -> None:
         self._in_flight -= 1
         self._slots.release()
+        if self._saturation is not None:  # progress: the wait for a slot starts again
+            self._saturation.cancel()
+            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
 
     def _saturated(self) -> None:
         self._at_capacity = True
