@@ -20,7 +20,7 @@ from benchmarks.priority import race
 
 from contraflow.api.facade import Priority
 from contraflow.runtime.priority import PRIORITY_CLASSES, YIELD_CEILING, YieldBudget, admitted
-from contraflow.spark.pools import POOLS
+from contraflow.spark.pools import POOLS, pool_name
 
 BACKLOG = 60_000  # events per flow: more than a critical batch (a 50k channel), 12 background ones
 
@@ -38,7 +38,18 @@ def test_a_critical_flow_outruns_a_background_one_and_neither_starves(
 def test_every_priority_is_a_fair_pool_with_its_weight_and_min_share(spark: Any) -> None:
     pools = {p.name(): p for p in _iterate(spark.sparkContext._jsc.sc().getAllPools())}
     for name, (weight, min_share) in POOLS.items():
-        assert pools[name].weight() == weight and pools[name].minShare() == min_share
+        assert pools[pool_name(name)].weight() == weight and pools[pool_name(name)].minShare() == min_share
+
+
+def test_idle_pools_are_served_in_priority_order(spark: Any) -> None:
+    """With no task running in either, FAIR orders two pools by name: a pool's name must sort as
+    its priority does, or "background" and "low" go before "normal"."""
+    order = spark._jvm.org.apache.spark.scheduler.FairSchedulingAlgorithm()
+    context = spark.sparkContext._jsc.sc()
+    pools = [context.getPoolForName(pool_name(name)).get() for name in POOLS]
+    assert all(pool.runningTasks() == 0 for pool in pools)
+    for higher, lower in zip(pools, pools[1:], strict=False):
+        assert order.comparator(higher, lower) and not order.comparator(lower, higher)
 
 
 def test_inside_a_pool_a_newer_stage_never_goes_first_by_its_name(spark: Any) -> None:
@@ -51,7 +62,7 @@ def test_inside_a_pool_a_newer_stage_never_goes_first_by_its_name(spark: Any) ->
     )
     assert scheduler.FairSchedulingAlgorithm().comparator(newer, older)  # the order FAIR would give
     for name in POOLS:
-        pool = spark.sparkContext._jsc.sc().getPoolForName(name).get()
+        pool = spark.sparkContext._jsc.sc().getPoolForName(pool_name(name)).get()
         assert pool.schedulingMode().toString() == "FIFO"
         assert not pool.taskSetSchedulingAlgorithm().comparator(newer, older)
 

@@ -12,6 +12,10 @@ Inside a pool, stages run first come, first served (FIFO: by job, then stage). S
 order inside a pool breaks ties by name, "TaskSet_<stage id>.<attempt>" compared as strings,
 so stage 1000 goes before stage 999: on a saturated box (many flows of one priority) a stage
 whose id sorts late waits for as long as newer stages keep coming.
+
+Between pools FAIR breaks ties by pool name too: with no tasks running, "background" and "low"
+would be served before "normal". A pool's name is therefore its priority behind its rank
+("2-normal"), so names sort as priorities do.
 """
 
 from __future__ import annotations
@@ -29,10 +33,16 @@ POOLS: dict[str, tuple[int, int]] = {
 }
 
 
+def pool_name(pool: str) -> str:
+    """The Spark pool of a priority ("2-normal"); any other name is taken as a pool's own name."""
+    ranks = {priority: rank for rank, priority in enumerate(POOLS)}
+    return f"{ranks[pool]}-{pool}" if pool in ranks else pool
+
+
 def allocation_xml() -> str:
     """Spark's fair scheduler allocation file for `POOLS`."""
     pools = "".join(
-        f"  <pool name={quoteattr(name)}>\n"
+        f"  <pool name={quoteattr(pool_name(name))}>\n"
         "    <schedulingMode>FIFO</schedulingMode>\n"
         f"    <weight>{weight}</weight>\n"
         f"    <minShare>{min_share}</minShare>\n"

@@ -47,6 +47,7 @@ from contraflow.pipeline.spark.stateless import StatelessBatches
 from contraflow.spark.checkpoint import has_progress, state_partitions
 from contraflow.spark.log_ranges import RANGE_SCHEMA
 from contraflow.spark.options import RANGE_COLUMNS
+from contraflow.spark.pools import pool_name
 from contraflow.spark.transform import RowsTransform, transform_options
 
 if TYPE_CHECKING:
@@ -343,11 +344,12 @@ def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | 
 
 
 def _start_in_pool(spark: SparkSession, writer: Any, pool: str | None) -> StreamingQuery:
-    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over)."""
+    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over);
+    a priority's name stands for its pool."""
     context = spark.sparkContext
     previous = context.getLocalProperty(POOL_PROPERTY)
     if pool is not None:
-        context.setLocalProperty(POOL_PROPERTY, pool)
+        context.setLocalProperty(POOL_PROPERTY, pool_name(pool))
     try:
         query: StreamingQuery = writer.start()
     finally:
