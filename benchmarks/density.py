@@ -68,6 +68,13 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
+def pss_bytes(pid: int) -> int:
+    """The process's proportional share of the pages it maps (each shared page divided among the
+    processes sharing it); OSError once the process is gone."""
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return next((int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:")), 0)
+
+
 def usage(pids: list[int]) -> tuple[int, float]:
     """(proportional set size in bytes, CPU seconds) summed over `pids` (gone meanwhile: 0).
 
@@ -77,10 +84,9 @@ def usage(pids: list[int]) -> tuple[int, float]:
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+            pss += pss_bytes(pid)
         except (OSError, IndexError):
             continue
-        pss += next(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:"))
         cpu += (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
     return pss, cpu
 

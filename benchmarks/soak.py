@@ -1,13 +1,16 @@
 """Soak: a flow on an SPU cluster under steady load for a long time, watched for growth (issue 32).
 
 A controller and three SPUs (`LocalCluster`) and `contraflow run` of a flow
-`log` topic `in` -> `select event from in into out` -> `log` topic `out`, each
+`log` topic `in` -> a pipeline that rebuilds each record (so it runs as a Spark
+query: a routing-only one would run none) -> `log` topic `out`, each
 its own process (the runtime with its Spark JVM and Python workers in its
 session). A feeder writes `--rate` events/s into `in` (acks=all, batches of
 10, each event stamped with its send time); a reader tails `out` (committed)
 and takes each event's end-to-end latency. Every `--sample` seconds one
-sample: per process its RSS (MiB) and open file descriptors (the runtime's
-session: its own Python, the JVM, the Python workers summed), each data
+sample: per process its RSS and PSS (MiB) and open file descriptors (the
+runtime's session: its own Python, the JVM, the Python workers summed; forked
+workers share pages, so their summed RSS counts those pages once per worker
+and only their summed PSS is what they take), each data
 directory's disk use (MiB), and the latency p50/p99 (ms) of the events read
 in the interval. Target: RSS and fds flat after warm-up, latency without
 drift; disk grows with the data (no retention on the topics here), not with
@@ -40,10 +43,12 @@ from typing import Any
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from contraflow.spu.cli.local_cluster import LocalCluster
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import TopicConfig
+from density import pss_bytes  # noqa: E402
 
 FLOW = """
 define flow soak
@@ -52,7 +57,7 @@ flow
   define connector output from log with codec = "json", config = {"topic": "out"} end;
   define pipeline pass
   pipeline
-    select event from in into out;
+    select {"n": event.n, "t": event.t, "hop": 1} from in into out;
   end;
   create connector input;
   create connector output;
@@ -133,13 +138,13 @@ def _status(pid: int) -> dict[str, str]:
         return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
 
 
-def usage(pid: int) -> tuple[float, int]:
-    """(RSS MiB, open fds) of one process; (0, 0) once it is gone."""
+def usage(pid: int) -> tuple[float, float, int]:
+    """(RSS MiB, PSS MiB, open fds) of one process; zeros once it is gone."""
     try:
         rss_kb = int(_status(pid).get("VmRSS", "0 kB").split()[0])
-        return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
+        return rss_kb / 1024, pss_bytes(pid) / MIB, len(os.listdir(f"/proc/{pid}/fd"))
     except (FileNotFoundError, ProcessLookupError):
-        return 0.0, 0
+        return 0.0, 0.0, 0
 
 
 def session_members(sid: int) -> dict[str, list[int]]:
@@ -185,13 +190,14 @@ def sample(
 ) -> dict[str, Any]:
     procs: dict[str, dict[str, float]] = {}
     for member in cluster.members.values():
-        rss, fds = usage(member.pid)
-        procs[member.name] = {"rss_mib": round(rss, 1), "fds": fds}
+        rss, pss, fds = usage(member.pid)
+        procs[member.name] = {"rss_mib": round(rss, 1), "pss_mib": round(pss, 1), "fds": fds}
     for role, pids in session_members(runtime_sid).items():
         used = [usage(p) for p in pids]
         procs[role] = {
             "rss_mib": round(sum(u[0] for u in used), 1),
-            "fds": sum(u[1] for u in used),
+            "pss_mib": round(sum(u[1] for u in used), 1),
+            "fds": sum(u[2] for u in used),
             "count": len(pids),
         }
     latencies = reader.take()
@@ -218,7 +224,7 @@ def drift(samples: list[dict[str, Any]], warm_minute: float) -> dict[str, Any]:
 
     out: dict[str, Any] = {"baseline_minute": base["minute"], "end_minute": end["minute"]}
     for name in end["processes"]:
-        for figure in ("rss_mib", "fds"):
+        for figure in ("rss_mib", "pss_mib", "fds"):
             out[f"{name}.{figure}"] = compare(base["processes"][name][figure], end["processes"][name][figure])
     for name in end["disk_mib"]:
         out[f"disk.{name}"] = compare(base["disk_mib"][name], end["disk_mib"][name])
