@@ -116,22 +116,29 @@ def test_server_cuts_frames_split_over_reads_and_leaves_pings_fragments_and_clos
         conn = await started_server()
         protocol, reader, writer = await handshaken(conn.port)
         lines = [f'{{"n":{i}}}\n'.encode() for i in range(60)]
+        large = b'{"large":"' + b"x" * 300_000 + b'"}\n'
+
+        async def write(wire: bytes, size: int) -> None:
+            for start in range(0, len(wire), size):
+                writer.write(wire[start : start + size])
+                await writer.drain()
+                await asyncio.sleep(0)
+
         for line in lines[:30]:
             protocol.send_text(line)
         protocol.send_ping(b"still there?")
         protocol.send_binary(b'{"binary":true}\n')
         for line in lines[30:40]:
             protocol.send_text(line)
+        await write(b"".join(protocol.data_to_send()), 7)  # small writes: frames split over the reads
+        protocol.send_text(large)  # one frame over many reads
+        await write(b"".join(protocol.data_to_send()), 50_000)
         protocol.send_text(b'{"frag', fin=False)
         protocol.send_continuation(b'mented":1}\n', fin=True)
         for line in lines[40:]:
             protocol.send_text(line)
-        wire = b"".join(protocol.data_to_send())
-        for start in range(0, len(wire), 7):  # small writes: frames split over the server's reads
-            writer.write(wire[start : start + 7])
-            await writer.drain()
-            await asyncio.sleep(0)
-        expected = b"".join(lines[:30]) + b'{"binary":true}\n' + b"".join(lines[30:40])
+        await write(b"".join(protocol.data_to_send()), 7)
+        expected = b"".join(lines[:30]) + b'{"binary":true}\n' + b"".join(lines[30:40]) + large
         expected += b'{"fragmented":1}\n' + b"".join(lines[40:])
         got: list[SourceData] = []
         while b"".join(i.data or b"" for i in got) != expected:

@@ -37,6 +37,7 @@ RSV_OPCODE = 0x7F
 MASK_BIT = 0x80
 LENGTH = 0x7F
 TEXT, BINARY, PING, PONG = 0x1, 0x2, 0x9, 0xA
+MAX_CONTROL = 125  # the longest payload a control frame may have
 CUT_HERE = {FIN | TEXT: Opcode.TEXT, FIN | BINARY: Opcode.BINARY}
 
 
@@ -51,27 +52,36 @@ class BatchedReads:
         super().__init__(*args, **kwargs)
         self._cutting = False  # past the handshake, at a frame boundary: reads are cut here
         self._handed_over = False  # websockets parses everything from now on
-        self._partial = b""  # the start of a frame the next read completes
+        # The start of a frame the next reads complete, and its whole size once its header is in
+        # (a large frame comes in many reads: they are only gathered until it is complete).
+        self._partial = bytearray()
+        self._needed = 0
 
     def data_received(self, data: bytes) -> None:
         opened = not self._handed_over and self.protocol.state is State.OPEN
         if opened and (self._cutting or _at_frame_boundary(self.protocol)):
             self._cutting = True
-            self._cut(self._partial + data if self._partial else data)
+            if not self._partial:
+                self._cut(data)
+                return
+            self._partial += data
+            if len(self._partial) >= self._needed:
+                self._cut(bytes(self._partial))
             return
         if self._cutting:  # the connection is closing (our side began it): websockets' from now on
-            self._hand_over(self._partial + data)
+            self._hand_over(bytes(self._partial) + data)
         else:
             super().data_received(data)  # type: ignore[misc]
 
     def eof_received(self) -> None:
-        self._hand_over(self._partial)  # a frame cut short is websockets' to report
+        self._hand_over(bytes(self._partial))  # a frame cut short is websockets' to report
         super().eof_received()  # type: ignore[misc]
 
     def _cut(self, buf: bytes) -> None:
         masked = self.protocol.side is Side.SERVER
         limit = self.protocol.max_message_size
         pos, end, size = 0, len(buf), len(buf)
+        self._needed = 0
         pending: list[tuple[int, list[bytes], int]] = []  # (head byte, parts, bytes) per message
         while size - pos >= 2:
             head, length_byte = buf[pos], buf[pos + 1]
@@ -85,28 +95,32 @@ class BatchedReads:
                 if size - at < 8:
                     break
                 length, at = int.from_bytes(buf[at : at + 8], "big"), at + 8
+            masked_right = bool(length_byte & MASK_BIT) == masked
+            cut_here = head in CUT_HERE and masked_right and (limit is None or length <= limit)
+            control = (head & RSV_OPCODE) in (PING, PONG) and masked_right and length <= MAX_CONTROL
+            if not cut_here and not control:  # websockets' from here on, as soon as the header says so
+                self._queue(pending)
+                self._hand_over(buf[pos:])
+                return
             key = at
             if length_byte & MASK_BIT:
                 at += 4
             end = at + length
             if end > size:
+                self._needed = end - pos
                 break
-            if (
-                head in CUT_HERE
-                and bool(length_byte & MASK_BIT) == masked
-                and (limit is None or length <= limit)
-            ):
+            if cut_here:
                 data = apply_mask(buf[at:end], buf[key:at]) if masked else buf[at:end]
                 self._add(pending, head, data)
-            else:
+            else:  # a ping or a pong, whole: websockets answers or acknowledges it
                 self._queue(pending)
                 pending = []
-                if not self._hand_over(buf[pos:end], control=(head & RSV_OPCODE) in (PING, PONG)):
+                if not self._hand_over(buf[pos:end], control=True):
                     self._hand_over(buf[end:])
                     return
             pos = end
         self._queue(pending)
-        self._partial = buf[pos:]
+        self._partial = bytearray(buf[pos:])
 
     def _add(self, pending: list[tuple[int, list[bytes], int]], head: int, data: bytes) -> None:
         if self.joins and pending and pending[-1][0] == head and pending[-1][2] < JOIN_LIMIT:
@@ -125,7 +139,7 @@ class BatchedReads:
         """Give websockets whole frames (or, handing over for good, everything left); True while
         reads can still be cut here (a ping or pong, after which the connection is still open)."""
         if not control:
-            self._cutting, self._handed_over, self._partial = False, True, b""
+            self._cutting, self._handed_over, self._partial = False, True, bytearray()
         if frames:
             super().data_received(frames)  # type: ignore[misc]
         if control and self.protocol.state is not State.OPEN:
