@@ -13,9 +13,13 @@ With `--flows`, the socket servers in a whole flow instead: `<kind>_server`
 tcp, ws and unix sockets, runs interleaved; events/s from the peer's go until
 the sink file holds every event. The peers, each in a process of its own
 (`--peer-in-process`: on the runtime's event loop, as before): one TCP or unix
-socket connection writing the lines in 64 KiB chunks; one websockets client
-sending one message per event (how ws peers send events). `ratio` is each kind's
-rate over tcp's in the same run (target: >= 0.7).
+socket connection writing the lines in 64 KiB chunks; one WebSocket connection
+writing, in 64 KiB chunks too, one masked text message per event (how ws peers
+send events) framed by websockets' client protocol before the clock starts. `ratio` is each kind's
+rate over tcp's in the same run (target: >= 0.7); `peer_cpu_s`, the CPU seconds
+each peer spent feeding, shows whether a peer could be what a flow waits for.
+The runs of all kinds are interleaved, so they see the same load: give the
+load average with the figures.
 
 With `--ws-ingest`, the ws_server connector alone (pulled in a loop) against a
 bare websockets server counting messages, the same peer process sending one
@@ -60,7 +64,9 @@ def make_data(lines: int) -> bytes:
 
 
 def connector(kind: str, config: dict[str, Any], state_dir: Path | None = None) -> Any:
-    spec = ConnectorSpec(kind, kind, kind, config, PluginRef("json", {}), [PluginRef("separate", {})])
+    spec = ConnectorSpec(
+        kind, kind, kind, config, codec=PluginRef("json", {}), preprocessors=[PluginRef("separate", {})]
+    )
     ctx = ConnectorContext(kind, "bench", kind, config, spec, logging.getLogger(kind), state_dir=state_dir)
     return connector_class(kind)(ctx)
 
@@ -228,29 +234,77 @@ class PeerProcess:
         await proc.stdout.readline()
         return cls(proc)
 
-    async def go(self) -> None:
-        """Feed the data; return once the peer is done."""
-        assert self.proc.stdin is not None
+    async def go(self) -> float:
+        """Feed the data; return once the peer is done, with the CPU seconds its feeding took."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(b"go\n")
         await self.proc.stdin.drain()
+        cpu = await self.proc.stdout.readline()
         if await self.proc.wait() != 0:
             raise RuntimeError("the peer failed")
+        return float(cpu)
 
 
 def run_peer(kind: str, address: str, data_file: Path) -> None:
-    """`--peer`: read the data, say ready, wait for the go line, feed it."""
+    """`--peer`: read the data, say ready, wait for the go line, feed it; then print the CPU seconds
+    the feeding took (is the peer what a flow waits for?)."""
     data = data_file.read_bytes()
     if kind == "ws":
-        import websockets.asyncio.client  # noqa: F401  (imported before the clock starts)
+        asyncio.run(feed_ws_frames(address, data))
+        return
+    go()
+    cpu = time.process_time()
+    asyncio.run(feed(kind, address, data))
+    print(time.process_time() - cpu, flush=True)
+
+
+def go() -> None:
     print("ready", flush=True)
     sys.stdin.readline()
-    asyncio.run(feed(kind, address, data))
+
+
+async def feed_ws_frames(address: str, data: bytes) -> None:
+    """The ws peer process: websockets' client protocol frames one text message per line, masked as
+    any client's are, before the go; then the frames are written as the tcp peer writes its lines,
+    and the closing handshake waits for the server to have read them all. A live websockets client
+    spends tens of microseconds per message (framing, a random mask from the OS, a send); on a loaded
+    two-core box that made the peer, not the flow, what a ws run waited for."""
+    from websockets.client import ClientProtocol
+    from websockets.protocol import State
+    from websockets.uri import parse_uri
+
+    host, port = address.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    protocol = ClientProtocol(parse_uri(f"ws://{address}/"))
+    protocol.send_request(protocol.connect())
+    writer.write(b"".join(protocol.data_to_send()))
+    while protocol.state is State.CONNECTING:
+        protocol.receive_data(await reader.read(1 << 16))
+        protocol.events_received()
+    if protocol.state is not State.OPEN:
+        raise RuntimeError(f"the WebSocket handshake failed: {protocol.handshake_exc}")
+    for line in data.splitlines(keepends=True):
+        protocol.send_text(line)
+    frames = memoryview(b"".join(protocol.data_to_send()))
+    go()
+    cpu = time.process_time()
+    for start in range(0, len(frames), 1 << 16):
+        writer.write(frames[start : start + (1 << 16)])
+        await writer.drain()
+    protocol.send_close()
+    writer.write(b"".join(protocol.data_to_send()))
+    while chunk := await reader.read(1 << 16):  # the server's close comes after it read every message
+        protocol.receive_data(chunk)
+    writer.close()
+    print(time.process_time() - cpu, flush=True)
 
 
 async def flow_seconds(
     spu: str, spark: Any, work: Path, fid: str, kind: str, data: bytes, events: int, in_process: bool
-) -> float:
-    """Seconds from the peer's go until the flow's sink file holds every event."""
+) -> tuple[float, float | None]:
+    """Seconds from the peer's go until the flow's sink file holds every event, and the CPU seconds
+    the peer spent feeding (None when it is in this process): far below the flow's seconds, the peer
+    is not what the flow waits for."""
     from contraflow.runtime.runtime import Runtime
 
     address = str(work / f"{fid}.sock") if kind == "unix" else f"127.0.0.1:{free_port()}"
@@ -258,6 +312,7 @@ async def flow_seconds(
     troy = socket_flow(fid, "unix_socket" if kind == "unix" else kind, address, out)
     runtime = Runtime(spu, spark, work / "data")
     await runtime.deploy(troy, "<bench>")
+    peer_cpu = None
     if in_process:
         started = time.perf_counter()
         await feed(kind, address, data)
@@ -266,12 +321,13 @@ async def flow_seconds(
         data_file.write_bytes(data)
         peer = await PeerProcess.ready(kind, address, data_file)
         started = time.perf_counter()
-        await peer.go()
-    while count_lines(out) < events:
+        peer_cpu = await peer.go()
+    counted = LineCounter(out)
+    while counted.lines() < events:
         await asyncio.sleep(0.02)
     elapsed = time.perf_counter() - started
     await runtime.quiesce_all(shutdown=False)
-    return elapsed
+    return elapsed, peer_cpu
 
 
 def free_port() -> int:
@@ -280,8 +336,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def count_lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+class LineCounter:
+    """The lines of a growing file, reading only what was added since the last look: the poll runs on
+    the runtime's event loop, and re-reading the whole output every 20 ms cost a slow flow's runtime a
+    fifth of its CPU (the longer a flow took, the more it was slowed down)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.count = 0
+
+    def lines(self) -> int:
+        if self.path.exists():
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                added = f.read()
+            self.offset += len(added)
+            self.count += added.count(b"\n")
+        return self.count
 
 
 def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
@@ -291,6 +363,7 @@ def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
 
     data = make_data(events)
     seconds: dict[str, list[float]] = {kind: [] for kind in FLOW_KINDS}
+    peer_cpu: dict[str, list[float]] = {kind: [] for kind in FLOW_KINDS}
     with tempfile.TemporaryDirectory(prefix="contraflow-bench-") as tmp:
         work = Path(tmp)
         with EmbeddedSpu(work / "spu", mode="process") as spu:
@@ -302,9 +375,12 @@ def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
             for i in range(repeats):
                 for kind in FLOW_KINDS:
                     fid = f"{kind}{i}"
-                    seconds[kind].append(
-                        asyncio.run(flow_seconds(spu.addr, spark, work, fid, kind, data, events, in_process))
+                    elapsed, cpu = asyncio.run(
+                        flow_seconds(spu.addr, spark, work, fid, kind, data, events, in_process)
                     )
+                    seconds[kind].append(elapsed)
+                    if cpu is not None:
+                        peer_cpu[kind].append(cpu)
             spark.stop()
     rates = {kind: events / statistics.median(s) for kind, s in seconds.items()}
     return {
@@ -317,6 +393,8 @@ def flows(events: int, repeats: int, in_process: bool) -> dict[str, Any]:
                 "events_per_s": round(rate),
                 "seconds": [round(x, 2) for x in seconds[kind]],
                 "ratio_to_tcp": round(rate / rates["tcp"], 3),
+                # the peer's CPU seconds for its feeding, per run: well under `seconds`, it is not the bottleneck
+                "peer_cpu_s": [round(x, 2) for x in peer_cpu[kind]],
             }
             for kind, rate in rates.items()
         },

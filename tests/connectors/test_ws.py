@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from contraflow.connectors.base import ConnectionLost, ConnectorConfigError, SourceData
 from contraflow.connectors.ws_client import WsClientConnector
@@ -84,6 +89,74 @@ def test_messages_waiting_are_joined_only_before_a_framing_preprocessor(preproce
             assert len(chunks) - 1 < len(lines) // 4
         else:  # each message is an event of its own
             assert [c.data for c in chunks[:-1]] == lines
+        await conn.close()
+
+    run(body())
+
+
+async def handshaken(port: int) -> tuple[ClientProtocol, asyncio.StreamReader, asyncio.StreamWriter]:
+    """A WebSocket client on websockets' own protocol, writing raw bytes: the test chooses the reads."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    protocol = ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/"))
+    protocol.send_request(protocol.connect())
+    writer.write(b"".join(protocol.data_to_send()))
+    while protocol.state is State.CONNECTING:
+        protocol.receive_data(await reader.read(4096))
+        protocol.events_received()
+    assert protocol.state is State.OPEN
+    return protocol, reader, writer
+
+
+def test_server_cuts_frames_split_over_reads_and_leaves_pings_fragments_and_close_to_websockets() -> None:
+    """The frames of a read are cut by `ws_frames`; a frame split over reads, a ping amid them (answered),
+    a fragmented message (websockets' from then on) and the closing handshake keep every message, in order."""
+
+    async def body() -> None:
+        conn = await started_server()
+        protocol, reader, writer = await handshaken(conn.port)
+        lines = [f'{{"n":{i}}}\n'.encode() for i in range(60)]
+        large = b'{"large":"' + b"x" * 300_000 + b'"}\n'
+
+        async def write(wire: bytes, size: int) -> None:
+            for start in range(0, len(wire), size):
+                writer.write(wire[start : start + size])
+                await writer.drain()
+                await asyncio.sleep(0)
+
+        for line in lines[:30]:
+            protocol.send_text(line)
+        protocol.send_ping(b"still there?")
+        protocol.send_binary(b'{"binary":true}\n')
+        for line in lines[30:40]:
+            protocol.send_text(line)
+        await write(b"".join(protocol.data_to_send()), 7)  # small writes: frames split over the reads
+        protocol.send_text(large)  # one frame over many reads
+        await write(b"".join(protocol.data_to_send()), 50_000)
+        protocol.send_text(b'{"frag', fin=False)
+        protocol.send_continuation(b'mented":1}\n', fin=True)
+        for line in lines[40:]:
+            protocol.send_text(line)
+        await write(b"".join(protocol.data_to_send()), 7)
+        expected = b"".join(lines[:30]) + b'{"binary":true}\n' + b"".join(lines[30:40]) + large
+        expected += b'{"fragmented":1}\n' + b"".join(lines[40:])
+        got: list[SourceData] = []
+        while b"".join(i.data or b"" for i in got) != expected:
+            item = await asyncio.wait_for(conn.pull(), 5)
+            assert item is not None and not item.end_stream, b"".join(i.data or b"" for i in got)
+            got.append(item)
+        binary = [i.data for i in got if i.meta and i.meta["ws_server"].get("binary")]
+        assert binary == [b'{"binary":true}\n']  # its own message, not joined to the text around it
+        while not any(isinstance(e, Frame) and e.opcode is Opcode.PONG for e in protocol.events_received()):
+            protocol.receive_data(await asyncio.wait_for(reader.read(4096), 5))
+        protocol.send_close(1000)
+        writer.write(b"".join(protocol.data_to_send()))
+        while chunk := await asyncio.wait_for(reader.read(4096), 5):
+            protocol.receive_data(chunk)
+        assert protocol.close_rcvd is not None and protocol.close_rcvd.code == 1000  # a clean close
+        writer.close()  # the server half-closed; the connection ends when the client closes its side
+        end = await asyncio.wait_for(conn.pull(), 5)
+        assert end is not None and end.end_stream
         await conn.close()
 
     run(body())

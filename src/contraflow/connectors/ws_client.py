@@ -24,6 +24,7 @@ from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import ConnectOptions, tune
 from contraflow.connectors.base.stream_client import Opened, StreamClient
 from contraflow.connectors.base.websocket import OPTIONS, WsLink, messages
+from contraflow.connectors.base.ws_frames import client_connection
 
 # How long the TCP connect, TLS and WebSocket handshakes may take together.
 OPEN_TIMEOUT_S = 10.0
@@ -58,6 +59,7 @@ class WsClientConnector(StreamClient[ConnectOptions]):
                 server_hostname=tls.domain if tls else None,
                 proxy=None,
                 open_timeout=OPEN_TIMEOUT_S,
+                create_connection=client_connection(self.inbox.joins),
                 **OPTIONS,
             )
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as err:

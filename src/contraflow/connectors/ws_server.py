@@ -27,6 +27,7 @@ from contraflow.connectors.base.options import ConfigReader
 from contraflow.connectors.base.sockets import ListenOptions, host_port_key, peer_of, tune
 from contraflow.connectors.base.stream_server import Listener, StreamServer
 from contraflow.connectors.base.websocket import OPTIONS, WsLink, messages
+from contraflow.connectors.base.ws_frames import server_connection
 
 
 @register("ws_server")
@@ -59,6 +60,7 @@ class WsServerConnector(StreamServer[ListenOptions]):
                 backlog=options.backlog,
                 reuse_port=options.socket.reuse_port or None,
                 family=socket.AF_UNSPEC,
+                create_connection=server_connection(self.inbox.joins),
                 **OPTIONS,
             )
         except OSError as err:

@@ -4,7 +4,8 @@ Each message read is one chunk of the connection's stream (the runtime's
 preprocessors and codec make events of it, as Tremor does); a binary message
 adds `"binary": true` to the kind's metadata. Each frame an event was encoded
 to is sent as one message: text, unless the event's `$<kind>.binary` is true or
-the frame is not UTF-8 (a text message must be), then binary.
+the frame is not UTF-8 (a text message must be), then binary; the messages of
+a batch go out in one write.
 
 Both ends run on the `websockets` library, without per-message compression
 (Tremor's peers do not negotiate it, and it costs CPU per message).
@@ -54,12 +55,20 @@ class WsLink:
         return self.ws.state is not State.OPEN
 
     async def send(self, events: Sequence[SinkEvent]) -> None:
+        """The batch's frames as messages, written at once and drained once (as websockets' `send`
+        does for one message: a write, a syscall and a drain per message were the sink's cost)."""
+        ws, protocol = self.ws, self.ws.protocol
         try:
-            for event in events:
-                meta = event.meta.get(self.kind)
-                binary = isinstance(meta, dict) and meta.get("binary") is True
-                for frame in event.frames:
-                    await self.ws.send(frame, text=not binary and _is_utf8(frame))
+            async with ws.send_context():  # raises ConnectionClosed unless the connection is open
+                for event in events:
+                    meta = event.meta.get(self.kind)
+                    binary = isinstance(meta, dict) and meta.get("binary") is True
+                    for frame in event.frames:
+                        if not binary and _is_utf8(frame):
+                            protocol.send_text(frame)
+                        else:
+                            protocol.send_binary(frame)
+                ws.transport.write(b"".join(protocol.data_to_send()))
         except ConnectionClosed as err:
             raise ConnectionLost(f"{self.what} is closed ({err})") from err
 

@@ -234,10 +234,12 @@ class FlowBuilder:
                 f"{stmt.kind} inside `define pipeline ... pipeline ... end`",
             )
             return
+        # A second create of an alias replaces the first, as Tremor's flow deploy does (its instances
+        # are a map by alias, and its compiler does not check for repeats): Tremor's own http
+        # integration test creates `exit` twice, from two modules' definitions of the same connector.
         table: dict[str, Any] = flow.connectors if stmt.kind == "connector" else flow.pipelines
-        if stmt.alias.value in table:
-            self.diag.error(f"duplicate {stmt.kind} '{stmt.alias.value}'", stmt.alias.pos)
-            return
+        table.pop(stmt.alias.value, None)
+        self.failed.discard((stmt.kind, stmt.alias.value))
         path = stmt.target or tast.ModPath((stmt.alias,), stmt.alias.pos)
         found = self.scope.lookup(stmt.kind, path)
         if found is None:
