@@ -32,8 +32,9 @@ Not in the suite: a Spark start and a few thousand events through a stateful flo
 minutes on a loaded 2-core box.
 
 Prints one JSON object: the seed, the events, each cut (its target, what was written while
-it lasted, how long everything took to come out after the heal), the checkpoints' state
-files, the runtime's exit code and whether every check held (exit 1 if not).
+it lasted, how long everything took to come out after the heal), the sockets listening on
+the Spark nodes beyond their own address and loopback (none expected), the checkpoints'
+state files, the runtime's exit code and whether every check held (exit 1 if not).
 
 Run (as root): PYTHONPATH=src python benchmarks/flow_partition.py [--standalone] [--seed N]
 (`make flow-partition` runs it with --standalone).
@@ -45,6 +46,8 @@ import argparse
 import json
 import os
 import random
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -168,6 +171,21 @@ def cut_a_worker(
     }
 
 
+def listening_beyond(network: Network, nodes: list[str]) -> list[str]:
+    """Sockets listening on the nodes on anything but the node's own address or loopback
+    (0.0.0.0 would be one): none expected."""
+    beyond = []
+    for node in nodes:
+        listing = subprocess.run(
+            network.command(node, ["ss", "-ltnH"]), capture_output=True, text=True, check=True
+        ).stdout
+        for line in listing.splitlines():
+            local = line.split()[3].rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+            if local not in (network.address(node), "127.0.0.1"):
+                beyond.append(f"{node} {line.split()[3]}")
+    return beyond
+
+
 def windows(client: SpuClient) -> int:
     return sum(map(len, counted_windows(client).values()))
 
@@ -211,7 +229,8 @@ def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> 
         try:
             run.wait_until(run.running, 600, "the flow to start")
             cuts = [cut_from_leader(setting, run, client, args.cut_seconds)]
-            if spark:
+            if spark:  # the driver, the master, the workers, their executors and Python workers
+                result["listening_beyond_node_address"] = listening_beyond(network, extra)
                 worker = random.Random(args.seed).choice(WORKERS)
                 cuts.append(cut_a_worker(setting, spark, run, client, worker, args.worker_cut_seconds))
                 total += WORKER_EVENTS
@@ -232,6 +251,16 @@ def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> 
         except AssertionError as err:
             result["exactly_once"] = False
             result.setdefault("problem", str(err))
+
+
+def keep_logs(tmp: Path, target: Path) -> None:
+    """Copy the logs under `tmp` (the runtime's, Spark's, the executors' `stderr`, the cluster's)
+    to `target`, in the same layout."""
+    for path in tmp.rglob("*"):
+        if path.is_file() and (path.suffix in (".log", ".out") or path.name == "stderr"):
+            copy = target / path.relative_to(tmp)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
 
 
 @contextmanager
@@ -263,17 +292,32 @@ def main() -> int:
     parser.add_argument(
         "--seed", type=int, default=None, help="draws the worker to cut (printed; replays it)"
     )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="keep every process's log (and the executors') in this directory",
+    )
     args = parser.parse_args()
     args.seed = args.seed if args.seed is not None else random.randrange(2**31)
     print(f"seed {args.seed}", file=sys.stderr, flush=True)
     result: dict[str, object] = {"seed": args.seed, "standalone": args.standalone}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="flow-partition-") as tmp_name:
-        run_flow(args, Path(tmp_name), result)
+        try:
+            run_flow(args, Path(tmp_name), result)
+        finally:
+            if args.logs is not None:
+                keep_logs(Path(tmp_name), args.logs)
     result["seconds"] = round(time.monotonic() - started, 1)
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     print(json.dumps(result, indent=1))
-    ok = result["exactly_once"] and "problem" not in result and result.get("exit_code") == 0
+    ok = (
+        result["exactly_once"]
+        and "problem" not in result
+        and result.get("exit_code") == 0
+        and not result.get("listening_beyond_node_address")
+    )
     return 0 if ok else 1
 
 
