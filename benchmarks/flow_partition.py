@@ -6,7 +6,8 @@ network namespace of its own; needs root and iproute2) with one more node, `runt
 where `contraflow run FLOW --spu A,B,C` runs. By default Spark is the runtime's local one;
 with `--standalone` the flow runs with `--master spark://...` on a Spark standalone master
 and two one-core workers, each on a node of its own (every process binds its node's address
-only; the driver's is the runtime's `SPARK_LOCAL_IP`, which the executors connect back to).
+only; the driver advertises the runtime's, found from the route to the master, and the
+executors connect back to it there).
 The flow is the cluster flow of tests/spu/flow_harness.py: topic `in` passed through to
 `passed` and counted per group in windows of 10 into `counted` (a stateful pipeline whose
 Python operators number each group's events in their state), every edge a `log` topic with
@@ -70,6 +71,7 @@ from tests.spu.flow_harness import (  # noqa: E402
     counted_windows,
     create_topics,
     everything_out,
+    expected_windows,
     feed_mid_stream,
     passed_numbers,
     read_topic,
@@ -108,6 +110,10 @@ def cut_from_leader(setting: Setting, run: RunProcess, client: SpuClient, cut_s:
     first EVENTS is fed, heal, and wait for everything to come out; what happened, as figures."""
     network, cluster = setting.network, setting.cluster
     warm_up(cluster.bootstrap, run, client)
+    # `count`'s first micro-batch (its Python workers, its state store: minutes on a loaded
+    # cluster) is done before the cut, which then falls on a pipeline that streams
+    warm = sum(map(len, expected_windows(WARM_UP).values()))
+    run.wait_until(lambda: windows(client) >= warm, 600, "the warm-up's windows")
     feeder = feed_mid_stream(cluster.bootstrap, run, client, EVENTS)
     leaders = {t: f"spu-{partition_state(cluster, t)[0]}" for t in ("in", "passed", "counted")}
     before = (len(read_topic(client, "in")), len(passed_numbers(client)), windows(client))
@@ -211,8 +217,9 @@ def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> 
         create_topics(client)
         data = tmp / "data"  # one file system: every node sees the checkpoints at this path
         flow_args = ["--spu", cluster.bootstrap]
-        # The driver binds the runtime's address, the one the executors on other nodes reach.
-        local_ip = network.address("runtime") if spark else "127.0.0.1"
+        # Local Spark stays on the node's loopback; a driver of the standalone master finds the
+        # runtime's address by itself (the route to the master), and the executors reach it there.
+        env = {} if spark else {"SPARK_LOCAL_IP": "127.0.0.1"}
         if spark:
             flow_args += ["--master", spark.master_url]
             result["master"] = spark.master_url
@@ -223,7 +230,7 @@ def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> 
                 tmp,
                 tmp / "run.log",
                 *flow_args,
-                env={"SPARK_LOCAL_IP": local_ip},
+                env=env,
             )
         total = EVENTS
         try:
@@ -257,6 +264,8 @@ def keep_logs(tmp: Path, target: Path) -> None:
     """Copy the logs under `tmp` (the runtime's, Spark's, the executors' `stderr`, the cluster's)
     to `target`, in the same layout."""
     for path in tmp.rglob("*"):
+        if path.is_relative_to(tmp / "cluster") and len(path.relative_to(tmp).parts) > 2:
+            continue  # an SPU's data directory: its segments are `.log` files too
         if path.is_file() and (path.suffix in (".log", ".out") or path.name == "stderr"):
             copy = target / path.relative_to(tmp)
             copy.parent.mkdir(parents=True, exist_ok=True)
