@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit browser netns bench partitions clean
+.PHONY: run test lint typecheck unit browser netns bench partitions flow-partition clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,12 @@ test: lint typecheck unit
 SECONDS_RUN ?= 300
 partitions: $(STAMP) netns
 	PYTHONPATH=src $(BIN)/python benchmarks/partitions.py --seconds $(SECONDS_RUN) $(if $(SEED),--seed $(SEED))
+
+# A flow across hosts (benchmarks/flow_partition.py; root): the runtime, a Spark standalone master,
+# two workers, the controller and three SPUs each on a node of its own; the runtime cut from a
+# channel's leader, then a worker from everything else; prints its seed, `SEED=N` replays it.
+flow-partition: $(STAMP) netns
+	PYTHONPATH=src $(BIN)/python benchmarks/flow_partition.py --standalone $(if $(SEED),--seed $(SEED))
 
 bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b; done

@@ -1,34 +1,59 @@
-"""A flow on another host than its SPUs, cut off from the leader of one of its channels (issue 32).
+"""A flow on other hosts than its SPUs, cut off from the leader of one of its channels and,
+on a Spark standalone cluster, from one of its workers (issue 32).
 
 The partition tests' cluster (tests/faults/: the controller and three SPUs each in a
 network namespace of its own; needs root and iproute2) with one more node, `runtime`,
-where `contraflow run FLOW --spu A,B,C` runs with its local Spark. The flow is the cluster
-flow of tests/spu/flow_harness.py: topic `in` passed through to `passed` and counted per
-group in windows of 10 into `counted` (a stateful pipeline), every edge a `log` topic with
-three replicas. Mid-stream the link between the runtime and the SPU leading `passed` is
-cut both ways for `--cut-seconds` (longer than one of the flow's micro-batches here) while
-the rest of the input is fed (100 events/s): that SPU stays the leader (it keeps its
-session with the controller and its followers), so the sink can neither commit nor move
-elsewhere until the heal. Then the runtime drains on SIGTERM, and every event must be in
-`passed` exactly once and every window in `counted` once (the counts carried on).
+where `contraflow run FLOW --spu A,B,C` runs. By default Spark is the runtime's local one;
+with `--standalone` the flow runs with `--master spark://...` on a Spark standalone master
+and two one-core workers, each on a node of its own (every process binds its node's address
+only; the driver advertises the runtime's, found from the route to the master, and the
+executors connect back to it there).
+The flow is the cluster flow of tests/spu/flow_harness.py: topic `in` passed through to
+`passed` and counted per group in windows of 10 into `counted` (a stateful pipeline whose
+Python operators number each group's events in their state), every edge a `log` topic with
+three replicas.
 
-Not in the suite: a Spark start and 1000 events through a stateful flow take minutes on
-a loaded 2-core box. The standalone-master variant (master and two workers on nodes of
-their own) is not built: `contraflow.spark.standalone` binds 127.0.0.1 throughout.
+Mid-stream the link between the runtime and the SPU leading `passed` is cut both ways for
+`--cut-seconds` while the rest of the input is fed (100 events/s): that SPU stays the
+leader (it keeps its session with the controller and its followers), so the driver can
+neither commit to it nor move elsewhere until the heal. With `--standalone`, once all of
+that is out, more input is fed and one worker (drawn from `--seed`) is cut from every other
+node for `--worker-cut-seconds`: the master declares it lost after its worker timeout (15 s
+here, Spark's default 60 s) and the driver reruns its tasks on the other worker; at the heal
+it registers again. Then the runtime drains on SIGTERM, and every event must be in `passed`
+exactly once and every window in `counted` once, with the right counts and numbers (the
+state carried on).
 
-Prints one JSON object: the events, the cut, how long the flow took to output everything
-after the heal, the runtime's exit code and whether every check held (exit 1 if not).
+Checkpoints: the runtime's `--data-dir` holds the pipelines' checkpoints; the driver writes
+their offsets and commits, the executors the state store's files. The namespaces share one
+file system, so the path is the same everywhere here; on real hosts it must be a shared
+mount (docs/spu-cluster.md, "Running flows on a cluster").
 
-Run (as root): PYTHONPATH=src python benchmarks/flow_partition.py [--cut-seconds 40]
+Not in the suite: a Spark start and a few thousand events through a stateful flow take
+minutes on a loaded 2-core box.
+
+Prints one JSON object: the seed, the events, each cut (its target, what was written while
+it lasted, how long everything took to come out after the heal), the sockets listening on
+the Spark nodes beyond their own address and loopback (none expected), the checkpoints'
+state files, the runtime's exit code and whether every check held (exit 1 if not).
+
+Run (as root): PYTHONPATH=src python benchmarks/flow_partition.py [--standalone] [--seed N]
+(`make flow-partition` runs it with --standalone).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import random
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,11 +61,17 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.e2e.run_process import RunProcess  # noqa: E402
 from tests.faults.cluster import Setting, partitioned_cluster  # noqa: E402
+from tests.faults.netns import Network  # noqa: E402
 from tests.spu.cluster_harness import partition_state  # noqa: E402
 from tests.spu.flow_harness import (  # noqa: E402
+    HELD,
+    WARM_UP,
+    Feeder,
     assert_exactly_once,
+    counted_windows,
     create_topics,
     everything_out,
+    expected_windows,
     feed_mid_stream,
     passed_numbers,
     read_topic,
@@ -48,36 +79,209 @@ from tests.spu.flow_harness import (  # noqa: E402
     write_flow,
 )
 
+from contraflow.spark.checkpoint import checkpoint_root  # noqa: E402
+from contraflow.spark.standalone import Host, StandaloneCluster  # noqa: E402
 from contraflow.spu.client import SpuClient  # noqa: E402
 
-EVENTS = 1000
+EVENTS = 1000  # through the cut from the leader
+WORKER_EVENTS = 1000  # more, through the cut from a worker
+WORKERS = ["worker-0", "worker-1"]
+WORKER_TIMEOUT_S = 15
 
 
-def cut_mid_stream(setting: Setting, run: RunProcess, client: SpuClient, cut_s: float) -> dict[str, object]:
-    """Start the flow, warm it up, cut the runtime from the leader of `passed` while the rest
-    of the input is fed, heal, and wait for everything to come out; what happened, as figures."""
+def host(network: Network, node: str) -> Host:
+    return Host(network.address(node), tuple(network.command(node, [])))
+
+
+@contextmanager
+def spark_cluster(network: Network, work_dir: Path) -> Iterator[StandaloneCluster]:
+    """The standalone master and two one-core workers, each on its own node."""
+    with StandaloneCluster(
+        work_dir,
+        master_host=host(network, "master"),
+        worker_hosts=[host(network, w) for w in WORKERS],
+        worker_timeout_s=WORKER_TIMEOUT_S,
+    ) as spark:
+        yield spark
+
+
+def cut_from_leader(setting: Setting, run: RunProcess, client: SpuClient, cut_s: float) -> dict[str, object]:
+    """Warm the flow up, cut the runtime from the leader of `passed` while the rest of the
+    first EVENTS is fed, heal, and wait for everything to come out; what happened, as figures."""
     network, cluster = setting.network, setting.cluster
-    run.wait_until(run.running, 300, "the flow to start")
     warm_up(cluster.bootstrap, run, client)
+    # `count`'s first micro-batch (its Python workers, its state store: minutes on a loaded
+    # cluster) is done before the cut, which then falls on a pipeline that streams
+    warm = sum(map(len, expected_windows(WARM_UP).values()))
+    run.wait_until(lambda: windows(client) >= warm, 600, "the warm-up's windows")
     feeder = feed_mid_stream(cluster.bootstrap, run, client, EVENTS)
     leaders = {t: f"spu-{partition_state(cluster, t)[0]}" for t in ("in", "passed", "counted")}
-    before = (len(read_topic(client, "in")), len(passed_numbers(client)))
+    before = (len(read_topic(client, "in")), len(passed_numbers(client)), windows(client))
     network.split(["runtime"], [leaders["passed"]])
     feeder.release.set()  # the rest of the input arrives while the link is cut
     time.sleep(cut_s)
-    during = (len(read_topic(client, "in")), len(passed_numbers(client)))
+    during = (len(read_topic(client, "in")), len(passed_numbers(client)), windows(client))
     network.heal()
     healed_at = time.monotonic()
     feeder.finish(180)
     run.wait_until(lambda: everything_out(client, EVENTS), 300, "every event and window")
     return {
+        "cut": ["runtime", leaders["passed"]],
+        "seconds": cut_s,
         "leaders": leaders,
         # written to `in` and to `passed` while cut: the input went on, the sink stood still
         "fed_while_cut": during[0] - before[0],
         "passed_while_cut": during[1] - before[1],
+        "windows_while_cut": during[2] - before[2],
         "out_after_heal_s": round(time.monotonic() - healed_at, 1),
-        "exit_code": run.terminate(),
     }
+
+
+def cut_a_worker(
+    setting: Setting, spark: StandaloneCluster, run: RunProcess, client: SpuClient, worker: str, cut_s: float
+) -> dict[str, object]:
+    """Feed WORKER_EVENTS more, cut `worker` from every other node once some are out, feed the
+    rest meanwhile, heal, and wait for everything to come out; what happened, as figures."""
+    network, bootstrap = setting.network, setting.cluster.bootstrap
+    total = EVENTS + WORKER_EVENTS
+    feeder = Feeder(bootstrap, EVENTS, total, per_second=100, held=HELD)
+    feeder.start()
+    run.wait_until(lambda: len(passed_numbers(client)) >= EVENTS + WARM_UP, 180, "events before the cut")
+    busy_before = spark.busy_workers()
+    before = (len(passed_numbers(client)), windows(client))
+    network.isolate(worker)
+    cut_at = time.monotonic()
+    feeder.release.set()
+    alive_during = []
+    while time.monotonic() - cut_at < cut_s:
+        alive_during.append(spark.alive_workers())
+        time.sleep(min(2.0, max(0.0, cut_at + cut_s - time.monotonic())))
+    during = (len(passed_numbers(client)), windows(client))
+    network.heal()
+    healed_at = time.monotonic()
+    rejoined: list[float] = []  # when the master had both workers again
+
+    def out_noting_rejoin() -> bool:
+        if not rejoined and spark.alive_workers() == len(WORKERS):
+            rejoined.append(time.monotonic())
+        return everything_out(client, total)
+
+    feeder.finish(180)
+    run.wait_until(out_noting_rejoin, 300, "every event and window")
+    out_after_heal_s = round(time.monotonic() - healed_at, 1)
+    run.wait_until(lambda: out_noting_rejoin() and bool(rejoined), 120, "the worker to register again")
+    return {
+        "cut": [worker, "everything else"],
+        "seconds": cut_s,
+        "busy_workers_before": busy_before,
+        "fewest_alive_workers_during": min(alive_during),  # the master's view
+        # `pass` runs in the runtime (aliased); `count` runs on the executors: its windows
+        # while cut came from the other worker
+        "passed_while_cut": during[0] - before[0],
+        "windows_while_cut": during[1] - before[1],
+        "out_after_heal_s": out_after_heal_s,
+        "rejoined_after_heal_s": round(rejoined[0] - healed_at, 1),
+    }
+
+
+def listening_beyond(network: Network, nodes: list[str]) -> list[str]:
+    """Sockets listening on the nodes on anything but the node's own address or loopback
+    (0.0.0.0 would be one): none expected."""
+    beyond = []
+    for node in nodes:
+        listing = subprocess.run(
+            network.command(node, ["ss", "-ltnH"]), capture_output=True, text=True, check=True
+        ).stdout
+        for line in listing.splitlines():
+            local = line.split()[3].rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
+            if local not in (network.address(node), "127.0.0.1"):
+                beyond.append(f"{node} {line.split()[3]}")
+    return beyond
+
+
+def windows(client: SpuClient) -> int:
+    return sum(map(len, counted_windows(client).values()))
+
+
+def state_files(data_dir: Path) -> dict[str, int]:
+    """Per pipeline checkpoint, the files of its state store (written by the executors)."""
+    root = checkpoint_root(data_dir)
+    return {
+        str(path.relative_to(root)): sum(1 for f in (path / "state").rglob("*") if f.is_file())
+        for path in sorted(root.glob("*/*"))
+        if (path / "state").is_dir()
+    }
+
+
+def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> None:
+    extra = ["runtime", *(["master", *WORKERS] if args.standalone else [])]
+    with (
+        partitioned_cluster(tmp / "cluster", extra_nodes=extra) as setting,
+        SpuClient(setting.cluster.bootstrap) as client,
+        spark_cluster(setting.network, tmp / "spark") if args.standalone else _nothing() as spark,
+    ):
+        network, cluster = setting.network, setting.cluster
+        create_topics(client)
+        data = tmp / "data"  # one file system: every node sees the checkpoints at this path
+        flow_args = ["--spu", cluster.bootstrap]
+        # Local Spark stays on the node's loopback; a driver of the standalone master finds the
+        # runtime's address by itself (the route to the master), and the executors reach it there.
+        env = {} if spark else {"SPARK_LOCAL_IP": "127.0.0.1"}
+        if spark:
+            flow_args += ["--master", spark.master_url]
+            result["master"] = spark.master_url
+        with network.inside("runtime"):  # the runtime, its JVM and Python processes live there
+            run = RunProcess(
+                write_flow(tmp, shipped=spark is not None),  # a cluster's executors get it zipped
+                data,
+                tmp,
+                tmp / "run.log",
+                *flow_args,
+                env=env,
+            )
+        total = EVENTS
+        try:
+            run.wait_until(run.running, 600, "the flow to start")
+            cuts = [cut_from_leader(setting, run, client, args.cut_seconds)]
+            if spark:  # the driver, the master, the workers, their executors and Python workers
+                result["listening_beyond_node_address"] = listening_beyond(network, extra)
+                worker = random.Random(args.seed).choice(WORKERS)
+                cuts.append(cut_a_worker(setting, spark, run, client, worker, args.worker_cut_seconds))
+                total += WORKER_EVENTS
+            result["cuts"] = cuts
+            result["exit_code"] = run.terminate()
+        except AssertionError as err:  # the flow stopped short: what it wrote is still checked
+            result["problem"] = str(err).splitlines()[0]
+        finally:
+            run.kill()
+            lines = run.log.read_text(errors="replace").splitlines()
+            notable = [line for line in lines if line.startswith(("WARNING", "ERROR"))]
+            print("\n".join(notable[-40:]), file=sys.stderr)  # what the runtime went through
+        result["events"] = total
+        result["checkpoints"] = {"path": str(checkpoint_root(data)), "state_files": state_files(data)}
+        try:
+            assert_exactly_once(client, total)
+            result["exactly_once"] = True
+        except AssertionError as err:
+            result["exactly_once"] = False
+            result.setdefault("problem", str(err))
+
+
+def keep_logs(tmp: Path, target: Path) -> None:
+    """Copy the logs under `tmp` (the runtime's, Spark's, the executors' `stderr`, the cluster's)
+    to `target`, in the same layout."""
+    for path in tmp.rglob("*"):
+        if path.is_relative_to(tmp / "cluster") and len(path.relative_to(tmp).parts) > 2:
+            continue  # an SPU's data directory: its segments are `.log` files too
+        if path.is_file() and (path.suffix in (".log", ".out") or path.name == "stderr"):
+            copy = target / path.relative_to(tmp)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, copy)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
 
 
 def main() -> int:
@@ -85,45 +289,52 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--cut-seconds", type=float, default=40.0, help="how long the link stays cut (longer than a batch)"
+        "--cut-seconds",
+        type=float,
+        default=40.0,
+        help="how long the leader's link stays cut (longer than a batch)",
+    )
+    parser.add_argument(
+        "--standalone",
+        action="store_true",
+        help="a Spark standalone master and two workers, each on its own node",
+    )
+    parser.add_argument(
+        "--worker-cut-seconds",
+        type=float,
+        default=40.0,
+        help="how long the worker stays cut (past its timeout)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="draws the worker to cut (printed; replays it)"
+    )
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="keep every process's log (and the executors') in this directory",
     )
     args = parser.parse_args()
-    result: dict[str, object] = {"events": EVENTS, "cut_s": args.cut_seconds}
+    args.seed = args.seed if args.seed is not None else random.randrange(2**31)
+    print(f"seed {args.seed}", file=sys.stderr, flush=True)
+    result: dict[str, object] = {"seed": args.seed, "standalone": args.standalone}
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="flow-partition-") as tmp_name:
-        tmp = Path(tmp_name)
-        with (
-            partitioned_cluster(tmp / "cluster", extra_nodes=["runtime"]) as setting,
-            SpuClient(setting.cluster.bootstrap) as client,
-        ):
-            network, cluster = setting.network, setting.cluster
-            create_topics(client)
-            with network.inside("runtime"):  # the runtime, its JVM and Python workers live there
-                run = RunProcess(
-                    write_flow(tmp),
-                    tmp / "data",
-                    tmp,
-                    tmp / "run.log",
-                    "--spu",
-                    cluster.bootstrap,
-                    env={"SPARK_LOCAL_IP": "127.0.0.1"},  # Spark's own traffic stays on the node
-                )
-            try:
-                result.update(cut_mid_stream(setting, run, client, args.cut_seconds))
-            except AssertionError as err:  # the flow stopped short: what it wrote is still checked
-                result["problem"] = str(err).splitlines()[0]
-            finally:
-                run.kill()
-                lines = run.log.read_text(errors="replace").splitlines()
-                notable = [line for line in lines if line.startswith(("WARNING", "ERROR"))]
-                print("\n".join(notable[-40:]), file=sys.stderr)  # what the runtime went through
-            try:
-                assert_exactly_once(client, EVENTS)
-                result["exactly_once"] = True
-            except AssertionError as err:
-                result["exactly_once"] = False
-                result.setdefault("problem", str(err))
+        try:
+            run_flow(args, Path(tmp_name), result)
+        finally:
+            if args.logs is not None:
+                keep_logs(Path(tmp_name), args.logs)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     print(json.dumps(result, indent=1))
-    return 0 if result["exactly_once"] and "problem" not in result and result.get("exit_code") == 0 else 1
+    ok = (
+        result["exactly_once"]
+        and "problem" not in result
+        and result.get("exit_code") == 0
+        and not result.get("listening_beyond_node_address")
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

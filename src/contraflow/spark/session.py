@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 import sys
 import tempfile
 import threading
@@ -125,6 +126,32 @@ def _local_network_conf(master: str) -> dict[str, str]:
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 
 
+def driver_address(master: str) -> str | None:
+    """The address of this host that a standalone master (`spark://HOST:PORT[,HOST:PORT]`) is
+    reached from: the executors, on the master's side of the network, connect back to the driver
+    there. Without it Spark advertises what the host name resolves to, which on many hosts is a
+    loopback address or one the workers cannot reach. None for other masters, or no route."""
+    if not master.startswith("spark://"):
+        return None
+    host, _, port = master.removeprefix("spark://").split(",")[0].rpartition(":")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host.strip("[]"), int(port)))  # a datagram socket only picks the route
+            return str(probe.getsockname()[0])
+    except (OSError, ValueError):
+        return None
+
+
+def advertise_driver_address(master: str) -> None:
+    """`SPARK_LOCAL_IP` (the driver's advertised and bound address) from the route to a standalone
+    master, unless set: an explicit `spark.driver.host` still wins over it, as in Spark."""
+    if "SPARK_LOCAL_IP" in os.environ or "SPARK_LOCAL_HOSTNAME" in os.environ:
+        return
+    address = driver_address(master)
+    if address is not None:
+        os.environ["SPARK_LOCAL_IP"] = address
+
+
 def _local_worker_daemon_conf(master: str) -> dict[str, str]:
     """Local Python workers fork from a daemon that imported contraflow's task code already
     (`contraflow.spark.worker_daemon`); a cluster's executors keep PySpark's own daemon."""
@@ -148,6 +175,7 @@ def _point_python_workers_at_this_interpreter(master: str, root: Path) -> None:
     os.environ["PYSPARK_PYTHON"] = launcher or sys.executable
     # Spark's driver-side Python processes (the data-source lookup at session start) use this one.
     os.environ["PYSPARK_DRIVER_PYTHON"] = launcher or sys.executable
+    advertise_driver_address(master)
     if is_local_master(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         for name, value in heap_environment().items():  # the JVM and its workers start with it

@@ -2,7 +2,11 @@
 
 Used to prove (in tests and by hand) that pipelines run unchanged on a real
 cluster master URL, the path users take with `--master spark://host:7077`.
-The processes are Spark's own (`spark-class` from the pyspark package).
+The processes are Spark's own (`spark-class` from the pyspark package). Each
+runs on a `Host`: by default all on 127.0.0.1; given hosts of their own (a
+network namespace each, as benchmarks/flow_partition.py builds), the master
+and every worker bind only their host's address, and the executors a worker
+starts inherit it.
 """
 
 from __future__ import annotations
@@ -13,8 +17,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
@@ -53,28 +60,57 @@ def lean_jvm_options() -> str:
     return LEAN_JVM + (f" -XX:SharedArchiveFile={archive}" if archive else "")
 
 
+@dataclass(frozen=True)
+class Host:
+    """Where one of the cluster's processes runs: the one address it binds (its RPC port, its web
+    UI, and for a worker the executors it starts: `SPARK_LOCAL_IP`, so nothing listens on
+    0.0.0.0) and the command prefix that starts a process there (`ip netns exec NS`, or none)."""
+
+    address: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
+
+
+LOOPBACK = Host()
+
+
 class StandaloneCluster:
-    """Start a master and `workers` workers on 127.0.0.1; stop them all on exit."""
+    """Start a master and workers (`workers` of them on the master's host, or one on each of
+    `worker_hosts`); stop them all on exit. `worker_timeout_s`: how long the master waits for
+    a silent worker's heartbeat before it declares the worker (and its executors) lost; Spark's
+    default is 60 s."""
 
     def __init__(
-        self, work_dir: Path, workers: int = 2, cores_per_worker: int = 1, memory: str = "1g"
+        self,
+        work_dir: Path,
+        workers: int = 2,
+        cores_per_worker: int = 1,
+        memory: str = "1g",
+        *,
+        master_host: Host = LOOPBACK,
+        worker_hosts: Sequence[Host] | None = None,
+        worker_timeout_s: int | None = None,
     ) -> None:
         self.work_dir = work_dir
-        self.workers = workers
+        self.master_host = master_host
+        self.worker_hosts = list(worker_hosts) if worker_hosts is not None else [master_host] * workers
+        self.workers = len(self.worker_hosts)
         self.cores_per_worker = cores_per_worker
         self.memory = memory
+        self.worker_timeout_s = worker_timeout_s
         self.port = free_port()
         self.ui_port = free_port()
-        self.master_url = f"spark://127.0.0.1:{self.port}"
+        self.master_url = f"spark://{master_host.address}:{self.port}"
         self._processes: list[subprocess.Popen[bytes]] = []
         self._workers: list[subprocess.Popen[bytes]] = []
 
-    def _spawn(self, *args: str, name: str) -> subprocess.Popen[bytes]:
-        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.work_dir / "logs"))
+    def _spawn(self, *args: str, name: str, host: Host) -> subprocess.Popen[bytes]:
+        env = dict(os.environ, SPARK_LOCAL_IP=host.address, SPARK_LOG_DIR=str(self.work_dir / "logs"))
         env.setdefault("JAVA_TOOL_OPTIONS", lean_jvm_options())
+        if self.worker_timeout_s is not None:  # read by spark-class for the master's JVM
+            env["SPARK_MASTER_OPTS"] = f"-Dspark.worker.timeout={self.worker_timeout_s}"
         log = open(self.work_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process group
         process = subprocess.Popen(
-            [str(spark_class()), *args],
+            [*host.prefix, str(spark_class()), *args],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -88,12 +124,13 @@ class StandaloneCluster:
         self._spawn(
             "org.apache.spark.deploy.master.Master",
             "--host",
-            "127.0.0.1",
+            self.master_host.address,
             "--port",
             str(self.port),
             "--webui-port",
             str(self.ui_port),
             name="master",
+            host=self.master_host,
         )
         self._wait_for_master(timeout_s)
         for i in range(self.workers):
@@ -112,7 +149,7 @@ class StandaloneCluster:
             ui = re.search(r"Bound MasterWebUI to .*:(\d+)\s*$", text, re.MULTILINE)
             if master and ui:
                 self.port, self.ui_port = int(master[1]), int(ui[1])
-                self.master_url = f"spark://127.0.0.1:{self.port}"
+                self.master_url = f"spark://{self.master_host.address}:{self.port}"
                 return
             if time.monotonic() > deadline:
                 self.stop()
@@ -120,12 +157,13 @@ class StandaloneCluster:
             time.sleep(0.2)
 
     def _start_worker(self, i: int) -> None:
+        host = self.worker_hosts[i]
         self._workers.append(
             self._spawn(
                 "org.apache.spark.deploy.worker.Worker",
                 self.master_url,
                 "--host",
-                "127.0.0.1",
+                host.address,
                 "--cores",
                 str(self.cores_per_worker),
                 "--memory",
@@ -135,6 +173,7 @@ class StandaloneCluster:
                 "--work-dir",
                 str(self.work_dir / f"worker-{i}"),
                 name=f"worker-{i}",
+                host=host,
             )
         )
 
@@ -144,12 +183,22 @@ class StandaloneCluster:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
 
+    def state(self) -> dict[str, Any]:
+        """The master's view of the cluster (its web UI's `/json/`): workers, applications."""
+        response = httpx.get(f"http://{self.master_host.address}:{self.ui_port}/json/", timeout=5)
+        return dict(response.json())
+
     def alive_workers(self) -> int:
         try:
-            state = httpx.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2).json()
+            state = self.state()
         except (httpx.HTTPError, ValueError):
             return 0
         return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def busy_workers(self) -> int:
+        """Alive workers whose cores an application (a driver's executors) is using."""
+        workers = self.state()["workers"]
+        return sum(1 for w in workers if w["state"] == "ALIVE" and w["coresused"] > 0)
 
     def _wait_for_workers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

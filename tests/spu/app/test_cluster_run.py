@@ -13,7 +13,6 @@ import signal
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from tests.e2e.run_process import RunProcess
 from tests.spu.cluster_harness import local_cluster, partition_state, wait_for
@@ -61,12 +60,6 @@ def test_a_flow_survives_the_sigkill_of_its_outputs_leader(tmp_path: Path) -> No
         wait_for("the restarted SPU back in sync", lambda: leader in partition_state(cluster, "passed")[3])
 
 
-def busy_workers(spark: StandaloneCluster) -> int:
-    """Workers whose cores an application (the flow's executors) is using."""
-    state = httpx.get(f"http://127.0.0.1:{spark.ui_port}/json/", timeout=5).json()
-    return sum(1 for w in state["workers"] if w["state"] == "ALIVE" and w["coresused"] > 0)
-
-
 @pytest.mark.timeout(600)  # Spark on a master and two workers, and an SPU cluster, on a loaded 2-core box
 def test_a_flow_on_a_standalone_master_and_an_spu_cluster_survives_losing_an_spu_and_a_worker(
     tmp_path: Path,
@@ -84,7 +77,7 @@ def test_a_flow_on_a_standalone_master_and_an_spu_cluster_survives_losing_an_spu
             run.wait_until(run.running, 300, "the flow to start")
             warm_up(spus.bootstrap, run, client)
             feeder = feed_mid_stream(spus.bootstrap, run, client, EVENTS)
-            assert busy_workers(spark) == 2, "the pipelines run on both workers"
+            assert spark.busy_workers() == 2, "the pipelines run on both workers"
             leader = partition_state(spus, "passed")[0]
             spus.signal(f"spu-{leader}", signal.SIGKILL)
             spark.kill_worker(0)
@@ -92,7 +85,7 @@ def test_a_flow_on_a_standalone_master_and_an_spu_cluster_survives_losing_an_spu
             spus.start_spu(leader)
             feeder.finish(120)
             run.wait_until(lambda: everything_out(client, EVENTS), 300, "every event and window")
-            assert busy_workers(spark) == 1, "the surviving worker carried on"
+            assert spark.busy_workers() == 1, "the surviving worker carried on"
             assert run.terminate() == 0, run.tail()
         finally:
             run.kill()

@@ -61,6 +61,15 @@ def produce_answer(replicas: ReplicaManager, acks: Acks) -> ErrorCode:
     return ErrorCode.NONE
 
 
+def replica_manager(agent: ClusterAgent, store: Store, executor: ThreadPoolExecutor) -> ReplicaManager:
+    """SPU 1's replicas, fenced by `agent`'s suspension and lease."""
+    signals = PartitionSignals(asyncio.get_running_loop())
+    partitions = Partitions(store, lambda tp: None)
+    return ReplicaManager(
+        1, partitions, signals, executor, agent.alter_isr, agent.suspended, agent.lease_lapsed
+    )
+
+
 async def scenario(root: Path) -> list[tuple[str, ErrorCode, ErrorCode]]:
     """(step, the answer to an acks=1 produce, to an acks=all produce) after each step."""
     controller = Controller(root / "sc", "127.0.0.1:0", session_timeout_s=SESSION_S)
@@ -69,16 +78,7 @@ async def scenario(root: Path) -> list[tuple[str, ErrorCode, ErrorCode]]:
     seen: list[tuple[str, ErrorCode, ErrorCode]] = []
     with ThreadPoolExecutor(1) as executor, Store(root / "spu") as store:
         agent = ClusterAgent(1, f"{host}:{port}", clock)
-        signals = PartitionSignals(asyncio.get_running_loop())
-        replicas = agent.replicas = ReplicaManager(
-            1,
-            Partitions(store, lambda tp: None),
-            signals,
-            executor,
-            agent.alter_isr,
-            agent.suspended,
-            agent.lease_lapsed,
-        )
+        replicas = agent.replicas = replica_manager(agent, store, executor)
         applying = asyncio.create_task(agent._apply_loop())  # no beat loop: the test beats
 
         async def step(name: str, action: Awaitable[None] | None = None) -> None:
@@ -135,3 +135,33 @@ def test_an_acks_1_write_needs_the_lease_of_a_beat_sent_less_than_a_session_ago(
         ("a beat answered after a stall", refused, ok),
         ("the next beat, applied", ok, ok),
     ]
+
+
+async def beat_to_a_silent_controller(root: Path, session_s: float) -> SpuError:
+    """One beat to a controller that accepts the connection and never answers, with a session
+    of `session_s` (as a controller's earlier answer sets it): the error the beat ends with."""
+    connections = []  # kept open, unanswered
+    silent = await asyncio.start_server(lambda r, w: connections.append(w), "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    with ThreadPoolExecutor(1) as executor, Store(root) as store:
+        agent = ClusterAgent(1, f"127.0.0.1:{port}")
+        agent.replicas = replica_manager(agent, store, executor)
+        agent.session_timeout_s = session_s
+        try:
+            await agent.heartbeat()
+        except SpuError as err:
+            return err
+        finally:
+            await agent.close()
+            silent.close()
+    raise AssertionError("a silent controller answered")
+
+
+def test_a_beat_waits_for_its_answer_only_as_long_as_the_answer_could_renew_the_lease(
+    tmp_path: Path,
+) -> None:
+    # With 5 s for every answer, one lost beat on a 1 s session held the next one back past the
+    # lease, and acks=0/1 writes were refused for up to 5 s.
+    err = asyncio.run(beat_to_a_silent_controller(tmp_path, session_s=0.5))
+    assert err.code is ErrorCode.TIMEOUT
+    assert "within 0.45s" in str(err), err  # the session less the lease margin

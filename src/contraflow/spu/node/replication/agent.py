@@ -77,6 +77,13 @@ class Fence:
             self.since = None
 
 
+def beat_timeout_s(session_timeout_s: float) -> float:
+    """How long a beat waits for its answer: as long as the answer could still renew the lease
+    (a session less LEASE_MARGIN from the beat's send), and no longer, so that the next beat
+    follows a lost one within about a session."""
+    return session_timeout_s * (1 - LEASE_MARGIN)
+
+
 class ClusterAgent:
     def __init__(
         self, spu_id: int, controller_addr: str, clock: Callable[[], float] = time.monotonic
@@ -87,6 +94,17 @@ class ClusterAgent:
         self.session = secrets.token_hex(8)
         self.controller = AsyncSpuClient(
             controller_addr, request_timeout_s=5.0, connect_timeout_s=1.0, retry=RetryPolicy(attempts=1)
+        )
+        # Beats go on a connection of their own, with a timeout tied to the session
+        # (`beat_timeout_s`): with 5 s for an answer, one beat lost on a 1 s session held the
+        # next one back, so the lease lapsed and acks=0/1 writes were refused for up to 5 s. A timed-out
+        # beat with nothing heard since closes its connection (a cut link retransmits ever more
+        # slowly), which must not fail an admin request waiting on the shared one.
+        self._beats = AsyncSpuClient(
+            controller_addr,
+            request_timeout_s=beat_timeout_s(DEFAULT_SESSION_TIMEOUT_S),
+            connect_timeout_s=beat_timeout_s(DEFAULT_SESSION_TIMEOUT_S),
+            retry=RetryPolicy(attempts=1),
         )
         self.replicas: ReplicaManager | None = None  # set by the server once storage is open
         # consumer offsets and control values, also set by the server (replication/tables.py)
@@ -170,7 +188,8 @@ class ClusterAgent:
         }
         sent = self._clock()
         self._warn_if_late(sent)
-        answer = (await self.controller.request(ApiKey.SC_HEARTBEAT, fields)).fields
+        self._beats.request_timeout_s = self._beats.connect_timeout_s = beat_timeout_s(self.session_timeout_s)
+        answer = (await self._beats.request(ApiKey.SC_HEARTBEAT, fields)).fields
         # a lease that ended before this answer came stays ended until its metadata is applied
         self._note_lapse(self._clock())
         self._answered_sent = sent if self._answered_sent is None else max(self._answered_sent, sent)
@@ -292,3 +311,4 @@ class ClusterAgent:
         if self.replicas is not None:
             await self.replicas.close()
         await self.controller.close()
+        await self._beats.close()
