@@ -12,6 +12,11 @@ The small size also runs an event-time pipeline on the same input (a late-tolera
 tumbling window, a session window and a left join, on times that go back): its outputs and late errors
 are exactly those of one uninterrupted run, and late events show on `/metrics` per
 node (in the first run, and in the last exactly those it sent to `err`).
+
+The flow the small size deploys through the API routes a metronome's ticks aliased (its
+sinks read the metronome's channel, no Spark query): it never ends, so it too is killed
+mid-stream once its file sink wrote a tick, however fast or loaded the box. Its log sink ends
+up holding that channel exactly once and in order, its file sink each tick at least once.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.runtime.aliases import ran_aliased, ran_as_query
+from contraflow.runtime.channels import channel_topic
 from contraflow.spu.api import LocalLog
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.e2e.run_process import RunProcess
@@ -36,6 +42,7 @@ from tests.runtime.harness import JSON_LINES, read_events, write_events
 from tests.runtime.test_contraflow import free_port
 
 LOG_TOPIC = "crash-out"
+KEPT_LOG_TOPIC = "kept-out"
 EVENT_TIME_TOPICS = {"out": "crash-event-time-out", "err": "crash-event-time-err"}
 # Times go back by up to 12 every four events: some events are late for the window (lateness 5)
 # and for the join (within 5).
@@ -116,11 +123,14 @@ args
 flow
 {JSON_LINES}
   define connector ticks from metronome with config = {{"interval": 20000000}} end;
+  define connector logged from log with codec = "json", config = {{"topic": "{KEPT_LOG_TOPIC}"}} end;
   create connector ticks;
   create connector out from lines with path = args.path, mode = "append" end;
+  create connector logged;
   create pipeline pass;
   connect /connector/ticks to /pipeline/pass;
   connect /pipeline/pass to /connector/out;
+  connect /pipeline/pass to /connector/logged;
 end;
 deploy flow kept from ticker with path = "KEPT_PATH" end;
 """
@@ -181,7 +191,7 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     flow.write_text(flow_source(tmp_path, size.capacity, event_time))
     data_dir = tmp_path / "data"
     with LocalLog(data_dir / "spu") as log:
-        for topic in [LOG_TOPIC, *(EVENT_TIME_TOPICS.values() if event_time else ())]:
+        for topic in [LOG_TOPIC, *(EVENT_TIME_TOPICS.values() if event_time else ()), KEPT_LOG_TOPIC]:
             log.create_topic(topic, TopicConfig(partitions=1))
     out = tmp_path / "out.jsonl"
 
@@ -247,3 +257,20 @@ def test_sigkill_then_sigterm_then_restart_loses_nothing(tmp_path: Path, size: S
     in_log = log_values(data_dir)
     assert sorted(in_log) == list(range(events)), "the log sink must hold every event exactly once"
     assert ran_as_query(data_dir, "crash", "pass") and not ran_aliased(data_dir, "crash", "pass")
+    if api:
+        assert_kept_flow_delivered_its_channel(data_dir, kept)
+
+
+def assert_kept_flow_delivered_its_channel(data_dir: Path, file_sink: Path) -> None:
+    """The aliased `kept` flow, killed, stopped and restarted with the rest: its log sink holds
+    the metronome's channel exactly once and in order, its file sink each tick at least once and
+    in order (a file sink rewrites what it wrote but had not committed when killed)."""
+    assert ran_aliased(data_dir, "kept", "pass") and not ran_as_query(data_dir, "kept", "pass")
+    ticks = log_records(data_dir, channel_topic("kept", "ticks", "out"))
+    stamps = [tick["ingest_ns"] for tick in ticks]
+    assert stamps == sorted(set(stamps)), "distinct ticks of three runs"
+    assert log_records(data_dir, KEPT_LOG_TOPIC) == ticks, "the log sink holds its channel exactly once"
+    first_writes: dict[int, Any] = {}
+    for tick in read_events(file_sink):
+        first_writes.setdefault(tick["ingest_ns"], tick)
+    assert list(first_writes.values()) == ticks, "the file sink wrote every tick, in order"

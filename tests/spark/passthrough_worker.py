@@ -1,7 +1,8 @@
 """A streaming passthrough query in its own process, for crash tests.
 
 Usage: passthrough_worker.py SPU SRC DST CHECKPOINT DATA_DIR
-Runs until killed, or until the source is drained when DRAIN=1 is set.
+Runs until killed, or until the source is drained when DRAIN=1 is set. Each micro-batch
+reads up to MAX_OFFSETS records (150 by default).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def main() -> None:
         spark.readStream.format("contraflow")
         .option("spu", spu)
         .option("topic", src)
-        .option("maxOffsetsPerTrigger", "150")
+        .option("maxOffsetsPerTrigger", os.environ.get("MAX_OFFSETS", "150"))
         .option("consumer", "crash-test")
         .load()
     )

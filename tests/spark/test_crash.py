@@ -1,5 +1,9 @@
 """A streaming query killed with SIGKILL mid-stream and restarted from its checkpoint
-leaves every input record in the output topic exactly once."""
+leaves every input record in the output topic exactly once.
+
+The restarted query replays the batch the kill interrupted as its offset log planned it (150
+records), then reads the rest in one batch: what was interrupted comes back as it was, what
+follows needs no ten more micro-batches."""
 
 from __future__ import annotations
 
@@ -13,13 +17,14 @@ from tests.cli_process import child_env
 from tests.spark.test_bridge import read_all
 
 WORKER = Path(__file__).with_name("passthrough_worker.py")
-RECORDS = 1500  # the kill comes after 300: ten more micro-batches of 150 to replay and drain
+RECORDS = 1500  # the kill comes after 300 of them, with at least eight more batches of 150 to go
 
 
 def start_worker(
     spu_addr: str, src: str, dst: str, checkpoint: str, data_dir: Path, drain: bool
 ) -> subprocess.Popen:
-    env = child_env({"DRAIN": "1" if drain else "0"})
+    # drained: everything left in one batch after the replayed one
+    env = child_env({"DRAIN": "1" if drain else "0", "MAX_OFFSETS": str(RECORDS) if drain else "150"})
     return subprocess.Popen(
         [sys.executable, str(WORKER), spu_addr, src, dst, checkpoint, str(data_dir)],
         env=env,

@@ -1,11 +1,10 @@
-"""`contraflow run FLOW --spu A,B,C` on a 3-SPU cluster, with local Spark and then with a
-Spark standalone master and two workers (outgrowing one machine, end to end), all on
-127.0.0.1. Mid-stream the SPU leading the flow's output is SIGKILLed and restarted (and,
-on the standalone master, one worker with its executor is SIGKILLed): every event and
+"""`contraflow run FLOW --spu A,B,C` on a 3-SPU cluster with local Spark, all on 127.0.0.1.
+Mid-stream the SPU leading the flow's output is SIGKILLed and restarted: every event and
 every window of the stateful pipeline comes out once (the counts carried on). The stateful
-pipeline's group key comes from a `python::batch` whose module sits next to the flow file; on the
-standalone master it must run from the zip the runtime ships to the executors. The checks run
-after SIGTERM: it drains the flow, so anything written twice is in the topics by then."""
+pipeline's group key comes from a `python::batch` whose module sits next to the flow file. The
+checks run after SIGTERM: it drains the flow, so anything written twice is in the topics by then.
+The same flow on a Spark standalone master and two workers is in tests/spark/test_cluster.py,
+which shares its Spark cluster with the bridge's test there."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ from tests.spu.flow_harness import (
     write_flow,
 )
 
-from contraflow.spark.standalone import StandaloneCluster
 from contraflow.spu.client import SpuClient
 
 EVENTS = 1000  # 25 windows a group; the last HELD events are fed after the kills
@@ -58,35 +56,3 @@ def test_a_flow_survives_the_sigkill_of_its_outputs_leader(tmp_path: Path) -> No
             run.kill()
         assert_exactly_once(client, EVENTS)
         wait_for("the restarted SPU back in sync", lambda: leader in partition_state(cluster, "passed")[3])
-
-
-@pytest.mark.timeout(600)  # Spark on a master and two workers, and an SPU cluster, on a loaded 2-core box
-def test_a_flow_on_a_standalone_master_and_an_spu_cluster_survives_losing_an_spu_and_a_worker(
-    tmp_path: Path,
-) -> None:
-    with (
-        local_cluster(tmp_path / "spus") as spus,
-        StandaloneCluster(tmp_path / "spark", workers=2) as spark,
-        SpuClient(spus.bootstrap) as client,
-    ):
-        create_topics(client)
-        args = ("--spu", spus.bootstrap, "--master", spark.master_url)
-        flow = write_flow(tmp_path, shipped=True)  # its Python module must reach the executors in a zip
-        run = RunProcess(flow, tmp_path / "data", tmp_path, tmp_path / "run.log", *args)
-        try:
-            run.wait_until(run.running, 300, "the flow to start")
-            warm_up(spus.bootstrap, run, client)
-            feeder = feed_mid_stream(spus.bootstrap, run, client, EVENTS)
-            assert spark.busy_workers() == 2, "the pipelines run on both workers"
-            leader = partition_state(spus, "passed")[0]
-            spus.signal(f"spu-{leader}", signal.SIGKILL)
-            spark.kill_worker(0)
-            time.sleep(2)
-            spus.start_spu(leader)
-            feeder.finish(120)
-            run.wait_until(lambda: everything_out(client, EVENTS), 300, "every event and window")
-            assert spark.busy_workers() == 1, "the surviving worker carried on"
-            assert run.terminate() == 0, run.tail()
-        finally:
-            run.kill()
-        assert_exactly_once(client, EVENTS)
