@@ -11,19 +11,28 @@ surrogate, a number beyond a double in a field it reads, invalid UTF-8 in a
 string it reads, trailing content: each fails that row's decode, and the row
 runs on the per-event executor. A repeated key is read as orjson reads it (the
 last one wins), and every occurrence must have the schema's type. Numbers read
-as float64 take ints too (as doubles, correctly rounded, like orjson's
-floats); int64 fields are checked for range when the column is built.
+as float64 take ints too (rounded to doubles, as pyarrow's reader did before:
+`evaluate` compares them only with literals that keep their order); int64
+fields are checked for range when the column is built. A key holding a quote,
+a backslash or a control character cannot be a msgspec field: every row of
+such a plan runs per event.
 
 msgspec accepts a few things in the fields it skips that orjson rejects, so
-the batch's bytes are scanned for them (`_unlike_orjson`), and the rows
+the batch is scanned for them as a whole (`_unlike_orjson`), and the rows
 found fall back:
-- invalid UTF-8 anywhere in the row (a key, a skipped string);
+- invalid UTF-8 anywhere in the row (a key, a skipped string): the batch's
+  cast to Arrow text checks every row;
 - a number beyond a double (`1e999`) in a skipped field: only possible where
-  a digit is followed by `e`/`E` and a digit or `+`; those rare rows are
-  checked with orjson itself;
-- nesting deep enough to meet either decoder's limit (rows holding at least
-  `DEEP` opening brackets);
+  a digit is followed by `e`/`E` and a digit or `+`, or in a run of
+  `LONG_NUMBER` digits; those rare rows (one polars regex) are checked with
+  orjson itself;
+- nesting deep enough to come near either decoder's limit (rows holding at
+  least `DEEP` opening brackets);
 - `"$bytes"` (binary values decode differently per event).
+
+Rows are decoded one by one, not joined into one JSON array: a row that is
+not one whole value (`{"a":[[1`) could be completed by the next one in an
+array, and another row holding two values (`{},{}`) would keep the count.
 
 The table holds nulls on every row that falls back, as it always has.
 """
