@@ -158,27 +158,25 @@ def _decode(
 def _table(records: list[Any], schema: pa.Schema) -> tuple[pa.Table, list[int]]:
     """The records' fields as columns, and the rows holding an int beyond int64 (null here)."""
     overflowing: list[int] = []
-    columns = [
-        pa.nulls(len(records))
-        if pa.types.is_null(f.type)
-        else _column(list(map(attrgetter(f"f{i}"), records)), f.type, overflowing)
-        for i, f in enumerate(schema)
-    ]
+    columns = [_column(records, i, f.type, overflowing, nested=False) for i, f in enumerate(schema)]
     return pa.table(columns, schema=schema), overflowing
 
 
-def _column(items: list[Any], dtype: pa.DataType, overflowing: list[int]) -> pa.Array:
+def _column(
+    records: list[Any], index: int, dtype: pa.DataType, overflowing: list[int], nested: bool
+) -> pa.Array:
+    """Attribute `f<index>` of each record as a column of `dtype` (`nested`: the records are a
+    struct field's values, None where the struct is null)."""
+    if pa.types.is_null(dtype):  # not a Struct attribute: nulls
+        return pa.nulls(len(records))
+    getter = attrgetter(f"f{index}")
+    items = (
+        [None if r is None else getter(r) for r in records] if None in records else list(map(getter, records))
+    )
     if pa.types.is_struct(dtype):
-        members = [
-            _column(
-                [None if item is None else getattr(item, f"f{i}") for item in items], child.type, overflowing
-            )
-            for i, child in enumerate(dtype)
-        ]
+        members = [_column(items, i, child.type, overflowing, nested=True) for i, child in enumerate(dtype)]
         absent = pa.array([item is None for item in items], pa.bool_())
         return pa.StructArray.from_arrays(members, fields=list(dtype), mask=absent)
-    if pa.types.is_null(dtype):
-        return pa.nulls(len(items))
     try:
         return pa.array(items, dtype)
     except (OverflowError, pa.ArrowInvalid):  # only an int64 field can fail: msgspec typed the rest
@@ -186,11 +184,6 @@ def _column(items: list[Any], dtype: pa.DataType, overflowing: list[int]) -> pa.
             row for row, item in enumerate(items) if item is not None and not INT64[0] <= item <= INT64[1]
         ]
         return pa.nulls(len(items), dtype)
-
-
-def _member(records: list[Any], index: int) -> list[Any]:
-    """Attribute `f<index>` of each record of a struct field (None where the record is)."""
-    return [None if record is None else getattr(record, f"f{index}") for record in records]
 
 
 def _unlike_orjson(values: pa.Array, rows: list[bytes | None]) -> list[int]:
