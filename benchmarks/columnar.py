@@ -138,13 +138,19 @@ def pack_events(graph: Any, lines: list[bytes], runs: int, columnar: bool) -> fl
         plan_module._columnar.clear()
 
 
-def main() -> None:
+def hot_path_lines() -> tuple[list[bytes], int]:
+    """`EVENTS` hot_path events (argv[1], default 65536) as JSON lines, and `RUNS` (argv[2], 7)."""
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 65536
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     with TemporaryDirectory() as work:
         source = Path(work) / "events.jsonl"
         make_events(source, count)
-        lines = source.read_bytes().splitlines()
+        return source.read_bytes().splitlines(), runs
+
+
+def main() -> None:
+    lines, runs = hot_path_lines()
+    count = len(lines)
     column = pa.array(lines, pa.binary())
     split = split_prefix(compile_query(W1_QUERY))
     assert split is not None

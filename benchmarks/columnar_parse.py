@@ -32,7 +32,6 @@ import time
 import types
 from collections.abc import Callable
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any
 
 import msgspec
@@ -41,8 +40,8 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 sys.path.insert(0, str(Path(__file__).parent))
+from columnar import hot_path_lines  # noqa: E402
 from contraflow.pipeline.columnar import parse  # noqa: E402
-from hot_path import make_events  # noqa: E402
 
 # The commit before the msgspec parse: its `parse.py` is the `before` figure.
 BEFORE = "bb6690b"
@@ -59,12 +58,8 @@ ODD_ROWS = [
 
 
 def main() -> None:
-    count = int(sys.argv[1]) if len(sys.argv) > 1 else 65536
-    runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
-    with TemporaryDirectory() as tmp:
-        path = Path(tmp) / "events.jsonl"
-        make_events(path, count)
-        lines = path.read_bytes().splitlines()
+    lines, runs = hot_path_lines()
+    count = len(lines)
     values = pa.array(lines, pa.binary())
     odd_lines = [ODD_ROWS[i // 100 % len(ODD_ROWS)] if i % 100 == 7 else line for i, line in enumerate(lines)]
     odd = pa.array(odd_lines, pa.binary())
