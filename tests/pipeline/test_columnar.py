@@ -211,6 +211,15 @@ def test_rows_the_parser_reads_unlike_orjson_fall_back() -> None:
     assert got.parsed.fallback.to_pylist() == [False] * len(plain) + [out for _, out in EXACTNESS_ROWS]
 
 
+@pytest.mark.parametrize("literal", ["9007199254740992", "-9007199254740992.0", "9007199254740991"])
+def test_ints_beyond_a_double_compare_as_the_executor_compares_them(literal: str) -> None:
+    """Ints a double does not hold (2^53 + 1 rounds to 2^53; beyond int64 too) against a literal
+    at the edge: rows that big run per event against a literal of 2^53; below it, order is kept."""
+    values = [b'{"v": %d}' % v for v in (2**53 + 1, -(2**53) - 1, 2**53, 2**53 - 1, 2**64 + 1, -(2**64) - 1)]
+    for op in ("==", ">", "<"):
+        assert_same(compile_query(f"select event from in where event.v {op} {literal} into out;"), values)
+
+
 def test_a_key_msgspec_cannot_name_runs_every_row_per_event() -> None:
     """A field name with a quote cannot be a msgspec field: the batch still gives the executor's
     results, all of them from the executor; an empty schema still finds the rows that are not records."""
