@@ -7,8 +7,9 @@ batch of hot_path events:
 
 - `executor`: `PipelineExecutor.process_values_traced` (today's path);
 - `columnar`: `ColumnarPlan.run` (parse, prefilter, evaluate, merge, lists
-  for `Traced`), and its parts: `parse` (pyarrow's reader on the plan's
-  schema), `prefilter` (the scans for rows orjson would read differently);
+  for `Traced`), and its parts: `parse` (msgspec per row on the plan's
+  schema, with the prefilter), `prefilter` (the scans for rows orjson would
+  read differently; see benchmarks/columnar_parse.py for the parse alone);
 - `pack_events_per_event` / `pack_events_columnar`: what a read task of the
   split w1 runs per batch (prefix, group streams, envelopes), with
   `CONTRAFLOW_COLUMNAR` off and on;
@@ -40,7 +41,7 @@ import pyarrow.json as pj
 
 sys.path.insert(0, str(Path(__file__).parent))
 from contraflow.pipeline.columnar import ColumnarPlan  # noqa: E402
-from contraflow.pipeline.columnar.parse import _unparseable, parse_values  # noqa: E402
+from contraflow.pipeline.columnar.parse import _unlike_orjson, parse_values  # noqa: E402
 from contraflow.pipeline.executor import PipelineExecutor, no_cyclic_gc  # noqa: E402
 from contraflow.pipeline.local import compile_query  # noqa: E402
 from contraflow.pipeline.spark import plan as plan_module  # noqa: E402
@@ -137,13 +138,19 @@ def pack_events(graph: Any, lines: list[bytes], runs: int, columnar: bool) -> fl
         plan_module._columnar.clear()
 
 
-def main() -> None:
+def hot_path_lines() -> tuple[list[bytes], int]:
+    """`EVENTS` hot_path events (argv[1], default 65536) as JSON lines, and `RUNS` (argv[2], 7)."""
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 65536
     runs = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     with TemporaryDirectory() as work:
         source = Path(work) / "events.jsonl"
         make_events(source, count)
-        lines = source.read_bytes().splitlines()
+        return source.read_bytes().splitlines(), runs
+
+
+def main() -> None:
+    lines, runs = hot_path_lines()
+    count = len(lines)
     column = pa.array(lines, pa.binary())
     split = split_prefix(compile_query(W1_QUERY))
     assert split is not None
@@ -177,7 +184,9 @@ def main() -> None:
             "columnar_parse_and_prefilter": cpu_us_per_event(
                 lambda: parse_values(column, SCHEMA, no_fallback), count, runs
             ),
-            "columnar_prefilter": cpu_us_per_event(lambda: _unparseable(column), count, runs),
+            "columnar_prefilter": cpu_us_per_event(
+                lambda: _unlike_orjson(column, column.to_pylist()), count, runs
+            ),
             "by_hand_polars": cpu_us_per_event(lambda: by_hand_polars(lines), count, runs),
             "by_hand_pyarrow": cpu_us_per_event(lambda: by_hand_pyarrow(lines), count, runs),
             "parse_orjson": cpu_us_per_event(lambda: [orjson.loads(v) for v in lines], count, runs),

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from contraflow.lang.graph import PipelineGraph
 from contraflow.lang.troy.compiler import compile_trickle_file
 from contraflow.pipeline.columnar import ColumnarPlan
+from contraflow.pipeline.columnar.parse import parse_values
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.partial import PartialAggregation, partial_select
@@ -129,7 +130,8 @@ def test_w1_prefix_runs_columnar_and_keeps_the_executor_results() -> None:
     metas[8] = {"region": "kept?", "other": 1}
     plan = assert_same(prefix, values, metas)
     got = plan.run(PipelineExecutor(prefix), pa.array(values, pa.binary()), metas, list(range(len(values))))
-    assert got.columnar_rows == len(values) - 5  # rows 3, 5, 6, 7 (duplicate key) and 8 (metadata)
+    # Rows 3, 5, 6 and 8 (metadata); row 7's repeated key is read as orjson reads it (the last wins).
+    assert got.columnar_rows == len(values) - 4
     assert got.ports.count("err") == 2  # rows 3 and 6
 
 
@@ -168,6 +170,67 @@ def test_fields_read_after_the_prefix_are_parsed_and_answered_per_output() -> No
     assert times.to_pylist() == [None if o["ts"] == "late" else str(o["ts"]) for o in outputs]
     expected = {"DE": '"eu"', "US": '"na"', "JP": '"other"'}
     assert regions.to_pylist() == [None if o["ts"] == "late" else expected[o["country"]] for o in outputs]
+
+
+PLAIN = b'{"event": "click", "n": 1, "country": "DE"'
+# Rows whose fields read are fine but which msgspec (the parser) would take where orjson (the
+# executor) rejects them or reads them otherwise; and rows that look odd but read the same in both.
+EXACTNESS_ROWS = [
+    (b'{"event": "click", "n": 1, "country": "US", "country": "DE"}', False),  # the last wins in both
+    (b'{"event": "click", "n": 1, "country": 7, "country": "DE"}', True),  # every occurrence typed
+    (PLAIN + b', "x": 1e999}', True),  # beyond a double where msgspec skips: orjson rejects
+    (PLAIN + b', "x": [1E+999]}', True),
+    (PLAIN + b', "x": 1e5, "y": 2E-999}', False),  # checked with orjson: fine
+    (PLAIN + b', "x": 1' + b"0" * 400 + b"}", True),  # beyond a double without an exponent
+    (PLAIN + b', "x": "\xff"}', True),  # invalid UTF-8 where msgspec skips
+    (PLAIN + b', "\xed\xa0\x80": 1}', True),  # a surrogate's UTF-8 in a key
+    (PLAIN + b', "x": ' + b"[" * 300 + b"]" * 300 + b"}", True),  # deep: near the decoders' limits
+    (PLAIN + b', "x": {"$bytes": "AA=="}}', True),  # binary per event
+    (PLAIN + b', "x": "\\ud800"}', True),  # a lone surrogate
+    (b'{"event": "click", "n": 9223372036854775808, "country": "DE"}', True),  # beyond int64
+    (b'{"event": "click", "n": -9223372036854775808, "country": "DE"}', False),
+    (b'{"event": "click", "n": 1.0, "country": "DE"}', True),  # a float where an int is written out
+    (b'{"event": "click", "n": true, "country": "DE"}', True),
+    (b'{"event": "click", "n": 1, "country": "DE"} {}', True),  # two documents
+    (b' {"event": "click", "n": 1, "country": "DE"}\n', False),  # whitespace around: one document
+    (b'{"event": "click", "n": null, "country": "DE"}', True),  # null: written out per event
+]
+
+
+def test_rows_the_parser_reads_unlike_orjson_fall_back() -> None:
+    """Each rule the parse relies on to stay exact: the rows it must not answer run on the executor
+    (same outputs and `err` events), the others stay columnar."""
+    graph = compile_query(
+        'select {"v": event.n, "c": event.country} from in where event.event == "click" into out;'
+    )
+    plain = [orjson.dumps({"event": "click", "n": i, "country": "FR"}) for i in range(8)]  # types: int, str
+    values = plain + [row for row, _ in EXACTNESS_ROWS]
+    plan = assert_same(graph, values)
+    got = plan.run(PipelineExecutor(graph), pa.array(values, pa.binary()), None, list(range(len(values))))
+    assert got.parsed is not None
+    assert got.parsed.fallback.to_pylist() == [False] * len(plain) + [out for _, out in EXACTNESS_ROWS]
+
+
+@pytest.mark.parametrize("literal", ["9007199254740992", "-9007199254740992.0", "9007199254740991"])
+def test_ints_beyond_a_double_compare_as_the_executor_compares_them(literal: str) -> None:
+    """Ints a double does not hold (2^53 + 1 rounds to 2^53; beyond int64 too) against a literal
+    at the edge: rows that big run per event against a literal of 2^53; below it, order is kept."""
+    values = [b'{"v": %d}' % v for v in (2**53 + 1, -(2**53) - 1, 2**53, 2**53 - 1, 2**64 + 1, -(2**64) - 1)]
+    for op in ("==", ">", "<"):
+        assert_same(compile_query(f"select event from in where event.v {op} {literal} into out;"), values)
+
+
+def test_a_key_msgspec_cannot_name_runs_every_row_per_event() -> None:
+    """A field name with a quote cannot be a msgspec field: the batch still gives the executor's
+    results, all of them from the executor; an empty schema still finds the rows that are not records."""
+    parsed = parse_values(
+        pa.array([b'{"a\\"b": "x"}', b"{}"]), pa.schema([('a"b', pa.string())]), pa.array([False] * 2)
+    )
+    assert parsed.fallback.to_pylist() == [True, True]
+    assert parsed.table.column(0).null_count == 2
+    parsed = parse_values(pa.array([b'{"a": 1}', b"[1]", None]), pa.schema([]), pa.array([False] * 3))
+    assert parsed.fallback.to_pylist() == [False, True, True]
+    assert parsed.table.num_rows == 3
 
 
 # --- generated pipelines and events -------------------------------------------------------------

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from contraflow.pipeline.columnar.ir import Compare, Const, Expr, Field, Logic, Match, Not, Record
+from contraflow.pipeline.columnar.lowering import EXACT_DOUBLE
 
 E = TypeVar("E", bound=Expr)
 
@@ -96,7 +97,17 @@ class Evaluator:
                 )
             return valid
         if isinstance(expr, Compare):
-            return self.column(expr.field).is_valid()
+            column = self.column(expr.field)
+            literal = expr.literal.value
+            if (
+                isinstance(literal, int | float)
+                and not isinstance(literal, bool)
+                and abs(literal) == EXACT_DOUBLE
+            ):
+                # 2^53 + 1 rounds to 2^53, so rows that big compare per event against this literal.
+                small = pc.less(pc.abs(pc.cast(column, pa.float64(), safe=False)), float(EXACT_DOUBLE))
+                return pc.and_(column.is_valid(), small.fill_null(False))
+            return column.is_valid()
         if isinstance(expr, Logic):
             left = self.value(expr.left)
             # The right side runs only when the left does not decide: `and` on true, `or` on false.

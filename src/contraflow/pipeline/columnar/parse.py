@@ -1,47 +1,73 @@
 """A batch of channel values (JSON bytes) parsed into Arrow columns, and the rows that must not be.
 
-pyarrow's JSON reader parses the whole batch as one newline-delimited buffer
-against an explicit schema (only the fields the plan reads; others are
-skipped). It is strict where the per-event path is: a value of another type
-than the schema's, a duplicate key, a bad escape or an invalid surrogate fail
-the parse (polars' reader instead converts or keeps the first duplicate, so it
-cannot tell such rows apart). A failed parse is retried on halves until the
-failing rows are found; they run on the per-event executor.
+Each value is decoded on its own by msgspec into a Struct made from the plan's
+schema (only the fields the plan reads; others are skipped): one C call per
+row, and a row is never read together with its neighbours. msgspec is strict
+where the per-event path (orjson) is: a value of another type than the
+schema's (an int where a string is read, a float where an int is, a bool where
+a number is), a record where a field is read whole or anything but a record
+where one is read by member, a value that is not a record, a bad escape or
+surrogate, a number beyond a double in a field it reads, invalid UTF-8 in a
+string it reads, trailing content: each fails that row's decode, and the row
+runs on the per-event executor. A repeated key is read as orjson reads it (the
+last one wins), and every occurrence must have the schema's type. Numbers read
+as float64 take ints too (rounded to doubles, as pyarrow's reader did before:
+`evaluate` compares them only with literals that keep their order); int64
+fields are checked for range when the column is built. A key holding a quote,
+a backslash or a control character cannot be a msgspec field: every row of
+such a plan runs per event.
 
-The reader accepts a few things orjson (the per-event decoder) rejects, so
-those rows are found first and left out of the parse (replaced by `{}`):
-- not starting with `{` (not a record, leading whitespace), null, a line
-  break (one value per line), `"$bytes"` (binary values decode differently);
-- `NaN`/`Infinity`, numbers beyond a double (`1e999`), nesting deeper than
-  orjson's limit: only possible in a row longer than 300 bytes or holding
-  `NaN`, `Inf` or a digit followed by `e`/`E`; those rare rows are checked
-  with orjson itself;
-- invalid UTF-8 anywhere in the row.
+msgspec accepts a few things in the fields it skips that orjson rejects, so
+the batch is scanned for them as a whole (`_unlike_orjson`), and the rows
+found fall back:
+- invalid UTF-8 anywhere in the row (a key, a skipped string): the batch's
+  cast to Arrow text checks every row;
+- a number beyond a double (`1e999`) in a skipped field: only possible where
+  a digit is followed by `e`/`E` and a digit or `+`, or in a run of
+  `LONG_NUMBER` digits; those rare rows (one polars regex) are checked with
+  orjson itself;
+- nesting deep enough to come near either decoder's limit (rows holding at
+  least `DEEP` opening brackets);
+- `"$bytes"` (binary values decode differently per event).
+
+Rows are decoded one by one, not joined into one JSON array: a row that is
+not one whole value (`{"a":[[1`) could be completed by the next one in an
+array, and another row holding two values (`{},{}`) would keep the count.
+
+The table holds nulls on every row that falls back, as it always has.
 """
 
 from __future__ import annotations
 
-import re
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
-# Rows at most this long cannot hide what orjson rejects behind an innocent look (see above).
-SHORT_ROW = 300
-# A failing range this small is given up (its rows fall back) rather than split further.
-SMALLEST_SPLIT = 16
-# Parses allowed per batch while looking for failing rows; the rest of a failing range falls back.
-MAX_PARSES = 64
-PLACEHOLDER = b"{}"
-# Where pyarrow's parse errors name the row (of the buffer parsed, counting from 0).
-_ROW = re.compile(r" in row (\d+)")
-# A schema field no event has: the reader then still checks every row (an empty schema reads nothing).
+# Rows with at least this many `[`/`{` fall back: far from orjson's depth limit (1024) and from
+# Python's recursion limit, which both decoders also count against.
+DEEP = 256
+# A schema field no event has: an empty schema still checks that each row is a record, and the
+# table keeps one row per value.
 _NO_FIELD = pa.field("\x00contraflow-columnar", pa.null())
+# What a failing decode raises: msgspec's errors (ValueError), invalid UTF-8 in a string it reads
+# (UnicodeDecodeError), a null value (TypeError), nesting beyond Python's recursion limit.
+_DECODE_ERRORS = (ValueError, TypeError, RecursionError)
+_BYTES_MARK = b'"$bytes"'
+# A number with this many digits in a row can exceed a double (1.8e308) without an exponent.
+LONG_NUMBER = 309
+INT64 = (-(2**63), 2**63 - 1)
+# A digit, `e`/`E`, then a digit or `+`: where a number shorter than LONG_NUMBER digits can exceed a
+# double (a negative exponent cannot).
+_EXPONENT = "[0-9][eE][0-9+]"
 
 
 @dataclass
@@ -55,60 +81,164 @@ class Parsed:
 def parse_values(values: pa.Array, schema: pa.Schema, fallback: pa.BooleanArray) -> Parsed:
     """Parse `values` against `schema`; `fallback` marks rows already known to need the executor."""
     values = values.cast(pa.binary()) if values.type != pa.binary() else values
-    fallback = pc.or_(fallback, _unparseable(values))
-    replaced = pc.if_else(fallback, pa.scalar(PLACEHOLDER, pa.binary()), values)
-    reader_schema = schema if len(schema) else pa.schema([_NO_FIELD])
-    table, failed = _parse_ranges(replaced, reader_schema)
-    if failed:
-        fallback = pc.or_(fallback, _mask(len(values), failed))
-    return Parsed(table, fallback)
+    schema = schema if len(schema) else pa.schema([_NO_FIELD])
+    reader = _reader(schema)
+    if reader is None:  # a key msgspec cannot name: every row runs per event
+        nulls = pa.table([pa.nulls(len(values), f.type) for f in schema], schema=schema)
+        return Parsed(nulls, pa.repeat(pa.scalar(True), len(values)))
+    rows = values.to_pylist()
+    records, failed = _decode(rows, reader.decode, reader.empty)
+    known = np.flatnonzero(fallback.to_numpy(zero_copy_only=False)).tolist()
+    out = {*failed, *_unlike_orjson(values, rows), *known}
+    for row in out:
+        records[row] = reader.empty
+    table, overflowing = _table(records, schema)
+    if overflowing:  # an int beyond int64: its row falls back, and every field of it is null
+        for row in overflowing:
+            records[row] = reader.empty
+        out.update(overflowing)
+        table, _ = _table(records, schema)
+    return Parsed(table, _mask(len(values), out))
 
 
-def _unparseable(values: pa.Array) -> pa.BooleanArray:
-    """Rows the reader would read differently from orjson (see the module docstring)."""
-    data = pl.Series(values)
-    bad = (
-        data.is_null()
-        | ~data.bin.starts_with(b"{")
-        | data.bin.contains(b"\n")
-        | data.bin.contains(b"\r")
-        | data.bin.contains(b'"$bytes"')
-    )
-    text, invalid = _as_text(values)
-    if invalid is not None:
-        bad = bad | pl.Series(invalid)
-    suspicious = (
-        (data.bin.size() > SHORT_ROW)
-        | data.bin.contains(b"NaN")
-        | data.bin.contains(b"Inf")
-        | pl.Series(text).str.contains("[0-9][eE]")
-    ) & ~bad
-    rows = suspicious.arg_true().to_list()
-    if rows:
-        rejected = [row for row in rows if not _orjson_accepts(values[row].as_py())]
-        if rejected:
-            bad = bad | pl.Series(_mask(len(values), [(row, row + 1) for row in rejected]))
-    return bad.fill_null(True).to_arrow()
+@dataclass(frozen=True)
+class _Reader:
+    """A schema's decoder: `decode` makes one row's Struct; `empty` is a row with every field null."""
+
+    decode: Callable[[bytes], Any]
+    empty: Any
 
 
-def _as_text(values: pa.Array) -> tuple[pa.Array, pa.BooleanArray | None]:
-    """The values as UTF-8 text; rows that are not valid UTF-8 become `{}` and are marked."""
+@functools.lru_cache(maxsize=64)
+def _reader(schema: pa.Schema) -> _Reader | None:
+    """None when a key read holds a quote, a backslash or a control character (msgspec's field
+    names may not)."""
     try:
-        return values.cast(pa.string()), None
+        record = _struct_type("Record", list(schema))
+    except ValueError:
+        return None
+    return _Reader(msgspec.json.Decoder(record).decode, record())
+
+
+def _struct_type(name: str, fields: Sequence[pa.Field]) -> type[msgspec.Struct]:
+    """A Struct whose attribute `f<i>` reads JSON key `fields[i].name` (a key need not be an
+    identifier), typed as the field's Arrow type, null or missing read as None."""
+    read = [(i, f) for i, f in enumerate(fields) if not pa.types.is_null(f.type)]  # null: a column of nulls
+    attributes = [(f"f{i}", _python_type(f.type), None) for i, f in read]
+    renamed = {f"f{i}": f.name for i, f in read}
+    # gc=False: decoded values hold no cycles, and tracking a Struct per row cost time for nothing.
+    return msgspec.defstruct(name, attributes, rename=renamed, gc=False)
+
+
+def _python_type(dtype: pa.DataType) -> Any:
+    if pa.types.is_struct(dtype):
+        return _struct_type("Member", list(dtype)) | None
+    found = {pa.string(): str, pa.float64(): float, pa.int64(): int, pa.bool_(): bool}.get(dtype)
+    if found is None:
+        raise TypeError(f"no JSON reading for Arrow type {dtype}")  # `FieldTypes.schema` makes no other
+    return found | None
+
+
+def _decode(
+    rows: list[bytes | None], decode: Callable[[bytes], Any], empty: Any
+) -> tuple[list[Any], list[int]]:
+    """Each row decoded (`empty` where it fails), and the rows that failed."""
+    records: list[Any] = []
+    append = records.append
+    failed = []
+    for row in rows:
+        try:
+            append(decode(row))  # type: ignore[arg-type]  # a null row raises TypeError: it falls back
+        except _DECODE_ERRORS:
+            failed.append(len(records))
+            append(empty)
+    return records, failed
+
+
+def _table(records: list[Any], schema: pa.Schema) -> tuple[pa.Table, list[int]]:
+    """The records' fields as columns, and the rows holding an int beyond int64 (null here)."""
+    overflowing: list[int] = []
+    columns = [_column(records, i, f.type, overflowing, nested=False) for i, f in enumerate(schema)]
+    return pa.table(columns, schema=schema), overflowing
+
+
+def _column(
+    records: list[Any], index: int, dtype: pa.DataType, overflowing: list[int], nested: bool
+) -> pa.Array:
+    """Attribute `f<index>` of each record as a column of `dtype` (`nested`: the records are a
+    struct field's values, None where the struct is null)."""
+    if pa.types.is_null(dtype):  # not a Struct attribute: nulls
+        return pa.nulls(len(records))
+    getter = attrgetter(f"f{index}")
+    items = (
+        [None if r is None else getter(r) for r in records] if None in records else list(map(getter, records))
+    )
+    if pa.types.is_struct(dtype):
+        members = [_column(items, i, child.type, overflowing, nested=True) for i, child in enumerate(dtype)]
+        absent = pa.array([item is None for item in items], pa.bool_())
+        return pa.StructArray.from_arrays(members, fields=list(dtype), mask=absent)
+    try:
+        return pa.array(items, dtype)
+    except (OverflowError, pa.ArrowInvalid):  # only an int64 field can fail: msgspec typed the rest
+        overflowing += [
+            row for row, item in enumerate(items) if item is not None and not INT64[0] <= item <= INT64[1]
+        ]
+        return pa.nulls(len(items), dtype)
+
+
+def _unlike_orjson(values: pa.Array, rows: list[bytes | None]) -> list[int]:
+    """Rows msgspec decodes but orjson would reject or read otherwise (see the module docstring),
+    found by whole-batch scans; rows are looked at one by one only where a scan points at them."""
+    data = values.buffers()[2]
+    if not len(values) or data is None:
+        return []
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    lengths = np.diff(offsets)
+    found, text = _as_text(values, rows)
+    numbers = pl.Series(text).str.contains(_EXPONENT)
+    if int(lengths.max()) >= LONG_NUMBER:
+        numbers = numbers | pl.Series(text).str.contains(f"[0-9]{{{LONG_NUMBER}}}")
+    found += [row for row in numbers.arg_true().to_list() if not _orjson_accepts(rows[row])]
+    start = int(offsets[0])
+    everything = data.slice(start, int(offsets[-1]) - start).to_pybytes()
+    if b"$" in everything:  # rare: look for the mark itself
+        marks = _occurrences(everything, _BYTES_MARK)
+        found += np.unique(np.searchsorted(offsets - start, marks, side="right") - 1).tolist()
+    found += [row for row in np.flatnonzero(lengths >= DEEP).tolist() if _openings(rows[row]) >= DEEP]
+    return found
+
+
+def _as_text(values: pa.Array, rows: list[bytes | None]) -> tuple[list[int], pa.Array]:
+    """The rows that are not valid UTF-8, and the values as text (those rows made `{}`)."""
+    try:
+        return [], values.cast(pa.string())
     except pa.ArrowInvalid:
-        invalid = [not _utf8(v) for v in values.to_pylist()]
-        mask = pa.array(invalid, pa.bool_())
-        return pc.if_else(mask, pa.scalar(PLACEHOLDER, pa.binary()), values).cast(pa.string()), mask
+        invalid = [row for row, value in enumerate(rows) if value is not None and not _utf8(value)]
+        blank = pc.if_else(_mask(len(values), set(invalid)), pa.scalar(b"{}", pa.binary()), values)
+        return invalid, blank.cast(pa.string())
 
 
-def _utf8(value: bytes | None) -> bool:
-    if value is None:
-        return True
+def _utf8(value: bytes) -> bool:
     try:
         value.decode("utf-8")
     except UnicodeDecodeError:
         return False
     return True
+
+
+def _occurrences(text: bytes, needle: bytes) -> list[int]:
+    found = []
+    at = text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + 1)
+    return found
+
+
+def _openings(value: bytes | None) -> int:
+    return 0 if value is None else value.count(b"[") + value.count(b"{")
 
 
 def _orjson_accepts(value: bytes | None) -> bool:
@@ -121,70 +251,9 @@ def _orjson_accepts(value: bytes | None) -> bool:
     return True
 
 
-def _parse_ranges(values: pa.Array, schema: pa.Schema) -> tuple[pa.Table, list[tuple[int, int]]]:
-    """Parse `values`, cutting failing rows out; returns the table and the row ranges that failed.
-
-    A parse error names its row ("... in row N"): that row fails and the rows
-    around it are parsed again. Errors without a row (a number too big for
-    int64) split the range in halves instead."""
-    pieces: dict[int, pa.Table] = {}
-    failed: list[tuple[int, int]] = []
-    pending = [(0, len(values))]
-    parses = 0
-    while pending:
-        start, end = pending.pop()
-        if parses >= MAX_PARSES:
-            failed.append((start, end))
-            pieces[start] = _nulls(schema, end - start)
-            continue
-        parses += 1
-        table, bad_row = _parse(values.slice(start, end - start), schema)
-        if table is not None:
-            pieces[start] = table
-        elif bad_row is not None:
-            row = start + bad_row
-            failed.append((row, row + 1))
-            pieces[row] = _nulls(schema, 1)
-            pending += [r for r in ((row + 1, end), (start, row)) if r[0] < r[1]]
-        elif end - start <= SMALLEST_SPLIT:
-            failed.append((start, end))
-            pieces[start] = _nulls(schema, end - start)
-        else:
-            middle = (start + end) // 2
-            pending += [(middle, end), (start, middle)]
-    tables = [pieces[start] for start in sorted(pieces)]
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    return table.combine_chunks(), failed
-
-
-def _parse(values: pa.Array, schema: pa.Schema) -> tuple[pa.Table | None, int | None]:
-    """One newline-delimited parse of `values`: the table, or None and the failing row if known."""
-    if not len(values):
-        return _nulls(schema, 0), None
-    lines = pc.binary_join_element_wise(values, pa.scalar(b"", pa.binary()), pa.scalar(b"\n", pa.binary()))
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset : lines.offset + len(lines) + 1]
-    buffer = lines.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    try:
-        table = pj.read_json(
-            pa.BufferReader(buffer),
-            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(buffer), 1 << 20)),
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-        )
-    except pa.ArrowInvalid as error:
-        found = _ROW.search(str(error))
-        row = int(found.group(1)) if found else None
-        return None, row if row is not None and row < len(values) else None
-    return (table, None) if table.num_rows == len(values) else (None, None)
-
-
-def _nulls(schema: pa.Schema, count: int) -> pa.Table:
-    return pa.table([pa.nulls(count, f.type) for f in schema], schema=schema)
-
-
-def _mask(count: int, ranges: list[tuple[int, int]]) -> pa.BooleanArray:
-    flags = [False] * count
-    for start, end in ranges:
-        flags[start:end] = [True] * (end - start)
+def _mask(count: int, rows: set[int]) -> pa.BooleanArray:
+    flags = np.zeros(count, dtype=bool)
+    flags[list(rows)] = True
     return pa.array(flags, pa.bool_())
 
 
