@@ -14,6 +14,7 @@ import pytest
 from contraflow.errors import UserError
 from contraflow.events import META_HEADER, Event
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query, finish
 from contraflow.pipeline.spark import query as query_module
@@ -21,10 +22,11 @@ from contraflow.pipeline.spark.listener import LATE_METRIC
 from contraflow.pipeline.spark.local import fire_pending
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.pipeline.spark.state import export_state, import_state
+from contraflow.pipeline.spark.time_mode import query_has_timers
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.pipeline.spark.harness import RFC_COUNTER
+from tests.pipeline.spark.harness import RFC_COUNTER, poll
 
 _names = itertools.count()
 
@@ -221,6 +223,46 @@ def test_interval_window_closes_on_the_timer_without_more_input(pipeline) -> Non
         time.sleep(0.5)
     assert p.values() == [2]
     p.stop()
+
+
+# A window whose time is the event's own (`script event.t`): only events close it, never ticks.
+EVENT_TIME_WINDOW = """
+define window ten from tumbling with interval = 10 script event.t end;
+select {"key": group[0], "count": aggr::stats::count()} from in[ten] group by event.k into out;
+"""
+
+
+def test_only_windows_that_follow_ingest_time_need_timers() -> None:
+    def timed(windows: str, source: str = "in[a, b]") -> bool:
+        return has_timers(compile_query(f"{windows}select aggr::stats::count() from {source} into out;"))
+
+    interval, scripted = "with interval = 10 end;\n", "with interval = 10 script event.t end;\n"
+    assert timed(f"define window a from tumbling {interval}define window b from tumbling {interval}")
+    assert not has_timers(compile_query(EVENT_TIME_WINDOW))
+    # tilt frames close with the first window: an ingest-time second window is never ticked alone
+    assert not timed(f"define window a from tumbling {scripted}define window b from tumbling {interval}")
+    executor = PipelineExecutor(compile_query(EVENT_TIME_WINDOW))
+    executor.process("in", Event.from_raw(b'{"k": "a", "t": 5}'), 0)
+    assert executor.next_deadline_ns() is None and executor.tick(10**18) == []
+
+
+def test_a_checkpoint_keeps_the_time_mode_it_was_made_in(pipeline, tmp_path: Path) -> None:
+    """Spark resumes a checkpoint only in its own time mode: one planned with timers before the
+    event-time window stopped counting as timed restarts with timers; a new one runs without."""
+    # With timers a query runs a batch every trigger, so `processAllAvailable` never returns: poll.
+    fast = "100 milliseconds"
+    p = pipeline(EVENT_TIME_WINDOW).start(timers=True, trigger=fast)  # as the runtime ran it before
+    p.feed({"k": "a", "t": 1}, {"k": "a", "t": 2})
+    poll(lambda: [r["numInputRows"] for r in p.query.recentProgress], lambda rows: sum(rows) >= 2, 60)
+    p.stop()
+    timers = query_has_timers(Path(p.checkpoint), p.graph)
+    assert timers and query_has_timers(Path(p.checkpoint), p.graph)  # marked: the same answer
+    p.start(timers=timers, trigger=fast)
+    p.feed({"k": "a", "t": 12})  # closes [0, 10) with the two events before the restart
+    assert poll(p.values, bool, 60) == [{"key": "a", "count": 2}]
+    assert p.query.exception() is None
+    p.stop()
+    assert not query_has_timers(tmp_path / "new-checkpoint", p.graph)
 
 
 def test_available_now_run_of_a_timed_pipeline_ends_with_the_local_runners_windows(
