@@ -26,7 +26,7 @@ from contraflow.pipeline.spark.time_mode import query_has_timers
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.topics import TopicConfig
-from tests.pipeline.spark.harness import RFC_COUNTER, poll
+from tests.pipeline.spark.harness import RFC_COUNTER
 
 _names = itertools.count()
 
@@ -246,23 +246,19 @@ def test_only_windows_that_follow_ingest_time_need_timers() -> None:
     assert executor.next_deadline_ns() is None and executor.tick(10**18) == []
 
 
-def test_a_checkpoint_keeps_the_time_mode_it_was_made_in(pipeline, tmp_path: Path) -> None:
-    """Spark resumes a checkpoint only in its own time mode: one planned with timers before the
-    event-time window stopped counting as timed restarts with timers; a new one runs without."""
-    # With timers a query runs a batch every trigger, so `processAllAvailable` never returns: poll.
-    fast = "100 milliseconds"
-    p = pipeline(EVENT_TIME_WINDOW).start(timers=True, trigger=fast)  # as the runtime ran it before
-    p.feed({"k": "a", "t": 1}, {"k": "a", "t": 2})
-    poll(lambda: [r["numInputRows"] for r in p.query.recentProgress], lambda rows: sum(rows) >= 2, 60)
-    p.stop()
-    timers = query_has_timers(Path(p.checkpoint), p.graph)
-    assert timers and query_has_timers(Path(p.checkpoint), p.graph)  # marked: the same answer
-    p.start(timers=timers, trigger=fast)
-    p.feed({"k": "a", "t": 12})  # closes [0, 10) with the two events before the restart
-    assert poll(p.values, bool, 60) == [{"key": "a", "count": 2}]
-    assert p.query.exception() is None
-    p.stop()
-    assert not query_has_timers(tmp_path / "new-checkpoint", p.graph)
+def test_a_checkpoint_keeps_the_time_mode_it_was_made_in(tmp_path: Path) -> None:
+    """Spark resumes a checkpoint only in its own time mode ("Cannot change timeMode"): one that
+    planned a batch before the event-time window stopped counting as timed keeps its timers; a new
+    one runs without; the choice is marked beside the checkpoint and read back, not made again."""
+    graph = compile_query(EVENT_TIME_WINDOW)
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1\n")  # what a query writes when it plans batch 0
+    assert query_has_timers(old, graph)
+    assert not query_has_timers(new, graph)
+    (new / "offsets").mkdir(parents=True)
+    (new / "offsets" / "0").write_text("v1\n")  # the new query has run since: its mark decides
+    assert query_has_timers(old, graph) and not query_has_timers(new, graph)
 
 
 def test_available_now_run_of_a_timed_pipeline_ends_with_the_local_runners_windows(
