@@ -33,8 +33,16 @@ def has_timers(graph: PipelineGraph) -> bool:
 def _has_timer(node: Node) -> bool:
     spec = node.spec
     if isinstance(spec, SelectSpec):
-        # windows closed by the watermark follow event time only: ticks never close them
-        return any(w.interval_ns and not w.watermarked for w in spec.windows)
+        # Ticks move only a first window that follows ingest time (`Windows.ticking`): one whose
+        # time comes from a `script` (the event's own time, as in Tremor) closes on events alone,
+        # one closed by the watermark follows event time, and tilt frames close with the first.
+        first = spec.windows[0] if spec.windows else None
+        return (
+            first is not None
+            and first.interval_ns is not None
+            and first.script is None
+            and not first.watermarked
+        )
     return (
         isinstance(spec, OperatorSpec) and spec.kind == "generic::batch" and bool(spec.config.get("timeout"))
     )

@@ -35,9 +35,9 @@ from contraflow.api.facade import (
 from contraflow.connectors.base import Connector, ConnectorContext, check_connector, connector_for
 from contraflow.errors import UserError
 from contraflow.lang.graph import FlowGraph
-from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.python.modules import check_operators
 from contraflow.pipeline.spark.run import PipelineInput, PipelineRun, start_pipeline_query, transient_failure
+from contraflow.pipeline.spark.time_mode import query_has_timers
 from contraflow.runtime.acks import AckTracker
 from contraflow.runtime.aliases import mark_aliased, plan_aliases, ran_aliased, ran_as_query
 from contraflow.runtime.cancellation import QueryStops, TieredCancel
@@ -55,6 +55,7 @@ from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
+from contraflow.spark.checkpoint import checkpoint_path
 from contraflow.spu.client import AsyncProducer, ProducerSettings
 from contraflow.spu.client.in_process import spu_client
 from contraflow.spu.protocol.errors import REROUTE, SpuError
@@ -272,6 +273,8 @@ class FlowInstance:
     async def _start_pipeline(self, alias: str, inputs: list[PipelineInput]) -> None:
         outputs = {port: c.topic for port, c in self.topology.outputs_of("pipeline", alias).items()}
         await self.services.query_stops.wait_for(f"{self.id}/{alias}", EARLIER_STOP_S)
+        checkpoint = checkpoint_path(self.services.data_dir, self.id, alias)
+        timers = query_has_timers(checkpoint, self.graph.pipelines[alias])  # as the checkpoint began
         for inp in inputs:  # the first batch is admitted by priority too (the monitor takes over)
             await control.credit(inp.consumer, inp.topic).set_async(
                 self.client, admitted(self.settings.priority, None)
@@ -286,8 +289,9 @@ class FlowInstance:
             inputs=inputs,
             outputs=outputs,
             data_dir=self.services.data_dir,
-            trigger=self.settings.pipeline(alias).trigger(timers=has_timers(self.graph.pipelines[alias])),
+            trigger=self.settings.pipeline(alias).trigger(timers=timers),
             pool=self.settings.priority,
+            timers=timers,
         )
 
     async def restart_pipeline(self, alias: str, why: str) -> None:

@@ -59,7 +59,16 @@ CLEAN_EVENT = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.parametrize("name", ["count", "ingest", "ungrouped-count", "filtered", "aggregates"])
+# A window time that is not an integer field (a literal): the fold reads it from its JSON text.
+LITERAL_TIME = pipeline(
+    "define window w from tumbling with interval = 100 script 5 end;\n",
+    'select {"k": group[0], "n": aggr::stats::count()} from tag[w] group by $k into out;',
+)
+
+
+@pytest.mark.parametrize(
+    "name", ["count", "ingest", "ungrouped-count", "filtered", "aggregates", "literal-time"]
+)
 @given(
     events=st.lists(CLEAN_EVENT, min_size=1, max_size=40),
     run=st.integers(1, 12),
@@ -77,6 +86,7 @@ def test_the_fold_on_columns_makes_the_event_by_event_segments(
         "ungrouped-count": pipeline(EVENT_TIME, 'select {"n": aggr::stats::count()} from tag[w] into out;'),
         "filtered": FILTERED,
         "aggregates": AGGREGATES,
+        "literal-time": LITERAL_TIME,
     }[name]
     as_type = {"str": lambda k: "abc"[k], "int": int, "bool": lambda k: k > 0}[key_type]
     events = [{**e, "k": as_type(e["k"])} for e in events]  # one type: the prefix's columns read all

@@ -14,6 +14,7 @@ import pytest
 from contraflow.errors import UserError
 from contraflow.events import META_HEADER, Event
 from contraflow.lang.graph import PipelineGraph
+from contraflow.pipeline.analysis import has_timers
 from contraflow.pipeline.executor import PipelineExecutor
 from contraflow.pipeline.local import compile_query, finish
 from contraflow.pipeline.spark import query as query_module
@@ -21,6 +22,7 @@ from contraflow.pipeline.spark.listener import LATE_METRIC
 from contraflow.pipeline.spark.local import fire_pending
 from contraflow.pipeline.spark.query import start_pipeline
 from contraflow.pipeline.spark.state import export_state, import_state
+from contraflow.pipeline.spark.time_mode import query_has_timers
 from contraflow.spu.api import read_topic
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol.topics import TopicConfig
@@ -221,6 +223,42 @@ def test_interval_window_closes_on_the_timer_without_more_input(pipeline) -> Non
         time.sleep(0.5)
     assert p.values() == [2]
     p.stop()
+
+
+# A window whose time is the event's own (`script event.t`): only events close it, never ticks.
+EVENT_TIME_WINDOW = """
+define window ten from tumbling with interval = 10 script event.t end;
+select {"key": group[0], "count": aggr::stats::count()} from in[ten] group by event.k into out;
+"""
+
+
+def test_only_windows_that_follow_ingest_time_need_timers() -> None:
+    def timed(windows: str, source: str = "in[a, b]") -> bool:
+        return has_timers(compile_query(f"{windows}select aggr::stats::count() from {source} into out;"))
+
+    interval, scripted = "with interval = 10 end;\n", "with interval = 10 script event.t end;\n"
+    assert timed(f"define window a from tumbling {interval}define window b from tumbling {interval}")
+    assert not has_timers(compile_query(EVENT_TIME_WINDOW))
+    # tilt frames close with the first window: an ingest-time second window is never ticked alone
+    assert not timed(f"define window a from tumbling {scripted}define window b from tumbling {interval}")
+    executor = PipelineExecutor(compile_query(EVENT_TIME_WINDOW))
+    executor.process("in", Event.from_raw(b'{"k": "a", "t": 5}'), 0)
+    assert executor.next_deadline_ns() is None and executor.tick(10**18) == []
+
+
+def test_a_checkpoint_keeps_the_time_mode_it_was_made_in(tmp_path: Path) -> None:
+    """Spark resumes a checkpoint only in its own time mode ("Cannot change timeMode"): one that
+    planned a batch before the event-time window stopped counting as timed keeps its timers; a new
+    one runs without; the choice is marked beside the checkpoint and read back, not made again."""
+    graph = compile_query(EVENT_TIME_WINDOW)
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "offsets").mkdir(parents=True)
+    (old / "offsets" / "0").write_text("v1\n")  # what a query writes when it plans batch 0
+    assert query_has_timers(old, graph)
+    assert not query_has_timers(new, graph)
+    (new / "offsets").mkdir(parents=True)
+    (new / "offsets" / "0").write_text("v1\n")  # the new query has run since: its mark decides
+    assert query_has_timers(old, graph) and not query_has_timers(new, graph)
 
 
 def test_available_now_run_of_a_timed_pipeline_ends_with_the_local_runners_windows(

@@ -13,7 +13,7 @@ batch for whoever comes next.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.columnar.evaluate import Evaluator
 from contraflow.pipeline.columnar.fields import FieldTypes, readable
-from contraflow.pipeline.columnar.ir import Expr, NotVectorizable
+from contraflow.pipeline.columnar.ir import Expr, Field, NotVectorizable
 from contraflow.pipeline.columnar.lowering import Scope, lower
 from contraflow.pipeline.columnar.parse import Parsed, parse_values, parsed_from_table
 from contraflow.pipeline.columnar.routes import Route, Routes, trace
@@ -97,6 +97,32 @@ class ColumnarTraced(Traced):
 
     def text_column(self, expr: Any) -> pa.Array | None:
         """`texts_of` as an Arrow string column (null where not answered); None when no output is."""
+        evaluator = self.evaluator
+        if evaluator is None:
+            return None
+        return self._answered(expr, lambda lowered: evaluator.text(lowered), pa.string())
+
+    def int_column(self, expr: Any) -> pa.Array | None:
+        """The value of `expr` on each output where it is an integer field of the parsed batch (an
+        int64 column), null where not answered: what `text_column` spells, without the text (the
+        fold reads window times as numbers). None when no output is answered."""
+        evaluator = self.evaluator
+        if evaluator is None:
+            return None
+
+        def values(lowered: Expr) -> pa.Array | None:
+            if not isinstance(lowered, Field):  # `_answered` checked that the batch has it
+                return None
+            column = evaluator.column(lowered)
+            return column if column.type == pa.int64() else None
+
+        return self._answered(expr, values, pa.int64())
+
+    def _answered(
+        self, expr: Any, evaluate: Callable[[Expr], pa.Array | None], kind: pa.DataType
+    ) -> pa.Array | None:
+        """`evaluate` of `expr` as lowered on each route, per output row, null where it is not
+        exact, the route does not lower it, or `evaluate` gives None; None when no output is."""
         if self.outputs is None or self.evaluator is None or self.parsed is None:
             return None
         route_column = self.outputs.column("route")
@@ -113,10 +139,12 @@ class ColumnarTraced(Traced):
             on_route = pc.equal(route_column, number)
             if not pc.any(on_route).as_py():
                 continue
+            column = evaluate(lowered)
+            if column is None:
+                continue
             exact = pc.and_(on_route, self.evaluator.exact(lowered).take(sources))
-            texts = self.evaluator.text(lowered).take(sources)
             found = pc.if_else(
-                exact, texts, found if found is not None else pa.nulls(len(sources), pa.string())
+                exact, column.take(sources), found if found is not None else pa.nulls(len(sources), kind)
             )
         return found
 

@@ -3,19 +3,21 @@
 `contraflow.pipeline.spark.partial` folds event by event with the select's
 compiled code; after a columnar prefix (`ColumnarTraced`) the same segments
 come out of a few vectorized passes instead. Each output to the cut port is
-classified from its columns (`ColumnarTraced.text_column`: the `where`, the
-group value and the window time as JSON text): dropped by `where`, ordinary
-(`where` not a boolean, a group value that is not a scalar, a window time
-that is not a non-negative integer) or foldable. Then, per group, between
-ordinary rows (an ordinary row ends every open segment) and within a stretch
-of one ingest time, a segment's head is an event whose time exceeds every
-earlier one of the stretch: exactly the rule `_Folder.step` applies one event
-at a time (a head of time t takes the following events with time <= t; the
-first later one with time > t heads the next), found with a running maximum:
-numpy, a stable sort by group and epoch, each stretch's times offset above all
-earlier stretches', one `maximum.accumulate` (no per-row Python; polars'
-window expressions cost more in fixed overhead per call than the whole fold on
-a read task's few thousand rows).
+classified from its columns (`ColumnarTraced.text_column`: the `where` and
+the group value as JSON text; the window time as a number, as it is from an
+integer field, `ColumnarTraced.int_column`, else from its text): dropped by
+`where`, ordinary (`where` not a boolean, a group value that is not a scalar,
+a window time that is not a non-negative integer) or foldable. Then, per
+group, between ordinary rows (an ordinary row ends every open segment) and
+within a stretch of one ingest time, a segment's head is an event whose time
+exceeds every earlier one of the stretch: exactly the rule `_Folder.step`
+applies one event at a time (a head of time t takes the following events with
+time <= t; the first later one with time > t heads the next), found with a
+running maximum: numpy, a stable sort by group (epochs never fall in row
+order), each stretch's times offset above all earlier stretches', one
+`maximum.accumulate` (no per-row Python; polars' window expressions cost more
+in fixed overhead per call than the whole fold on a read task's few thousand
+rows).
 
 With `steps` (`partial.closes_without_event`) a segment is the whole stretch
 of a group (also ended by a change of metadata): its first head crosses, the
@@ -79,7 +81,7 @@ class ColumnarFold:
         if not len(rows):
             return traced, pa.nulls(outputs.num_rows, pa.binary())
         texts: dict[str, pa.Array] = {}
-        for name, expr in (("where", self.where), ("group", self.group), ("time", self.time)):
+        for name, expr in (("where", self.where), ("group", self.group)):
             if expr is not None:
                 column = traced.text_column(expr.ast)
                 if column is None:
@@ -87,6 +89,9 @@ class ColumnarFold:
                 texts[name] = column.take(rows)
                 if texts[name].null_count:
                     return None
+        times = _window_times(traced, self.time.ast, rows) if self.time is not None else None
+        if self.time is not None and times is None:
+            return None
         arguments: list[pa.Array | None] = []
         for aggregate in self.aggregates:
             column = traced.text_column(aggregate.arg.ast) if aggregate.arg is not None else None
@@ -95,7 +100,9 @@ class ColumnarFold:
             arguments.append(column.take(rows) if column is not None else None)
         each_ingest = ingest.take(outputs.column("source"))
         meta = outputs.column("meta").take(rows) if self.steps else None
-        rows_of = _Rows.classify(texts, each_ingest.take(rows), _ingest_runs(each_ingest).take(rows), meta)
+        rows_of = _Rows.classify(
+            texts, times, each_ingest.take(rows), _ingest_runs(each_ingest).take(rows), meta
+        )
         numbers = rows_of.with_arguments(self.aggregates, arguments) if rows_of is not None else None
         if rows_of is None or numbers is None:
             return None
@@ -165,8 +172,15 @@ class _Rows:
 
     @classmethod
     def classify(
-        cls, texts: dict[str, pa.Array], ingest: pa.Array, runs: pa.Array, meta: pa.Array | None
+        cls,
+        texts: dict[str, pa.Array],
+        times: pa.Array | None,
+        ingest: pa.Array,
+        runs: pa.Array,
+        meta: pa.Array | None,
     ) -> _Rows | None:
+        """`texts`: the `where` and group texts; `times`: the window times (None: ingest time), null
+        where one is not a non-negative integer."""
         count = len(ingest)
         where = texts.get("where")
         keep = pc.equal(where, "true") if where is not None else pa.repeat(True, count)
@@ -179,14 +193,9 @@ class _Rows:
             numbers = pc.dictionary_encode(group).indices.to_numpy().astype(np.int64)
         else:
             numbers = np.zeros(count, dtype=np.int64)
-        time = texts.get("time")
-        if time is not None:
-            valid = pc.match_substring_regex(time, _NON_NEGATIVE_INT)
-            ordinary = pc.or_(ordinary, pc.and_(keep, pc.invert(valid)))
-            try:
-                times = pc.if_else(valid, time, "0").cast(pa.int64()).to_numpy()
-            except pa.ArrowInvalid:  # beyond int64: the per-event fold takes it
-                return None
+        if times is not None:
+            ordinary = pc.or_(ordinary, pc.and_(keep, times.is_null()))
+            times = times.fill_null(0).to_numpy()
         else:
             times = ingest.to_numpy()
         return cls(
@@ -228,8 +237,9 @@ class _Rows:
             return _Segments(candidates, candidates, candidates, candidates)
         group, times = self.group[candidates], self.time[candidates]
         # Each (group, epoch) in row order; with steps, a change of metadata starts a new stretch
-        # (a later step's close gives its outputs the head's metadata).
-        order = np.lexsort((epoch[candidates], group))
+        # (a later step's close gives its outputs the head's metadata). Epochs never fall in row
+        # order, so a stable sort by group alone orders them (a radix sort on small numbers).
+        order = np.argsort(group.astype(_narrowest(int(group.max()))), kind="stable")
         group, epochs, times = group[order], epoch[candidates][order], times[order]
         starts = np.ones(len(order), dtype=bool)
         starts[1:] = (group[1:] != group[:-1]) | (epochs[1:] != epochs[:-1])
@@ -275,7 +285,7 @@ class _Rows:
             positions[starts][by_row],
             times[starts][by_row],
             others[first][by_row],
-            np.sort(positions[~starts]),
+            _ascending(positions[~starts], len(self.ordinary)),
             later,
         )
 
@@ -315,6 +325,40 @@ class _LaterSteps:
             lists = orjson.dumps([c[start:end] for c in columns], option=orjson.OPT_SERIALIZE_NUMPY)
             found[segment] = found[segment][:-1] + b"," + lists[1:]
         return pa.array(found, pa.binary())
+
+
+def _window_times(traced: ColumnarTraced, expr: Any, rows: pa.Array) -> pa.Array | None:
+    """The window time of each of `rows` (null where the window refuses it: not a non-negative
+    integer); None when the columns do not answer every row. An integer field is read as it is;
+    any other expression through its JSON text."""
+    numbers = traced.int_column(expr)
+    if numbers is not None:
+        numbers = numbers.take(rows)
+        if not numbers.null_count:
+            return pc.if_else(pc.greater_equal(numbers, 0), numbers, None)
+    texts = traced.text_column(expr)
+    if texts is None:
+        return None
+    texts = texts.take(rows)
+    if texts.null_count:
+        return None
+    valid = pc.match_substring_regex(texts, _NON_NEGATIVE_INT)
+    try:
+        return pc.if_else(valid, texts, None).cast(pa.int64())
+    except pa.ArrowInvalid:  # beyond int64: the per-event fold takes it
+        return None
+
+
+def _narrowest(largest: int) -> type[np.unsignedinteger[Any]]:
+    """The smallest unsigned type holding 0..largest (numpy sorts 16-bit keys stably by radix)."""
+    return np.uint16 if largest < 2**16 else np.uint32 if largest < 2**32 else np.uint64
+
+
+def _ascending(rows: np.ndarray, count: int) -> np.ndarray:
+    """Distinct row numbers below `count`, sorted: marked in a mask, no comparison sort."""
+    marked = np.zeros(count, dtype=bool)
+    marked[rows] = True
+    return np.flatnonzero(marked)
 
 
 def _numbered(column: pa.Array) -> np.ndarray:

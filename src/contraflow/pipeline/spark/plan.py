@@ -53,6 +53,8 @@ class PipelinePlan:
     spu: str | None = None  # where the runtime publishes QoS signals (see `signals`)
     # An available-now run: it ends once its input is read, so it has no timers (see `ticks`).
     finite: bool = False
+    # The time mode a runtime checkpoint keeps (`time_mode.query_has_timers`); None: `has_timers`.
+    timers: bool | None = None
 
     @cached_property
     def fingerprint(self) -> str:
@@ -77,7 +79,8 @@ class PipelinePlan:
         state, for the caller to fire (`contraflow query` does, with
         `contraflow.pipeline.local.finish`).
         """
-        return not self.finite and self.ingest == "timestamp" and has_timers(self.graph)
+        timers = has_timers(self.graph) if self.timers is None else self.timers
+        return not self.finite and self.ingest == "timestamp" and timers
 
     @cached_property
     def qos(self) -> bool:

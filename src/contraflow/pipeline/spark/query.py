@@ -80,6 +80,7 @@ def start_pipeline(
     ingest: IngestMode = "timestamp",
     pool: str | None = None,
     fold_partials: bool = True,
+    timers: bool | None = None,
 ) -> StreamingQuery:
     """Start `graph` as the streaming query `name` and return it.
 
@@ -101,7 +102,9 @@ def start_pipeline(
     _check_ports(graph, inputs, outputs)
     graph = ship_modules(spark, settle_batch_state(graph))  # python::batch nodes that keep no state
     finite = trigger == AVAILABLE_NOW
-    plan = PipelinePlan(graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite)
+    plan = PipelinePlan(
+        graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite, timers=timers
+    )
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
     rows = (
         _stateful_rows(spark, plan, read, checkpoint, partition_by, fold_partials)

@@ -23,6 +23,7 @@ from typing import Any
 
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.spark.listener import BatchProgress, QueryListener, query_listener
+from contraflow.pipeline.spark.time_mode import query_has_timers
 from contraflow.spark.checkpoint import checkpoint_path, last_committed_ends
 from contraflow.spark.session import activate
 
@@ -118,11 +119,13 @@ def start_pipeline_query(
     data_dir: Path,
     trigger: str | None = None,
     pool: str | None = None,
+    timers: bool | None = None,
 ) -> PipelineRun:
     """Start `graph` as a Spark query from its input channels to its output channels, checkpointed
     under `data_dir` (`contraflow.spark.checkpoint.checkpoint_path`),
     starting a micro-batch every `trigger` (Spark's processing-time interval; None: back to back),
-    its jobs in the FAIR scheduler `pool` (the flow's priority, `contraflow.spark.pools`)."""
+    its jobs in the FAIR scheduler `pool` (the flow's priority, `contraflow.spark.pools`), with
+    timers or not as the checkpoint was first run (`timers`, else `time_mode.query_has_timers`)."""
     from contraflow.pipeline.spark.query import start_pipeline
 
     activate(spark)
@@ -143,5 +146,6 @@ def start_pipeline_query(
         flow=flow_id,
         trigger=trigger,
         pool=pool,
+        timers=query_has_timers(checkpoint, graph) if timers is None else timers,
     )
     return PipelineRun(flow_id, alias, inputs, outputs, query, listener, str(query.runId), resumed)
