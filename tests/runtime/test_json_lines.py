@@ -35,6 +35,12 @@ INPUTS = {
     "bad utf-8": b"\n".join([*EVENTS[:10], b'{"s": "\xff"}', *EVENTS[10:20]]) + b"\n",
     "blank but not empty": b"\n".join([*EVENTS[:10], b"  ", b"\t", *EVENTS[10:20]]) + b"\n",
     "two documents on a line": b"\n".join([*EVENTS[:10], b"{} {}", b"1,2", *EVENTS[10:20]]) + b"\n",
+    # Each line bad, yet joined as one array they parse, with one element per line.
+    "documents across lines": b"\n".join(
+        [*EVENTS[:10], b'{"a":[{"b":1}', b"{}]}", b'{"x":1},{"y":2}', *EVENTS[10:20]]
+    )
+    + b"\n",
+    "spaces around a document": b"\n".join([*EVENTS[:10], b' {"a": 1} ', b"\t[]", *EVENTS[10:20]]) + b"\n",
     "carriage returns": b"\r\n".join(EVENTS[:50]) + b"\r\n",
     "only empty lines": b"\n\n\n",
 }

@@ -5,11 +5,14 @@ codec behind a plain `separate` preprocessor a chunk's events are exactly its
 non-empty lines, each kept as read. So the log batch's value column can be
 made from the chunk itself: numpy finds the newlines (they give the offsets),
 `bytes.replace` drops them (that gives the data), and msgspec checks every
-line in one C pass over the lines joined as a JSON array. The array form is
-what makes the check exact: it parses only if each non-empty line is one
-JSON value (a blank-but-not-empty line or two documents on a line do not
-parse), and it has one element per line unless a line is two values with a
-comma between them, which the count catches.
+line in one C pass over the lines joined as a JSON array. The array alone
+does not tell where its elements were cut: a document may run over a line's
+end (`{"a":[1` then `]}`) and a line may be two (`1,2`), and the count can
+still come out right. So each element's raw text must span its line exactly:
+msgspec hands back each element's bytes (`Raw`), and their lengths must be
+the lines' lengths (an element that crossed a newline, or shares its line, is
+longer or shorter than its line; a line with spaces around its document is
+too, and takes the frame-by-frame path, which accepts it).
 
 Anything out of the ordinary (a bad or blank-but-not-empty line, a line
 over `max_length`, a chunk not ending on a newline) gives None: the caller
@@ -42,7 +45,7 @@ def json_lines_column(data: bytes, max_length: int) -> BinaryColumn | None:
         return None
     filled = lengths > 0
     count = int(np.count_nonzero(filled))
-    if not _one_document_per_line(data, ends, count):
+    if not _one_document_per_line(data, ends, lengths[filled]):
         return None
     # A line ends, once the newlines before it are gone, as many bytes earlier as newlines precede it.
     offsets = np.zeros(count + 1, dtype="<i4")
@@ -50,17 +53,21 @@ def json_lines_column(data: bytes, max_length: int) -> BinaryColumn | None:
     return BinaryColumn(offsets.tobytes(), data.replace(NEWLINE, b""), count)
 
 
-def _one_document_per_line(data: bytes, ends: np.ndarray, count: int) -> bool:
-    """Whether the `count` non-empty lines of `data` (newlines at `ends`) are one JSON document
-    each, in valid UTF-8 (msgspec does not check the UTF-8 of strings, so the buffer is decoded
-    once for that)."""
+def _one_document_per_line(data: bytes, ends: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether the non-empty lines of `data` (newlines at `ends`, these `lengths`) are one JSON
+    document each, in valid UTF-8 (msgspec does not check the UTF-8 of strings, so the buffer is
+    decoded once for that)."""
+    count = len(lengths)
     try:
         documents = _ARRAY.decode(_as_json_array(data, ends, count))
         if not data.isascii():  # ASCII is UTF-8: no decoded copy of the chunk to check it
             data.decode("utf-8")
     except (msgspec.DecodeError, UnicodeDecodeError):
         return False
-    return len(documents) == count
+    if len(documents) != count:
+        return False
+    spans = np.fromiter(map(len, documents), dtype=lengths.dtype, count=count)
+    return bool(np.array_equal(spans, lengths))
 
 
 def _as_json_array(data: bytes, ends: np.ndarray, count: int) -> bytes | bytearray:
