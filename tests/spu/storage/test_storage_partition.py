@@ -401,6 +401,7 @@ def test_durable_bytes_far_behind_the_tail_leave_the_page_cache_and_read_back_fr
 ) -> None:
     """The log hands back the pages of fsynced bytes more than a window behind its end (so appends
     reuse them); the bytes within the window stay cached, and every record still reads back."""
+    from contraflow import page_cache
     from contraflow.spu.storage import segment
 
     monkeypatch.setattr(segment, "TAIL_CACHE_BYTES", 2 << 20)
@@ -412,7 +413,7 @@ def test_durable_bytes_far_behind_the_tail_leave_the_page_cache_and_read_back_fr
     size = log_file.stat().st_size
     cached = _cached_pages(log_file, size)
     # released in steps of whole large folios: at most a step and a folio past the window stay
-    kept = segment.TAIL_CACHE_BYTES + segment.RELEASE_STEP_BYTES + segment.HUGE_PAGE_BYTES
+    kept = segment.TAIL_CACHE_BYTES + page_cache.STEP_BYTES + page_cache.HUGE_PAGE_BYTES
     behind = cached[: (size - kept) // 4096]
     within = cached[-(segment.TAIL_CACHE_BYTES // 4096) :]
     assert behind and not any(behind)

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contraflow.page_cache import TailCache
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     LENGTH_PREFIX,
@@ -29,11 +30,9 @@ from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
 from contraflow.spu.storage.ranges import RangeSet
 
 MAX_RELATIVE_OFFSET = (1 << 32) - 1
-# A partition's page cache kept behind its durable end: what its readers (a sink's pushes, 16 MiB
-# in flight; a pipeline's next micro-batch) still want from memory. Released in steps, not per batch.
+# A segment's page cache kept behind its durable end: what its readers (a sink's pushes, 16 MiB in
+# flight; a pipeline's next micro-batch) still want from memory.
 TAIL_CACHE_BYTES = 64 << 20
-RELEASE_STEP_BYTES = 4 << 20
-HUGE_PAGE_BYTES = 2 << 20  # the largest page-cache folio on x86-64: ends of released ranges align to it
 
 
 def _copy_range(src: int, dst: int, length: int) -> None:
@@ -139,7 +138,7 @@ class Segment:
         self._since_index = 0
         self._last_end = 0
         self._map: mmap.mmap | None = None
-        self._cached_from = 0  # bytes below this were handed back to the kernel (`release_cache`)
+        self._tail_cache = TailCache(TAIL_CACHE_BYTES)
         self._indexes_loaded = True
         self.index: EntryTable
         self.time_index: EntryTable
@@ -413,28 +412,10 @@ class Segment:
         os.fsync(self.file.fileno())
 
     def release_cache(self, durable: int) -> None:
-        """Hand the page cache of this segment's bytes more than TAIL_CACHE_BYTES behind `durable`
-        (a position already fsynced, so those pages are clean) back to the kernel.
-
-        Readers of a log read its tail: the bytes far behind it are read once, if ever. Freed
-        now, their pages are what the next appends' pages are made of; left to the kernel's
-        reclaim, every append takes fresh ones, and on a VM that hands free memory back to its
-        host (virtio-balloon free page reporting) each fresh page costs a host fault when the
-        write's copy first touches it: the write of a 4 MiB batch measured several times the
-        kernel CPU of a write into pages just freed. A reader behind the window reads from disk.
-        """
-        end = (durable - TAIL_CACHE_BYTES) & ~(HUGE_PAGE_BYTES - 1)
-        if end - self._cached_from < RELEASE_STEP_BYTES:
-            return
-        # From a step back: the page cache holds large folios, and one that straddled the last
-        # call's end was kept whole then.
-        start = max(0, self._cached_from - RELEASE_STEP_BYTES)
-        with contextlib.suppress(OSError, ValueError):  # advice only: where refused, pages stay cached
-            if self._map is not None and start < min(end, len(self._map)):
-                # pages this process maps stay cached: unmap the range from the read map first
-                self._map.madvise(mmap.MADV_DONTNEED, start, min(end, len(self._map)) - start)
-            os.posix_fadvise(self.file.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
-        self._cached_from = end
+        """Hand back the page cache of the bytes more than TAIL_CACHE_BYTES behind `durable` (a
+        position already fsynced: clean pages). Readers of a log read its tail; the pages of the
+        bytes far behind it are better made into the next appends' pages (`contraflow.page_cache`)."""
+        self._tail_cache.release(self.file.fileno(), durable, self._map)
 
     def close(self) -> None:
         self._map = None
