@@ -329,6 +329,8 @@ class WriteBehind:
         self._drop = TailCache(self.CACHED_BYTES)
 
     def written(self, out: BinaryIO) -> None:
+        if not out.seekable():  # a pipe or a terminal (`/dev/stdout`): no page cache to hand back
+            return
         end = out.tell()
         self._writeback.release(out.fileno(), end)
         self._drop.release(out.fileno(), end)
