@@ -38,6 +38,7 @@ LAYERS: list[list[str]] = [
         "contraflow.discovery",
         "contraflow.events",
         "contraflow.heap",
+        "contraflow.page_cache",
         "contraflow.preflight",
         "contraflow.process_output",
         "contraflow.security",

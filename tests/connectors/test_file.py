@@ -346,3 +346,21 @@ def test_resume_continues_after_the_position_the_runtime_kept_in_the_log(tmp_pat
         await other.close()
 
     run(body())
+
+
+def test_a_sink_file_that_cannot_seek_is_written_without_its_page_cache_handed_back(tmp_path: Path) -> None:
+    """A FIFO as the sink's file: every write reaches the reader (the write-behind's advice needs a
+    position, which a pipe has not, and must not turn each write into a delivery failure)."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()))
+    reader.start()
+    with fifo.open("wb") as out:
+        behind = file_connector.WriteBehind()
+        for _ in range(3):
+            file_connector._write_all(out, b'{"a":1}\n' * 1000, behind)
+    reader.join(timeout=10)
+    assert read == [b'{"a":1}\n' * 3000]

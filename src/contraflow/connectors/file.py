@@ -61,6 +61,7 @@ from contraflow.connectors.base.filereader import (
 )
 from contraflow.connectors.base.options import ConfigReader
 from contraflow.lang.graph import PluginRef
+from contraflow.page_cache import TailCache
 
 READ = "read"
 # mode -> open() flags for writing, as Tremor's file connector opens them.
@@ -123,6 +124,7 @@ class FileConnector(Connector[FileOptions]):
             else None
         )
         self._out: BinaryIO | None = None
+        self._behind = WriteBehind()
         self._sink_marker = (
             Checkpoint(ctx.state_dir / f"{ctx.alias}.file-sink.json")
             if ctx.state_dir is not None and not self.reading
@@ -292,7 +294,7 @@ class FileConnector(Connector[FileOptions]):
                 f"file {self.options.path} is opened for mode '{self.options.mode}'", retryable=False
             )
         try:
-            await asyncio.to_thread(_write_all, self._out, data)
+            await asyncio.to_thread(_write_all, self._out, data, self._behind)
         except OSError as err:
             raise DeliveryFailed(f"writing {self.options.path}: {err.strerror}", retryable=True) from err
 
@@ -312,6 +314,28 @@ def _merged(ready: deque[Chunk]) -> Chunk:
     return Chunk(b"".join(c.data for c in chunks), chunks[0].start, chunks[-1].end)
 
 
-def _write_all(out: BinaryIO, data: bytes) -> None:
+class WriteBehind:
+    """A sink file's page cache handed back behind what was written (`contraflow.page_cache`), so
+    its writes reuse pages instead of taking fresh ones. Its pages are dirty until written back,
+    so a range is advised twice: WRITEBACK_BYTES behind the end the advice sends it to disk, and
+    CACHED_BYTES behind it drops the pages, clean by then."""
+
+    WRITEBACK_BYTES = 8 << 20
+    CACHED_BYTES = 24 << 20
+
+    def __init__(self) -> None:
+        self._writeback = TailCache(self.WRITEBACK_BYTES)
+        self._drop = TailCache(self.CACHED_BYTES)
+
+    def written(self, out: BinaryIO) -> None:
+        if not out.seekable():  # a pipe or a terminal (`/dev/stdout`): no page cache to hand back
+            return
+        end = out.tell()
+        self._writeback.release(out.fileno(), end)
+        self._drop.release(out.fileno(), end)
+
+
+def _write_all(out: BinaryIO, data: bytes, behind: WriteBehind) -> None:
     out.write(data)
     out.flush()
+    behind.written(out)

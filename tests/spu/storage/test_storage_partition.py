@@ -362,3 +362,62 @@ def test_truncate_then_reopen_is_a_prefix(sizes: list[int], data: st.DataObject)
             part.close()
         reopened = Partition(Path(tmp), "t", 0, TopicConfig(segment_bytes=1024, index_interval_bytes=100))
         assert [v for _, v in read_all(reopened)] == written[:end]
+
+
+def _cached_pages(path: Path, length: int) -> list[bool]:
+    """Which pages of the file's first `length` bytes are in the page cache (mincore(2))."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    pages = (length + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vector = ctypes.create_string_buffer(pages)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        address = libc.mmap(None, length, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert address not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        try:
+            assert libc.mincore(address, length, vector) == 0, os.strerror(ctypes.get_errno())
+        finally:
+            libc.munmap(address, length)
+    finally:
+        os.close(fd)
+    return [bool(b & 1) for b in vector.raw]
+
+
+def test_durable_bytes_far_behind_the_tail_leave_the_page_cache_and_read_back_from_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log hands back the pages of fsynced bytes more than a window behind its end (so appends
+    reuse them); the bytes within the window stay cached, and every record still reads back."""
+    from contraflow import page_cache
+    from contraflow.spu.storage import segment
+
+    monkeypatch.setattr(segment, "TAIL_CACHE_BYTES", 2 << 20)
+    part = make(tmp_path, TopicConfig())
+    value = b"v" * 1000
+    for _ in range(10):  # ten durable appends of 1,000 KB each: 10 MB
+        part.append_records([value] * 1000)
+    log_file = next((tmp_path / "p0").glob("*.log"))
+    size = log_file.stat().st_size
+    cached = _cached_pages(log_file, size)
+    # released in steps of whole large folios: at most a step and a folio past the window stay
+    kept = segment.TAIL_CACHE_BYTES + page_cache.STEP_BYTES + page_cache.HUGE_PAGE_BYTES
+    behind = cached[: (size - kept) // 4096]
+    within = cached[-(segment.TAIL_CACHE_BYTES // 4096) :]
+    assert behind and not any(behind)
+    assert all(within)
+    values = [v for _, v in read_all(part)]
+    assert len(values) == 10_000 and set(values) == {value}
+    part.close()

@@ -169,7 +169,13 @@ class AlignedChunks:
             if cut < 0:
                 self._pending += data
                 continue
-            head, self._pending = self._pending + data[: cut + 1], data[cut + 1 :]
+            # one copy of the pull (a slice and a concatenation were two)
+            head = (
+                b"".join((self._pending, memoryview(data)[: cut + 1]))
+                if self._pending or cut + 1 < len(data)
+                else data
+            )
+            self._pending = data[cut + 1 :]
             return self._emit(head)
 
     def _emit(self, data: bytes) -> Chunk:

@@ -4,7 +4,8 @@ It makes the calls the protocol's handlers make for PRODUCE, STREAM_FETCH and
 OFFSET_COMMIT, minus the socket and the framing: appends go through one
 `OrderedAppender` per partition and the node's `append` (same acks, same
 durability, same order as the calls arrive), reads are whole batches copied
-out of the log's pages (a segment may be unmapped once the read is answered),
+out of the log's files with `pread` (`copied`: a segment may be unmapped once
+the read is answered, and its pages are never mapped into this process),
 and engine errors become the same `SpuError`s a remote client gets. Every
 coroutine runs on the SPU's event loop; the client hands them over from its
 own thread.
@@ -13,6 +14,7 @@ own thread.
 from __future__ import annotations
 
 import asyncio
+import os
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -25,6 +27,7 @@ from contraflow.spu.protocol import Acks
 from contraflow.spu.protocol.topics import Isolation, TopicPartition
 from contraflow.spu.rpc.client import Buffer
 from contraflow.spu.rpc.errors import translate
+from contraflow.spu.rpc.server import FileSlice, Part
 
 
 @dataclass(eq=False)  # a running thing: identity, not value, equality
@@ -70,11 +73,11 @@ class InProcessDoor:
                 wakeup.clear()
                 try:
                     self.node.check_leader(tp)
-                    view = self.partitions.read(tp, offset, max_bytes, isolation, views=True)
+                    view = self.partitions.read(tp, offset, max_bytes, isolation)
+                    if view.size:
+                        return Push(view.fields(), copied(view.parts))
                 except Exception as err:
                     raise translate(err) from err
-                if view.size:
-                    return Push(view.fields(), b"".join(view.parts))  # type: ignore[arg-type]
                 recheck = (
                     HIGH_WATERMARK_RECHECK_S if view.uncommitted_tail and isolation == "committed" else None
                 )
@@ -88,3 +91,20 @@ class InProcessDoor:
                 await self.node.commit_offset(consumer, topic, partition, offset)
         except Exception as err:
             raise translate(err) from err
+
+
+def copied(parts: list[Part]) -> bytes:
+    """A read's batches as one buffer of their own. File slices (every read past a few pages) are
+    read with `pread`: one copy in the kernel with the GIL released, and the log's pages never
+    mapped here, so the storage can hand the pages behind its tail back (`Segment.release_cache`);
+    copying out of the mmap held the GIL for the copy and faulted each page into this process."""
+    if len(parts) == 1 and isinstance(parts[0], FileSlice):
+        return _read(parts[0])
+    return b"".join(_read(p) if isinstance(p, FileSlice) else p for p in parts)
+
+
+def _read(part: FileSlice) -> bytes:
+    data = os.pread(part.file.fileno(), part.length, part.position)
+    if len(data) != part.length:  # the slice lies within what the log wrote: never short
+        raise OSError(f"read {len(data)} of {part.length} bytes of a log segment")
+    return data

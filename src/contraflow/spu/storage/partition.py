@@ -332,6 +332,7 @@ class Partition:
                 try:
                     seg.fsync()
                     self.stats.fsyncs += 1
+                    seg.release_cache(position)
                 finally:
                     self._flush_cond.acquire()
                     self._flushing = False

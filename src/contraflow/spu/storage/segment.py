@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from contraflow.page_cache import TailCache
 from contraflow.spu.protocol.batch import (
     HEADER_SIZE,
     LENGTH_PREFIX,
@@ -29,6 +30,9 @@ from contraflow.spu.storage.index import OFFSET_ENTRY, TIME_ENTRY, EntryTable
 from contraflow.spu.storage.ranges import RangeSet
 
 MAX_RELATIVE_OFFSET = (1 << 32) - 1
+# A segment's page cache kept behind its durable end: what its readers (a sink's pushes, 16 MiB in
+# flight; a pipeline's next micro-batch) still want from memory.
+TAIL_CACHE_BYTES = 64 << 20
 
 
 def _copy_range(src: int, dst: int, length: int) -> None:
@@ -134,6 +138,7 @@ class Segment:
         self._since_index = 0
         self._last_end = 0
         self._map: mmap.mmap | None = None
+        self._tail_cache = TailCache(TAIL_CACHE_BYTES)
         self._indexes_loaded = True
         self.index: EntryTable
         self.time_index: EntryTable
@@ -405,6 +410,12 @@ class Segment:
 
     def fsync(self) -> None:
         os.fsync(self.file.fileno())
+
+    def release_cache(self, durable: int) -> None:
+        """Hand back the page cache of the bytes more than TAIL_CACHE_BYTES behind `durable` (a
+        position already fsynced: clean pages). Readers of a log read its tail; the pages of the
+        bytes far behind it are better made into the next appends' pages (`contraflow.page_cache`)."""
+        self._tail_cache.release(self.file.fileno(), durable, self._map)
 
     def close(self) -> None:
         self._map = None
