@@ -1,7 +1,7 @@
 """One multiplexed connection to an SPU: correlation ids, a reader task, reconnects.
 
-Many requests share the connection; a reader task routes each response to the
-future waiting for its correlation id, and stream pushes to their stream's queue.
+Many requests share the connection; each response, as its frame arrives (`wire`), goes to
+the future waiting for its correlation id, and stream pushes to their stream's queue.
 When the connection drops, everything waiting fails with CONNECTION_ERROR and the
 next request reconnects (with exponential backoff between attempts).
 """
@@ -9,7 +9,6 @@ next request reconnects (with exponential backoff between attempts).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import mmap
 import time
@@ -21,17 +20,16 @@ from contraflow.backoff import first_waits
 from contraflow.security import client_tls
 from contraflow.spu.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
-    HEADER_SIZE,
     ErrorCode,
-    FramingError,
+    FrameHeader,
     SpuError,
     encode_header,
     pack_meta,
-    parse_header,
     unpack_meta,
 )
 from contraflow.spu.protocol.address import parse_addr, tune_socket
 from contraflow.spu.protocol.batch import Buffer
+from contraflow.spu.rpc.wire import FrameWire
 
 # Responses can be bigger than requests (a fetch of max_bytes plus one whole batch).
 CLIENT_MAX_FRAME_BYTES = 4 * DEFAULT_MAX_FRAME_BYTES
@@ -68,53 +66,49 @@ def raise_for_error(fields: dict[str, Any]) -> None:
 class Connection:
     """A single TCP connection; dead once closed (the client makes a new one)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self) -> None:
+        self._wire = FrameWire(CLIENT_MAX_FRAME_BYTES, self._on_frame, self._on_end)
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Response]] = {}
         self._streams: dict[int, asyncio.Queue[Response | BaseException]] = {}
         self.closed = False
         self._last_heard = time.monotonic()  # when the last frame arrived
-        self._reader_task = asyncio.create_task(self._read_loop())
 
     @classmethod
     async def open(cls, addr: str, timeout_s: float) -> Connection:
         host, port = parse_addr(addr)
         tls = client_tls()
+        conn = cls()
         try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
             # lands as the connect fails (a refused port) and returns the failure instead, so a
             # cancelled retry loop went on forever (a stopped follower of a dead leader).
             async with asyncio.timeout(timeout_s):
-                reader, writer = await asyncio.open_connection(
-                    host, port, limit=1 << 20, ssl=tls, server_hostname=host if tls else None
+                transport, _ = await asyncio.get_running_loop().create_connection(
+                    lambda: conn._wire, host, port, ssl=tls, server_hostname=host if tls else None
                 )
         except (OSError, TimeoutError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"cannot connect to SPU at {addr}: {err}") from None
-        if not tune_socket(writer.get_extra_info("socket")):
-            writer.close()
+        if not tune_socket(transport.get_extra_info("socket")):
+            transport.close()
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"the SPU at {addr} closed the connection at once")
-        return cls(reader, writer)
+        return conn
 
     def next_id(self) -> int:
         return next(self._ids) & 0xFFFFFFFF
 
-    async def _read_loop(self) -> None:
-        error: BaseException = SpuError(ErrorCode.CONNECTION_ERROR, "connection to the SPU closed")
-        try:
-            while True:
-                header = parse_header(await self._reader.readexactly(HEADER_SIZE), CLIENT_MAX_FRAME_BYTES)
-                body = memoryview(await _read_exactly(self._reader, header.body_length))
-                response = Response(unpack_meta(body[: header.meta_length]), body[header.meta_length :])
-                self._last_heard = time.monotonic()
-                self._route(header.correlation_id, response)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        except (FramingError, SpuError) as err:
-            error = SpuError(ErrorCode.CONNECTION_ERROR, f"bad frame from the SPU: {err}")
-        finally:
-            self._fail_all(error)
+    def _on_frame(self, header: FrameHeader, body: memoryview) -> None:
+        response = Response(unpack_meta(body[: header.meta_length]), body[header.meta_length :])
+        self._last_heard = time.monotonic()
+        self._route(header.correlation_id, response)
+
+    def _on_end(self, error: Exception | None) -> None:
+        if self.closed:
+            return  # already failed (closed, or found silent): the waiters have their error
+        if error is None:
+            self._fail_all(SpuError(ErrorCode.CONNECTION_ERROR, "connection to the SPU closed"))
+        else:
+            self._fail_all(SpuError(ErrorCode.CONNECTION_ERROR, f"bad frame from the SPU: {error}"))
 
     def _route(self, correlation_id: int, response: Response) -> None:
         future = self._pending.pop(correlation_id, None)
@@ -134,7 +128,7 @@ class Connection:
         self._pending.clear()
         for queue in self._streams.values():
             queue.put_nowait(error)
-        self._writer.close()
+        self._wire.close()
 
     def _write(
         self, api_key: int, correlation_id: int, fields: dict[str, Any], payload: Sequence[Buffer]
@@ -142,9 +136,9 @@ class Connection:
         if self.closed:
             raise SpuError(ErrorCode.CONNECTION_ERROR, "connection to the SPU closed")
         size = sum(len(p) for p in payload)
-        self._writer.write(encode_header(api_key, 0, correlation_id, pack_meta(fields), size))
+        self._wire.write(encode_header(api_key, 0, correlation_id, pack_meta(fields), size))
         for part in payload:
-            self._writer.write(memoryview(part) if isinstance(part, mmap.mmap) else part)
+            self._wire.write(memoryview(part) if isinstance(part, mmap.mmap) else part)
 
     async def request(
         self,
@@ -170,7 +164,7 @@ class Connection:
             self._write(api_key, cid, fields, payload)
             if on_sent is not None:
                 on_sent()
-            await self._writer.drain()
+            await self._wire.drain()
             async with asyncio.timeout(timeout_s):  # not wait_for: see `open`
                 response = await future
         except TimeoutError:
@@ -190,7 +184,7 @@ class Connection:
         """Fire-and-forget (acks=none produce, stream credit): no response is expected."""
         try:
             self._write(api_key, self.next_id(), fields, payload)
-            await self._writer.drain()
+            await self._wire.drain()
         except (ConnectionError, OSError) as err:
             raise SpuError(ErrorCode.CONNECTION_ERROR, f"connection to the SPU lost: {err}") from None
 
@@ -205,25 +199,4 @@ class Connection:
     async def close(self) -> None:
         if not self.closed:
             self._fail_all(SpuError(ErrorCode.CONNECTION_ERROR, "client closed"))
-        self._reader_task.cancel()
-        with contextlib.suppress(ConnectionError, OSError):
-            await self._writer.wait_closed()
-
-
-CHUNKED_BODY_BYTES = 64 << 10
-
-
-async def _read_exactly(reader: asyncio.StreamReader, size: int) -> bytes | bytearray:
-    """`size` bytes. A large body is read chunk by chunk into one buffer: `readexactly` would
-    gather it in the reader's own buffer (grown by reallocation) and then copy it out twice."""
-    if size < CHUNKED_BODY_BYTES:
-        return await reader.readexactly(size)
-    body = bytearray(size)
-    done = 0
-    while done < size:
-        chunk = await reader.read(size - done)
-        if not chunk:
-            raise asyncio.IncompleteReadError(bytes(body[:done]), size)
-        body[done : done + len(chunk)] = chunk
-        done += len(chunk)
-    return body
+        await self._wire.wait_closed()
