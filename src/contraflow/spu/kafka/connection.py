@@ -24,6 +24,7 @@ import numpy as np
 from contraflow.spu.kafka.wire import SIZE_PREFIX
 from contraflow.spu.protocol.batch import WireBuffer
 from contraflow.spu.rpc.budget import ByteBudget
+from contraflow.spu.rpc.wire import WritePauses
 
 _SIZE = struct.Struct(">i")
 GATHER_BELOW = 16 * 1024  # answer parts smaller than this are copied together into one write
@@ -33,7 +34,7 @@ class BadFrameError(ConnectionError):
     """A frame that cannot be delimited (its size is out of bounds): the connection closes."""
 
 
-class FrameConnection(asyncio.BufferedProtocol):
+class FrameConnection(WritePauses, asyncio.BufferedProtocol):
     """`read_frame()` returns the next request frame; `write()` + `drain()` send answers."""
 
     def __init__(self, on_open: Callable[[FrameConnection], None]) -> None:
@@ -43,7 +44,6 @@ class FrameConnection(asyncio.BufferedProtocol):
         self._target = memoryview(bytearray(0))
         self._filled = 0
         self._filling: asyncio.Future[None] | None = None
-        self._writable: asyncio.Future[None] | None = None  # pending while writing is paused
         self._lost: BaseException | None = None
         self._ended = False  # the client sent its end of stream (or the connection is gone)
 
@@ -127,18 +127,9 @@ class FrameConnection(asyncio.BufferedProtocol):
 
     async def drain(self) -> None:
         """Wait while the transport holds unsent bytes (its high-water mark is 0)."""
-        if self._writable is not None:
-            await asyncio.shield(self._writable)
+        await self._until_writable()
         if self._lost is not None:
             raise ConnectionResetError("connection lost")
-
-    def pause_writing(self) -> None:
-        self._writable = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
-        self._writable = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
 

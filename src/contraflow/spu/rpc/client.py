@@ -1,4 +1,4 @@
-"""One multiplexed connection to an SPU: correlation ids, a reader task, reconnects.
+"""One multiplexed connection to an SPU: correlation ids, frames routed as they arrive, reconnects.
 
 Many requests share the connection; each response, as its frame arrives (`wire`), goes to
 the future waiting for its correlation id, and stream pushes to their stream's queue.

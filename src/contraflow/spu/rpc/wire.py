@@ -26,7 +26,26 @@ FrameHandler = Callable[[FrameHeader, memoryview], None]
 EndHandler = Callable[[Exception | None], None]
 
 
-class FrameWire(asyncio.BufferedProtocol):
+class WritePauses(asyncio.BaseProtocol):
+    """The transport's pause/resume of writing as a future that `drain`s wait on (shielded:
+    one drain cancelled leaves the others waiting)."""
+
+    _writable: asyncio.Future[None] | None = None  # pending while writing is paused
+
+    async def _until_writable(self) -> None:
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+
+class FrameWire(WritePauses, asyncio.BufferedProtocol):
     """Calls `on_frame(header, body)` for each frame and `on_end(error)` once when the
     connection ends (None for a close or EOF; the FramingError, or the SpuError of bad
     metadata, that `on_frame` or the header raised for an unreadable stream)."""
@@ -43,7 +62,6 @@ class FrameWire(asyncio.BufferedProtocol):
         self._body: memoryview | None = None  # a large body being received in place
         self._body_header: FrameHeader | None = None
         self._body_filled = 0
-        self._writable: asyncio.Future[None] | None = None  # pending while writing is paused
         self._closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     # -- receiving ------------------------------------------------------------------------------------
@@ -132,18 +150,9 @@ class FrameWire(asyncio.BufferedProtocol):
 
     async def drain(self) -> None:
         """Wait while the transport is over its high-water mark; ConnectionResetError once lost."""
-        if self._writable is not None:
-            await asyncio.shield(self._writable)
+        await self._until_writable()
         if self._closed.done():
             raise ConnectionResetError("connection lost")
-
-    def pause_writing(self) -> None:
-        self._writable = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
-        self._writable = None
 
     def close(self) -> None:
         if self.transport is not None:
