@@ -72,9 +72,10 @@ class FrameWire(WritePauses, asyncio.BufferedProtocol):
         if self._start == self._end:
             self._start = self._end = 0
         elif len(self._buffer) - self._end < OWN_BUFFER_BYTES:
-            # What is left is a partial header or small frame (under OWN_BUFFER_BYTES): move it down.
+            # What is left is a partial header or small frame (under OWN_BUFFER_BYTES): move it
+            # down (through a copy: a bytearray's slice assignment may not handle an overlap).
             kept = self._end - self._start
-            self._buffer[:kept] = self._view[self._start : self._end]
+            self._buffer[:kept] = bytes(self._view[self._start : self._end])
             self._start, self._end = 0, kept
         return self._view[self._end :]
 
