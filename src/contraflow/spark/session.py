@@ -312,6 +312,12 @@ def start_session(
     The thread is a daemon: a caller that fails meanwhile exits without waiting for Spark, and the
     half-started JVM ends with it (Spark's gateway exits when its standard input closes).
     """
+    # PySpark is imported here, before the thread starts: pyspark's package imports are circular
+    # (`pyspark.sql.streaming` -> `pyspark` -> `pyspark.sql` -> `pyspark.sql.streaming`), and a
+    # caller importing `pyspark.sql.streaming` while the thread is half way through `pyspark`
+    # found it partially initialized (ImportError `DataStreamWriter`, seen on a loaded box).
+    import pyspark.sql  # noqa: F401
+
     started: Future[SparkSession] = Future()
 
     def build() -> None:

@@ -63,35 +63,40 @@ class Producer(threading.Thread):
             self.client.close()
 
 
-def committed_in_its_epoch(cluster: LocalCluster, client: SpuClient) -> bool:
-    """The last committed record was written by the current leader, at its epoch."""
-    _, epoch, _, isr = partition_state(cluster, TOPIC)
+def committed_in_its_epoch(cluster: LocalCluster, client: SpuClient) -> tuple[int, int] | None:
+    """(leader, epoch) when the last committed record was written by that leader at its epoch,
+    both read in one look at the partition (a leader read again later may be a newer one)."""
+    leader, epoch, _, _ = partition_state(cluster, TOPIC)
     try:
         end = client.list_offsets(TOPIC, 0, "latest")
         last = client.fetch(TOPIC, 0, end - 1, 1 << 16).batches if end else []
     except SpuError:  # the leader moving on: ask again
-        return False
-    return any(batch.header.leader_epoch == epoch for batch in last)
+        return None
+    return (leader, epoch) if any(batch.header.leader_epoch == epoch for batch in last) else None
 
 
-def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer, client: SpuClient) -> int:
+def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer, client: SpuClient) -> list[int]:
     """Until the producer is done: SIGKILL the leader and restart it, once all three replicas
     are in sync again and the leader has committed records at its epoch; the second time
     SIGSTOP it past the session timeout instead, then SIGCONT it. Each round lets the producer
     write its next slice."""
-    rounds = 0
+    epochs: list[int] = []  # of each killed or stopped leader, which had committed records in it
     while producer.is_alive():
         wait_for("all replicas in sync", lambda: len(partition_state(cluster, TOPIC)[3]) == 3)
-        wait_for(
-            "a record committed at the leader's epoch",
-            lambda: committed_in_its_epoch(cluster, client) or not producer.is_alive(),
-        )
-        leader = partition_state(cluster, TOPIC)[0]
-        if leader < 0 or not producer.is_alive():
+        found: tuple[int, int] | None = None
+
+        def committed() -> bool:
+            nonlocal found
+            found = committed_in_its_epoch(cluster, client)
+            return found is not None or not producer.is_alive()
+
+        wait_for("a record committed at the leader's epoch", committed)
+        if found is None or found[0] < 0 or not producer.is_alive():
             continue
+        leader, epoch = found
         name = f"spu-{leader}"
-        rounds += 1
-        if rounds == 2:
+        epochs.append(epoch)
+        if len(epochs) == 2:
             cluster.signal(name, signal.SIGSTOP)
             time.sleep(SESSION_S * 3)
             cluster.signal(name, signal.SIGCONT)
@@ -100,7 +105,7 @@ def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer, client: 
             time.sleep(0.5)
             cluster.start_spu(leader)
         producer.leader_changed.release()
-    return rounds
+    return epochs
 
 
 def test_acked_records_survive_leader_kills_and_a_stopped_leader(tmp_path: Path) -> None:
@@ -112,10 +117,10 @@ def test_acked_records_survive_leader_kills_and_a_stopped_leader(tmp_path: Path)
         producer.start()
         reader.start()
         with SpuClient(cluster.bootstrap) as client:
-            rounds = kill_and_restart_leaders(cluster, producer, client)
+            chaos_epochs = kill_and_restart_leaders(cluster, producer, client)
         producer.join()
         assert producer.error is None, producer.error
-        assert rounds >= RECORDS // SLICE - 1, "the chaos ran: kills and a stop"
+        assert len(chaos_epochs) >= RECORDS // SLICE - 1, "the chaos ran: kills and a stop"
 
         with SpuClient(cluster.bootstrap) as client:
             wait_for("all replicas in sync", lambda: len(partition_state(cluster, TOPIC)[3]) == 3, 60)
@@ -146,5 +151,10 @@ def test_acked_records_survive_leader_kills_and_a_stopped_leader(tmp_path: Path)
             return logs[0] == logs[1] == logs[2] and len(logs[0]) == len(log)
 
         wait_for("identical replicas", replicas_equal, 60)
-        epochs = {e for _, e, _ in replica_log(tmp_path / "spu-0", TOPIC)}
-        assert len(epochs) >= rounds, f"each leader change is a new epoch in the log: {sorted(epochs)}"
+        # Each killed or stopped leader had records committed at its epoch, and they are all still
+        # there. Counting the log's epochs against the rounds is no check: a loaded box's extra
+        # elections make epochs nothing was written in, and a leader killed and restarted within
+        # its session may lead on at the same epoch (seen: [.., 5, 5, ..]).
+        in_log = [e for _, e, _ in replica_log(tmp_path / "spu-0", TOPIC)]
+        assert in_log == sorted(in_log), "epochs only grow along the log"
+        assert set(chaos_epochs) <= set(in_log), f"{sorted(set(chaos_epochs) - set(in_log))} lost"
