@@ -150,7 +150,9 @@ def test_undeploy_cancels_a_busy_spark_batch_and_the_flow_restarts_with_nothing_
             await runtime.undeploy(fid)
             took = time.monotonic() - began
             assert took < BUSY_CEILING_S + 0.5, f"undeploy took {took:.2f}s"
-            assert not running_jobs(spark, run_id), "the busy batch's job still runs"
+            # Spark's DAG scheduler ends a cancelled job on its own event loop, after the request
+            # returned: on a loaded box the job is still listed for a moment (seen in a clean-clone run).
+            await wait_for(lambda: not running_jobs(spark, run_id), 15, "the busy batch's job to end")
             tiers = {
                 e["tier"]: e for e in runtime.events.recent if e.get("flow") == fid and e["kind"] == "cancel"
             }
