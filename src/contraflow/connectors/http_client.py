@@ -179,7 +179,7 @@ class HttpClientConnector(Connector[ClientOptions]):
         breaker (the server is saturated at this concurrency); it closes when none waits."""
         self._waiting += 1
         if self._waiting == 1 and self._in_flight >= self.options.concurrency:
-            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
+            self._wait_for_saturation()
         try:
             await self._slots.acquire()
         finally:
@@ -193,7 +193,11 @@ class HttpClientConnector(Connector[ClientOptions]):
         self._slots.release()
         if self._saturation is not None:  # progress: the wait for a slot starts again
             self._saturation.cancel()
-            self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
+            self._wait_for_saturation()
+
+    def _wait_for_saturation(self) -> None:
+        """`saturation_s` from now with no slot freed, the server counts as saturated."""
+        self._saturation = asyncio.get_running_loop().call_later(self.saturation_s, self._saturated)
 
     def _saturated(self) -> None:
         self._at_capacity = True
