@@ -83,6 +83,11 @@ define flow {fid}
     select event from in into out;
   end;
   create pipeline pass;
+  define pipeline kept
+  pipeline
+    select event from in where event.level != "none" into out;
+  end;
+  create pipeline kept;
   {body}
 end;
 deploy flow {fid};
@@ -148,19 +153,24 @@ def run_bridge(spu: str, spark: Any, work: Path, name: str, lines: list[bytes]) 
 
 @dataclass(frozen=True)
 class LatencyRun:
-    """One paced run: `rate` events/s from the `bench` source, through `pass`, back into `bench`."""
+    """One paced run: `rate` events/s from the `bench` source, through a pipeline, back into `bench`.
+
+    `pass` is routing-only, so the runtime aliases it and no Spark query runs; `kept` filters (and
+    keeps every event), so its events go through a Spark micro-batch: both are measured.
+    """
 
     rate: int
     seconds: float
     warmup: float
     trigger_ms: int | None = None  # None: the runtime's default
+    pipeline: str = "pass"
 
 
 async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: LatencyRun) -> dict[str, Any]:
     """Latency of every event sent after the warm-up, whether the flow kept up, and Spark's batches."""
     from contraflow.runtime.runtime import Runtime
 
-    fid = f"latency{run.rate}n{next(_RUNS)}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
+    fid = f"latency{run.rate}{run.pipeline}n{next(_RUNS)}t{run.trigger_ms if run.trigger_ms is not None else 'default'}"
     body = f"""
   define connector bench from bench
   with codec = "json", preprocessors = ["separate"],
@@ -168,10 +178,14 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
                   "stop_after_secs": {run.seconds}, "warmup_secs": {run.warmup}}}
   end;
   create connector bench;
-  connect /connector/bench to /pipeline/pass;
-  connect /pipeline/pass to /connector/bench;
+  connect /connector/bench to /pipeline/{run.pipeline};
+  connect /pipeline/{run.pipeline} to /connector/bench;
 """
-    args = "" if run.trigger_ms is None else f'pipelines = {{"pass": {{"trigger_ms": {run.trigger_ms}}}}}'
+    args = (
+        ""
+        if run.trigger_ms is None
+        else f'pipelines = {{"{run.pipeline}": {{"trigger_ms": {run.trigger_ms}}}}}'
+    )
     runtime = Runtime(spu, spark, work / "data")
     backlog: list[int] = []  # sent - received, sampled: grows when the flow falls behind
     depths: dict[str, list[int]] = {}  # where the backlog sits: each channel's depth, sampled
@@ -188,7 +202,9 @@ async def run_latency(spu: str, spark: Any, work: Path, source: Path, run: Laten
                 backlog.append(status["sent"] - status["received"])
                 for state_of, state in (flow.monitor.states if flow.monitor else {}).items():
                     depths.setdefault(state_of.split(".", 1)[1], []).append(state.depth)
-        batches = [p for pipeline in flow.pipelines.values() for p in pipeline.query.recentProgress]
+        batches = [
+            p for pipeline in flow.pipelines.values() if pipeline.query for p in pipeline.query.recentProgress
+        ]
         await runtime.quiesce_all(shutdown=False)
     report = dict(getattr(bench, "report", None) or bench.finish())  # type: ignore[attr-defined]
     return summarize(run, report, backlog, batches) | {
@@ -212,6 +228,7 @@ def summarize(
     )
     steady = [b for b in batches if b.get("numInputRows")][2:]  # past the query's first batches
     return {
+        "pipeline": run.pipeline,
         "asked_events_per_s": run.rate,
         "sent_events_per_s": round(rate),
         "trigger_ms": run.trigger_ms,
@@ -247,9 +264,13 @@ def latency_runs(spu: str, spark: Any, work: Path, source: Path) -> dict[str, An
         asyncio.run(run_latency(spu, spark, work, source, LatencyRun(FLOOR_RATE, 8, 3, trigger)))
         for trigger in (None, 0)
     ]
+    through_spark = asyncio.run(
+        run_latency(spu, spark, work, source, LatencyRun(LATENCY_RATES[0], 30, 15, pipeline="kept"))
+    )
     sustained = [r for r in runs if r["sustained"]]
     return {
         "latency_at_10k": runs[0],
+        "latency_at_10k_spark_query": through_spark,
         "latency_highest_sustained": sustained[0] if sustained else None,
         "latency_steps": runs[1:],
         "latency_floor": floor[0],
