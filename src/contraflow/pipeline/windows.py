@@ -186,7 +186,8 @@ class Windows:
                 self._close_pane(group, level, event, meta, emitted)
             return
         if self.pane_counts[level] is not None:
-            self._slide(group, level, event, meta, now_ns, emitted, tick_ns)
+            time = self._frame_time(level, event, meta, now_ns, tick_ns)
+            self._slide(group, level, event, meta, time, emitted)
             self._add(group, level, event, meta, prev)
             return
         if spec.size is not None:
@@ -198,8 +199,7 @@ class Windows:
             else:
                 frame.count = count
             return
-        time = tick_ns if tick_ns is not None else self._event_time(level, event, meta, now_ns)
-        if self._advance(frame, spec, time):
+        if self._advance(frame, spec, self._frame_time(level, event, meta, now_ns, tick_ns)):
             self._close(group, level, event, meta, now_ns, emitted, tick_ns)
         self._add(group, level, event, meta, prev)
 
@@ -226,23 +226,15 @@ class Windows:
         )
 
     def _slide(
-        self,
-        group: Group,
-        level: int,
-        event: Any,
-        meta: dict[str, Any],
-        now_ns: int,
-        emitted: Emitted,
-        tick_ns: int | None,
+        self, group: Group, level: int, event: Any, meta: dict[str, Any], time: int, emitted: Emitted
     ) -> None:
-        """Close a sliding time window's panes that this event's time (or the tick) is past.
+        """Close a sliding time window's panes that `time` (the event's or the tick's) is past.
 
         Each pane boundary crossed emits the window ending there, up to one window's worth;
         a longer gap leaves nothing in the window.
         """
         spec, frame = self.specs[level], group.frames[level]
         slide = spec.slide or 1
-        time = tick_ns if tick_ns is not None else self._event_time(level, event, meta, now_ns)
         if frame.next_ns is None:
             frame.next_ns = time + slide
             return
@@ -282,6 +274,12 @@ class Windows:
             return self.select.emit(aggs, event, meta, None, self.args, group.script, name)
         finally:
             WINDOW.cardinality = 0
+
+    def _frame_time(
+        self, level: int, event: Any, meta: dict[str, Any], now_ns: int, tick_ns: int | None
+    ) -> int:
+        """The time a time frame's clock moves to: the tick's when ticking, else the event's."""
+        return tick_ns if tick_ns is not None else self._event_time(level, event, meta, now_ns)
 
     def _event_time(self, level: int, event: Any, meta: dict[str, Any], now_ns: int) -> int:
         return now_ns if self.scripts[level] is None else self._script_value(level, event, meta, now_ns)
@@ -383,7 +381,7 @@ class Windows:
             if frame.next_ns is None or frame.next_ns > now_ns:
                 continue
             if self.pane_counts[0] is not None:
-                self._slide(group, 0, None, {}, now_ns, emitted, now_ns)
+                self._slide(group, 0, None, {}, now_ns, emitted)
                 self._evict_if_idle(key, group)
             elif self._advance(frame, spec, now_ns):
                 self._close(group, 0, None, {}, now_ns, emitted, now_ns)

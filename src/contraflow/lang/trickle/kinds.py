@@ -29,6 +29,16 @@ PYTHON_REQUIRED = frozenset({"module", "function"})
 PYTHON_PARAMS = PYTHON_REQUIRED | {"args"}
 PYTHON_KINDS = frozenset({"python::map", "python::batch"})
 
+WITH_OVERFLOW = ("out", "err", "overflow")
+
+
+def _qos_gate(name: str, *params: str) -> OperatorKind:
+    """A QoS gate governed by round trips against its required `timeout` (ms); it sheds to `overflow`."""
+    return OperatorKind(
+        name, frozenset({"timeout", *params}), frozenset({"timeout"}), outputs=WITH_OVERFLOW, stateful=True
+    )
+
+
 OPERATORS: dict[str, OperatorKind] = {
     op.name: op
     for op in (
@@ -42,34 +52,16 @@ OPERATORS: dict[str, OperatorKind] = {
         ),
         OperatorKind("generic::counter", stateful=True),
         OperatorKind("generic::batch", frozenset({"count", "timeout"}), frozenset({"count"}), stateful=True),
-        OperatorKind("grouper::bucket", outputs=("out", "err", "overflow"), stateful=True),
+        OperatorKind("grouper::bucket", outputs=WITH_OVERFLOW, stateful=True),
         OperatorKind("qos::roundrobin", frozenset({"outputs"}), stateful=True, port_param="outputs"),
-        OperatorKind(
-            "qos::backpressure",
-            frozenset({"timeout", "steps", "method"}),
-            frozenset({"timeout"}),
-            outputs=("out", "err", "overflow"),
-            stateful=True,
-        ),
-        OperatorKind(
-            "qos::percentile",
-            frozenset({"timeout", "step_up", "step_down"}),
-            frozenset({"timeout"}),
-            outputs=("out", "err", "overflow"),
-            stateful=True,
-        ),
+        _qos_gate("qos::backpressure", "steps", "method"),
+        _qos_gate("qos::percentile", "step_up", "step_down"),
         # User operators written in Python (`contraflow.pipeline.python`). Both keep `ctx.state`
         # per instance, so they run where state lives; a `python::batch` whose function cannot
         # reach its state is marked stateless when its pipeline starts (`python.state_use`).
-        OperatorKind(
-            "python::map",
-            PYTHON_PARAMS,
-            PYTHON_REQUIRED,
-            stateful=True,
-            string_params=PYTHON_REQUIRED,
-        ),
-        OperatorKind(
-            "python::batch", PYTHON_PARAMS, PYTHON_REQUIRED, stateful=True, string_params=PYTHON_REQUIRED
+        *(
+            OperatorKind(name, PYTHON_PARAMS, PYTHON_REQUIRED, stateful=True, string_params=PYTHON_REQUIRED)
+            for name in sorted(PYTHON_KINDS)
         ),
     )
 }

@@ -16,46 +16,40 @@ class ConnectorKind:
     name: str
     outputs: tuple[str, ...] = ("out", "err")
     inputs: tuple[str, ...] = ("in",)
-    # Reserved: the name is known and checks pass, but the runtime may not ship it yet.
-    reserved: bool = False
 
 
-_SOURCE_ONLY: tuple[str, ...] = ()
-_NO_OUTPUT: tuple[str, ...] = ("err",)
+# The built-in kinds, by the ports they have. Most take events in by `in` and send them on by `out`
+# (`err` for what fails); a source takes nothing in; a sink sends nothing on but its errors.
+_IN_AND_OUT = (
+    "file",
+    "null",
+    "bench",
+    "log",
+    "tcp_server",
+    "tcp_client",
+    "http_server",
+    "http_client",
+    "ws_server",
+    "ws_client",
+    "unix_socket_server",
+    "unix_socket_client",
+    "cb",
+    "metrics",
+    "kv",
+    "wal",
+    "dns_client",
+    "python",  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
+)
+_SOURCES = ("metronome", "udp_server", "kafka_consumer", "crononome", "s3_reader", "otel_server")
+_SINKS = ("exit", "udp_client", "kafka_producer", "s3_streamer", "otel_client")
 
 _BUILT_IN: dict[str, ConnectorKind] = {
     c.name: c
     for c in (
         ConnectorKind("stdio", inputs=("in", "stdout", "stderr")),
-        ConnectorKind("file"),
-        ConnectorKind("metronome", inputs=_SOURCE_ONLY),
-        ConnectorKind("exit", outputs=_NO_OUTPUT),
-        ConnectorKind("null"),
-        ConnectorKind("bench"),
-        ConnectorKind("log"),
-        ConnectorKind("tcp_server"),
-        ConnectorKind("tcp_client"),
-        ConnectorKind("udp_server", inputs=_SOURCE_ONLY),
-        ConnectorKind("udp_client", outputs=_NO_OUTPUT),
-        ConnectorKind("http_server"),
-        ConnectorKind("http_client"),
-        ConnectorKind("ws_server"),
-        ConnectorKind("ws_client"),
-        ConnectorKind("unix_socket_server"),
-        ConnectorKind("unix_socket_client"),
-        ConnectorKind("kafka_consumer", inputs=_SOURCE_ONLY),
-        ConnectorKind("kafka_producer", outputs=_NO_OUTPUT),
-        ConnectorKind("cb"),
-        ConnectorKind("crononome", inputs=_SOURCE_ONLY),
-        ConnectorKind("metrics"),
-        ConnectorKind("kv"),
-        ConnectorKind("wal"),
-        ConnectorKind("dns_client"),
-        ConnectorKind("s3_reader", inputs=_SOURCE_ONLY),
-        ConnectorKind("s3_streamer", outputs=_NO_OUTPUT),
-        ConnectorKind("otel_server", inputs=_SOURCE_ONLY),
-        ConnectorKind("otel_client", outputs=_NO_OUTPUT),
-        ConnectorKind("python"),  # the class is the flow's own: `config = {"class": "MODULE:CLASS"}`
+        *(ConnectorKind(name) for name in _IN_AND_OUT),
+        *(ConnectorKind(name, inputs=()) for name in _SOURCES),
+        *(ConnectorKind(name, outputs=("err",)) for name in _SINKS),
     )
 }
 

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from contraflow.security import client_token
 from contraflow.spu.client.exactly_once import commits
@@ -54,6 +54,17 @@ def fetch_result(response: Response) -> FetchResult:
     return FetchResult(
         list(iter_batches(response.payload)), f["next_offset"], f["high_watermark"], f["log_start_offset"]
     )
+
+
+class Tail(Protocol):
+    """A partition's tail as `AsyncSpuClient.stream` hands it out: iterate for FetchResults."""
+
+    async def open(self) -> None:
+        """Open now (iteration opens lazily otherwise): fixes where "-1, the end" is."""
+
+    def __aiter__(self) -> AsyncIterator[FetchResult]: ...
+
+    async def close(self) -> None: ...
 
 
 class AsyncSpuClient:
@@ -283,7 +294,7 @@ class AsyncSpuClient:
         self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
     ) -> tuple[int, int]:
         """The batch as it is, without a producer's numbers: to SPUs that would not use them."""
-        return await self._produce(encode(NO_PRODUCER), tp[0], tp[1], acks, None)
+        return await self._produce(encode(NO_PRODUCER), tp, acks, None)
 
     async def _send_numbered(
         self, tp: TopicPartition, encode: Callable[[int], list[Buffer]], acks: Acks
@@ -308,7 +319,7 @@ class AsyncSpuClient:
         try:
             while True:
                 try:
-                    return await self._produce(encode(producer_field(*ids)), tp[0], tp[1], acks, next_turn)
+                    return await self._produce(encode(producer_field(*ids)), tp, acks, next_turn)
                 except SpuError as err:
                     if err.code is not ErrorCode.OUT_OF_ORDER_SEQUENCE or time.monotonic() > deadline:
                         raise
@@ -340,7 +351,7 @@ class AsyncSpuClient:
         parts = _parts(batch)
         single = len(parts) == 1 and len(parts[0]) >= HEADER_SIZE and batch_size_at(parts[0]) == len(parts[0])
         if not single or acks is Acks.NONE:
-            return await self._produce(parts, topic, partition, acks, None)
+            return await self._produce(parts, (topic, partition), acks, None)
         await self.routes()  # which way batches are sent
         return await self._send_batch(
             (topic, partition),
@@ -349,13 +360,11 @@ class AsyncSpuClient:
         )
 
     async def _produce(
-        self,
-        parts: list[Buffer],
-        topic: str,
-        partition: int,
-        acks: Acks,
-        on_sent: Callable[[], None] | None,
+        self, parts: list[Buffer], tp: TopicPartition, acks: Acks, on_sent: Callable[[], None] | None
     ) -> tuple[int, int]:
+        """One produce request of `parts` to `tp`; `on_sent` as in `request`. `InProcessSpuClient`
+        appends through its door instead."""
+        topic, partition = tp
         fields = {"topic": topic, "partition": partition, "acks": int(acks)}
         if acks is Acks.NONE:
             await (await self.partition_connection(topic, partition)).send_only(ApiKey.PRODUCE, fields, parts)
@@ -400,8 +409,15 @@ class AsyncSpuClient:
         isolation: Isolation = "committed",
         credit_bytes: int = 4 * 1024 * 1024,
         max_bytes: int = 256 * 1024,
-    ) -> StreamFetch:
-        """Tail a partition from `offset` (-1: from the end); iterate for FetchResults as they arrive."""
+    ) -> Tail:
+        """Tail a partition from `offset` (-1: from the end); iterate for FetchResults as they arrive.
+        `credit_bytes` bounds the pushes the SPU sends ahead of what the caller has read."""
+        return self._tail(topic, partition, offset, isolation, credit_bytes, max_bytes)
+
+    def _tail(
+        self, topic: str, partition: int, offset: int, isolation: Isolation, credit_bytes: int, max_bytes: int
+    ) -> Tail:
+        """How this client tails a partition: a stream fetch over TCP (`InProcessSpuClient`: its door)."""
         return StreamFetch(self, topic, partition, offset, isolation, credit_bytes, max_bytes)
 
     # -- consumer offsets ------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from contraflow.spu.client.aio import AsyncSpuClient, fetch_result
 from contraflow.spu.protocol import Acks, ErrorCode, SpuError
 from contraflow.spu.protocol.fetch import FetchResult
-from contraflow.spu.protocol.topics import Isolation
+from contraflow.spu.protocol.topics import Isolation, TopicPartition
 from contraflow.spu.rpc.client import Buffer, Response
 
 
@@ -113,17 +113,12 @@ class InProcessSpuClient(AsyncSpuClient):
             raise
 
     async def _produce(
-        self,
-        parts: list[Buffer],
-        topic: str,
-        partition: int,
-        acks: Acks,
-        on_sent: Callable[[], None] | None,
+        self, parts: list[Buffer], tp: TopicPartition, acks: Acks, on_sent: Callable[[], None] | None
     ) -> tuple[int, int]:
         """Append as the TCP path would, answered when `acks` says (acks=NONE waits for the append
         too: the caller's buffer is read by the SPU until then)."""
         whole = parts[0] if len(parts) == 1 else b"".join(parts)
-        first, last = await self.on_door(self.door.append(topic, partition, whole, acks))
+        first, last = await self.on_door(self.door.append(*tp, whole, acks))
         if on_sent is not None:
             on_sent()
         return (-1, -1) if acks is Acks.NONE else (first, last)
@@ -131,18 +126,11 @@ class InProcessSpuClient(AsyncSpuClient):
     async def commit_offset(self, consumer: str, topic: str, partition: int, offset: int) -> None:
         await self.on_door(self.door.commit_offset(consumer, topic, partition, offset))
 
-    def stream(  # type: ignore[override]  # the same iteration and close as StreamFetch
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        *,
-        isolation: Isolation = "committed",
-        credit_bytes: int = 4 * 1024 * 1024,
-        max_bytes: int = 256 * 1024,
+    def _tail(
+        self, topic: str, partition: int, offset: int, isolation: Isolation, credit_bytes: int, max_bytes: int
     ) -> InProcessStream:
-        """Tail a partition from `offset` (-1: from the end). One read at a time is in flight, so
-        `credit_bytes` (the TCP stream's window of pushes ahead) has nothing to bound here."""
+        """One read at a time is in flight, so `credit_bytes` (the TCP stream's window of pushes
+        ahead) has nothing to bound here."""
         return InProcessStream(self, topic, partition, offset, isolation, max_bytes)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any, Concatenate, ParamSpec, TypedDict, TypeVar, Unpack
 
-from contraflow.spu.client.aio import AsyncSpuClient, StreamFetch
+from contraflow.spu.client.aio import AsyncSpuClient, Tail
 from contraflow.spu.protocol.fetch import FetchResult
 from contraflow.spu.rpc.client import RetryPolicy
 
@@ -46,7 +46,7 @@ class LoopThread:
 class SyncStream:
     """Iterate for FetchResults as the SPU pushes them; `close()` ends the stream."""
 
-    def __init__(self, thread: LoopThread, stream: StreamFetch) -> None:
+    def __init__(self, thread: LoopThread, stream: Tail) -> None:
         self._thread = thread
         self._agen = aiter(stream)
 
@@ -74,7 +74,7 @@ P = ParamSpec("P")
 
 
 def streaming(
-    method: Callable[Concatenate[AsyncSpuClient, P], StreamFetch],
+    method: Callable[Concatenate[AsyncSpuClient, P], Tail],
 ) -> Callable[Concatenate[SpuClient, P], SyncStream]:
     """The blocking twin of `AsyncSpuClient.stream`: the stream opened, then iterated from this thread."""
 
