@@ -187,3 +187,22 @@ def test_flapping_link_of_the_leader(setting: Setting) -> None:
     run.wait_acks("client", time.monotonic())
     run.wait_in_sync()
     assert run.finish() == []
+
+
+def test_lossy_then_slow_leader_link(setting: Setting) -> None:
+    """Loss and delay (no partition): a tenth of the packets crossing the leader's link are
+    dropped, either way, while a client produces and another reads; then, healed, every packet
+    on it is held 50 ms each way (its round trips 0.1 s longer). TCP retransmits what is lost
+    (a follower may fall out of the in-sync set meanwhile); acknowledgements go on through
+    both, and the history checks out."""
+    run = Scenario(setting, "lossy-slow", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    setting.network.lose(leader, 10)
+    run.wait_acks("client", time.monotonic())
+    setting.network.heal()
+    setting.network.delay(leader, 0.05)
+    run.wait_acks("client", time.monotonic(), count=5)
+    setting.network.heal()
+    run.wait_in_sync()
+    assert run.finish() == []
