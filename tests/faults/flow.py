@@ -1,7 +1,7 @@
 """A flow on hosts of its own (issue 32): `contraflow run FLOW --spu A,B,C` on a `runtime` node of
 the partition harness's network, its local Spark there too or a Spark standalone master and
 workers on nodes of their own, and the cut between the runtime and the leader of the flow's
-`passed` channel. The suite's test (test_flow_partition.py) and the longer run
+`passed` channel. The suite's test (the last of test_partitions.py) and the longer run
 (benchmarks/flow_partition.py) share it.
 
 The flow is the cluster flow of tests/spu/flow_harness.py: topic `in` passed through to
