@@ -33,6 +33,8 @@ COPY_META = 1
 ATTR_PACKET_HDR, ATTR_VERDICT_HDR = 1, 2
 NF_ACCEPT = 1
 NLM_F_REQUEST, NLM_F_ACK = 1, 4
+SO_RCVBUFFORCE = 33  # root may set a buffer past rmem_max
+IDLE_S = 0.1  # the longest wait between looks at SIGTERM
 HEADER = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port
 
 
@@ -70,7 +72,7 @@ def _packet_id(attributes: bytes) -> int:
 def bind(queue: int) -> socket.socket:
     """A netlink socket reading `queue`, packets announced by metadata only."""
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
-    sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE: a lost notice strands a packet
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)  # a lost notice would strand a packet
     sock.bind((0, 0))
     for attributes in (
         [(CFG_CMD, struct.pack("!BBH", CMD_BIND, 0, 0))],
@@ -89,6 +91,7 @@ def _expect_ack(data: bytes) -> None:
 
 
 def hold(queue: int, delay_s: float) -> None:
+    """Let each packet of `queue` through `delay_s` after it arrived, until SIGTERM."""
     sock = bind(queue)
     stopping = False
 
@@ -100,7 +103,7 @@ def hold(queue: int, delay_s: float) -> None:
     held: collections.deque[tuple[float, int]] = collections.deque()
     print("ready", flush=True)
     while not stopping:
-        wait = max(0.0, held[0][0] - time.monotonic()) if held else 0.5
+        wait = min(IDLE_S, max(0.0, held[0][0] - time.monotonic())) if held else IDLE_S
         if select.select([sock], [], [], wait)[0]:
             due = time.monotonic() + delay_s
             held.extend((due, packet) for packet in packet_ids(sock.recv(1 << 16)))

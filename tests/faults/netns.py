@@ -147,7 +147,7 @@ class Network:
         assert node not in self._delays, f"{node} is delayed already"
         queue = self.nodes.index(node) + 1
         holder = subprocess.Popen(
-            [*self.command(ROUTER, [sys.executable, str(DELAY), str(queue), str(seconds)])],
+            self.command(ROUTER, [sys.executable, str(DELAY), str(queue), str(seconds)]),
             stdout=subprocess.PIPE,
             text=True,
         )
