@@ -29,8 +29,10 @@ their offsets and commits, the executors the state store's files. The namespaces
 file system, so the path is the same everywhere here; on real hosts it must be a shared
 mount (docs/spu-cluster.md, "Running flows on a cluster").
 
-Not in the suite: a Spark start and a few thousand events through a stateful flow take
-minutes on a loaded 2-core box.
+The suite runs a short version with local Spark (400 events, a 3 s cut: the last test of
+tests/faults/test_partitions.py; the pieces both use are in tests/faults/flow.py): on the
+standalone cluster a few thousand events through a stateful flow take minutes on a loaded
+2-core box.
 
 Prints one JSON object: the seed, the events, each cut (its target, what was written while
 it lasted, how long everything took to come out after the heal), the sockets listening on

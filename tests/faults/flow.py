@@ -104,7 +104,7 @@ def cut_from_leader(
     setting: Setting, run: RunProcess, client: SpuClient, feed: Feed, cut_s: float, timeout_s: float
 ) -> dict[str, object]:
     """Once the flow outputs events fed after the warm-up, cut the runtime from the leader of
-    `passed` both ways, feed the rest meanwhile, heal after `cut_s` (and once the input is in),
+    `passed` both ways, feed the rest meanwhile, heal after `cut_s` (also when something fails),
     and wait for everything to come out; what happened, as figures."""
     network, cluster = setting.network, setting.cluster
     held = feed.events - WARM_UP - feed.before_cut
@@ -116,11 +116,13 @@ def cut_from_leader(
     leaders = {t: f"spu-{partition_state(cluster, t)[0]}" for t in ("in", "passed", "counted")}
     before = _progress(client)
     network.split([RUNTIME], [leaders["passed"]])
-    cut_at = time.monotonic()
-    feeder.release.set()  # the rest of the input arrives while the link is cut
-    wait_for(f"{cut_s:g}s cut", lambda: time.monotonic() >= cut_at + cut_s, cut_s + 1)
-    during = _progress(client)
-    network.heal()
+    try:
+        cut_at = time.monotonic()
+        feeder.release.set()  # the rest of the input arrives while the link is cut
+        wait_for(f"{cut_s:g}s cut", lambda: time.monotonic() >= cut_at + cut_s, cut_s + 1)
+        during = _progress(client)
+    finally:
+        network.heal()
     healed_at = time.monotonic()
     feeder.finish(timeout_s)
     run.wait_until(lambda: everything_out(client, feed.events), timeout_s, "every event and window")

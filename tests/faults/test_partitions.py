@@ -216,9 +216,10 @@ def test_lossy_then_slow_leader_link(setting: Setting) -> None:
 # it lasts
 FLOW_FEED = Feed(events=WARM_UP + 300, before_cut=100, per_second=100)
 FLOW_CUT_S = 3.0  # past TCP's first retransmissions: the runtime's requests to the leader hang
-FLOW_WAIT_S = 120.0  # a Spark start and a first stateful micro-batch on a loaded 2-core box
+FLOW_WAIT_S = 240.0  # a Spark start and a first stateful micro-batch on a loaded 2-core box
 
 
+@pytest.mark.timeout(600)  # as the loopback flow tests: a Spark start on a loaded box
 def test_a_flow_cut_from_a_channels_leader_delivers_every_event_once(
     setting: Setting, tmp_path: Path
 ) -> None:
