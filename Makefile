@@ -32,9 +32,11 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update && apt-get install -y chromium; }
 
 # The partition tests (tests/faults/) put the SPUs in network namespaces behind a router namespace
-# and cut links with its rules: they need iproute2's `ip` (and root, as CI has).
+# and cut links with its rules (iproute2's `ip`), drop a share of a link's packets (nftables'
+# `nft`) and delay them (an `iptables` NFQUEUE rule); root, as CI has.
 netns:
-	@command -v ip >/dev/null || { apt-get update && apt-get install -y iproute2; }
+	@command -v ip >/dev/null && command -v nft >/dev/null && command -v iptables >/dev/null \
+		|| { apt-get update && apt-get install -y iproute2 nftables iptables; }
 
 test: lint typecheck unit
 

@@ -29,8 +29,10 @@ their offsets and commits, the executors the state store's files. The namespaces
 file system, so the path is the same everywhere here; on real hosts it must be a shared
 mount (docs/spu-cluster.md, "Running flows on a cluster").
 
-Not in the suite: a Spark start and a few thousand events through a stateful flow take
-minutes on a loaded 2-core box.
+The suite runs a short version with local Spark (400 events, a 3 s cut: the last test of
+tests/faults/test_partitions.py; the pieces both use are in tests/faults/flow.py): on the
+standalone cluster a few thousand events through a stateful flow take minutes on a loaded
+2-core box.
 
 Prints one JSON object: the seed, the events, each cut (its target, what was written while
 it lasted, how long everything took to come out after the heal), the sockets listening on
@@ -48,7 +50,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,80 +62,37 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.e2e.run_process import RunProcess  # noqa: E402
 from tests.faults.cluster import Setting, partitioned_cluster  # noqa: E402
-from tests.faults.netns import Network  # noqa: E402
-from tests.spu.cluster_harness import partition_state  # noqa: E402
+from tests.faults.flow import (  # noqa: E402
+    MASTER,
+    RUNTIME,
+    WORKERS,
+    Feed,
+    cut_from_leader,
+    listening_beyond,
+    spark_cluster,
+    start_runtime,
+    warm_up_flow,
+    windows,
+)
 from tests.spu.flow_harness import (  # noqa: E402
     HELD,
     WARM_UP,
     Feeder,
     assert_exactly_once,
-    counted_windows,
     create_topics,
     everything_out,
-    expected_windows,
-    feed_mid_stream,
     passed_numbers,
-    read_topic,
-    warm_up,
-    write_flow,
 )
 
 from contraflow.spark.checkpoint import checkpoint_root  # noqa: E402
-from contraflow.spark.standalone import Host, StandaloneCluster  # noqa: E402
+from contraflow.spark.standalone import StandaloneCluster  # noqa: E402
 from contraflow.spu.client import SpuClient  # noqa: E402
 
 EVENTS = 1000  # through the cut from the leader
+# the input after the warm-up: 400 events at 100/s, then the HELD rest while the link is cut
+FEED = Feed(events=EVENTS, before_cut=EVENTS - WARM_UP - HELD, per_second=100)
 WORKER_EVENTS = 1000  # more, through the cut from a worker
-WORKERS = ["worker-0", "worker-1"]
 WORKER_TIMEOUT_S = 15
-
-
-def host(network: Network, node: str) -> Host:
-    return Host(network.address(node), tuple(network.command(node, [])))
-
-
-@contextmanager
-def spark_cluster(network: Network, work_dir: Path) -> Iterator[StandaloneCluster]:
-    """The standalone master and two one-core workers, each on its own node."""
-    with StandaloneCluster(
-        work_dir,
-        master_host=host(network, "master"),
-        worker_hosts=[host(network, w) for w in WORKERS],
-        worker_timeout_s=WORKER_TIMEOUT_S,
-    ) as spark:
-        yield spark
-
-
-def cut_from_leader(setting: Setting, run: RunProcess, client: SpuClient, cut_s: float) -> dict[str, object]:
-    """Warm the flow up, cut the runtime from the leader of `passed` while the rest of the
-    first EVENTS is fed, heal, and wait for everything to come out; what happened, as figures."""
-    network, cluster = setting.network, setting.cluster
-    warm_up(cluster.bootstrap, run, client)
-    # `count`'s first micro-batch (its Python workers, its state store: minutes on a loaded
-    # cluster) is done before the cut, which then falls on a pipeline that streams
-    warm = sum(map(len, expected_windows(WARM_UP).values()))
-    run.wait_until(lambda: windows(client) >= warm, 600, "the warm-up's windows")
-    feeder = feed_mid_stream(cluster.bootstrap, run, client, EVENTS)
-    leaders = {t: f"spu-{partition_state(cluster, t)[0]}" for t in ("in", "passed", "counted")}
-    before = (len(read_topic(client, "in")), len(passed_numbers(client)), windows(client))
-    network.split(["runtime"], [leaders["passed"]])
-    feeder.release.set()  # the rest of the input arrives while the link is cut
-    time.sleep(cut_s)
-    during = (len(read_topic(client, "in")), len(passed_numbers(client)), windows(client))
-    network.heal()
-    healed_at = time.monotonic()
-    feeder.finish(180)
-    run.wait_until(lambda: everything_out(client, EVENTS), 300, "every event and window")
-    return {
-        "cut": ["runtime", leaders["passed"]],
-        "seconds": cut_s,
-        "leaders": leaders,
-        # written to `in` and to `passed` while cut: the input went on, the sink stood still
-        "fed_while_cut": during[0] - before[0],
-        "passed_while_cut": during[1] - before[1],
-        "windows_while_cut": during[2] - before[2],
-        "out_after_heal_s": round(time.monotonic() - healed_at, 1),
-    }
 
 
 def cut_a_worker(
@@ -184,25 +142,6 @@ def cut_a_worker(
     }
 
 
-def listening_beyond(network: Network, nodes: list[str]) -> list[str]:
-    """Sockets listening on the nodes on anything but the node's own address or loopback
-    (0.0.0.0 would be one): none expected."""
-    beyond = []
-    for node in nodes:
-        listing = subprocess.run(
-            network.command(node, ["ss", "-ltnH"]), capture_output=True, text=True, check=True
-        ).stdout
-        for line in listing.splitlines():
-            local = line.split()[3].rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:")
-            if local not in (network.address(node), "127.0.0.1"):
-                beyond.append(f"{node} {line.split()[3]}")
-    return beyond
-
-
-def windows(client: SpuClient) -> int:
-    return sum(map(len, counted_windows(client).values()))
-
-
 def state_files(data_dir: Path) -> dict[str, int]:
     """Per pipeline checkpoint, the files of its state store (written by the executors)."""
     root = checkpoint_root(data_dir)
@@ -214,35 +153,26 @@ def state_files(data_dir: Path) -> dict[str, int]:
 
 
 def run_flow(args: argparse.Namespace, tmp: Path, result: dict[str, object]) -> None:
-    extra = ["runtime", *(["master", *WORKERS] if args.standalone else [])]
+    extra = [RUNTIME, *([MASTER, *WORKERS] if args.standalone else [])]
     with (
         partitioned_cluster(tmp / "cluster", extra_nodes=extra) as setting,
         SpuClient(setting.cluster.bootstrap) as client,
-        spark_cluster(setting.network, tmp / "spark") if args.standalone else _nothing() as spark,
+        spark_cluster(setting.network, tmp / "spark", WORKER_TIMEOUT_S)
+        if args.standalone
+        else _nothing() as spark,
     ):
-        network, cluster = setting.network, setting.cluster
+        network = setting.network
         create_topics(client)
-        data = tmp / "data"  # one file system: every node sees the checkpoints at this path
-        flow_args = ["--spu", cluster.bootstrap]
-        # Local Spark stays on the node's loopback; a driver of the standalone master finds the
-        # runtime's address by itself (the route to the master), and the executors reach it there.
-        env = {} if spark else {"SPARK_LOCAL_IP": "127.0.0.1"}
+        data = tmp / "data"
         if spark:
-            flow_args += ["--master", spark.master_url]
             result["master"] = spark.master_url
-        with network.inside("runtime"):  # the runtime, its JVM and Python processes live there
-            run = RunProcess(
-                write_flow(tmp, shipped=spark is not None),  # a cluster's executors get it zipped
-                data,
-                tmp,
-                tmp / "run.log",
-                *flow_args,
-                env=env,
-            )
+        run = start_runtime(setting, tmp, spark)
         total = EVENTS
         try:
             run.wait_until(run.running, 600, "the flow to start")
-            cuts = [cut_from_leader(setting, run, client, args.cut_seconds)]
+            # `count`'s first micro-batch (minutes on a loaded cluster) is done before the cut
+            warm_up_flow(setting, run, client, 600)
+            cuts = [cut_from_leader(setting, run, client, FEED, args.cut_seconds, 300)]
             if spark:  # the driver, the master, the workers, their executors and Python workers
                 result["listening_beyond_node_address"] = listening_beyond(network, extra)
                 worker = random.Random(args.seed).choice(WORKERS)

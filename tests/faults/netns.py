@@ -6,9 +6,14 @@ Every node has one address (10.77.0.N/32 on its loopback) and one link to the ro
 direction is an `ip rule ... blackhole` on the router: what the one node sends the other is
 dropped silently in the middle of the network, as by a dead switch port or a firewall, so both
 ends' TCP keeps retransmitting (ever more slowly) and both processes stay alive. Healing
-deletes the rule. (This kernel has no `netem`, so delay and loss are not offered.) Needs root
-and iproute2 (`ip`): tests run as root, as CI does, and `make unit` installs iproute2 when it
-is missing.
+deletes the rule.
+
+This kernel has no `netem`, so loss and delay are made on the router with netfilter instead:
+loss by an nftables rule that drops a random share of a link's packets (`numgen random`),
+delay by an `iptables` NFQUEUE rule that hands a link's packets to a program holding each one
+for a fixed time (tests/faults/delay.py says why that way). Healing removes them too. Needs
+root, iproute2 (`ip`), nftables (`nft`) and iptables: tests run as root, as CI does, and `make
+unit` installs them when missing.
 """
 
 from __future__ import annotations
@@ -16,13 +21,17 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 CLONE_NEWNET = 0x40000000
 SUBNET = "10.77.0"  # node addresses
 LINKS = "10.78"  # each node's link to the router: 10.78.N.0/30
 ROUTER = "router"
+FAULTS = "faults"  # the router's nftables table of losses
+DELAY = Path(__file__).with_name("delay.py")
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -41,6 +50,8 @@ class Network:
         assert ROUTER not in self.nodes, f"{ROUTER!r} names the router's namespace"
         self._tag = f"cf{os.getpid()}"  # namespaces are global: two test runs must not meet
         self._cut: set[tuple[str, str]] = set()
+        self._lossy = False
+        self._delays: dict[str, subprocess.Popen[str]] = {}
         self._made: list[str] = []
         try:
             self._build()
@@ -87,6 +98,7 @@ class Network:
 
     def close(self) -> None:
         """Delete the namespaces (their links go with them)."""
+        self._stop_delays()
         for ns in reversed(self._made):
             subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
         self._made.clear()
@@ -114,11 +126,63 @@ class Network:
     def isolate(self, node: str) -> None:
         self.split([node], [n for n in self.nodes if n != node])
 
+    def lose(self, node: str, percent: int) -> None:
+        """Drop `percent`% of the packets crossing `node`'s link, either way, each drawn on its own
+        (a packet between two lossy nodes may be dropped at either)."""
+        link = self._link(node)
+        if not self._lossy:
+            table = f"add table ip {FAULTS}\n"
+            chain = f"add chain ip {FAULTS} forward {{ type filter hook forward priority 0; }}\n"
+            self._nft(table + chain)
+            self._lossy = True
+        drop = f"numgen random mod 100 < {percent} drop"
+        self._nft(
+            f"add rule ip {FAULTS} forward iifname {link} {drop}\n"
+            f"add rule ip {FAULTS} forward oifname {link} {drop}\n"
+        )
+
+    def delay(self, node: str, seconds: float) -> None:
+        """Hold every packet crossing `node`'s link, either way, for `seconds` (its round trips
+        grow by twice that; a packet between two delayed nodes waits once)."""
+        assert node not in self._delays, f"{node} is delayed already"
+        queue = self.nodes.index(node) + 1
+        holder = subprocess.Popen(
+            self.command(ROUTER, [sys.executable, str(DELAY), str(queue), str(seconds)]),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._delays[node] = holder
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n", "the delay did not start"
+        for way in ("-i", "-o"):
+            self._iptables("-A", "FORWARD", way, self._link(node), "-j", "NFQUEUE", "--queue-num", str(queue))
+
     def heal(self) -> None:
-        """Every link carries traffic again both ways."""
+        """Every link carries traffic again both ways, all of it and at once."""
         for a, b in sorted(self._cut):
             _ip("-n", self.namespace(ROUTER), "rule", "del", *self._rule(a, b))
         self._cut.clear()
+        if self._lossy:
+            self._nft(f"flush chain ip {FAULTS} forward\n")
+        self._stop_delays()
+
+    def _stop_delays(self) -> None:
+        """Remove the delays' rules, then let their holders release what they hold and exit."""
+        if self._delays:
+            self._iptables("-F", "FORWARD")
+        for holder in self._delays.values():
+            holder.terminate()
+            holder.wait(10)
+        self._delays.clear()
+
+    def _link(self, node: str) -> str:
+        """The router's end of `node`'s link."""
+        return f"n{self.nodes.index(node) + 1}"
+
+    def _nft(self, script: str) -> None:
+        _run(self.command(ROUTER, ["nft", "-f", "-"]), stdin=script)
+
+    def _iptables(self, *args: str) -> None:
+        _run(self.command(ROUTER, ["iptables", *args]))
 
     # -- being a node ----------------------------------------------------------------------------
 
@@ -141,7 +205,7 @@ def _ip(*args: str) -> None:
     _run(["ip", *args])
 
 
-def _run(argv: list[str]) -> None:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+def _run(argv: list[str], stdin: str | None = None) -> None:
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip()}")

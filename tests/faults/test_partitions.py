@@ -1,8 +1,9 @@
 """Network partitions of an SPU cluster (issue 32): the controller and three SPUs each on a host of
 their own (network namespaces, tests/faults/netns.py), clients on two more; links are cut
-while the processes stay alive, then healed. Each scenario keeps a history of every produce
-(acks=all) with its answer and every committed read, and `check` holds it against the
-replicas' logs once healed. One cluster serves the module's scenarios, a topic each.
+(or made lossy or slow) while the processes stay alive, then healed. Each scenario keeps a
+history of every produce (acks=all) with its answer and every committed read, and `check`
+holds it against the replicas' logs once healed. One cluster serves the module's scenarios,
+a topic each; the last runs a flow on one more node (`runtime`) against it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -20,13 +22,15 @@ from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.faults.cluster import NODES, SESSION_S, WAIT_S, Scenario, Setting, partitioned_cluster
+from tests.faults.flow import RUNTIME, Feed, cut_from_leader, listening_beyond, start_runtime
 from tests.faults.history import acknowledged_nothing, stops_acknowledging
 from tests.spu.cluster_harness import partition_state, replica_log, wait_for
+from tests.spu.flow_harness import WARM_UP, assert_exactly_once, create_topics, warm_up
 
 
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
-    with partitioned_cluster(tmp_path_factory.mktemp("partitions")) as found:
+    with partitioned_cluster(tmp_path_factory.mktemp("partitions"), extra_nodes=[RUNTIME]) as found:
         yield found
 
 
@@ -187,3 +191,58 @@ def test_flapping_link_of_the_leader(setting: Setting) -> None:
     run.wait_acks("client", time.monotonic())
     run.wait_in_sync()
     assert run.finish() == []
+
+
+def test_lossy_then_slow_leader_link(setting: Setting) -> None:
+    """Loss and delay (no partition): a tenth of the packets crossing the leader's link are
+    dropped, either way, while a client produces and another reads; then, healed, every packet
+    on it is held 50 ms each way (its round trips 0.1 s longer). TCP retransmits what is lost
+    (a follower may fall out of the in-sync set meanwhile); acknowledgements go on through
+    both, and the history checks out."""
+    run = Scenario(setting, "lossy-slow", producers=["client"], readers=["near"])
+    run.wait_acks("client", time.monotonic())
+    leader = f"spu-{run.state()[0]}"
+    setting.network.lose(leader, 10)
+    run.wait_acks("client", time.monotonic())
+    setting.network.heal()
+    setting.network.delay(leader, 0.05)
+    run.wait_acks("client", time.monotonic(), count=5)
+    setting.network.heal()
+    run.wait_in_sync()
+    assert run.finish() == []
+
+
+# The flow's input: 100 events to warm up, 100 streaming at 100/s before the cut, 200 fed while
+# it lasts
+FLOW_FEED = Feed(events=WARM_UP + 300, before_cut=100, per_second=100)
+FLOW_CUT_S = 3.0  # past TCP's first retransmissions: the runtime's requests to the leader hang
+FLOW_WAIT_S = 240.0  # a Spark start and a first stateful micro-batch on a loaded 2-core box
+
+
+@pytest.mark.timeout(600)  # as the loopback flow tests: a Spark start on a loaded box
+def test_a_flow_cut_from_a_channels_leader_delivers_every_event_once(
+    setting: Setting, tmp_path: Path
+) -> None:
+    """A flow across hosts: `contraflow run FLOW --spu A,B,C` on a node of its own with its local
+    Spark there (tests/faults/flow.py: `in` passed through to `passed` and counted per group
+    in windows of 10 into `counted`, a stateful pipeline, every edge a three-replica `log`
+    topic). Once `pass` streams, the runtime is cut from the leader of `passed` for a few
+    seconds while the input goes on (`count`'s first micro-batch may still be running: not
+    waiting for it saves its time), then healed: every event is in `passed` once, every
+    window in `counted` once with the right counts and numbers (the state carried on), the
+    runtime drains and exits 0, and no node has a socket listening beyond its address and
+    loopback. On a Spark standalone master and workers each on a node of its own, with a
+    worker cut too, it is benchmarks/flow_partition.py (`make flow-partition`): minutes."""
+    with SpuClient(setting.cluster.bootstrap) as client:
+        create_topics(client)
+        run = start_runtime(setting, tmp_path, spark=None)
+        try:
+            run.wait_until(run.running, FLOW_WAIT_S, "the flow to start")
+            warm_up(setting.cluster.bootstrap, run, client)  # `count` may still be starting
+            cut = cut_from_leader(setting, run, client, FLOW_FEED, FLOW_CUT_S, FLOW_WAIT_S)
+            assert cut["fed_while_cut"] > 0, cut  # the input went on while the runtime was cut
+            assert listening_beyond(setting.network, setting.network.nodes) == []
+            assert run.terminate() == 0, run.tail()
+        finally:
+            run.kill()
+        assert_exactly_once(client, FLOW_FEED.events)
