@@ -12,7 +12,8 @@ from pathlib import Path
 from tests.cli_process import child_env
 
 from contraflow.spu.cli.local_cluster import LocalCluster
-from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.node.partitions import split_batches
+from contraflow.spu.protocol.batch import BatchHeader, decode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
 
@@ -93,6 +94,21 @@ def replica_log(data_dir: Path, topic: str, partition: int = 0) -> list[Entry]:
             offset = result.next_offset
     finally:
         store.close()
+
+
+def lose_unflushed_tail(data_dir: Path, topic: str, keep: int, partition: int = 0) -> None:
+    """Cut a stopped replica's log from the batch at or after offset `keep` on: what a power
+    loss takes of bytes the flush policy left in the page cache (a SIGKILL alone loses none)."""
+    segment = sorted((data_dir / "topics" / topic / str(partition)).glob("*.log"))[-1]
+    kept = [
+        b
+        for b in split_batches(memoryview(segment.read_bytes()), verify=True)
+        if BatchHeader.parse(b).base_offset < keep
+    ]
+    position = sum(len(b) for b in kept)
+    assert position < segment.stat().st_size, f"nothing at or after offset {keep} to lose in {segment}"
+    with open(segment, "r+b") as file:
+        file.truncate(position)
 
 
 # A partition on three SPUs, two of them enough to write.
