@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,6 +28,16 @@ class CheckoutCluster(LocalCluster):
 
     def command_of(self, name: str, args: list[str]) -> list[str]:
         return ["env", f"PYTHONPATH={child_env()['PYTHONPATH']}", *super().command_of(name, args)]
+
+    def start(self, spus: int) -> None:
+        """As `LocalCluster.start`, the SPUs started side by side: each spends a second or two
+        importing before it is up, and every cluster test starts a cluster."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.start_controller()
+        with ThreadPoolExecutor(spus) as pool:
+            list(pool.map(self.start_spu, range(spus)))
+        self._save()  # the process list with every SPU, whichever thread saved last
+        self.wait_registered(spus)
 
 
 @contextmanager

@@ -102,8 +102,7 @@ def kill_and_restart_leaders(cluster: LocalCluster, producer: Producer, client: 
             cluster.signal(name, signal.SIGCONT)
         else:
             cluster.signal(name, signal.SIGKILL)
-            time.sleep(0.5)
-            cluster.start_spu(leader)
+            cluster.start_spu(leader)  # at once: often back before its old session ran out
         # Stopped past its session or restarted (a new process, also within its session: the
         # controller sees its new heartbeat session), the leader never leads on at its epoch.
         # The next round looks only then: the controller's view until it has heard the new
