@@ -74,7 +74,8 @@ def test_controller_restart_keeps_metadata_and_a_leader_restarted_meanwhile_lead
     power too: its log loses the tail its flush policy (`never`) left in the page cache,
     records acknowledged with acks=all that the followers hold. Back before the controller,
     it must not lead on at its epoch (its writes would reuse offsets the followers hold with
-    other records, which truncation by epoch cannot see): a follower leads at a new epoch."""
+    other records, which truncation by epoch cannot see): a follower leads at a new epoch,
+    and every acknowledged record is there once."""
     config = dataclasses.replace(REPLICATED, flush=FlushPolicy(mode="never"))
     with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
         client.create_topic("keep", config)
@@ -86,15 +87,14 @@ def test_controller_restart_keeps_metadata_and_a_leader_restarted_meanwhile_lead
             client.produce("keep", 0, values(10, f"b{n}-"), acks=Acks.COMMITTED)
         assert client.fetch("keep", 0, 0, 1 << 20).batches[0].values() == values(60, "a")
         cluster.signal(f"spu-{leader}", signal.SIGKILL)
-        lose_unflushed_tail(tmp_path / f"spu-{leader}", "keep", keep=70)
+        lose_unflushed_tail(tmp_path / f"spu-{leader}", "keep", keep=70)  # b1-b3 were acknowledged
         cluster.start_spu(leader)  # beating when the controller comes back: within its session
         cluster.start_controller()
         client.produce("keep", 0, values(10, "c"), acks=Acks.COMMITTED)
         acked = values(60, "a") + [v for n in range(4) for v in values(10, f"b{n}-")] + values(10, "c")
-        assert [v for b in client.fetch("keep", 0, 0, 1 << 20).batches for v in b.values()] == acked
+        assert [bytes(v) for b in client.fetch("keep", 0, 0, 1 << 20).batches for v in b.values()] == acked
         assert client.list_offsets("keep", 0, "latest", isolation="committed") == len(acked)
-        new_leader, new_epoch, _, _ = partition_state(cluster, "keep")
-        assert new_leader != leader and new_epoch == epoch + 1
+        assert partition_state(cluster, "keep")[1] > epoch
         after = cluster.metadata()
         assert after["spus"] == before["spus"]
         assert {k: v for k, v in after["topics"]["keep"].items() if k != "partitions"} == {
@@ -103,6 +103,7 @@ def test_controller_restart_keeps_metadata_and_a_leader_restarted_meanwhile_lead
         wait_for("the old leader to rejoin", lambda: leader in partition_state(cluster, "keep")[3])
         logs = [replica_log(tmp_path / f"spu-{n}", "keep") for n in range(3)]
         assert logs[0] == logs[1] == logs[2] and [v for _, _, v in logs[0]] == acked
+        assert {e for _, e, _ in logs[0][:100]} == {epoch} and min(e for _, e, _ in logs[0][100:]) > epoch
 
 
 def test_not_enough_replicas_refuses_acks_all_and_writes_nothing(tmp_path: Path) -> None:
