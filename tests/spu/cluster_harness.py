@@ -6,13 +6,15 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.cli_process import child_env
 
 from contraflow.spu.cli.local_cluster import LocalCluster
-from contraflow.spu.protocol.batch import decode_batch
+from contraflow.spu.node.partitions import split_batches
+from contraflow.spu.protocol.batch import BatchHeader, decode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from contraflow.spu.storage.store import Store
 
@@ -26,6 +28,16 @@ class CheckoutCluster(LocalCluster):
 
     def command_of(self, name: str, args: list[str]) -> list[str]:
         return ["env", f"PYTHONPATH={child_env()['PYTHONPATH']}", *super().command_of(name, args)]
+
+    def start(self, spus: int) -> None:
+        """As `LocalCluster.start`, the SPUs started side by side: each spends a second or two
+        importing before it is up, and every cluster test starts a cluster."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.start_controller()
+        with ThreadPoolExecutor(spus) as pool:
+            list(pool.map(self.start_spu, range(spus)))
+        self._save()  # the process list with every SPU, whichever thread saved last
+        self.wait_registered(spus)
 
 
 @contextmanager
@@ -93,6 +105,21 @@ def replica_log(data_dir: Path, topic: str, partition: int = 0) -> list[Entry]:
             offset = result.next_offset
     finally:
         store.close()
+
+
+def lose_unflushed_tail(data_dir: Path, topic: str, keep: int, partition: int = 0) -> None:
+    """Cut a stopped replica's log from the batch at or after offset `keep` on: what a power
+    loss takes of bytes the flush policy left in the page cache (a SIGKILL alone loses none)."""
+    segment = sorted((data_dir / "topics" / topic / str(partition)).glob("*.log"))[-1]
+    kept = [
+        b
+        for b in split_batches(memoryview(segment.read_bytes()), verify=True)
+        if BatchHeader.parse(b).base_offset < keep
+    ]
+    position = sum(len(b) for b in kept)
+    assert position < segment.stat().st_size, f"nothing at or after offset {keep} to lose in {segment}"
+    with open(segment, "r+b") as file:
+        file.truncate(position)
 
 
 # A partition on three SPUs, two of them enough to write.

@@ -6,8 +6,10 @@ changes from a partition's current leader (checked against its epoch), and when
 an SPU misses its session timeout (or comes back as a new process) it elects a
 new leader from the in-sync set and bumps the leader epoch. Every change is
 fsynced to `cluster.json` before anyone hears of it, so a restarted controller
-carries on where it stopped. While it is down, leaders keep serving; only
-elections, in-sync-set changes and topic admin wait for it.
+carries on where it stopped; that includes which process of each SPU it last
+heard, so an SPU restarted while the controller was down is still seen to have
+restarted. While it is down, leaders keep serving; only elections, in-sync-set
+changes and topic admin wait for it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,6 @@ CHECK_INTERVAL_S = 0.1
 ReplicaReport = tuple[int, int, int, int, int, int]  # log start, log end, hw, epoch, size, segments
 
 
-@dataclass
-class Session:
-    """An SPU process the controller hears from; `session` None: not heard since our start."""
-
-    session: str | None
-    last_seen: float
-
-
 class Controller:
     """`await start()` returns the bound address; `await stop()`."""
 
@@ -67,14 +60,15 @@ class Controller:
         token: str | None = None,
     ) -> None:
         self._file = MetadataFile(data_dir)
-        self._meta = self._file.load()
+        self._meta, self._incarnations = self._file.load()
         self._addr = addr
         self.session_timeout_s = session_timeout_s
         self._token = token
         self._limits = Limits()
         now = time.monotonic()
-        # Every known SPU gets a full session after our (re)start before it counts as lost.
-        self._sessions = {spu: Session(None, now) for spu in self._meta.spus}
+        # When each live SPU was last heard. Every known SPU gets a full session after our
+        # (re)start before it counts as lost.
+        self._last_heard = {spu: now for spu in self._meta.spus}
         self._reports: dict[tuple[str, int], dict[int, ReplicaReport]] = {}
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
@@ -135,7 +129,7 @@ class Controller:
     def _commit(self) -> None:
         """Persist a change before anyone hears of it (fsync + rename; small file)."""
         self._meta.version += 1
-        self._file.save(self._meta)
+        self._file.save(self._meta, self._incarnations)
 
     # -- SPUs ------------------------------------------------------------------------------------
 
@@ -146,8 +140,8 @@ class Controller:
         return Reply()
 
     async def heartbeat(self, req: m.HeartbeatRequest) -> Reply:
-        """Register or refresh an SPU; a new session of a known SPU is a restart: it lost
-        what it held in memory, so it stops leading (epoch bump) like a lost SPU."""
+        """Register or refresh an SPU. A new session of a registered SPU is a new process
+        (`_new_incarnation`): it stops leading (epoch bump) like a lost SPU."""
         changed = False
         record = self._meta.spus.get(req.spu_id)
         heard = SpuRecord(req.spu_id, req.public_addr, req.private_addr, req.kafka_addr)
@@ -155,17 +149,31 @@ class Controller:
             self._meta.spus[req.spu_id] = heard
             changed = True
             log.info("SPU %d registered at %s (private %s)", req.spu_id, req.public_addr, req.private_addr)
-        known = self._sessions.get(req.spu_id)
-        restarted = known is not None and known.session not in (None, req.session)
-        self._sessions[req.spu_id] = Session(req.session, time.monotonic())
-        if restarted:
-            log.info("SPU %d restarted (new session)", req.spu_id)
-            changed |= self._spu_lost(req.spu_id)
+        self._last_heard[req.spu_id] = time.monotonic()
+        if self._new_incarnation(req.spu_id, req.session):
+            changed = True
+            if record is not None:
+                log.info("SPU %d restarted (new session)", req.spu_id)
+                self._spu_lost(req.spu_id)
         changed |= self._elect_offline()
         if changed:
             self._commit()
         self._record_reports(req.spu_id, req.partitions)
         return self._metadata_reply()
+
+    def _new_incarnation(self, spu_id: int, session: str) -> bool:
+        """Note the SPU process that beats; True when it is not the one last heard (also
+        across our restarts: the incarnations are kept with the metadata).
+
+        A new process of a leader must not lead on at its old epoch. It lost what it held
+        in memory, and it may have lost the log's unflushed tail (a power loss), which
+        its followers hold: at the same epoch its next writes would reuse offsets they
+        hold with other records, and the epoch-based truncation (KIP-101) could not see
+        it, so acknowledged records would be cut or replicas differ."""
+        if self._incarnations.get(spu_id) == session:
+            return False
+        self._incarnations[spu_id] = session
+        return True
 
     def _record_reports(self, spu_id: int, partitions: list[list[Any]]) -> None:
         for topic, partition, *numbers in partitions:
@@ -190,11 +198,11 @@ class Controller:
             now = time.monotonic()
             self._excuse_own_stall(now - checked - CHECK_INTERVAL_S)
             checked = now
-            lost = [i for i, s in self._sessions.items() if now - s.last_seen > self.session_timeout_s]
+            lost = [i for i, heard in self._last_heard.items() if now - heard > self.session_timeout_s]
             changed = False
             for spu_id in lost:
                 log.warning("SPU %d missed its session timeout", spu_id)
-                del self._sessions[spu_id]
+                del self._last_heard[spu_id]
                 changed |= self._spu_lost(spu_id)
             if changed:
                 self._commit()
@@ -210,8 +218,8 @@ class Controller:
         log.log(
             level, "the controller did not run for %.2fs; the SPUs' sessions are extended by it", stalled_s
         )
-        for session in self._sessions.values():
-            session.last_seen += stalled_s
+        for spu_id in self._last_heard:
+            self._last_heard[spu_id] += stalled_s
 
     # -- elections -------------------------------------------------------------------------------
 
@@ -241,7 +249,7 @@ class Controller:
         """A live in-sync replica other than `avoid` leads, at the next epoch; `avoid`
         itself only if nobody else can (it restarted and is the last in-sync copy).
         An out-of-sync replica only if the topic allows unclean elections."""
-        alive = set(self._sessions)
+        alive = set(self._last_heard)
         clean = [r for r in state.replicas if r in state.isr and r in alive and r != avoid]
         if not clean and avoid is not None and avoid in state.isr and avoid in alive:
             clean = [avoid]
@@ -296,7 +304,7 @@ class Controller:
         declared lost may still look caught up to its leader (its last fetch was recent),
         but taking it back would make every acks=all produce wait for it until the leader
         drops it again. It rejoins once its heartbeats are back."""
-        lost = sorted(set(isr) - set(state.isr) - set(self._sessions))
+        lost = sorted(set(isr) - set(state.isr) - set(self._last_heard))
         if lost:
             log.debug(
                 "%s/%d: SPU(s) %s not taken back in sync: no live session", req.topic, req.partition, lost
@@ -311,7 +319,7 @@ class Controller:
         if req.name in self._meta.topics:
             raise SpuError(ErrorCode.TOPIC_EXISTS, f"topic {req.name!r} already exists")
         leaders = Counter(p.leader for _, p in self._partitions())
-        replicas = assign_replicas(config.partitions, config.replication_factor, self._sessions, leaders)
+        replicas = assign_replicas(config.partitions, config.replication_factor, self._last_heard, leaders)
         states = [PartitionState(r, r[0], 1, list(r)) for r in replicas]
         self._meta.topics[req.name] = TopicRecord(req.name, config, time.time_ns() // 1_000_000, states)
         self._commit()

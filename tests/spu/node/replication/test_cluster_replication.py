@@ -1,6 +1,7 @@
 """The SPU cluster with real processes on loopback: a controller and three SPUs.
 
-Covers registration and assignment, durable controller metadata, replication
+Covers registration and assignment, durable controller metadata (a leader restarted
+while the controller was down leads no more), replication
 with acks=all and identical replicas, the not-enough-replicas refusal, election
 after a SIGKILL, truncation of a diverged replica (KIP-101), and fencing of a
 leader that was SIGSTOPped past its session and resumed.
@@ -9,6 +10,7 @@ leader that was SIGSTOPped past its session and resumed.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 from collections import Counter
 from pathlib import Path
@@ -17,6 +19,7 @@ import pytest
 from tests.spu.cluster_harness import (
     REPLICATED,
     local_cluster,
+    lose_unflushed_tail,
     partition_state,
     replica_log,
     values,
@@ -26,7 +29,7 @@ from tests.spu.cluster_harness import (
 from contraflow.spu.client import SpuClient
 from contraflow.spu.protocol import Acks, ApiKey, ErrorCode, SpuError
 from contraflow.spu.protocol.batch import encode_batch
-from contraflow.spu.protocol.topics import TopicConfig
+from contraflow.spu.protocol.topics import FlushPolicy, TopicConfig
 from contraflow.spu.rpc.client import Connection
 
 
@@ -63,18 +66,44 @@ def test_acks_all_replicates_to_identical_replicas(tmp_path: Path) -> None:
         assert {e for _, e, _ in logs[0]} == {desc.leader_epoch}
 
 
-def test_controller_restart_keeps_metadata_and_data_flows_without_it(tmp_path: Path) -> None:
+def test_controller_restart_keeps_metadata_and_a_leader_restarted_meanwhile_leads_no_more(
+    tmp_path: Path,
+) -> None:
+    """Data flows without the controller, and a restarted one carries on: the metadata is
+    kept, and so is which process of each SPU it last heard. Then the leader's host loses
+    power too: its log loses the tail its flush policy (`never`) left in the page cache,
+    records acknowledged with acks=all that the followers hold. Back before the controller,
+    it must not lead on at its epoch (its writes would reuse offsets the followers hold with
+    other records, which truncation by epoch cannot see): a follower leads at a new epoch,
+    and every acknowledged record is there once."""
+    config = dataclasses.replace(REPLICATED, flush=FlushPolicy(mode="never"))
     with local_cluster(tmp_path) as cluster, SpuClient(cluster.bootstrap) as client:
-        client.create_topic("keep", REPLICATED)
+        client.create_topic("keep", config)
+        client.produce("keep", 0, values(60, "a"), acks=Acks.COMMITTED)
         before = cluster.metadata()
+        leader, epoch, _, _ = partition_state(cluster, "keep")
         cluster.signal("sc", signal.SIGKILL)
-        client.produce("keep", 0, values(10), acks=Acks.COMMITTED)  # no controller: still served
-        assert client.fetch("keep", 0, 0).batches[0].values() == values(10)
+        for n in range(4):  # no controller: still served
+            client.produce("keep", 0, values(10, f"b{n}-"), acks=Acks.COMMITTED)
+        assert client.fetch("keep", 0, 0, 1 << 20).batches[0].values() == values(60, "a")
+        cluster.signal(f"spu-{leader}", signal.SIGKILL)
+        lose_unflushed_tail(tmp_path / f"spu-{leader}", "keep", keep=70)  # b1-b3 were acknowledged
+        cluster.start_spu(leader)  # beating when the controller comes back: within its session
         cluster.start_controller()
+        client.produce("keep", 0, values(10, "c"), acks=Acks.COMMITTED)
+        acked = values(60, "a") + [v for n in range(4) for v in values(10, f"b{n}-")] + values(10, "c")
+        assert [bytes(v) for b in client.fetch("keep", 0, 0, 1 << 20).batches for v in b.values()] == acked
+        assert client.list_offsets("keep", 0, "latest", isolation="committed") == len(acked)
+        assert partition_state(cluster, "keep")[1] > epoch
         after = cluster.metadata()
-        assert after["topics"] == before["topics"] and after["spus"] == before["spus"]
-        client.produce("keep", 0, values(5), acks=Acks.COMMITTED)
-        assert client.list_offsets("keep", 0, "latest", isolation="committed") == 15
+        assert after["spus"] == before["spus"]
+        assert {k: v for k, v in after["topics"]["keep"].items() if k != "partitions"} == {
+            k: v for k, v in before["topics"]["keep"].items() if k != "partitions"
+        }
+        wait_for("the old leader to rejoin", lambda: leader in partition_state(cluster, "keep")[3])
+        logs = [replica_log(tmp_path / f"spu-{n}", "keep") for n in range(3)]
+        assert logs[0] == logs[1] == logs[2] and [v for _, _, v in logs[0]] == acked
+        assert {e for _, e, _ in logs[0][:100]} == {epoch} and min(e for _, e, _ in logs[0][100:]) > epoch
 
 
 def test_not_enough_replicas_refuses_acks_all_and_writes_nothing(tmp_path: Path) -> None:
