@@ -225,10 +225,10 @@ class RecordReader(Reader):
 
     def __init__(self, name: str, names: Sequence[str], fields: Sequence[Reader]) -> None:
         self.fields = list(fields)
-        self.rows_of = _rows_of(name, names)
+        self.rows_of = _rows_of(name, names) if names else None
 
     def read(self, run: Run, rows: Rows) -> list[Any]:
-        if not self.fields:
+        if self.rows_of is None:  # a record without fields
             return [{} for _ in range(len(rows))]
         return self.rows_of(*(field.read(run, rows) for field in self.fields))
 

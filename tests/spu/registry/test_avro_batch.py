@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from contraflow.codecs import CodecError, codec
 from contraflow.codecs.avro_codec import BULK_MIN
+from contraflow.codecs.avro_columns import plan
 
 INNER = {"type": "record", "name": "Inner", "fields": [{"name": "code", "type": "int"}]}
 WIDE = {
@@ -33,6 +34,7 @@ WIDE = {
         {"name": "level", "type": {"type": "enum", "name": "Level", "symbols": ["LOW", "MID", "HIGH"]}},
         {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 3}},
         {"name": "inner", "type": "Inner"},
+        {"name": "empty", "type": {"type": "record", "name": "Empty", "fields": []}},
         {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
     ],
 }
@@ -58,6 +60,7 @@ WIDE_VALUES = st.fixed_dictionaries(
         "level": st.sampled_from(["LOW", "MID", "HIGH"]),
         "digest": st.binary(min_size=3, max_size=3),
         "inner": st.fixed_dictionaries({"code": INT32}),
+        "empty": st.just({}),
         "at": INT64,
     }
 )
@@ -146,6 +149,7 @@ def test_bad_frames_in_a_batch_keep_their_own_errors(codecs: tuple[Any, Any, Any
         "level": "MID",
         "digest": b"abc",
         "inner": {"code": -1},
+        "empty": {},
         "at": 0,
     }
     good = wide.encode(value)
@@ -180,3 +184,16 @@ def test_bad_frames_in_a_batch_keep_their_own_errors(codecs: tuple[Any, Any, Any
         strict=True,
     ):
         assert expected in reason
+
+
+def test_schemas_with_arrays_maps_or_recursion_have_no_bulk_reader() -> None:
+    def bulk_reader(schema: Any) -> Any:
+        names: dict[str, Any] = {}
+        return plan(fastavro.parse_schema(schema, named_schemas=names), names)
+
+    node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
+    assert bulk_reader(node) is None
+    assert bulk_reader(LISTS) is None
+    assert bulk_reader({"type": "map", "values": "long"}) is None
+    assert bulk_reader(WIDE) is not None
+    assert bulk_reader("string") is not None
