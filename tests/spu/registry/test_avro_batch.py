@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contraflow.codecs import CodecError, codec
-from contraflow.codecs.avro_codec import BULK_MIN
+from contraflow.codecs import CodecError, avro_codec, codec
 from contraflow.codecs.avro_columns import plan
 
 INNER = {"type": "record", "name": "Inner", "fields": [{"name": "code", "type": "int"}]}
@@ -103,8 +102,14 @@ def assert_batch_is_frame_by_frame(decoder: Any, frames: list[bytes]) -> None:
     assert [outcome(r) for r in batch] == [outcome(decoder.decoded_or_error(f)) for f in frames]
 
 
+SMALL_BULK = 8
+
+
 @pytest.fixture()
-def codecs(registry_url: str) -> tuple[Any, Any, Any]:
+def codecs(registry_url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any]:
+    """The codecs, with bulk reads from SMALL_BULK frames on (a speed knob), so small batches take it."""
+    monkeypatch.setattr(avro_codec, "BULK_MIN", SMALL_BULK)
+
     def avro(**config: Any) -> Any:
         return codec({"name": "avro", "config": {"registry": registry_url, **config}})
 
@@ -113,7 +118,7 @@ def codecs(registry_url: str) -> tuple[Any, Any, Any]:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    values=st.lists(WIDE_VALUES, min_size=BULK_MIN, max_size=24),
+    values=st.lists(WIDE_VALUES, min_size=SMALL_BULK, max_size=24),
     damages=st.lists(st.tuples(st.integers(0, 23), DAMAGE), max_size=4),
     lists=st.lists(st.fixed_dictionaries({"tags": st.lists(st.text(), max_size=2), "n": INT64}), max_size=3),
 )
@@ -158,7 +163,7 @@ def test_bad_frames_in_a_batch_keep_their_own_errors(codecs: tuple[Any, Any, Any
     assert good[5:] == body.getvalue()  # the codec's own call of fastavro's writer writes the same bytes
     name_at = good.index("é".encode())
     frames = (
-        [good] * BULK_MIN
+        [good] * SMALL_BULK
         + [
             good + b"\x00",  # a byte after the record
             good[:-1],  # cut in the last field
@@ -169,8 +174,8 @@ def test_bad_frames_in_a_batch_keep_their_own_errors(codecs: tuple[Any, Any, Any
         ]
     )
     results = decoder.decode_batch(frames)
-    assert results[:BULK_MIN] == [value] * BULK_MIN
-    reasons = [str(result) for result in results[BULK_MIN:]]
+    assert results[:SMALL_BULK] == [value] * SMALL_BULK
+    reasons = [str(result) for result in results[SMALL_BULK:]]
     for reason, expected in zip(
         reasons,
         [
