@@ -150,11 +150,26 @@ class _PerStream(Generic[ChainT]):
         return chain
 
 
+@dataclass(slots=True)
+class _Split:
+    """A chunk's frames waiting for the codec, with what its preprocessors rejected (to `err` first)."""
+
+    frames: list[bytes]
+    errors: list[Outgoing]
+    meta: dict[str, Any]
+    port: str
+
+
 class SourceDecoder(_PerStream[Preprocessors]):
-    """Turns `SourceData` into channel records, keeping a preprocessor chain per stream."""
+    """Turns `SourceData` into channel records, keeping a preprocessor chain per stream.
+
+    A pull's frames, over all its chunks, go to the codec in one `decode_batch`
+    call (a codec like avro reads a batch in bulk); the json codec's frames are
+    checked and kept as they are instead."""
 
     def __init__(self, ctx: ConnectorContext, structured: bool) -> None:
         super().__init__(ctx, structured, ctx.preprocessors)
+        self._splits: list[_Split] = []
 
     def decode(self, data: SourceData) -> Decoded:
         out = Decoded()
@@ -169,6 +184,7 @@ class SourceDecoder(_PerStream[Preprocessors]):
             self._chunk(out, data.stream, data.data, meta, data.port)
         if data.end_stream:
             self.end_stream(data.stream, out, meta, data.port)
+        self._decode_splits(out)
         return out
 
     def _chunk(self, out: Decoded, stream: int, data: bytes, meta: dict[str, Any], port: str) -> None:
@@ -195,6 +211,7 @@ class SourceDecoder(_PerStream[Preprocessors]):
         chain = self._streams.pop(stream, None)
         if chain is not None:
             self._frames(out, chain.finish, meta, port)
+        self._decode_splits(out)
 
     def finish(self) -> Decoded:
         """End of every stream: the source is exhausted."""
@@ -204,34 +221,60 @@ class SourceDecoder(_PerStream[Preprocessors]):
         return out
 
     def _frames(self, out: Decoded, step: Any, meta: dict[str, Any], port: str) -> None:
+        """Split by `step`: json frames checked now, other codecs' frames left for `_decode_splits`."""
+        errors: list[Outgoing] = []
         try:
             frames = step()
         except FrameErrors as err:
             frames = err.frames
-            out.errors.extend(error_event(self.ctx, str(e), e.data, meta) for e in err.errors)
-        if self.json_fast_path and frames:
+            errors = [error_event(self.ctx, str(e), e.data, meta) for e in err.errors]
+        if not self.json_fast_path:
+            self._splits.append(_Split(frames, errors, meta, port))
+            return
+        out.errors.extend(errors)
+        if frames:
             valid = validate_json_frames(frames)
             if valid is not None:
                 if valid:
                     out.runs.append(Run(valid, meta, port))
                 return
         for frame in frames:
-            self._decode_frame(out, frame, meta, port)
+            self._check_json_frame(out, frame, meta, port)
 
-    def _decode_frame(self, out: Decoded, frame: bytes, meta: dict[str, Any], port: str) -> None:
-        if not frame.strip() and self.json_fast_path:
+    def _check_json_frame(self, out: Decoded, frame: bytes, meta: dict[str, Any], port: str) -> None:
+        if not frame.strip():
             return  # blank lines between JSON documents carry no event
         try:
-            if self.json_fast_path:
-                orjson.loads(frame)  # validate only; the frame itself is the channel value
-                value = bytes(frame)
-            else:
-                assert self.codec is not None
-                decoded = self.codec.decode(frame)
-                if decoded is NO_EVENT:
-                    return  # a frame without an event (an influx comment line)
-                value = encode_value(decoded)
-        except (orjson.JSONDecodeError, CodecError, TypeError, ValueError) as err:
+            orjson.loads(frame)  # validate only; the frame itself is the channel value
+        except orjson.JSONDecodeError as err:
+            out.errors.append(error_event(self.ctx, f"invalid {self._codec_name}: {err}", frame, meta))
+            return
+        out.add(bytes(frame), meta, port)
+
+    def _decode_splits(self, out: Decoded) -> None:
+        """The frames split so far, decoded in one call of the codec, in order into `out`."""
+        splits, self._splits = self._splits, []
+        frames = [frame for split in splits for frame in split.frames]
+        if not frames:
+            for split in splits:
+                out.errors.extend(split.errors)
+            return
+        assert self.codec is not None
+        results = iter(self.codec.decode_batch(frames))
+        for split in splits:
+            out.errors.extend(split.errors)
+            for frame in split.frames:
+                self._add_decoded(out, frame, next(results), split.meta, split.port)
+
+    def _add_decoded(self, out: Decoded, frame: bytes, decoded: Any, meta: dict[str, Any], port: str) -> None:
+        """One frame's `decode_batch` result: a channel record, nothing (`NO_EVENT`), or an error event."""
+        if decoded is NO_EVENT:
+            return  # a frame without an event (an influx comment line)
+        try:
+            if isinstance(decoded, Exception):
+                raise decoded
+            value = encode_value(decoded)
+        except (CodecError, TypeError, ValueError) as err:
             out.errors.append(error_event(self.ctx, f"invalid {self._codec_name}: {err}", frame, meta))
             return
         out.add(value, meta, port)
