@@ -78,7 +78,13 @@ def _iterate(scala_seq: Any) -> list[Any]:
 def test_admission_caps_the_credit_by_priority() -> None:
     assert admitted("background", None) == PRIORITY_CLASSES["background"].admission
     assert admitted("background", 10) == 10  # the room downstream still wins when smaller
-    assert admitted("background", 1_000_000) < admitted("normal", 1_000_000) < admitted("critical", 1_000_000)
+    room = 10_000_000
+    assert (
+        admitted("background", room)
+        < admitted("normal", room)
+        < admitted("high", room)
+        < admitted("critical", room)
+    )
     assert admitted("critical", 0) == 0  # back-pressure stops every priority
 
 

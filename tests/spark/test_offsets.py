@@ -8,12 +8,14 @@ from hypothesis import strategies as st
 
 from contraflow.errors import UserError
 from contraflow.spark.checkpoint import parse_offsets
+from contraflow.spark.datasource import split_ranges
 from contraflow.spark.offsets import (
     Ramp,
     parse_starting_offsets,
     plan_end,
     run_count,
     smallest_budget,
+    task_records,
     to_partition_offsets,
     to_spark_offset,
 )
@@ -94,6 +96,28 @@ def test_plan_never_exceeds_budget_nor_backlog(
 def test_smallest_budget() -> None:
     assert smallest_budget(None, None) is None
     assert smallest_budget(10, None, 3) == 3
+
+
+def test_a_spread_batch_is_cut_into_equal_tasks_a_multiple_of_the_cores() -> None:
+    # 400k records at a 160k cap used to be 160k, 160k, 80k: the last task ran alone on one core.
+    tasks = split_ranges("t", {0: 0}, {0: 400_000}, task_records(400_000, 160_000, 2))
+    assert [r.end - r.start for r in tasks] == [100_000] * 4
+    assert task_records(400_000, 160_000, None) == 160_000  # not spread: the cap alone
+
+
+@given(
+    st.integers(min_value=1, max_value=500_000),
+    st.integers(min_value=0, max_value=40),
+    st.floats(min_value=0, max_value=1, exclude_max=True),
+    st.integers(min_value=1, max_value=8),
+)
+def test_task_records_stay_within_the_cap_and_even(cap: int, full: int, part: float, cores: int) -> None:
+    total = max(1, cap * full + int(cap * part))  # up to 41 tasks' worth of records
+    sizes = [r.end - r.start for r in split_ranges("t", {0: 0}, {0: total}, task_records(total, cap, cores))]
+    assert sum(sizes) == total
+    assert max(sizes) <= cap
+    assert len(sizes) >= min(cores, total)
+    assert max(sizes) - min(sizes) < len(sizes)  # equal but for rounding
 
 
 def test_a_ramp_doubles_over_a_backlog_and_shrinks_back_when_input_is_slow() -> None:

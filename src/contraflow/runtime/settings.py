@@ -5,7 +5,7 @@ reserved args (defaults in the `define flow ... args`, overridden per
 deployment with `deploy flow x from f with ... end`):
 
     channels = {
-      "default":    {"capacity": 1000000, "capacity_bytes": 268435456,
+      "default":    {"capacity": 3000000, "capacity_bytes": 805306368,
                      "high_watermark": 1.0, "low_watermark": 0.5},
       "events/out": {"capacity": 500}          # the channel events leave `events` by on `out`
     },
@@ -51,8 +51,11 @@ class SettingsError(UserError):
 class ChannelSettings:
     """Bounds of one channel: back-pressure starts at `high_watermark` x capacity and ends below `low`."""
 
-    capacity: int = 1_000_000
-    capacity_bytes: int = 256 << 20
+    # Large because a pipeline's source stops at the capacity counting the micro-batch in flight:
+    # batches under a backlog settle near 0.4 of it, and the `normal` admission (1.2M, see
+    # `runtime.priority`) is only reached with 3M (docs/runtime.md, "Admission under a backlog").
+    capacity: int = 3_000_000
+    capacity_bytes: int = 768 << 20
     high_watermark: float = 1.0
     low_watermark: float = 0.5
 

@@ -73,6 +73,7 @@ from contraflow.spark.offsets import (
     plan_end,
     run_count,
     smallest_budget,
+    task_records,
     to_partition_offsets,
     to_spark_offset,
 )
@@ -269,14 +270,14 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         """One task per `maxRecordsPerTask` records or `maxBytesPerTask` bytes of each partition,
-        and at least `minPartitions` tasks in all: a one-partition channel still uses every core."""
+        and at least `minPartitions` tasks in all, as a multiple of it of equal size
+        (`offsets.task_records`): a one-partition channel uses every core to the stage's end."""
         begin, finish = to_partition_offsets(start), to_partition_offsets(end)
         per_task = self.options.max_records_per_task
         if any(finish[p] > begin.get(p, 0) for p in finish):
             per_task = min(per_task, max(1, self.options.max_bytes_per_task // self._average_record_bytes()))
-        if self.options.min_partitions:
-            total = sum(max(0, end_ - begin.get(p, 0)) for p, end_ in finish.items())
-            per_task = min(per_task, max(1, -(-total // self.options.min_partitions)))
+        total = sum(max(0, end_ - begin.get(p, 0)) for p, end_ in finish.items())
+        per_task = task_records(total, per_task, self.options.min_partitions)
         return split_ranges(self.options.topic, begin, finish, per_task)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -141,6 +141,21 @@ class Ramp:
             self.current = max(self.start, self.current // 2)
 
 
+def task_records(total: int, cap: int, cores: int | None) -> int:
+    """Records per read task for a batch of `total` records: at most `cap`, and, when the batch
+    should spread over `cores`, a task count that is a multiple of them with tasks of equal size.
+
+    Capping alone left a short last task (400k records at a 160k cap: 160k, 160k, 80k), which ran
+    on one core while the other idled: a quarter of the read stage's wall time on two cores.
+    """
+    cap = max(1, cap)
+    if not cores or total <= 0:
+        return cap
+    tasks = -(-total // cap)
+    tasks = -(-tasks // cores) * cores
+    return max(1, -(-total // tasks))
+
+
 def smallest_budget(*budgets: int | None) -> int | None:
     """The tightest of several optional record budgets (None means unlimited)."""
     present = [b for b in budgets if b is not None]
