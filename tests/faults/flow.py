@@ -1,7 +1,8 @@
 """A flow on hosts of its own (issue 32): `contraflow run FLOW --spu A,B,C` on a `runtime` node of
 the partition harness's network, its local Spark there too or a Spark standalone master and
 workers on nodes of their own, and the cut between the runtime and the leader of the flow's
-`passed` channel. The suite's test (the last of test_partitions.py) and the longer run
+`passed` channel, then (the suite's test) the SIGKILL of that leader mid-stream and its
+restart. The suite's test (the last of test_partitions.py) and the longer run
 (benchmarks/flow_partition.py) share it.
 
 The flow is the cluster flow of tests/spu/flow_harness.py: topic `in` passed through to
@@ -11,6 +12,7 @@ edge a three-replica `log` topic; its checker is `assert_exactly_once` there.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from pathlib import Path
 from contraflow.spark.standalone import Host, StandaloneCluster
 from contraflow.spu.client import SpuClient
 from tests.e2e.run_process import RunProcess
-from tests.faults.cluster import Setting
+from tests.faults.cluster import WAIT_S, Setting
 from tests.faults.netns import Network
 from tests.spu.cluster_harness import partition_state, wait_for
 from tests.spu.flow_harness import (
@@ -30,6 +32,7 @@ from tests.spu.flow_harness import (
     counted_windows,
     everything_out,
     expected_windows,
+    feed_mid_stream,
     passed_numbers,
     read_topic,
     warm_up,
@@ -136,6 +139,29 @@ def cut_from_leader(
         "windows_while_cut": during[2] - before[2],
         "out_after_heal_s": round(time.monotonic() - healed_at, 1),
     }
+
+
+def kill_leader_mid_stream(
+    setting: Setting, run: RunProcess, client: SpuClient, first: int, events: int, timeout_s: float
+) -> int:
+    """Feed events `first`..`events`-1 at 100/s, the second half once the SPU is back (the input
+    goes on after the kill); once the flow outputs some of them, SIGKILL the SPU leading `passed`,
+    restart it once another leads, and wait for everything to come out: the killed SPU's id. The
+    sink's commits in flight went to a dead leader and must land once on the next."""
+    cluster = setting.cluster
+    held = (events - first) // 2
+    feeder = feed_mid_stream(cluster.bootstrap, run, client, events, first=first, held=held)
+    leader = partition_state(cluster, "passed")[0]
+    cluster.signal(f"spu-{leader}", signal.SIGKILL)
+
+    def another_leads() -> bool:
+        return partition_state(cluster, "passed")[0] not in (-1, leader)
+
+    wait_for("another leader of passed", another_leads, WAIT_S)
+    cluster.start_spu(leader)
+    feeder.finish(timeout_s)
+    run.wait_until(lambda: everything_out(client, events), timeout_s, "every event and window")
+    return leader
 
 
 def _progress(client: SpuClient) -> tuple[int, int, int]:

@@ -3,7 +3,8 @@ their own (network namespaces, tests/faults/netns.py), clients on two more; link
 (or made lossy or slow) while the processes stay alive, then healed. Each scenario keeps a
 history of every produce (acks=all) with its answer and every committed read, and `check`
 holds it against the replicas' logs once healed. One cluster serves the module's scenarios,
-a topic each; the last runs a flow on one more node (`runtime`) against it.
+a topic each; the last runs a flow on one more node (`runtime`) against it, cut from its
+output's leader and then losing it to a SIGKILL.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from contraflow.spu.protocol import SpuError
 from contraflow.spu.protocol.batch import encode_batch
 from contraflow.spu.protocol.topics import TopicConfig
 from tests.faults.cluster import NODES, SESSION_S, WAIT_S, Scenario, Setting, partitioned_cluster
-from tests.faults.flow import RUNTIME, Feed, cut_from_leader, listening_beyond, start_runtime
+from tests.faults.flow import (
+    RUNTIME,
+    Feed,
+    cut_from_leader,
+    kill_leader_mid_stream,
+    listening_beyond,
+    start_runtime,
+)
 from tests.faults.history import acknowledged_nothing, stops_acknowledging
 from tests.spu.cluster_harness import partition_state, replica_log, wait_for
 from tests.spu.flow_harness import WARM_UP, assert_exactly_once, create_topics, warm_up
@@ -213,36 +221,48 @@ def test_lossy_then_slow_leader_link(setting: Setting) -> None:
 
 
 # The flow's input: 100 events to warm up, 100 streaming at 100/s before the cut, 200 fed while
-# it lasts
+# it lasts; then 500 more at 100/s, the SIGKILL after the first 100 are out, the last 250 once the
+# killed SPU is back
 FLOW_FEED = Feed(events=WARM_UP + 300, before_cut=100, per_second=100)
+FLOW_EVENTS = FLOW_FEED.events + 500  # 225 a group: 22 windows each
 FLOW_CUT_S = 3.0  # past TCP's first retransmissions: the runtime's requests to the leader hang
 FLOW_WAIT_S = 240.0  # a Spark start and a first stateful micro-batch on a loaded 2-core box
 
 
 @pytest.mark.timeout(600)  # as the loopback flow tests: a Spark start on a loaded box
-def test_a_flow_cut_from_a_channels_leader_delivers_every_event_once(
+def test_a_flow_cut_from_then_losing_its_outputs_leader_delivers_every_event_once(
     setting: Setting, tmp_path: Path
 ) -> None:
     """A flow across hosts: `contraflow run FLOW --spu A,B,C` on a node of its own with its local
     Spark there (tests/faults/flow.py: `in` passed through to `passed` and counted per group
-    in windows of 10 into `counted`, a stateful pipeline, every edge a three-replica `log`
+    in windows of 10 into `counted`, a stateful pipeline whose group key comes from a
+    `python::batch` whose module sits next to the flow file, every edge a three-replica `log`
     topic). Once `pass` streams, the runtime is cut from the leader of `passed` for a few
     seconds while the input goes on (`count`'s first micro-batch may still be running: not
-    waiting for it saves its time), then healed: every event is in `passed` once, every
-    window in `counted` once with the right counts and numbers (the state carried on), the
-    runtime drains and exits 0, and no node has a socket listening beyond its address and
-    loopback. On a Spark standalone master and workers each on a node of its own, with a
-    worker cut too, it is benchmarks/flow_partition.py (`make flow-partition`): minutes."""
-    with SpuClient(setting.cluster.bootstrap) as client:
+    waiting for it saves its time), then healed, and everything comes out. Then, mid-stream
+    again, that leader is SIGKILLed and restarted once another leads, and the input goes on
+    after it. Every event is in `passed` once, every window in `counted` once with the right
+    counts and numbers (the state carried on through the cut and the kill), the map's error
+    once in `errors`, the runtime drains and exits 0, no node has a socket listening beyond
+    its address and loopback, and the restarted SPU is back in sync. On a Spark standalone
+    master and workers each on a node of its own, with a worker cut too, it is
+    benchmarks/flow_partition.py (`make flow-partition`): minutes; on a standalone cluster on
+    loopback losing a worker too, tests/spark/test_cluster.py."""
+    cluster = setting.cluster
+    with SpuClient(cluster.bootstrap) as client:
         create_topics(client)
         run = start_runtime(setting, tmp_path, spark=None)
         try:
             run.wait_until(run.running, FLOW_WAIT_S, "the flow to start")
-            warm_up(setting.cluster.bootstrap, run, client)  # `count` may still be starting
+            warm_up(cluster.bootstrap, run, client)  # `count` may still be starting
             cut = cut_from_leader(setting, run, client, FLOW_FEED, FLOW_CUT_S, FLOW_WAIT_S)
             assert cut["fed_while_cut"] > 0, cut  # the input went on while the runtime was cut
+            killed = kill_leader_mid_stream(setting, run, client, FLOW_FEED.events, FLOW_EVENTS, FLOW_WAIT_S)
             assert listening_beyond(setting.network, setting.network.nodes) == []
             assert run.terminate() == 0, run.tail()
         finally:
             run.kill()
-        assert_exactly_once(client, FLOW_FEED.events)
+        assert_exactly_once(client, FLOW_EVENTS)  # after the drain: anything written twice is in
+    wait_for(
+        "the restarted SPU back in sync", lambda: killed in partition_state(cluster, "passed")[3], WAIT_S
+    )

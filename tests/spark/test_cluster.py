@@ -6,8 +6,9 @@ cluster and a 3-SPU cluster survives losing an SPU (its output's leader, SIGKILL
 restarted) and a worker with its executor (SIGKILLed), every event and every window of the
 stateful pipeline coming out once. Its pipeline's group key comes from a `python::batch`
 whose module sits next to the flow file, so on the standalone master it must run from the zip
-the runtime ships to the executors. The flow with local Spark is in
-tests/spu/app/test_cluster_run.py (the harness: tests/spu/flow_harness.py).
+the runtime ships to the executors. The flow with local Spark, on a node of its own cut from
+its output's leader and then losing it to a SIGKILL, is the last test of
+tests/faults/test_partitions.py (the harness: tests/spu/flow_harness.py).
 
 The Spark cluster starts once (a master and two worker JVMs: seconds on a loaded 2-core box);
 each test's application ends before the next starts, so the next gets both workers again. The

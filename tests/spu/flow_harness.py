@@ -177,13 +177,15 @@ def warm_up(bootstrap: str, run: RunProcess, client: SpuClient) -> None:
     run.wait_until(lambda: len(passed_numbers(client)) >= WARM_UP, 300, "the first events")
 
 
-def feed_mid_stream(bootstrap: str, run: RunProcess, client: SpuClient, count: int) -> Feeder:
-    """Feed events WARM_UP..count-1 at 100/s, the last HELD of them only once `finish` is
-    called; return once the flow has output some of them: the moment to kill things (the
+def feed_mid_stream(
+    bootstrap: str, run: RunProcess, client: SpuClient, count: int, first: int = WARM_UP, held: int = HELD
+) -> Feeder:
+    """Feed events first..count-1 at 100/s, the last `held` of them only once `finish` is
+    called; return once the flow has output WARM_UP of them: the moment to kill things (the
     input goes on after them)."""
-    feeder = Feeder(bootstrap, WARM_UP, count, per_second=100, held=HELD)
+    feeder = Feeder(bootstrap, first, count, per_second=100, held=held)
     feeder.start()
-    run.wait_until(lambda: len(passed_numbers(client)) >= 2 * WARM_UP, 120, "events after the warm-up")
+    run.wait_until(lambda: len(passed_numbers(client)) >= first + WARM_UP, 120, "events mid-stream")
     assert feeder.is_alive(), "the input ended before anything was killed"
     return feeder
 
