@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,14 +42,6 @@ class NamespacedCluster(CheckoutCluster):
 
     def command_of(self, name: str, args: list[str]) -> list[str]:
         return self.network.command(name, super().command_of(name, args))
-
-    def start(self, spus: int) -> None:
-        """As `LocalCluster.start`, the SPUs started side by side (each waits ~1 s for imports)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.start_controller()
-        with ThreadPoolExecutor(spus) as pool:
-            list(pool.map(self.start_spu, range(spus)))
-        self.wait_registered(spus)
 
 
 @dataclass
