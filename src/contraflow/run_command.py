@@ -289,7 +289,9 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _on_stop_signal, console, stop, cut_short)
     board_ticks = console.is_terminal and options.status  # the live lines show Spark's start
-    progress = asyncio.create_task(_spark_progress(console, spark, log_file, not board_ticks))
+    # A failed start is reported here unless the command line's flows need Spark: the run's error says it then.
+    report_failure = None if queries else log_file
+    progress = asyncio.create_task(_spark_progress(console, spark, report_failure, not board_ticks))
     abandon = asyncio.create_task(_end_spark_start_on_stop(stop, spark))
     async with contextlib.AsyncExitStack() as stack:
         try:
@@ -318,7 +320,7 @@ async def _serve(
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
-        failure = await _deploy_all(runtime, console, deployment, queries)
+        failure = await _deploy_all(runtime, console, deployment, queries, log_file)
         if failure is None and not stop.is_set():
             if spark.state == "not started":
                 _say(console, "Spark not started: no flow runs a query (it starts when one does)")
@@ -341,7 +343,7 @@ async def _serve(
 
 
 async def _deploy_all(
-    runtime: Any, console: Any, deployment: Deployment, queries: set[str]
+    runtime: Any, console: Any, deployment: Deployment, queries: set[str], log_file: Path
 ) -> UserError | None:
     """Deploy the command line's flows, those that run no Spark query first (they start at once,
     Spark or not), then those that do (once Spark runs), then the flows kept from deployments
@@ -370,7 +372,9 @@ async def _deploy_all(
             return None  # Spark's start was ended by the stop
         runtime.request_stop()
         if isinstance(err, SparkUnavailable):
-            return UserError(f"{', '.join(with_spark.flows)} not started: {err}; stopped")
+            return UserError(
+                f"{', '.join(with_spark.flows)} not started: {err} (Spark's output is in {log_file})"
+            )
         return err
     return None
 
@@ -448,10 +452,12 @@ async def _end_spark_start_on_stop(stop: asyncio.Event, spark: SparkOnDemand) ->
         await spark.stop()
 
 
-async def _spark_progress(console: Any, spark: SparkOnDemand, log_file: Path, tick: bool) -> None:
+async def _spark_progress(
+    console: Any, spark: SparkOnDemand, report_failure: Path | None, tick: bool
+) -> None:
     """Once Spark begins to start (a flow needs it): a progress line while it starts (`tick`;
-    ticking on a terminal, one every few seconds elsewhere), then how long it took, or why
-    it did not start."""
+    ticking on a terminal, one every few seconds elsewhere), then how long it took, or (with
+    `report_failure`, the log file its output went to) why it did not start."""
     await spark.began.wait()
     label = f"starting Spark ({spark.master})"
     if not tick:
@@ -469,8 +475,8 @@ async def _spark_progress(console: Any, spark: SparkOnDemand, log_file: Path, ti
         return  # its start was ended by a stop
     if failure is None:
         _say(console, f"Spark started in {spark.started_in():.1f} s")
-    else:
-        log.error("Spark did not start: %s (its output is in %s)", failure, log_file)
+    elif report_failure is not None:
+        log.error("Spark did not start: %s (its output is in %s)", failure, report_failure)
 
 
 async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptions) -> str:
