@@ -8,15 +8,14 @@ A restart with the same `--data-dir` resumes every channel from its committed
 offsets and every pipeline from its Spark checkpoint.
 
 Start-up: the checks that need no parsing (files, ports, data directory,
-Java) run first; then the flows compile (a mistake in them ends the run at
-once). Spark's JVM starts in a thread only when a flow runs a Spark query
-(`contraflow.runtime.spark_on_demand`), while the SPU and the REST API start;
-flows that run none (routing-only pipelines run aliased, or no pipeline at
-all) start without waiting for it, and it starts later if a deployment
-through the API needs it. The SPU's address goes to `DATA_DIR/runtime.json`
-for the log commands (contraflow.discovery). The terminal shows contraflow's
-own lines only: Spark's, its JVM's and libraries' output goes to
-`DATA_DIR/logs/run.log`.
+Java) run first; then Spark's JVM starts in a thread while the flows compile
+(a mistake in them ends the run at once), the SPU and the REST API start.
+Only flows that run a Spark query wait for it
+(`contraflow.runtime.spark_on_demand`): flows that run none (routing-only
+pipelines run aliased, or no pipeline at all) start at once. The SPU's
+address goes to `DATA_DIR/runtime.json` for the log commands
+(contraflow.discovery). The terminal shows contraflow's own lines only:
+Spark's, its JVM's and libraries' output goes to `DATA_DIR/logs/run.log`.
 """
 
 from __future__ import annotations
@@ -190,11 +189,10 @@ def run(
         quiet_process_output(log_file) as (out, err_out),
         _python_streams(out, err_out),
     ):
-        deployment, queries = compile_and_check(files, options.data_dir, fresh_data_dir)
         master = options.master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
         spark = SparkOnDemand(functools.partial(start_session, master, options.data_dir), master)
-        if queries:
-            spark.start()  # seconds: under way while the SPU and the API start
+        spark.start()  # seconds: under way while the flows compile, the SPU and the API start
+        deployment, queries = compile_and_check(files, options.data_dir, fresh_data_dir)
         asyncio.run(_serve(options, deployment, queries, log_file, spark))
 
 
@@ -202,7 +200,8 @@ def compile_and_check(
     files: tuple[Path, ...], data_dir: Path, fresh_data_dir: bool
 ) -> tuple[Deployment, set[str]]:
     """Every flow, compiled and checked (`compile_all`, `check_all`), and the ids of those that run
-    a Spark query; a mistake leaves no data directory behind when this run made it."""
+    a Spark query; a mistake leaves no data directory behind when this run made it (Spark's start
+    writes its few files there first, in milliseconds, long before compiling ends)."""
     try:
         deployment = compile_all(files)
         queries = check_all(deployment, data_dir)
@@ -289,7 +288,8 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _on_stop_signal, console, stop, cut_short)
     board_ticks = console.is_terminal and options.status  # the live lines show Spark's start
-    # A failed start is reported here unless the command line's flows need Spark: the run's error says it then.
+    # A failed start is said here, once, unless the command line's flows need Spark: then the run
+    # stops with it as its error; otherwise it goes on with the flows that need no Spark.
     report_failure = None if queries else log_file
     progress = asyncio.create_task(_spark_progress(console, spark, report_failure, not board_ticks))
     abandon = asyncio.create_task(_end_spark_start_on_stop(stop, spark))
@@ -322,8 +322,6 @@ async def _serve(
         )
         failure = await _deploy_all(runtime, console, deployment, queries, log_file)
         if failure is None and not stop.is_set():
-            if spark.state == "not started":
-                _say(console, "Spark not started: no flow runs a query (it starts when one does)")
             _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
@@ -357,10 +355,8 @@ async def _deploy_all(
         if at_once.flows:
             await runtime.deploy_graphs(at_once)
             if with_spark.flows and not stop.is_set():
-                _say(
-                    console,
-                    f"running {', '.join(at_once.flows)}; {', '.join(with_spark.flows)} wait for Spark",
-                )
+                waiting = ", ".join(with_spark.flows)
+                _say(console, f"running {', '.join(at_once.flows)}; waiting for Spark: {waiting}")
         if with_spark.flows and not stop.is_set():
             await runtime.deploy_graphs(with_spark)
         if not stop.is_set():
@@ -448,7 +444,7 @@ async def _end_spark_start_on_stop(stop: asyncio.Event, spark: SparkOnDemand) ->
     """A stop while Spark still starts ends its start at once (nothing runs on it yet: deployments
     that need it wait for it), rather than after the seconds it would take to finish."""
     await stop.wait()
-    if spark.state == "starting":
+    if spark.state in ("not started", "starting"):
         await spark.stop()
 
 

@@ -42,8 +42,8 @@ BreakerState = Literal["open", "closed"]
 # Flow priorities, most urgent first (the reserved flow arg `priority`).
 Priority = Literal["critical", "high", "normal", "low", "background"]
 
-# Where the runtime's Spark session is: started when the first flow that runs a query needs it
-# (`contraflow.runtime.spark_on_demand`), so a runtime whose flows run none never starts it.
+# Where the runtime's Spark session is (`contraflow.runtime.spark_on_demand`): only flows that run a
+# query wait for it; "not started" in a runtime that starts it on first use.
 SparkState = Literal["not started", "starting", "running", "failed", "stopped"]
 
 # States in which a flow counts as healthy for `GET /v1/status`.
@@ -213,7 +213,7 @@ class RuntimeFacade(Protocol):
         ...
 
     def spark_state(self) -> SparkState:
-        """Where the Spark session is: not started until a flow runs a query."""
+        """Where the Spark session is (flows that run a query wait for it running)."""
         ...
 
     async def get_flow(self, flow_id: str) -> FlowStatus:

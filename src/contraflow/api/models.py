@@ -41,8 +41,7 @@ class RuntimeStatusReport(BaseModel):
     flows: dict[State, int] = Field(description="number of flows in each state")
     flow_status: dict[str, State] = Field(description="state of each flow by id")
     spark: SparkState = Field(
-        description="the Spark session: not started until a flow runs a query; a flow that needs "
-        "it is deployed once it runs"
+        description="the Spark session; a flow that runs a Spark query is deployed once it runs"
     )
 
 

@@ -1,12 +1,14 @@
-"""The runtime's Spark session, started when the first flow that runs a query needs it.
+"""The runtime's Spark session, awaited only where a query starts.
 
 Why: a flow whose pipelines are all aliased (`runtime.aliases`) or that has
 none runs no Spark query, and Spark's JVM takes seconds (tens on a loaded
-2-core box) of CPU to start. `contraflow run` starts it at once only when one
-of its flows runs a query (under way while the SPU starts); otherwise the
-first deployment that needs it starts it. Whoever starts a query awaits
-`session()`; a deployment that needs one awaits it before starting anything
-(`Runtime.deploy_graphs`), so while Spark starts no running flow depends on it.
+2-core box) to start: such a flow need not wait for it. `contraflow run`
+begins the start at once, in a thread (`start`), so that it overlaps
+compiling the flows and starting the SPU, as flows that do run a query want;
+a runtime given none starts it on the first `session()`. Whoever starts a
+query awaits `session()`; a deployment that needs one awaits it before
+starting anything (`Runtime.deploy_graphs`), so while Spark starts no running
+flow depends on it.
 
 A failed start is final for the process: every later `session()` raises
 `SparkUnavailable` with the reason (the JVM's own output is in the run's log).
@@ -89,9 +91,9 @@ class SparkOnDemand:
         return time.monotonic() - self.began_at if self.began_at is not None else 0.0
 
     def started_in(self) -> float:
-        """Seconds the start took (once it ended)."""
-        assert self.began_at is not None and self.ready_at is not None
-        return self.ready_at - self.began_at
+        """Seconds the start took (once it ended; its done-callback may still be on its way)."""
+        assert self.began_at is not None
+        return (self.ready_at or time.monotonic()) - self.began_at
 
     async def settled(self, timeout_s: float | None = None) -> bool:
         """Wait (at most `timeout_s`) until a start that began has ended, either way; True once it has."""
