@@ -78,18 +78,24 @@ def group_members(pgid: int) -> list[str]:
     return members
 
 
+def run_with_api(tmp_path: Path, flows: str, spark_home: dict[str, str]) -> tuple[RunProcess, str]:
+    """`contraflow run` of `flows` with the REST API on a free port, once its aliased flow `quick`
+    delivered: (the run, the API's address)."""
+    (tmp_path / "flows.troy").write_text(flows)
+    api = f"127.0.0.1:{free_port()}"
+    run = RunProcess(tmp_path / "flows.troy", tmp_path / "data", tmp_path, tmp_path / "run.log",
+                     env=spark_home, api=api)  # fmt: skip
+    run.wait_until(lambda: bool(read_events(tmp_path / "quick.jsonl")), 120, "the aliased flow's events")
+    return run, api
+
+
 def test_flows_without_a_query_run_when_spark_does_not_start_and_what_needs_it_is_refused(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "flows.troy").write_text(
-        aliased("quick", tmp_path / "quick.jsonl") + connectors_only("bare", tmp_path / "bare.jsonl")
-    )
-    api = f"127.0.0.1:{free_port()}"
-    run = RunProcess(tmp_path / "flows.troy", tmp_path / "data", tmp_path, tmp_path / "run.log",
-                     env=no_spark(tmp_path), api=api)  # fmt: skip
+    flows = aliased("quick", tmp_path / "quick.jsonl") + connectors_only("bare", tmp_path / "bare.jsonl")
+    run, api = run_with_api(tmp_path, flows, no_spark(tmp_path))
     try:
         run.wait_until(run.running, 120, "the flows to run")
-        run.wait_until(lambda: bool(read_events(tmp_path / "quick.jsonl")), 60, "the aliased flow's events")
         status = httpx.get(f"http://{api}/v1/status", timeout=30)
         assert status.status_code == 200, status.text
         assert status.json()["spark"] == "failed"
@@ -126,15 +132,10 @@ def test_a_run_whose_flow_needs_spark_stops_with_an_error_when_spark_does_not_st
 def test_a_stop_while_spark_starts_ends_its_launch_and_flows_without_a_query_ran_meanwhile(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "flows.troy").write_text(
-        aliased("quick", tmp_path / "quick.jsonl") + query("slow", tmp_path / "slow.jsonl")
-    )
-    api = f"127.0.0.1:{free_port()}"
-    run = RunProcess(tmp_path / "flows.troy", tmp_path / "data", tmp_path, tmp_path / "run.log",
-                     env=endless_spark(tmp_path), api=api)  # fmt: skip
+    flows = aliased("quick", tmp_path / "quick.jsonl") + query("slow", tmp_path / "slow.jsonl")
+    run, api = run_with_api(tmp_path, flows, endless_spark(tmp_path))
     pgid = run.process.pid
     try:
-        run.wait_until(lambda: bool(read_events(tmp_path / "quick.jsonl")), 120, "the aliased flow's events")
         run.wait_until(lambda: any("sleep 600" in m for m in group_members(pgid)), 60, "Spark's launch")
         status = httpx.get(f"http://{api}/v1/status", timeout=30)
         assert status.status_code == 200, status.text
