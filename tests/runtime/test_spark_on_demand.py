@@ -1,7 +1,7 @@
 """The runtime's Spark session is awaited only where a query starts (`runtime.spark_on_demand`).
 
-In process, against the session's SPU and Spark: the start is a future the test completes by hand,
-so a deployment can be seen waiting for it. `contraflow run` itself (no Spark ever started, a start
+In process, against the session's SPU: the start is a future the test completes by hand, so a
+deployment can be seen waiting for it. `contraflow run` itself (no Spark ever started, a start
 that fails, a stop while the JVM starts) is in tests/e2e/test_run_startup.py.
 """
 
@@ -29,8 +29,10 @@ def starting() -> tuple[SparkOnDemand, Future[Any]]:
 
 
 def test_a_query_flow_waits_for_a_starting_spark_while_a_flow_without_one_runs(
-    spu_addr: str, spark: Any, tmp_path: Path
+    spu_addr: str, tmp_path: Path
 ) -> None:
+    """No query starts here (seconds): the deployment's wait is what is shown; every other runtime
+    test hands its running session through the same `session()`."""
     supply, start = starting()
     sent = write_events(tmp_path / "in.jsonl", 20)
     aliased, query = flow_id("ondemand"), flow_id("ondemand")
@@ -45,14 +47,17 @@ def test_a_query_flow_waits_for_a_starting_spark_while_a_flow_without_one_runs(
         assert runtime.spark_state() == "starting"  # the first deployment that needs it started it
         await wait_for(lambda: len(read_events(aliased_out)) == len(sent), what="the aliased flow's events")
         assert not waiting.done() and list(runtime.flows) == [aliased]  # nothing of it started yet
-        start.set_result(spark)
-        assert await waiting == [query]
-        assert runtime.spark_state() == "running"
-        await wait_for(lambda: len(read_events(query_out)) == len(sent), what="the query's events")
+        stopping = asyncio.create_task(supply.stop())  # the runtime stops while Spark starts:
+        await wait_for(lambda: supply.state == "stopped", what="the stop")
+        start.set_exception(RuntimeError("Java gateway process exited"))  # as its ended JVM makes it
+        await stopping
+        with pytest.raises(SparkUnavailable, match="the runtime is shutting down"):
+            await waiting
+        assert list(runtime.flows) == [aliased] and runtime.spark_state() == "stopped"
         await runtime.quiesce_all(shutdown=False)
 
     asyncio.run(scenario())
-    assert read_events(query_out) == read_events(aliased_out) == sent
+    assert read_events(aliased_out) == sent and not query_out.exists()
 
 
 def test_a_failed_start_refuses_each_deployment_that_needs_it_and_starts_none_of_it(
