@@ -9,34 +9,39 @@ offsets and every pipeline from its Spark checkpoint.
 
 Start-up: the checks that need no parsing (files, ports, data directory,
 Java) run first; then Spark's JVM starts in a thread while the flows compile
-(a mistake in them ends the run at once) and the SPU starts; the SPU's
+(a mistake in them ends the run at once), the SPU and the REST API start.
+Only flows that run a Spark query wait for it
+(`contraflow.runtime.spark_on_demand`): flows that run none (routing-only
+pipelines run aliased, or no pipeline at all) start at once. The SPU's
 address goes to `DATA_DIR/runtime.json` for the log commands
-(contraflow.discovery). The terminal shows contraflow's own lines
-only: Spark's, its JVM's and libraries' output goes to `DATA_DIR/logs/run.log`.
+(contraflow.discovery). The terminal shows contraflow's own lines only:
+Spark's, its JVM's and libraries' output goes to `DATA_DIR/logs/run.log`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import logging
 import os
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Iterator
-from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
+from rich.text import Text
 
+from contraflow.api.facade import SparkUnavailable
 from contraflow.errors import UserError
 from contraflow.lang.graph import Deployment
+from contraflow.runtime.spark_on_demand import SparkOnDemand
 from contraflow.security import listener_options
 from contraflow.spu.cli.listeners import check_listener, door_options
 
@@ -184,23 +189,27 @@ def run(
         quiet_process_output(log_file) as (out, err_out),
         _python_streams(out, err_out),
     ):
-        spark = start_session(options.master, options.data_dir)  # seconds: under way while flows compile
-        deployment = compile_and_check(files, options.data_dir, fresh_data_dir)
-        asyncio.run(_serve(options, deployment, log_file, spark))
+        master = options.master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
+        spark = SparkOnDemand(functools.partial(start_session, master, options.data_dir), master)
+        spark.start()  # seconds: under way while the flows compile, the SPU and the API start
+        deployment, queries = compile_and_check(files, options.data_dir, fresh_data_dir)
+        asyncio.run(_serve(options, deployment, queries, log_file, spark))
 
 
-def compile_and_check(files: tuple[Path, ...], data_dir: Path, fresh_data_dir: bool) -> Deployment:
-    """Every flow, compiled and checked (`compile_all`, `check_all`); a mistake leaves no data
-    directory behind when this run made it (Spark's start writes its few files there first, in
-    milliseconds, long before compiling ends)."""
+def compile_and_check(
+    files: tuple[Path, ...], data_dir: Path, fresh_data_dir: bool
+) -> tuple[Deployment, set[str]]:
+    """Every flow, compiled and checked (`compile_all`, `check_all`), and the ids of those that run
+    a Spark query; a mistake leaves no data directory behind when this run made it (Spark's start
+    writes its few files there first, in milliseconds, long before compiling ends)."""
     try:
         deployment = compile_all(files)
-        check_all(deployment, data_dir)
+        queries = check_all(deployment, data_dir)
     except UserError:
         if fresh_data_dir:
             shutil.rmtree(data_dir, ignore_errors=True)
         raise
-    return deployment
+    return deployment, queries
 
 
 def compile_all(files: tuple[Path, ...]) -> Deployment:
@@ -220,14 +229,20 @@ def compile_all(files: tuple[Path, ...]) -> Deployment:
     return merged
 
 
-def check_all(deployment: Deployment, data_dir: Path) -> None:
-    """Connector kinds and configs, channel settings: every mistake before Spark takes seconds to start."""
+def check_all(deployment: Deployment, data_dir: Path) -> set[str]:
+    """Connector kinds and configs, channel settings: every mistake before anything slow starts.
+    Returns the ids of the flows that run a Spark query (the others need no Spark)."""
     from contraflow.runtime.flow import FlowInstance, Services
     from contraflow.runtime.metrics import RuntimeMetrics
 
-    services = Services("", None, data_dir, RuntimeMetrics(), lambda: None)
+    services = Services("", SparkOnDemand(), data_dir, RuntimeMetrics(), lambda: None)
+    queries = set()
     for flow_id, graph in deployment.flows.items():
-        FlowInstance(flow_id, graph, services).prepare()
+        instance = FlowInstance(flow_id, graph, services)
+        instance.prepare()
+        if instance.runs_queries():
+            queries.add(flow_id)
+    return queries
 
 
 def preflight(options: RunOptions) -> None:
@@ -258,7 +273,7 @@ def _python_streams(out: IO[bytes], err: IO[bytes]) -> Iterator[None]:
 
 
 async def _serve(
-    options: RunOptions, deployment: Deployment, log_file: Path, spark_future: Future[Any]
+    options: RunOptions, deployment: Deployment, queries: set[str], log_file: Path, spark: SparkOnDemand
 ) -> None:
     from rich.console import Console
 
@@ -267,17 +282,22 @@ async def _serve(
     console = Console(stderr=True, highlight=False)
     _setup_logging(console, log_file)
     _say(console, f"log (Spark's too): {log_file}")
-    # Signals count from the first moment: Ctrl-C while Spark starts stops right after it started.
+    # Signals count from the first moment: Ctrl-C while Spark starts ends its start at once.
     loop = asyncio.get_running_loop()
     stop, cut_short = asyncio.Event(), asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _on_stop_signal, console, stop, cut_short)
+    board_ticks = console.is_terminal and options.status  # the live lines show Spark's start
+    # A failed start is said here, once, unless the command line's flows need Spark: then the run
+    # stops with it as its error; otherwise it goes on with the flows that need no Spark.
+    report_failure = None if queries else log_file
+    progress = asyncio.create_task(_spark_progress(console, spark, report_failure, not board_ticks))
+    abandon = asyncio.create_task(_end_spark_start_on_stop(stop, spark))
     async with contextlib.AsyncExitStack() as stack:
-        spark_start = _SparkStart(asyncio.wrap_future(spark_future))  # under way since before compiling
         try:
             spu_addr = options.spu or await _embedded_spu(stack, console, options)
         finally:  # stopped before the SPU (last in, first out)
-            stack.push_async_callback(spark_start.stop)
+            stack.push_async_callback(spark.stop)
         write_runtime_info(options.data_dir, RuntimeInfo(os.getpid(), spu_addr, options.api, str(log_file)))
         stack.callback(remove_runtime_info, options.data_dir)
         where = "" if options.spu else f", log in {options.data_dir / 'spu'}"
@@ -288,32 +308,27 @@ async def _serve(
             registry = RegistryServer(spu_addr, options.registry_addr, token=options.token, tls=options.tls)
             _say(console, f"schema registry on {await registry.start()}")
             stack.push_async_callback(registry.stop)
-        spark = await _spark_progress(console, spark_start.task, options.master or "local[*]")
         from contraflow.runtime.runtime import Runtime
         from contraflow.runtime.watchdog import watch_loop
 
         runtime = Runtime(spu_addr, spark, options.data_dir, stop_requested=stop)
         await runtime.events.open()  # before the API and the loop watchdog can emit or subscribe
-        if options.api:
+        if options.api:  # up while Spark starts: deployments that need it wait for it
             scheme = "https" if options.tls else "http"
             _say(console, f"REST API on {scheme}://{await _api(stack, runtime, options)}")
         # The live lines start with the deployment: a flow's sources run while its queries start.
         status = asyncio.create_task(
             _status(runtime, console) if options.status else runtime.stop_requested.wait()
         )
-        if not stop.is_set():
-            await runtime.deploy_graphs(deployment)
-        if not stop.is_set():
-            redeployed = await runtime.redeploy_kept()
-            if redeployed:
-                _say(console, f"redeployed {', '.join(redeployed)} (deployed through the API before)")
-        _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
+        failure = await _deploy_all(runtime, console, deployment, queries, log_file)
+        if failure is None and not stop.is_set():
+            _say(console, f"running {', '.join(runtime.flows)}; Ctrl-C drains and stops")
         watchdog = asyncio.create_task(watch_loop(runtime.events, runtime.metrics))
         await runtime.stop_requested.wait()
         _say(console, "quiescing: sources stopped, draining pipelines and sinks (Ctrl-C again: stop now)...")
         await runtime.quiesce_all(cut_short)
         _ignore_late_signals(loop)
-        for task in (status, watchdog):
+        for task in (status, watchdog, progress, abandon):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -321,6 +336,43 @@ async def _serve(
         console.print(
             "[dim]stopped[/dim]" + (f" [red](errors in {', '.join(failed)})[/red]" if failed else "")
         )
+    if failure is not None:
+        raise failure
+
+
+async def _deploy_all(
+    runtime: Any, console: Any, deployment: Deployment, queries: set[str], log_file: Path
+) -> UserError | None:
+    """Deploy the command line's flows, those that run no Spark query first (they start at once,
+    Spark or not), then those that do (once Spark runs), then the flows kept from deployments
+    through the API. A mistake (Spark did not start) asks the runtime to stop and is returned,
+    to end the run with it once the flows that did start are drained; a stop meanwhile is none."""
+    flows = deployment.flows
+    at_once = Deployment({fid: graph for fid, graph in flows.items() if fid not in queries})
+    with_spark = Deployment({fid: graph for fid, graph in flows.items() if fid in queries})
+    stop = runtime.stop_requested
+    try:
+        if at_once.flows:
+            await runtime.deploy_graphs(at_once)
+            if with_spark.flows and not stop.is_set():
+                waiting = ", ".join(with_spark.flows)
+                _say(console, f"running {', '.join(at_once.flows)}; waiting for Spark: {waiting}")
+        if with_spark.flows and not stop.is_set():
+            await runtime.deploy_graphs(with_spark)
+        if not stop.is_set():
+            redeployed = await runtime.redeploy_kept()
+            if redeployed:
+                _say(console, f"redeployed {', '.join(redeployed)} (deployed through the API before)")
+    except UserError as err:
+        if stop.is_set():
+            return None  # Spark's start was ended by the stop
+        runtime.request_stop()
+        if isinstance(err, SparkUnavailable):
+            return UserError(
+                f"{', '.join(with_spark.flows)} not started: {err} (Spark's output is in {log_file})"
+            )
+        return err
+    return None
 
 
 def _say(console: Any, message: str) -> None:
@@ -388,37 +440,39 @@ async def _embedded_spu(stack: contextlib.AsyncExitStack, console: Any, options:
     return addr
 
 
-@dataclass
-class _SparkStart:
-    """The Spark session starting in a thread while the rest of the runtime starts."""
-
-    task: asyncio.Future[Any]
-
-    async def stop(self) -> None:
-        """Stop the session once it started (a failed start leaves nothing to stop)."""
-        with contextlib.suppress(Exception):
-            spark = await self.task
-            await asyncio.to_thread(spark.stop)
+async def _end_spark_start_on_stop(stop: asyncio.Event, spark: SparkOnDemand) -> None:
+    """A stop while Spark still starts ends its start at once (nothing runs on it yet: deployments
+    that need it wait for it), rather than after the seconds it would take to finish."""
+    await stop.wait()
+    if spark.state in ("not started", "starting"):
+        await spark.stop()
 
 
-async def _spark_progress(console: Any, started: asyncio.Future[Any], master: str) -> Any:
-    """Wait for Spark with a progress line: a ticking one on a terminal, one every few seconds elsewhere."""
-    begun = time.monotonic()
-    label = f"starting Spark ({master})"
-    if console.is_terminal:
+async def _spark_progress(
+    console: Any, spark: SparkOnDemand, report_failure: Path | None, tick: bool
+) -> None:
+    """Once Spark begins to start (a flow needs it): a progress line while it starts (`tick`;
+    ticking on a terminal, one every few seconds elsewhere), then how long it took, or (with
+    `report_failure`, the log file its output went to) why it did not start."""
+    await spark.began.wait()
+    label = f"starting Spark ({spark.master})"
+    if not tick:
+        await spark.settled()
+    elif console.is_terminal:
         with console.status(f"{label} ...") as status:
-            while not started.done():
-                await asyncio.wait({started}, timeout=1.0)
-                status.update(f"{label} ... {time.monotonic() - begun:.0f} s")
+            while not await spark.settled(timeout_s=1.0):
+                status.update(f"{label} ... {spark.starting_for():.0f} s")
     else:
         console.print(f"{label} ...")
-        while not started.done():
-            await asyncio.wait({started}, timeout=PLAIN_STATUS_INTERVAL_S)
-            if not started.done():
-                console.print(f"{label} ... {time.monotonic() - begun:.0f} s")
-    spark = await started
-    _say(console, f"Spark started in {time.monotonic() - begun:.1f} s")
-    return spark
+        while not await spark.settled(timeout_s=PLAIN_STATUS_INTERVAL_S):
+            console.print(f"{label} ... {spark.starting_for():.0f} s")
+    failure = spark.failure()
+    if spark.state == "stopped":
+        return  # its start was ended by a stop
+    if failure is None:
+        _say(console, f"Spark started in {spark.started_in():.1f} s")
+    elif report_failure is not None:
+        log.error("Spark did not start: %s (its output is in %s)", failure, report_failure)
 
 
 async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptions) -> str:
@@ -437,7 +491,8 @@ async def _api(stack: contextlib.AsyncExitStack, runtime: Any, options: RunOptio
 
 
 async def _status(runtime: Any, console: Any) -> None:
-    """One live line per flow, redrawn every second (plain lines when stderr is not a terminal)."""
+    """One live line per flow, redrawn every second, under a line for Spark while it starts (plain
+    lines when stderr is not a terminal, where `_spark_progress` says how Spark's start goes)."""
     from rich.live import Live
 
     from contraflow.runtime.status import StatusBoard
@@ -447,11 +502,21 @@ async def _status(runtime: Any, console: Any) -> None:
     if not console.is_terminal:
         while True:
             await asyncio.sleep(PLAIN_STATUS_INTERVAL_S)
-            console.print(board.render(flows()), soft_wrap=True)  # one line per flow, however long
-    with Live(board.render(flows()), console=console, refresh_per_second=4, transient=False) as live:
+            if runtime.flows:
+                console.print(board.render(flows()), soft_wrap=True)  # one line per flow, however long
+    view = lambda: _with_spark_line(runtime.spark, board.render(flows()))  # noqa: E731
+    with Live(view(), console=console, refresh_per_second=4, transient=False) as live:
         while True:
             await asyncio.sleep(STATUS_INTERVAL_S)
-            live.update(board.render(flows()))
+            live.update(view())
+
+
+def _with_spark_line(spark: SparkOnDemand, lines: Text) -> Text:
+    """The flows' live lines, after a line saying how long Spark has been starting, while it does."""
+    if spark.state != "starting":
+        return lines
+    starting = Text(f"starting Spark ({spark.master}) ... {spark.starting_for():.0f} s", style="dim")
+    return Text("\n").join([starting, lines]) if lines else starting
 
 
 if __name__ == "__main__":  # pragma: no cover

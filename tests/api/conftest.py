@@ -27,6 +27,7 @@ from contraflow.api.facade import (
     DesiredState,
     FlowExists,
     FlowStatus,
+    SparkState,
     State,
     UnknownConnector,
     UnknownFlow,
@@ -80,6 +81,7 @@ class InMemoryRuntime:
         self.changes: list[tuple[str, ...]] = []
         self.fail_with: Exception | None = None
         self.events = EventStream(None)  # the real event stream, in memory only
+        self.spark: SparkState = "running"
 
     def version(self) -> str:
         return contraflow.__version__
@@ -91,6 +93,9 @@ class InMemoryRuntime:
     async def list_flows(self) -> list[FlowStatus]:
         self._check()
         return list(self.flows.values())
+
+    def spark_state(self) -> SparkState:
+        return self.spark
 
     async def get_flow(self, flow_id: str) -> FlowStatus:
         self._check()

@@ -6,7 +6,8 @@ import httpx
 import pytest
 
 from contraflow.api.bodies import MAX_PATCH_BYTES
-from tests.api.conftest import InMemoryRuntime
+from contraflow.api.facade import SparkUnavailable
+from tests.api.conftest import TWO_FLOWS, InMemoryRuntime
 from tests.api.test_routes import assert_error
 
 PATCH_URLS = ["/v1/flows/main", "/v1/flows/main/connectors/src"]
@@ -83,6 +84,13 @@ def test_wrong_method_is_json_405_with_allow(client: httpx.Client) -> None:
     assert set(r.headers["allow"].replace(" ", "").split(",")) == {"GET", "PATCH", "DELETE"}
     assert_error(client.post("/v1/version"), 405)
     assert_error(client.delete("/v1/flows"), 405)
+
+
+def test_a_deployment_spark_cannot_run_is_a_json_503(client: httpx.Client, runtime: InMemoryRuntime) -> None:
+    """Not the request's fault: the same source deploys once Spark runs."""
+    runtime.fail_with = SparkUnavailable("Spark did not start: no Java")
+    r = client.post("/v1/flows", content=TWO_FLOWS, headers={"content-type": "text/plain"})
+    assert_error(r, 503, "Spark did not start: no Java")
 
 
 def test_runtime_bug_is_a_json_500(client: httpx.Client, runtime: InMemoryRuntime) -> None:

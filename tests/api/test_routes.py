@@ -33,6 +33,7 @@ def test_status_all_running(client: httpx.Client) -> None:
         "num_flows": 2,
         "flows": {"running": 2},
         "flow_status": {"main": "running", "second": "running"},
+        "spark": "running",
     }
 
 
@@ -55,11 +56,19 @@ def test_status_503_when_a_flow_is_not_running_or_paused(
     assert r.json()["flow_status"] == {"main": state, "second": "running"}
 
 
-def test_status_without_flows(client: httpx.Client, runtime: InMemoryRuntime) -> None:
+def test_status_without_flows_while_spark_starts(client: httpx.Client, runtime: InMemoryRuntime) -> None:
+    """`contraflow run`'s API answers while Spark starts; the flows that wait for it are not deployed yet."""
     runtime.flows.clear()
+    runtime.spark = "starting"
     r = client.get("/v1/status")
     assert r.status_code == 200
-    assert r.json() == {"all_running": True, "num_flows": 0, "flows": {}, "flow_status": {}}
+    assert r.json() == {
+        "all_running": True,
+        "num_flows": 0,
+        "flows": {},
+        "flow_status": {},
+        "spark": "starting",
+    }
 
 
 def test_list_flows(client: httpx.Client) -> None:

@@ -148,6 +148,7 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
             num_flows=len(flows),
             flows=dict(counts),
             flow_status={f.id: f.status for f in flows},
+            spark=runtime.spark_state(),
         )
         healthy = all(f.status in HEALTHY_STATES for f in flows)
         return JSONResponse(report.model_dump(), status_code=200 if healthy else 503)
@@ -161,7 +162,7 @@ def add_runtime_routes(router: APIRouter, runtime: RuntimeFacade, paths: PathPol
         "/v1/flows",
         status_code=201,
         response_model=DeployResponse,
-        responses=_errors(400, 403, 409, 413, 415),
+        responses=_errors(400, 403, 409, 413, 415, 503),
         openapi_extra=_json_body(DeployRequest, "text/plain"),
         tags=["flows"],
     )

@@ -1,8 +1,9 @@
 """Every error the API returns is `{"code": N, "error": "..."}` with status N.
 
 User mistakes map to 4xx (unknown ids 404, bad bodies 400, unsupported
-media 415, wrong methods 405, clashing deployments 409); only a bug in the
-runtime or the API itself produces a 500, and even that keeps the JSON shape.
+media 415, wrong methods 405, clashing deployments 409); a deployment that
+needs Spark when Spark did not start is 503; only a bug in the runtime or the
+API itself produces a 500, and even that keeps the JSON shape.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from contraflow.api.facade import FlowExists, UnknownConnector, UnknownFlow
+from contraflow.api.facade import FlowExists, SparkUnavailable, UnknownConnector, UnknownFlow
 from contraflow.api.models import CompileErrorDetail, ErrorBody
 from contraflow.errors import UserError
 from contraflow.lang.errors import LangError, LangErrors
@@ -73,6 +74,8 @@ def _status_of(exc: UserError) -> int:
         return 404
     if isinstance(exc, FlowExists):
         return 409
+    if isinstance(exc, SparkUnavailable):
+        return 503  # not the request's fault: the same deployment works once Spark runs
     return 400  # InvalidTransition, LangError(s), any other user mistake
 
 

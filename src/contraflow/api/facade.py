@@ -11,7 +11,8 @@ not know (404), `InvalidTransition` when a status change is not allowed in
 the current state (400), `FlowExists` when a deployment would reuse a
 running flow id (409), `contraflow.lang.errors.LangError` / `LangErrors`
 for Troy compile errors and any other `contraflow.errors.UserError` for
-deployment mistakes such as bad connector config (400).
+deployment mistakes such as bad connector config (400); `SparkUnavailable`
+when a deployment needs a Spark query and Spark did not start (503).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ BreakerState = Literal["open", "closed"]
 
 # Flow priorities, most urgent first (the reserved flow arg `priority`).
 Priority = Literal["critical", "high", "normal", "low", "background"]
+
+# Where the runtime's Spark session is (`contraflow.runtime.spark_on_demand`): only flows that run a
+# query wait for it; "not started" in a runtime that starts it on first use.
+SparkState = Literal["not started", "starting", "running", "failed", "stopped"]
 
 # States in which a flow counts as healthy for `GET /v1/status`.
 HEALTHY_STATES: frozenset[str] = frozenset({"initializing", "running", "paused"})
@@ -177,6 +182,11 @@ class InvalidTransition(UserError):
         super().__init__(f"cannot change the status of {what} from {current} to {desired}")
 
 
+class SparkUnavailable(UserError):
+    """A deployment needs a Spark query and the runtime's Spark session did not start (or the
+    runtime is stopping): nothing of it was started."""
+
+
 class FlowExists(UserError):
     """A deployment would create a flow whose id is already deployed."""
 
@@ -200,6 +210,10 @@ class RuntimeFacade(Protocol):
 
     async def list_flows(self) -> list[FlowStatus]:
         """Every deployed flow, in deployment order."""
+        ...
+
+    def spark_state(self) -> SparkState:
+        """Where the Spark session is (flows that run a query wait for it running)."""
         ...
 
     async def get_flow(self, flow_id: str) -> FlowStatus:

@@ -21,6 +21,7 @@ from contraflow.api.facade import (
     FlowStatus,
     NodeRef,
     Priority,
+    SparkState,
     State,
 )
 
@@ -39,6 +40,9 @@ class RuntimeStatusReport(BaseModel):
     num_flows: int = Field(description="number of deployed flows")
     flows: dict[State, int] = Field(description="number of flows in each state")
     flow_status: dict[str, State] = Field(description="state of each flow by id")
+    spark: SparkState = Field(
+        description="the Spark session; a flow that runs a Spark query is deployed once it runs"
+    )
 
 
 class PipelineRef(BaseModel):

@@ -53,6 +53,7 @@ from contraflow.runtime.routes import Routes
 from contraflow.runtime.settings import FlowSettings
 from contraflow.runtime.sink import NOT_CONNECTED, SinkRunner
 from contraflow.runtime.source import SourceRunner
+from contraflow.runtime.spark_on_demand import SparkOnDemand
 from contraflow.runtime.topology import Channel, Endpoint, Topology
 from contraflow.runtime.watchdog import FlowWatchdog
 from contraflow.spark.checkpoint import checkpoint_path
@@ -74,7 +75,7 @@ class Services:
     """What every flow instance of a runtime shares."""
 
     spu_addr: str
-    spark: Any
+    spark: SparkOnDemand  # awaited where a query starts: flows that run none never start Spark
     data_dir: Path
     metrics: RuntimeMetrics
     stop_runtime: Callable[[], None]
@@ -249,19 +250,29 @@ class FlowInstance:
     def _spawn(self, inst: ConnectorInstance, work: Any, name: str) -> None:
         inst.tasks.append(asyncio.create_task(self._guard(work, inst.ctx.alias), name=name))
 
+    def runs_queries(self) -> bool:
+        """Whether starting this flow starts a Spark query (it then needs the Spark session):
+        not when each pipeline is aliased or has no input connected, nor without pipelines."""
+        return any(self._query_inputs(alias) for alias in self.graph.pipelines)
+
+    def _query_inputs(self, alias: str) -> list[PipelineInput]:
+        """The channels pipeline `alias`'s query reads; none when it is aliased (its readers read its
+        inputs: nothing runs) or has no input connected."""
+        if alias in self.aliases.pipelines:
+            return []
+        return [  # a port fed by several connections (fan-in) reads each of their channels
+            PipelineInput(reader.to.port, channel.topic, reader.consumer)
+            for channel, reader in self.topology.inputs_of("pipeline", alias)
+        ]
+
     def _pipelines_to_start(self) -> dict[str, list[PipelineInput]]:
         """Pipeline alias -> the channels it reads; one with no input connected is not started."""
         starting: dict[str, list[PipelineInput]] = {}
         for alias in self.graph.pipelines:
-            if alias in self.aliases.pipelines:
-                continue  # its readers read its inputs: nothing runs
-            inputs = [  # a port fed by several connections (fan-in) reads each of their channels
-                PipelineInput(reader.to.port, channel.topic, reader.consumer)
-                for channel, reader in self.topology.inputs_of("pipeline", alias)
-            ]
+            inputs = self._query_inputs(alias)
             if inputs:
                 starting[alias] = inputs
-            else:
+            elif alias not in self.aliases.pipelines:
                 log.warning("flow %s: pipeline %s has no input connected; not started", self.id, alias)
         return starting
 
@@ -279,9 +290,10 @@ class FlowInstance:
             await control.credit(inp.consumer, inp.topic).set_async(
                 self.client, admitted(self.settings.priority, None)
             )
+        spark = await self.services.spark.session()
         self.pipelines[alias] = await asyncio.to_thread(
             start_pipeline_query,
-            self.services.spark,
+            spark,
             self.id,
             alias,
             self.graph.pipelines[alias],
@@ -556,7 +568,7 @@ class FlowInstance:
 
     async def _cancel_jobs(self) -> None:
         """Cancel every pipeline's running Spark jobs: interrupts tasks stuck past the drain."""
-        context = self.services.spark.sparkContext
+        context = (await self.services.spark.session()).sparkContext  # running: queries run on it
         for run in self.pipelines.values():
             await asyncio.to_thread(context.cancelJobGroup, run.run_id)
 

@@ -1,9 +1,11 @@
 """The runtime: every deployed flow instance of one process, and the `RuntimeFacade` the REST API uses.
 
 It owns no SPU and no Spark session (the `run` command or a test hands them
-in), so the same object serves `contraflow run`, tests and benchmarks.
-Deploying is all-or-nothing: every flow of a Troy source is prepared (kinds,
-configs, settings checked) before the first one starts.
+in, the session as a running one or as a `SparkOnDemand` that starts when a
+query first needs it), so the same object serves `contraflow run`, tests and
+benchmarks. Deploying is all-or-nothing: every flow of a Troy source is
+prepared (kinds, configs, settings checked) and, when one of them runs a Spark
+query, the Spark session awaited, before the first one starts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from contraflow.api.facade import (
     DesiredState,
     FlowExists,
     FlowStatus,
+    SparkState,
     UnknownConnector,
     UnknownFlow,
 )
@@ -32,6 +35,7 @@ from contraflow.runtime.event_stream import EventStream, RuntimeEvent
 from contraflow.runtime.flow import FlowInstance, Services
 from contraflow.runtime.kept_flows import KeptFlows
 from contraflow.runtime.metrics import RuntimeMetrics
+from contraflow.runtime.spark_on_demand import SparkOnDemand
 
 log = logging.getLogger("contraflow.runtime")
 
@@ -42,7 +46,7 @@ class Runtime:
     def __init__(
         self,
         spu_addr: str,
-        spark: Any,
+        spark: SparkOnDemand | Any,  # or a running SparkSession, or None (no flow may run a query)
         data_dir: Path,
         metrics: RuntimeMetrics | None = None,
         stop_requested: asyncio.Event | None = None,
@@ -51,8 +55,9 @@ class Runtime:
         self.flows: dict[str, FlowInstance] = {}
         self.stop_requested = stop_requested or asyncio.Event()
         self.events = EventStream(spu_addr)
+        self.spark = spark if isinstance(spark, SparkOnDemand) else SparkOnDemand.of(spark)
         self.services = Services(
-            spu_addr, spark, Path(data_dir), self.metrics, self.request_stop, self.events
+            spu_addr, self.spark, Path(data_dir), self.metrics, self.request_stop, self.events
         )
         self.kept = KeptFlows(Path(data_dir))
 
@@ -63,14 +68,16 @@ class Runtime:
     # -- deploying -----------------------------------------------------------------------------
 
     async def deploy_graphs(self, deployment: Deployment) -> list[str]:
-        """Prepare every flow of `deployment`, then start them in order; returns their ids."""
+        """Prepare every flow of `deployment`, wait for Spark if one of them runs a query (starting
+        it if nobody did), then start them in order; returns their ids."""
         await self.events.open()  # `seq` goes on from the earlier runs' events before any is emitted
-        for flow_id in deployment.flows:
-            if flow_id in self.flows:
-                raise FlowExists(flow_id)
+        self._check_new(deployment)
         instances = [FlowInstance(fid, graph, self.services) for fid, graph in deployment.flows.items()]
         for instance in instances:
             instance.prepare()
+        if any(instance.runs_queries() for instance in instances):
+            await self.spark.session()  # raises SparkUnavailable (nothing started)
+            self._check_new(deployment)  # another deployment may have taken an id meanwhile
         for instance in instances:
             self.flows[instance.id] = instance
             await instance.start()
@@ -81,6 +88,11 @@ class Runtime:
                 priority=instance.settings.priority,
             )
         return [i.id for i in instances]
+
+    def _check_new(self, deployment: Deployment) -> None:
+        for flow_id in deployment.flows:
+            if flow_id in self.flows:
+                raise FlowExists(flow_id)
 
     async def quiesce_all(self, cut_short: asyncio.Event | None = None, shutdown: bool = True) -> None:
         """Quiesce every flow (all at once: they share nothing but the SPU and Spark) within its
@@ -102,6 +114,9 @@ class Runtime:
 
     async def list_flows(self) -> list[FlowStatus]:
         return [f.status() for f in self.flows.values()]
+
+    def spark_state(self) -> SparkState:
+        return self.spark.state
 
     async def get_flow(self, flow_id: str) -> FlowStatus:
         return self._flow(flow_id).status()
