@@ -31,7 +31,11 @@ import gc
 
 from pyspark.daemon import manager
 
+from contraflow.heap import keep_freed_heap
+
 if __name__ == "__main__":
     # What the imports built lives as long as the workers: collections need not rescan it.
     gc.freeze()
+    # The workers inherit the heap's settings with the fork (see `contraflow.heap`).
+    keep_freed_heap()
     manager()
