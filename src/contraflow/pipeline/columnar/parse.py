@@ -40,6 +40,7 @@ The table holds nulls on every row that falls back, as it always has.
 from __future__ import annotations
 
 import functools
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -68,6 +69,11 @@ INT64 = (-(2**63), 2**63 - 1)
 # A digit, `e`/`E`, then a digit or `+`: where a number shorter than LONG_NUMBER digits can exceed a
 # double (a negative exponent cannot).
 _EXPONENT = "[0-9][eE][0-9+]"
+# Rows decoded at a time. Their Python objects (each row's bytes, its Struct and its fields' values)
+# are gone before the next piece's are made, so the interpreter's allocator reuses their memory
+# instead of mapping fresh pages for a whole batch's worth and giving them back after it, a page
+# fault on every page each batch.
+PIECE_ROWS = 2048
 
 
 @dataclass
@@ -86,19 +92,38 @@ def parse_values(values: pa.Array, schema: pa.Schema, fallback: pa.BooleanArray)
     if reader is None:  # a key msgspec cannot name: every row runs per event
         nulls = pa.table([pa.nulls(len(values), f.type) for f in schema], schema=schema)
         return Parsed(nulls, pa.repeat(pa.scalar(True), len(values)))
-    rows = values.to_pylist()
-    records, failed = _decode(rows, reader.decode, reader.empty)
     known = np.flatnonzero(fallback.to_numpy(zero_copy_only=False)).tolist()
-    out = {*failed, *_unlike_orjson(values, rows), *known}
-    for row in out:
-        records[row] = reader.empty
+    excluded = sorted({*_unlike_orjson(values), *known})
+    out = set(excluded)
+    pieces = []
+    for start in range(0, len(values), PIECE_ROWS):
+        rows = values.slice(start, PIECE_ROWS).to_pylist()
+        skipped = excluded[bisect_left(excluded, start) : bisect_left(excluded, start + len(rows))]
+        pieces.append(_piece(rows, start, skipped, schema, reader, out))
+    table = pa.concat_tables(pieces).combine_chunks() if pieces else _table([], schema)[0]
+    return Parsed(table, _mask(len(values), out))
+
+
+def _piece(
+    rows: list[bytes | None],
+    start: int,
+    skipped: list[int],
+    schema: pa.Schema,
+    reader: _Reader,
+    out: set[int],
+) -> pa.Table:
+    """Rows `start`.. of the batch as a table of `schema`, null on the `skipped` rows and on those
+    that fail here (added to `out`)."""
+    records, failed = _decode(rows, reader.decode, reader.empty)
+    for row in skipped:
+        records[row - start] = reader.empty
     table, overflowing = _table(records, schema)
     if overflowing:  # an int beyond int64: its row falls back, and every field of it is null
         for row in overflowing:
             records[row] = reader.empty
-        out.update(overflowing)
         table, _ = _table(records, schema)
-    return Parsed(table, _mask(len(values), out))
+    out.update(start + row for row in (*failed, *overflowing))
+    return table
 
 
 @dataclass(frozen=True)
@@ -186,7 +211,7 @@ def _column(
         return pa.nulls(len(items), dtype)
 
 
-def _unlike_orjson(values: pa.Array, rows: list[bytes | None]) -> list[int]:
+def _unlike_orjson(values: pa.Array) -> list[int]:
     """Rows msgspec decodes but orjson would reject or read otherwise (see the module docstring),
     found by whole-batch scans; rows are looked at one by one only where a scan points at them."""
     data = values.buffers()[2]
@@ -196,25 +221,28 @@ def _unlike_orjson(values: pa.Array, rows: list[bytes | None]) -> list[int]:
         values.offset : values.offset + len(values) + 1
     ]
     lengths = np.diff(offsets)
-    found, text = _as_text(values, rows)
+    found, text = _as_text(values)
     numbers = pl.Series(text).str.contains(_EXPONENT)
     if int(lengths.max()) >= LONG_NUMBER:
         numbers = numbers | pl.Series(text).str.contains(f"[0-9]{{{LONG_NUMBER}}}")
-    found += [row for row in numbers.arg_true().to_list() if not _orjson_accepts(rows[row])]
+    found += [row for row in numbers.arg_true().to_list() if not _orjson_accepts(values[row].as_py())]
     start = int(offsets[0])
     everything = data.slice(start, int(offsets[-1]) - start).to_pybytes()
     if b"$" in everything:  # rare: look for the mark itself
         marks = _occurrences(everything, _BYTES_MARK)
         found += np.unique(np.searchsorted(offsets - start, marks, side="right") - 1).tolist()
-    found += [row for row in np.flatnonzero(lengths >= DEEP).tolist() if _openings(rows[row]) >= DEEP]
+    found += [
+        row for row in np.flatnonzero(lengths >= DEEP).tolist() if _openings(values[row].as_py()) >= DEEP
+    ]
     return found
 
 
-def _as_text(values: pa.Array, rows: list[bytes | None]) -> tuple[list[int], pa.Array]:
+def _as_text(values: pa.Array) -> tuple[list[int], pa.Array]:
     """The rows that are not valid UTF-8, and the values as text (those rows made `{}`)."""
     try:
         return [], values.cast(pa.string())
     except pa.ArrowInvalid:
+        rows = values.to_pylist()
         invalid = [row for row, value in enumerate(rows) if value is not None and not _utf8(value)]
         blank = pc.if_else(_mask(len(values), set(invalid)), pa.scalar(b"{}", pa.binary()), values)
         return invalid, blank.cast(pa.string())
