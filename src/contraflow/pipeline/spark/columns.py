@@ -13,7 +13,7 @@ they were read as.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import orjson
 import pyarrow as pa
@@ -40,6 +40,34 @@ def ingest_times(rows: pa.RecordBatch, mode: IngestMode) -> pa.Array:
         return rows.column("offset")
     micros = rows.column("timestamp").cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
     return pc.multiply(micros, 1000)
+
+
+class IngestTimes(Sequence[int]):
+    """An ingest-time column (`ingest_times`) read as Python ints only where they are asked for: the
+    columnar path reads the few rows that fall back, and a list of the whole batch cost an int
+    object per event."""
+
+    def __init__(self, column: pa.Array) -> None:
+        self._column = column
+
+    def __len__(self) -> int:
+        return len(self._column)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return self._column[index].to_pylist()
+        if not -len(self._column) <= index < len(self._column):
+            raise IndexError(index)
+        return self._column[index].as_py()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._column.to_pylist())
 
 
 def with_port_and_ingest(rows: pa.RecordBatch, port: str, mode: IngestMode) -> pa.RecordBatch:

@@ -34,7 +34,14 @@ from contraflow.events import encode_value
 from contraflow.pipeline.columnar import ColumnarTraced
 from contraflow.pipeline.executor import Traced, no_cyclic_gc
 from contraflow.pipeline.item import UNDECODED
-from contraflow.pipeline.spark.columns import OUTPUT_SCHEMA, ingest_times, input_metas, make_event, meta_rows
+from contraflow.pipeline.spark.columns import (
+    OUTPUT_SCHEMA,
+    IngestTimes,
+    ingest_times,
+    input_metas,
+    make_event,
+    meta_rows,
+)
 from contraflow.pipeline.spark.keying import GroupStreams
 from contraflow.pipeline.spark.partial import PARTIAL_FIELD, PLACE_FIELD, PartialAggregation
 from contraflow.pipeline.spark.plan import IngestMode, PipelinePlan, failure_event
@@ -194,14 +201,14 @@ class PackEvents:
         assert self.prefix is not None
         executor = self.prefix.executor()
         metas = input_metas(rows.column("headers"))
-        times = ingest.to_pylist()
         columnar = self.prefix.columnar(self.port, self.partials.reads if self.partials is not None else ())
         try:
-            if columnar is not None:
-                return columnar.run(executor, rows.column("value"), metas, times)
-            return executor.process_values_traced(self.port, rows.column("value").to_pylist(), metas, times)
+            if columnar is not None:  # it reads the times of the rows that fall back, only
+                return columnar.run(executor, rows.column("value"), metas, IngestTimes(ingest))
+            values = rows.column("value").to_pylist()
+            return executor.process_values_traced(self.port, values, metas, ingest.to_pylist())
         except Exception:  # the executor keeps bad events off this path; never fail the query on one
-            return _one_by_one(self.prefix, executor, self.port, rows, times)
+            return _one_by_one(self.prefix, executor, self.port, rows, ingest.to_pylist())
 
     def _split_by_key(
         self, rows: pa.RecordBatch, events: pa.RecordBatch, traced: Traced | None
