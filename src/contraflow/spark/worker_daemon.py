@@ -29,6 +29,7 @@ with contextlib.suppress(ImportError):  # a worker imports whatever is missing i
 
 import gc
 
+import pyarrow
 from pyspark.daemon import manager
 
 from contraflow.heap import keep_freed_heap
@@ -36,6 +37,9 @@ from contraflow.heap import keep_freed_heap
 if __name__ == "__main__":
     # What the imports built lives as long as the workers: collections need not rescan it.
     gc.freeze()
-    # The workers inherit the heap's settings with the fork (see `contraflow.heap`).
-    keep_freed_heap()
+    # The workers inherit the heap's settings with the fork (see `contraflow.heap`), and Arrow
+    # allocates from that heap too: its own allocator (mimalloc) gave freed pages back to the
+    # system and faulted them in again for every batch's concatenations and takes.
+    if keep_freed_heap():
+        pyarrow.set_memory_pool(pyarrow.system_memory_pool())
     manager()
