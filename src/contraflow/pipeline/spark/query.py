@@ -68,8 +68,8 @@ SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # The stateful operator's tasks when the read tasks fold a windowed select's events (see
 # `contraflow.pipeline.spark.partial`): it then receives about one row per group and read task per
 # batch, and each of its tasks costs a fixed part of every batch whatever it holds (a RocksDB
-# store loaded and committed, a Python worker's state-API session, timers listed). w1's 16 group
-# streams over 2 tasks took 2-5x the wall time of one task (load ~10, see docs/pipelines-spark.md).
+# store loaded and committed, a Python worker's state-API session). w1's 16 group streams over 2
+# tasks took 1.7-2.6x the operator time of one task (side by side, see docs/pipelines-spark.md).
 FOLDED_STATE_PARTITIONS = 1
 # A query takes its shuffle partitions from the session's conf as it starts; a start that needs
 # another count sets it for that moment, so starts and reads of the conf wait for each other.
