@@ -16,7 +16,9 @@ import pytest
 from contraflow.lang.graph import PipelineGraph
 from contraflow.pipeline.local import compile_query
 from contraflow.pipeline.spark.listener import SHUFFLE_EVENTS, SHUFFLE_METRIC
+from contraflow.pipeline.spark.query import FOLDED_STATE_PARTITIONS
 from contraflow.pipeline.spark.state import export_state, import_state
+from contraflow.spark.checkpoint import state_partitions
 from contraflow.spu.client import SpuClient
 from tests.pipeline.spark.harness import SparkPipeline
 from tests.pipeline.spark.test_partial import EVENT_TIME, pipeline
@@ -115,12 +117,18 @@ def _counted_events(start: int, count: int) -> list[bytes]:
     ]
 
 
-def test_folded_and_per_event_queries_agree_per_group(pipelines: Any) -> None:
+def test_folded_and_per_event_queries_agree_per_group(pipelines: Any, spark: Any) -> None:
+    """The folded query's state is laid out over FOLDED_STATE_PARTITIONS (its restarts keep it),
+    the per-event one's over the session's shuffle partitions."""
     graph = compile_query(GROUPED)
     batches = [(0, 0, 60), (1, 60, 40), (0, 100, 50), (1, 150, 60)]
     per_event, folded = pipelines(graph, partitions=2), pipelines(graph, partitions=2)
     _run(per_event, False, batches)
     _run(folded, True, batches)
+    session_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert session_partitions != FOLDED_STATE_PARTITIONS
+    assert state_partitions(per_event.checkpoint) == session_partitions
+    assert state_partitions(folded.checkpoint) == FOLDED_STATE_PARTITIONS
     want = per_event.values()
     assert len(want) > 20
     assert _by_group(folded.values()) == _by_group(want)

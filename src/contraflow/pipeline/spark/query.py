@@ -13,7 +13,9 @@ by the pipeline's partition key.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +64,16 @@ AVAILABLE_NOW = "availableNow"
 # What a source runs in its read task for an input port: a rows transform and the schema it yields.
 SourceStep = Callable[[str], tuple[RowsTransform, str]]
 _EVENT_PATH = re.compile(r"^event(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# The stateful operator's tasks when the read tasks fold a windowed select's events (see
+# `contraflow.pipeline.spark.partial`): it then receives about one row per group and read task per
+# batch, and each of its tasks costs a fixed part of every batch whatever it holds (a RocksDB
+# store loaded and committed, a Python worker's state-API session). w1's 16 group streams over 2
+# tasks took 1.7-2.6x the operator time of one task (side by side, see docs/pipelines-spark.md).
+FOLDED_STATE_PARTITIONS = 1
+# A query takes its shuffle partitions from the session's conf as it starts; a start that needs
+# another count sets it for that moment, so starts and reads of the conf wait for each other.
+_SHUFFLE_CONF_LOCK = threading.Lock()
 
 
 def start_pipeline(
@@ -106,11 +118,10 @@ def start_pipeline(
         graph, flow, name, dict(inputs), dict(outputs), ingest, spu=spu, finite=finite, timers=timers
     )
     read = _Reader(spark, plan, spu, _consumers(consumer, inputs))
-    rows = (
-        _stateful_rows(spark, plan, read, checkpoint, partition_by, fold_partials)
-        if graph.stateful
-        else _stateless_rows(plan, read)
-    )
+    if graph.stateful:
+        rows, state_partitions = _stateful_rows(spark, plan, read, checkpoint, partition_by, fold_partials)
+    else:
+        rows, state_partitions = _stateless_rows(plan, read), None
     writer = (
         rows.writeStream.format("contraflow")
         .option("spu", spu)
@@ -124,7 +135,7 @@ def start_pipeline(
         writer = writer.trigger(availableNow=True)
     elif trigger or plan.ticks:
         writer = writer.trigger(processingTime=trigger or DEFAULT_TICK)
-    return _start_in_pool(spark, writer, pool)
+    return _start_in_pool(spark, writer, pool, state_partitions)
 
 
 def _check_ports(
@@ -249,9 +260,10 @@ def _stateful_rows(
     checkpoint: str,
     partition_by: str | None,
     fold_partials: bool = True,
-) -> DataFrame:
+) -> tuple[DataFrame, int]:
     """Envelopes of each input port (through the stateless prefix, if the graph splits) ->
-    `transformWithState` keyed by the partition key -> the sink's rows. The events the envelopes
+    `transformWithState` keyed by the partition key -> the sink's rows, and the stateful
+    operator's partition count to start the query with. The events the envelopes
     carry are observed (`SHUFFLE_METRIC`): what partial aggregation leaves to cross; so are the
     events each node called late (`LATE_METRIC`)."""
     from pyspark.sql import functions as F
@@ -267,16 +279,15 @@ def _stateful_rows(
             f"partition_by cannot split pipeline '{plan.graph.name}': its {', '.join(late)} follow one"
             " watermark over all its events (a join, or a window with lateness or sessions)"
         )
-    select = independent_groups(rest.graph) if partition_by is None else None
-    groups = (
-        GroupStreams(rest.graph, select, stream_keys(spark, _state_partitions(spark, checkpoint)))
-        if select is not None
-        else None
-    )
     partials = (
         _partial_aggregation(rest, cut_ports)
         if fold_partials and partition_by in (None, "partition")
         else None
+    )
+    state_partitions = _state_partitions(spark, checkpoint, folded=partials is not None)
+    select = independent_groups(rest.graph) if partition_by is None else None
+    groups = (
+        GroupStreams(rest.graph, select, stream_keys(spark, state_partitions)) if select is not None else None
     )
     envelopes = _union_all(
         list(
@@ -302,7 +313,7 @@ def _stateful_rows(
     if late:  # each node's late events of the batch, by node name (`LATE_METRIC`)
         sums = [F.sum(late_column(i)).alias(node) for i, node in enumerate(late)]
         outputs = outputs.observe(LATE_METRIC, *sums)
-    return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL)
+    return outputs.mapInArrow(UnpackOutputs(), OUTPUT_DDL), state_partitions
 
 
 def _partial_aggregation(rest: PipelinePlan, cut_ports: tuple[str, ...]) -> PartialAggregation | None:
@@ -323,10 +334,16 @@ def _check_partition_by(partition_by: str | None) -> None:
     )
 
 
-def _state_partitions(spark: SparkSession, checkpoint: str) -> int:
-    """The partitions of the stateful operator: the checkpoint's, else the session's setting."""
+def _state_partitions(spark: SparkSession, checkpoint: str, folded: bool) -> int:
+    """The partitions of the stateful operator: the checkpoint's (Spark keeps them for good), else
+    FOLDED_STATE_PARTITIONS where the read tasks fold events, else the session's setting."""
     recorded = state_partitions(checkpoint)
-    return recorded if recorded is not None else int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
+    if recorded is not None:
+        return recorded
+    if folded:
+        return FOLDED_STATE_PARTITIONS
+    with _SHUFFLE_CONF_LOCK:
+        return int(spark.conf.get(SHUFFLE_PARTITIONS) or 200)
 
 
 def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | None) -> DataFrame | None:
@@ -346,16 +363,36 @@ def _initial_state(spark: SparkSession, checkpoint: str, groups: GroupStreams | 
     return spark.createDataFrame(rows, INITIAL_STATE_DDL)
 
 
-def _start_in_pool(spark: SparkSession, writer: Any, pool: str | None) -> StreamingQuery:
-    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over);
-    a priority's name stands for its pool."""
+def _start_in_pool(
+    spark: SparkSession, writer: Any, pool: str | None, state_partitions: int | None
+) -> StreamingQuery:
+    """Start the query with the FAIR pool set for the thread that starts it (Spark copies it over;
+    a priority's name stands for its pool) and, for a stateful query, its operator's partitions."""
     context = spark.sparkContext
     previous = context.getLocalProperty(POOL_PROPERTY)
     if pool is not None:
         context.setLocalProperty(POOL_PROPERTY, pool_name(pool))
     try:
-        query: StreamingQuery = writer.start()
+        with _shuffle_partitions(spark, state_partitions):
+            query: StreamingQuery = writer.start()
     finally:
         if pool is not None:
             context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
     return query
+
+
+@contextmanager
+def _shuffle_partitions(spark: SparkSession, partitions: int | None) -> Iterator[None]:
+    """The session's shuffle partitions set to `partitions` (None: left as they are) while a query
+    starts: the query copies the session's conf as it starts, and a restart from a checkpoint
+    takes the checkpoint's count whatever the conf says."""
+    with _SHUFFLE_CONF_LOCK:
+        previous = spark.conf.get(SHUFFLE_PARTITIONS)
+        if partitions is None or previous == str(partitions):
+            yield
+            return
+        spark.conf.set(SHUFFLE_PARTITIONS, str(partitions))
+        try:
+            yield
+        finally:
+            spark.conf.set(SHUFFLE_PARTITIONS, previous)  # type: ignore[arg-type]
