@@ -40,6 +40,7 @@ class SparkOnDemand:
         self._start = start
         self._future: Future[Any] | None = None
         self._stopped = False
+        self._earlier_gateways: frozenset[int] = frozenset()  # JVMs the start's launch is not
         self.began = asyncio.Event()  # set by `start` (from the loop, or before it runs)
         self.began_at: float | None = None
         self.ready_at: float | None = None
@@ -70,7 +71,10 @@ class SparkOnDemand:
         """Begin starting Spark, unless it began already (or this runtime has no Spark)."""
         if self._future is not None or self._start is None or self._stopped:
             return
+        from contraflow.spark.gateway_launch import launching_gateways
+
         self.began_at = time.monotonic()
+        self._earlier_gateways = frozenset(launching_gateways())
         self._future = self._start()
         self._future.add_done_callback(self._finished)
         self.began.set()
@@ -130,7 +134,7 @@ class SparkOnDemand:
         self._stopped = True
         if not future.done():
             log.info("Spark is still starting: its driver JVM is ended")
-            await asyncio.to_thread(end_launch, future)
+            await asyncio.to_thread(end_launch, future, self._earlier_gateways)
         if future.done() and future.exception() is None:
             await asyncio.to_thread(future.result().stop)
 

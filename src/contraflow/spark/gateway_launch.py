@@ -9,6 +9,11 @@ a child of this process whose environment carries PySpark's
 thread, which is what the caller wanted. Linux only (it reads /proc); elsewhere
 it finds nothing and the JVM ends by itself once this process exits (PySpark's
 gateway exits when its standard input closes).
+
+Another session of this process (a test suite's, or any started before) has a
+JVM with the same mark: `end_launch` spares the ones that were already there
+when the start began (`launching_gateways()` taken then), or it would end a
+running session that has nothing to do with the start.
 """
 
 from __future__ import annotations
@@ -42,16 +47,17 @@ def launching_gateways() -> list[int]:
     return found
 
 
-def end_launch(start: Future[Any], timeout_s: float = 60.0) -> bool:
+def end_launch(start: Future[Any], spare: frozenset[int] = frozenset(), timeout_s: float = 60.0) -> bool:
     """End the JVM that `start` (a session start under way) launches, until `start` completes:
     SIGTERM (Spark's shutdown hooks clean up), SIGKILL if it is still there after KILL_AFTER_S.
     The JVM may not be launched yet: the thread is still importing or configuring; it is ended
-    as soon as it is. True once `start` completed (failed, or had just finished starting)."""
+    as soon as it is. `spare`: the gateways there before the start began (not its launch).
+    True once `start` completed (failed, or had just finished starting)."""
     deadline = time.monotonic() + timeout_s
     first_seen: dict[int, float] = {}
     while not start.done() and time.monotonic() < deadline:
         now = time.monotonic()
-        for pid in launching_gateways():
+        for pid in set(launching_gateways()) - spare:
             since = first_seen.setdefault(pid, now)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL if now - since > KILL_AFTER_S else signal.SIGTERM)
