@@ -75,7 +75,7 @@ def main() -> None:
     work: dict[str, Callable[[], Any]] = {
         "after": lambda: parse.parse_values(values, SCHEMA, no_fallback),
         "after_decode": lambda: parse._decode(values.to_pylist(), reader.decode, reader.empty),
-        "after_scan": lambda: parse._unlike_orjson(values, lines),
+        "after_scan": lambda: parse._unlike_orjson(values),
         "after_columns": lambda: parse._table(records, SCHEMA),
         "after_odd": lambda: parse.parse_values(odd, SCHEMA, no_fallback),
         "parser_pyarrow": lambda: pj.read_json(
