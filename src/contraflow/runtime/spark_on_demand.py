@@ -30,6 +30,7 @@ from contraflow.api.facade import SparkState, SparkUnavailable
 log = logging.getLogger("contraflow.runtime.spark")
 
 StartSession = Callable[[], "Future[Any]"]  # begins building a session in a thread (`start_session`)
+STOPPED = "Spark is stopped: the runtime is shutting down"
 
 
 class SparkOnDemand:
@@ -111,14 +112,14 @@ class SparkOnDemand:
         """The running session, starting Spark if nobody did yet and waiting while it starts."""
         self.start()
         if self._stopped:
-            raise SparkUnavailable("Spark is stopped: the runtime is shutting down")
+            raise SparkUnavailable(STOPPED)
         if self._future is None:
             raise SparkUnavailable("this runtime has no Spark session")
         try:
             return await asyncio.shield(asyncio.wrap_future(self._future))
         except Exception as err:  # noqa: BLE001 - any failure to start is the same answer
             if self._stopped:
-                raise SparkUnavailable("Spark is stopped: the runtime is shutting down") from None
+                raise SparkUnavailable(STOPPED) from None
             raise SparkUnavailable(f"Spark did not start: {_headline(err)}") from None
 
     async def stop(self) -> None:
@@ -127,11 +128,10 @@ class SparkOnDemand:
         `SparkUnavailable`."""
         from contraflow.spark.gateway_launch import end_launch
 
-        future = self._future
-        if self._stopped or future is None:
-            self._stopped = True
-            return
+        future, stopped_before = self._future, self._stopped
         self._stopped = True
+        if stopped_before or future is None:
+            return
         if not future.done():
             log.info("Spark is still starting: its driver JVM is ended")
             await asyncio.to_thread(end_launch, future, self._earlier_gateways)
