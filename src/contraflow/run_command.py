@@ -179,7 +179,7 @@ def run(
     from contraflow.process_output import quiet_process_output
 
     keep_freed_heap()  # the runtime and its embedded SPU free and reuse batches' worth of memory
-    from contraflow.spark.session import start_session
+    from contraflow.spark.session import master_url, start_session
 
     log_file = options.data_dir / LOG_FILE
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ def run(
         quiet_process_output(log_file) as (out, err_out),
         _python_streams(out, err_out),
     ):
-        master = options.master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
+        master = master_url(options.master)
         spark = SparkOnDemand(functools.partial(start_session, master, options.data_dir), master)
         spark.start()  # seconds: under way while the flows compile, the SPU and the API start
         deployment, queries = compile_and_check(files, options.data_dir, fresh_data_dir)

@@ -261,6 +261,11 @@ def package_zip(target_dir: Path) -> Path:
     return target
 
 
+def master_url(master: str | None) -> str:
+    """The master a session starts on: the one given, else `CONTRAFLOW_SPARK_MASTER`, else `local[*]`."""
+    return master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
+
+
 def session(
     master: str | None = None, data_dir: str | os.PathLike[str] | None = None, **conf: Any
 ) -> SparkSession:
@@ -273,7 +278,7 @@ def session(
     """
     from pyspark.sql import SparkSession
 
-    master = master or os.environ.get("CONTRAFLOW_SPARK_MASTER", "local[*]")
+    master = master_url(master)
     root = Path(data_dir) if data_dir is not None else default_data_dir()
     root.mkdir(parents=True, exist_ok=True)
     _point_python_workers_at_this_interpreter(master, root)
